@@ -1,0 +1,94 @@
+# Protean top-level build.
+#
+#   make                      build the install tree under build/
+#   make install PREFIX=DIR   install the same tree under DIR
+#   make demo                 compile examples/ with our mpicc and run one on 4 ranks
+#   make check                every test: Rust unit tests, C programs under mpirun, real clients
+#   make bench                benchmarks side by side with Open MPI and MPICH
+#
+# The Rust workspace builds a static archive of the C ABI (crates/capi); this Makefile links it
+# into build/lib/libmpi.so.12 with gcc so that the exported symbol set is exactly the one in
+# crates/capi/libmpi.map (rustc's cdylib would impose its own version script).
+
+CARGO   ?= cargo
+CC      ?= gcc
+BUILD   := $(CURDIR)/build
+PREFIX  ?= $(BUILD)
+RUSTDIR := $(CURDIR)/target/release
+LIBVER  := 12
+
+BINS    := mpirun protean-info
+
+.PHONY: all build rust lib bin include wrappers install demo check test unit ctest clients bench fmt clippy clean deps
+
+all: build
+
+build: rust lib bin include wrappers
+
+rust:
+	$(CARGO) build --release --workspace
+
+# libmpi.so.12: the capi archive (Rust + the generated C shim with PMPI_/MPI_ symbols).
+lib: rust
+	@mkdir -p $(BUILD)/lib
+	$(CC) -shared -o $(BUILD)/lib/libmpi.so.$(LIBVER) -Wl,-soname,libmpi.so.$(LIBVER) \
+	    -Wl,--whole-archive $(RUSTDIR)/libprotean_capi.a -Wl,--no-whole-archive \
+	    -Wl,--gc-sections -Wl,--version-script=$(CURDIR)/crates/capi/libmpi.map \
+	    -Wl,-z,now -lpthread -ldl -lm -lrt
+	ln -sf libmpi.so.$(LIBVER) $(BUILD)/lib/libmpi.so
+	ln -sf libmpi.so.$(LIBVER) $(BUILD)/lib/libmpich.so.$(LIBVER)
+	ln -sf libmpi.so.$(LIBVER) $(BUILD)/lib/libmpich.so
+
+bin: rust
+	@mkdir -p $(BUILD)/bin
+	cp -f $(RUSTDIR)/mpirun $(BUILD)/bin/mpirun
+	ln -sf mpirun $(BUILD)/bin/mpiexec
+	cp -f $(RUSTDIR)/protean-info $(BUILD)/bin/protean-info
+
+include:
+	@mkdir -p $(BUILD)/include
+	cp -f include/*.h $(BUILD)/include/
+
+wrappers:
+	@mkdir -p $(BUILD)/bin
+	cp -f wrappers/mpicc $(BUILD)/bin/mpicc
+	cp -f wrappers/mpicxx $(BUILD)/bin/mpicxx
+	chmod +x $(BUILD)/bin/mpicc $(BUILD)/bin/mpicxx
+
+# The tree is relocatable (wrappers and mpirun find their prefix from their own path), so
+# installing elsewhere is a copy.
+install: build
+	@if [ "$(PREFIX)" != "$(BUILD)" ]; then \
+	    mkdir -p $(PREFIX) && cp -a $(BUILD)/bin $(BUILD)/lib $(BUILD)/include $(PREFIX)/ ; \
+	    echo "installed into $(PREFIX)"; fi
+
+demo: build
+	@mkdir -p $(BUILD)/examples
+	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/ring examples/ring.c
+	$(BUILD)/bin/mpirun -n 4 $(BUILD)/examples/ring
+
+check: build unit ctest clients
+
+test: check
+
+unit:
+	$(CARGO) test --release --workspace
+
+ctest: build
+	tests/run
+
+clients: build
+	tests/clients/run
+
+bench: build
+	bench/run
+
+fmt:
+	$(CARGO) fmt --all
+
+clippy:
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean
+	rm -rf $(BUILD)
