@@ -1,1 +1,15 @@
-//! placeholder
+//! Protean's engine: everything below the C ABI.
+//!
+//! Layers (see DESIGN.md): [`mpi`] (communicators, datatypes, requests, matching,
+//! point-to-point), [`proto`] (frames and the protocol policy, no I/O), [`transport`] (shared
+//! memory, TCP), [`runtime`] (bootstrap, the engine, progress) and [`config`] (the registry
+//! of tunables).
+
+pub mod config;
+pub mod error;
+pub mod mpi;
+pub mod proto;
+pub mod runtime;
+pub mod transport;
+
+pub use error::{ErrorClass, MpiError, Result};

@@ -1,0 +1,402 @@
+//! The configuration registry.
+//!
+//! Every tunable is declared once, in the `tunables!` table below: name, type, default, whether
+//! it may change while the program runs, and a doc line. The same declaration feeds
+//! - the environment (`PROTEAN_<NAME>` in upper case; `mpirun --set name=value` sets exactly that),
+//! - an optional config file (`PROTEAN_CONFIG=path`, lines `name = value`, `#` comments),
+//! - `protean-info`, which lists every tunable with its default and doc,
+//! - MPI_T control variables (read, and written at run time where `writable` is true).
+//!
+//! The engine reads tunables as plain struct fields (`config.shm_eager_limit`), so the hot path
+//! pays nothing for the registry.
+
+use std::fmt;
+
+/// The type and the accepted values of a tunable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Bool,
+    Str,
+    /// One of a fixed set of names; the value is the index.
+    Choice(&'static [&'static str]),
+}
+
+/// Static description of one tunable.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: &'static str,
+    /// May be changed after MPI_Init (through MPI_T); takes effect for the next message.
+    pub writable: bool,
+    pub doc: &'static str,
+}
+
+impl Meta {
+    /// The environment variable that sets this tunable.
+    pub fn env_name(&self) -> String {
+        format!("PROTEAN_{}", self.name.to_ascii_uppercase())
+    }
+}
+
+/// A tunable's value, as MPI_T and protean-info see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Int(i64),
+    Bool(bool),
+    Str(String),
+    Choice(usize),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Int(v) => write!(f, "{v}"),
+            Value::Bool(v) => write!(f, "{v}"),
+            Value::Str(v) => write!(f, "{v}"),
+            Value::Choice(v) => write!(f, "#{v}"),
+        }
+    }
+}
+
+/// Conversion between a field's Rust type and the registry's textual and [`Value`] forms.
+pub trait Tunable: Sized {
+    fn parse(text: &str, kind: Kind) -> Result<Self, String>;
+    fn to_value(&self) -> Value;
+    fn from_value(v: &Value, kind: Kind) -> Result<Self, String>;
+}
+
+/// Parse an integer with an optional binary suffix (`64k`, `4m`, `1g`) or hex prefix.
+pub fn parse_size(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let (num, mult) = match t.chars().last()? {
+        'k' | 'K' => (&t[..t.len() - 1], 1i64 << 10),
+        'm' | 'M' => (&t[..t.len() - 1], 1i64 << 20),
+        'g' | 'G' => (&t[..t.len() - 1], 1i64 << 30),
+        _ => (t, 1),
+    };
+    let v = if let Some(h) = num.strip_prefix("0x").or_else(|| num.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok()?
+    } else {
+        num.parse::<i64>().ok()?
+    };
+    v.checked_mul(mult)
+}
+
+impl Tunable for i64 {
+    fn parse(text: &str, kind: Kind) -> Result<Self, String> {
+        let v = parse_size(text).ok_or_else(|| format!("'{text}' is not an integer"))?;
+        Self::from_value(&Value::Int(v), kind)
+    }
+    fn to_value(&self) -> Value {
+        Value::Int(*self)
+    }
+    fn from_value(v: &Value, kind: Kind) -> Result<Self, String> {
+        match (v, kind) {
+            (Value::Int(v), Kind::Int { min, max }) if (min..=max).contains(v) => Ok(*v),
+            (Value::Int(v), Kind::Int { min, max }) => {
+                Err(format!("{v} is outside the range {min}..={max}"))
+            }
+            _ => Err("expected an integer".into()),
+        }
+    }
+}
+
+impl Tunable for bool {
+    fn parse(text: &str, _kind: Kind) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" => Ok(false),
+            _ => Err(format!(
+                "'{text}' is not a boolean (use 1/0, true/false, yes/no, on/off)"
+            )),
+        }
+    }
+    fn to_value(&self) -> Value {
+        Value::Bool(*self)
+    }
+    fn from_value(v: &Value, _kind: Kind) -> Result<Self, String> {
+        match v {
+            Value::Bool(b) => Ok(*b),
+            Value::Int(i) => Ok(*i != 0),
+            _ => Err("expected a boolean".into()),
+        }
+    }
+}
+
+impl Tunable for String {
+    fn parse(text: &str, _kind: Kind) -> Result<Self, String> {
+        Ok(text.trim().to_string())
+    }
+    fn to_value(&self) -> Value {
+        Value::Str(self.clone())
+    }
+    fn from_value(v: &Value, _kind: Kind) -> Result<Self, String> {
+        match v {
+            Value::Str(s) => Ok(s.clone()),
+            _ => Err("expected a string".into()),
+        }
+    }
+}
+
+impl Tunable for usize {
+    fn parse(text: &str, kind: Kind) -> Result<Self, String> {
+        let Kind::Choice(names) = kind else {
+            return Err("not a choice".into());
+        };
+        let t = text.trim().to_ascii_lowercase();
+        names
+            .iter()
+            .position(|n| *n == t)
+            .ok_or_else(|| format!("'{text}' is not one of {}", names.join(", ")))
+    }
+    fn to_value(&self) -> Value {
+        Value::Choice(*self)
+    }
+    fn from_value(v: &Value, kind: Kind) -> Result<Self, String> {
+        let Kind::Choice(names) = kind else {
+            return Err("not a choice".into());
+        };
+        match v {
+            Value::Choice(i) if *i < names.len() => Ok(*i),
+            Value::Int(i) if *i >= 0 && (*i as usize) < names.len() => Ok(*i as usize),
+            Value::Str(s) => Self::parse(s, kind),
+            _ => Err(format!("expected one of {}", names.join(", "))),
+        }
+    }
+}
+
+macro_rules! tunables {
+    ($( $(#[$attr:meta])* $name:ident : $ty:ty = $default:literal, $kind:expr, writable = $w:literal, $doc:literal; )*) => {
+        /// Current values of every tunable (see the module doc).
+        #[derive(Debug, Clone)]
+        pub struct Config { $( $(#[$attr])* pub $name: $ty, )* }
+
+        /// Metadata of every tunable, in declaration order; the index is the MPI_T cvar index.
+        pub static TUNABLES: &[Meta] = &[ $( Meta { name: stringify!($name), kind: $kind, default: $default, writable: $w, doc: $doc }, )* ];
+
+        impl Config {
+            /// Every tunable at its declared default.
+            pub fn defaults() -> Config {
+                let mut i = 0usize;
+                $( let $name: $ty = <$ty as Tunable>::parse($default, TUNABLES[i].kind).expect("bad default in the tunables table"); i += 1; )*
+                let _ = i;
+                Config { $( $name, )* }
+            }
+
+            /// The value of tunable `index` (an index into [`TUNABLES`]).
+            pub fn get(&self, index: usize) -> Option<Value> {
+                let mut i = 0usize;
+                $( if i == index { return Some(Tunable::to_value(&self.$name)); } i += 1; )*
+                let _ = i;
+                None
+            }
+
+            /// Set tunable `index` from a value; the caller checks `writable` after init.
+            pub fn set(&mut self, index: usize, v: &Value) -> Result<(), String> {
+                let mut i = 0usize;
+                $( if i == index { self.$name = <$ty as Tunable>::from_value(v, TUNABLES[i].kind)?; return Ok(()); } i += 1; )*
+                let _ = i;
+                Err(format!("no tunable with index {index}"))
+            }
+
+            /// Set tunable `index` from text (environment, config file, `--set`).
+            pub fn set_text(&mut self, index: usize, text: &str) -> Result<(), String> {
+                let mut i = 0usize;
+                $( if i == index { self.$name = <$ty as Tunable>::parse(text, TUNABLES[i].kind)?; return Ok(()); } i += 1; )*
+                let _ = i;
+                Err(format!("no tunable with index {index}"))
+            }
+        }
+    };
+}
+
+/// Choices for `protocol`.
+pub const PROTOCOLS: &[&str] = &[
+    "static",
+    "eager",
+    "rendezvous",
+    "eager-rendezvous",
+    "adaptive",
+];
+/// Choices for `progress_yield`.
+pub const YIELD_MODES: &[&str] = &["auto", "always", "never"];
+
+const SIZE: Kind = Kind::Int {
+    min: 0,
+    max: i64::MAX,
+};
+
+tunables! {
+    transports: String = "shm,tcp", Kind::Str, writable = false,
+        "Transports allowed between ranks, in order of preference: shm (same host), tcp. Ranks on one host use shm when allowed; 'tcp' alone forces TCP everywhere. The self transport always carries messages to the own rank.";
+    protocol: usize = "static", Kind::Choice(PROTOCOLS), writable = true,
+        "Point-to-point protocol policy: static (size thresholds per transport), or force eager, rendezvous or eager-rendezvous for every message, or adaptive.";
+    shm_eager_limit: i64 = "16384", SIZE, writable = true,
+        "Largest message (bytes) sent eagerly over shared memory; larger ones use rendezvous. Capped by the channel's largest frame.";
+    tcp_eager_limit: i64 = "65536", SIZE, writable = true,
+        "Largest message (bytes) sent eagerly over TCP; larger ones use rendezvous.";
+    self_eager_limit: i64 = "16384", SIZE, writable = true,
+        "Largest message (bytes) to the own rank copied eagerly; larger ones are copied once when matched.";
+    eager_rndv_prefix: i64 = "8192", SIZE, writable = true,
+        "Bytes sent with the request-to-send under the eager-rendezvous protocol.";
+    shm_single_copy: bool = "1", Kind::Bool, writable = true,
+        "Use single-copy transfers (process_vm_readv) for shared-memory rendezvous when the kernel permits them; otherwise data is pipelined through shared memory.";
+    shm_fast_channels: i64 = "8", Kind::Int { min: 0, max: 64 }, writable = false,
+        "Dedicated per-peer fast channels each rank offers (max_fast); peers beyond that use the shared receive queue.";
+    shm_ring_bytes: i64 = "131072", Kind::Int { min: 4096, max: 1 << 28 }, writable = false,
+        "Size of each dedicated fast channel ring in bytes (rounded to a power of two).";
+    shm_queue_cells: i64 = "64", Kind::Int { min: 4, max: 1 << 16 }, writable = false,
+        "Cells in each rank's shared receive queue.";
+    shm_cell_bytes: i64 = "16384", Kind::Int { min: 256, max: 1 << 24 }, writable = false,
+        "Bytes per shared receive queue cell (header included).";
+    tcp_frag_bytes: i64 = "1048576", Kind::Int { min: 4096, max: 1 << 30 }, writable = true,
+        "Size of rendezvous data fragments on TCP.";
+    tcp_nodelay: bool = "1", Kind::Bool, writable = false,
+        "Disable Nagle's algorithm on TCP connections.";
+    tcp_addr: String = "", Kind::Str, writable = false,
+        "Address to publish for TCP connections (default: loopback when every rank is on this host, else the first non-loopback IPv4 address).";
+    tcp_sockbuf: i64 = "4194304", SIZE, writable = false,
+        "Socket send and receive buffer size for TCP connections (0: kernel default).";
+    progress_yield: usize = "auto", Kind::Choice(YIELD_MODES), writable = true,
+        "Waiting ranks yield the CPU: auto (when ranks on this host outnumber its cores), always, or never (busy poll).";
+    hostname: String = "", Kind::Str, writable = false,
+        "Host identity used to decide which ranks share memory (default: the kernel's host name). Tests set it per rank to emulate several hosts.";
+    verbose: i64 = "0", Kind::Int { min: 0, max: 9 }, writable = true,
+        "Diagnostic output to stderr: 0 none, 1 connections and reconfigurations, 2+ more.";
+}
+
+impl Config {
+    /// Index of the tunable called `name`.
+    pub fn index_of(name: &str) -> Option<usize> {
+        TUNABLES.iter().position(|m| m.name == name)
+    }
+
+    /// Defaults, then the config file named by `PROTEAN_CONFIG`, then `PROTEAN_*` variables.
+    /// Unknown `PROTEAN_*` names that look like tunables are reported as warnings.
+    pub fn from_env() -> Result<Config, String> {
+        Self::from_lookup(|k| std::env::var(k).ok(), std::env::vars().map(|(k, _)| k))
+    }
+
+    /// [`Config::from_env`] with the environment given as a function (for tests).
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+        all_keys: impl Iterator<Item = String>,
+    ) -> Result<Config, String> {
+        let mut c = Config::defaults();
+        if let Some(path) = lookup("PROTEAN_CONFIG") {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("PROTEAN_CONFIG={path}: {e}"))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.split('#').next().unwrap_or("").trim();
+                if line.is_empty() {
+                    continue;
+                }
+                let (k, v) = line
+                    .split_once('=')
+                    .ok_or_else(|| format!("{path}:{}: expected 'name = value'", n + 1))?;
+                let k = k.trim().to_ascii_lowercase().replace(['-', '.'], "_");
+                let i = Self::index_of(&k)
+                    .ok_or_else(|| format!("{path}:{}: unknown tunable '{k}'", n + 1))?;
+                c.set_text(i, v)
+                    .map_err(|e| format!("{path}:{}: {k}: {e}", n + 1))?;
+            }
+        }
+        for (i, m) in TUNABLES.iter().enumerate() {
+            if let Some(v) = lookup(&m.env_name()) {
+                c.set_text(i, &v)
+                    .map_err(|e| format!("{}={v}: {e}", m.env_name()))?;
+            }
+        }
+        const NOT_TUNABLES: &[&str] = &[
+            "PROTEAN_CONFIG",
+            "PROTEAN_JOBID",
+            "PROTEAN_LAUNCHER",
+            "PROTEAN_CC",
+            "PROTEAN_CXX",
+        ];
+        for k in all_keys {
+            if let Some(rest) = k.strip_prefix("PROTEAN_") {
+                if !NOT_TUNABLES.contains(&k.as_str())
+                    && Self::index_of(&rest.to_ascii_lowercase()).is_none()
+                {
+                    eprintln!("Protean: warning: {k} is not a known tunable (see protean-info)");
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn from(pairs: &[(&str, &str)]) -> Result<Config, String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(
+            |k| m.get(k).cloned(),
+            m.keys().cloned().collect::<Vec<_>>().into_iter(),
+        )
+    }
+
+    #[test]
+    fn defaults_parse() {
+        let c = Config::defaults();
+        assert_eq!(c.shm_eager_limit, 16384);
+        assert_eq!(c.transports, "shm,tcp");
+        assert_eq!(PROTOCOLS[c.protocol], "static");
+        assert!(c.shm_single_copy);
+    }
+
+    #[test]
+    fn env_overrides_with_suffixes() {
+        let c = from(&[
+            ("PROTEAN_SHM_EAGER_LIMIT", "4k"),
+            ("PROTEAN_PROTOCOL", "Rendezvous"),
+        ])
+        .unwrap();
+        assert_eq!(c.shm_eager_limit, 4096);
+        assert_eq!(PROTOCOLS[c.protocol], "rendezvous");
+    }
+
+    #[test]
+    fn bad_values_are_reported_with_the_variable() {
+        let e = from(&[("PROTEAN_PROTOCOL", "fast")]).unwrap_err();
+        assert!(e.contains("PROTEAN_PROTOCOL=fast"), "{e}");
+        let e = from(&[("PROTEAN_SHM_FAST_CHANNELS", "1000")]).unwrap_err();
+        assert!(e.contains("outside the range"), "{e}");
+        let e = from(&[("PROTEAN_SHM_SINGLE_COPY", "maybe")]).unwrap_err();
+        assert!(e.contains("not a boolean"), "{e}");
+    }
+
+    #[test]
+    fn get_set_roundtrip_through_values() {
+        let mut c = Config::defaults();
+        let i = Config::index_of("tcp_eager_limit").unwrap();
+        c.set(i, &Value::Int(1234)).unwrap();
+        assert_eq!(c.get(i), Some(Value::Int(1234)));
+        assert!(c.set(i, &Value::Int(-1)).is_err());
+        let p = Config::index_of("protocol").unwrap();
+        c.set(p, &Value::Int(2)).unwrap();
+        assert_eq!(PROTOCOLS[c.protocol], "rendezvous");
+        assert!(c.get(TUNABLES.len()).is_none());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64k"), Some(65536));
+        assert_eq!(parse_size("0x10"), Some(16));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size("99999999999999999999g"), None);
+    }
+}

@@ -1,0 +1,7 @@
+//! MPI objects and semantics: communicators, datatypes, requests, matching, point-to-point.
+
+pub mod comm;
+pub mod datatype;
+pub mod p2p;
+pub mod pml;
+pub mod request;

@@ -1,0 +1,742 @@
+//! The point-to-point API (MPI-4.0 chapter 3) over the engine: argument checks, buffers and
+//! datatypes, persistent and buffered sends, completion.
+//!
+//! Methods on [`Engine`] never block; the free functions at the end wait (they release the
+//! engine between progress passes, see `runtime::global`).
+
+use std::sync::Arc;
+
+use crate::err;
+use crate::error::{ErrorClass, MpiError, Result};
+use crate::mpi::datatype::Datatype;
+use crate::mpi::request::*;
+use crate::proto::frame::Envelope;
+use crate::runtime::global::{self, with};
+use crate::runtime::{BsendBuffer, Engine};
+
+/// Largest tag (MPI_TAG_UB).
+pub const TAG_UB: i32 = i32::MAX;
+/// Bytes a buffered send reserves in the attached buffer beyond its data (MPI_BSEND_OVERHEAD).
+pub const BSEND_OVERHEAD: usize = 96;
+
+/// A request handle value that is not a live request.
+fn bad_request() -> MpiError {
+    MpiError::new(
+        ErrorClass::Request,
+        "invalid request (not active, or already freed)",
+    )
+}
+
+impl Engine {
+    fn check_count(count: i64) -> Result<usize> {
+        if count < 0 {
+            return err!(Count, "negative count {count}");
+        }
+        Ok(count as usize)
+    }
+
+    fn check_dtype(&self, dt: u32) -> Result<Arc<Datatype>> {
+        let d = self.dtype(dt)?;
+        if !d.committed {
+            return err!(
+                Type,
+                "datatype {} has not been committed (call MPI_Type_commit)",
+                d.name
+            );
+        }
+        Ok(d.clone())
+    }
+
+    /// Bytes and contiguous pointer for a send buffer, packing non-contiguous data.
+    fn send_data(
+        &self,
+        buf: *const u8,
+        count: usize,
+        d: &Arc<Datatype>,
+    ) -> Result<(*mut u8, usize, Option<Box<Packed>>)> {
+        let len = d
+            .packed_size(count)
+            .ok_or_else(|| crate::mpi_error!(Count, "count {count} overflows the message size"))?;
+        if len > 0 && buf.is_null() && d.predefined && d.true_lb >= 0 {
+            return err!(Buffer, "null buffer for {count} elements of {}", d.name);
+        }
+        if d.contig {
+            return Ok((buf as *mut u8, len, None));
+        }
+        let mut data = Vec::new();
+        // SAFETY: the caller guarantees the buffer holds `count` elements of the type.
+        unsafe { d.pack(buf, count, &mut data) };
+        let mut p = Box::new(Packed {
+            data,
+            user_buf: buf as *mut u8,
+            count,
+            dtype: d.clone(),
+        });
+        let ptr = p.data.as_mut_ptr();
+        Ok((ptr, len, Some(p)))
+    }
+
+    /// Capacity and contiguous pointer for a receive buffer.
+    fn recv_data(
+        &self,
+        buf: *mut u8,
+        count: usize,
+        d: &Arc<Datatype>,
+    ) -> Result<(*mut u8, usize, Option<Box<Packed>>)> {
+        let len = d
+            .packed_size(count)
+            .ok_or_else(|| crate::mpi_error!(Count, "count {count} overflows the buffer size"))?;
+        if len > 0 && buf.is_null() && d.predefined && d.true_lb >= 0 {
+            return err!(Buffer, "null buffer for {count} elements of {}", d.name);
+        }
+        if d.contig {
+            return Ok((buf, len, None));
+        }
+        let mut p = Box::new(Packed {
+            data: vec![0u8; len],
+            user_buf: buf,
+            count,
+            dtype: d.clone(),
+        });
+        let ptr = p.data.as_mut_ptr();
+        Ok((ptr, len, Some(p)))
+    }
+
+    /// Resolve a destination rank to a process; None for MPI_PROC_NULL.
+    #[inline]
+    fn dest_gpid(&self, comm: u32, rank: i32) -> Result<Option<u32>> {
+        let c = self.comm(comm)?;
+        if rank == PROC_NULL {
+            return Ok(None);
+        }
+        let peers = c.peers();
+        match peers.get(rank as usize) {
+            Some(g) if rank >= 0 => Ok(Some(*g)),
+            _ => err!(
+                Rank,
+                "rank {rank} is out of range for a communicator of size {}",
+                peers.len()
+            ),
+        }
+    }
+
+    fn check_source(&self, comm: u32, src: i32) -> Result<()> {
+        let c = self.comm(comm)?;
+        if src == ANY_SOURCE || src == PROC_NULL || (src >= 0 && (src as usize) < c.peers().len()) {
+            return Ok(());
+        }
+        err!(
+            Rank,
+            "source rank {src} is out of range for a communicator of size {}",
+            c.peers().len()
+        )
+    }
+
+    fn done_request(&mut self, comm: u32, st: Status) -> u32 {
+        let mut r = Request::new(Kind::Done, comm);
+        r.complete = true;
+        r.status = st;
+        self.pml.reqs.insert(r)
+    }
+
+    /// Start a send; returns its request slot.
+    #[inline]
+    pub fn isend(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+        mode: Mode,
+    ) -> Result<u32> {
+        let count = Self::check_count(count)?;
+        let d = self.check_dtype(dt)?;
+        if !(0..=TAG_UB).contains(&tag) {
+            return err!(
+                Tag,
+                "tag {tag} is invalid for a send (must be between 0 and {TAG_UB})"
+            );
+        }
+        let Some(peer) = self.dest_gpid(comm, dest)? else {
+            return Ok(self.done_request(comm, Status::PROC_NULL));
+        };
+        if mode == Mode::Buffered {
+            return self.bsend_start(buf, count, &d, dest, tag, comm);
+        }
+        let (ptr, len, packed) = self.send_data(buf, count, &d)?;
+        let c = self.comm(comm)?;
+        let env = Envelope {
+            ctx: c.ctx,
+            src: c.rank,
+            tag,
+        };
+        let mut r = Request::new(Kind::Send, comm);
+        r.peer = peer;
+        r.env = env;
+        r.buf = ptr;
+        r.len = len;
+        r.packed = packed;
+        r.mode = mode;
+        let slot = self.pml.reqs.insert(r);
+        self.pml.start_send(slot, &mut self.net);
+        Ok(slot)
+    }
+
+    /// Post a receive; returns its request slot.
+    #[inline]
+    pub fn irecv(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: u32,
+        src: i32,
+        tag: i32,
+        comm: u32,
+    ) -> Result<u32> {
+        let count = Self::check_count(count)?;
+        let d = self.check_dtype(dt)?;
+        if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
+            return err!(Tag, "tag {tag} is invalid for a receive (must be MPI_ANY_TAG or between 0 and {TAG_UB})");
+        }
+        self.check_source(comm, src)?;
+        if src == PROC_NULL {
+            return Ok(self.done_request(comm, Status::PROC_NULL));
+        }
+        let (ptr, len, packed) = self.recv_data(buf, count, &d)?;
+        let ctx = self.comm(comm)?.ctx;
+        let mut r = Request::new(Kind::Recv, comm);
+        r.env = Envelope { ctx, src, tag };
+        r.buf = ptr;
+        r.len = len;
+        r.packed = packed;
+        let slot = self.pml.reqs.insert(r);
+        self.pml.post_recv(slot);
+        if self.pml.busy() {
+            // A synchronous match or rendezvous reply may be waiting in the outbox.
+            self.pml.flush(&mut self.net);
+        }
+        Ok(slot)
+    }
+
+    /// Is the request complete (without collecting it)? Errors for an unknown slot.
+    #[inline]
+    pub fn is_complete(&self, slot: u32) -> Result<bool> {
+        let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        Ok(r.complete || (r.persist.is_some() && !r.active))
+    }
+
+    /// Collect a complete request: its status; a non-persistent request is released, a
+    /// persistent one becomes inactive. None when not complete.
+    pub fn collect(&mut self, slot: u32) -> Result<Option<Status>> {
+        let r = self.pml.reqs.get_mut(slot).ok_or_else(bad_request)?;
+        if r.persist.is_some() {
+            if !r.active {
+                return Ok(Some(Status::EMPTY));
+            }
+            if !r.complete {
+                return Ok(None);
+            }
+            r.active = false;
+            return Ok(Some(r.status.clone()));
+        }
+        if !r.complete {
+            return Ok(None);
+        }
+        let r = self.pml.release(slot).expect("live request");
+        Ok(Some(r.status))
+    }
+
+    /// MPI_Request_get_status: the status if complete, without collecting.
+    pub fn peek(&self, slot: u32) -> Result<Option<Status>> {
+        let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.persist.is_some() && !r.active {
+            return Ok(Some(Status::EMPTY));
+        }
+        Ok(r.complete.then(|| r.status.clone()))
+    }
+
+    /// Is the request a persistent one that is not active (Wait on it returns at once)?
+    pub fn is_inactive(&self, slot: u32) -> bool {
+        self.pml
+            .reqs
+            .get(slot)
+            .is_some_and(|r| r.persist.is_some() && !r.active)
+    }
+
+    /// MPI_Request_free.
+    pub fn request_free(&mut self, slot: u32) -> Result<()> {
+        let r = self.pml.reqs.get_mut(slot).ok_or_else(bad_request)?;
+        let done = r.complete || (r.persist.is_some() && !r.active);
+        if done {
+            self.pml.release(slot);
+        } else {
+            r.user_freed = true;
+        }
+        Ok(())
+    }
+
+    /// MPI_Cancel.
+    pub fn cancel(&mut self, slot: u32) -> Result<()> {
+        let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.persist.is_some() && !r.active {
+            return Ok(());
+        }
+        if r.bsend_region.is_some() {
+            return Ok(());
+        }
+        self.pml.cancel(slot);
+        if self.pml.busy() {
+            self.pml.flush(&mut self.net);
+        }
+        Ok(())
+    }
+
+    /// MPI_Iprobe (after one progress pass).
+    pub fn iprobe(&mut self, src: i32, tag: i32, comm: u32) -> Result<Option<Status>> {
+        self.check_probe(src, tag, comm)?;
+        if src == PROC_NULL {
+            return Ok(Some(Status::PROC_NULL));
+        }
+        let spec = Envelope {
+            ctx: self.comm(comm)?.ctx,
+            src,
+            tag,
+        };
+        if let Some(s) = self.pml.probe(&spec) {
+            return Ok(Some(s));
+        }
+        self.progress();
+        Ok(self.pml.probe(&spec))
+    }
+
+    fn check_probe(&self, src: i32, tag: i32, comm: u32) -> Result<()> {
+        if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
+            return err!(
+                Tag,
+                "tag {tag} is invalid (must be MPI_ANY_TAG or between 0 and {TAG_UB})"
+            );
+        }
+        self.check_source(comm, src)
+    }
+
+    /// MPI_Improbe: Some((message id or None for MPI_MESSAGE_NO_PROC, status)).
+    pub fn improbe(
+        &mut self,
+        src: i32,
+        tag: i32,
+        comm: u32,
+    ) -> Result<Option<(Option<u32>, Status)>> {
+        self.check_probe(src, tag, comm)?;
+        if src == PROC_NULL {
+            return Ok(Some((None, Status::PROC_NULL)));
+        }
+        let spec = Envelope {
+            ctx: self.comm(comm)?.ctx,
+            src,
+            tag,
+        };
+        if self.pml.probe(&spec).is_none() {
+            self.progress();
+        }
+        Ok(self.pml.mprobe(&spec).map(|(id, s)| (Some(id), s)))
+    }
+
+    /// MPI_Imrecv: receive a message taken by Mprobe; None `msg` is MPI_MESSAGE_NO_PROC.
+    pub fn imrecv(&mut self, buf: *mut u8, count: i64, dt: u32, msg: Option<u32>) -> Result<u32> {
+        let count = Self::check_count(count)?;
+        let d = self.check_dtype(dt)?;
+        let Some(id) = msg else {
+            return Ok(self.done_request(0, Status::PROC_NULL));
+        };
+        let u = self.pml.take_message(id).ok_or_else(|| {
+            MpiError::new(
+                ErrorClass::Request,
+                "invalid message handle (already received?)",
+            )
+        })?;
+        let (ptr, len, packed) = self.recv_data(buf, count, &d)?;
+        let mut r = Request::new(Kind::Recv, 0);
+        r.env = u.env;
+        r.buf = ptr;
+        r.len = len;
+        r.packed = packed;
+        let slot = self.pml.reqs.insert(r);
+        self.pml.deliver_unexpected(slot, u);
+        if self.pml.busy() {
+            self.pml.flush(&mut self.net);
+        }
+        Ok(slot)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Persistent requests
+
+    /// MPI_Send_init and friends / MPI_Recv_init: an inactive persistent request.
+    #[allow(clippy::too_many_arguments)]
+    pub fn persistent(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: u32,
+        rank: i32,
+        tag: i32,
+        comm: u32,
+        mode: Mode,
+        is_send: bool,
+    ) -> Result<u32> {
+        let n = Self::check_count(count)?;
+        self.check_dtype(dt)?;
+        if is_send {
+            if !(0..=TAG_UB).contains(&tag) {
+                return err!(
+                    Tag,
+                    "tag {tag} is invalid for a send (must be between 0 and {TAG_UB})"
+                );
+            }
+            self.dest_gpid(comm, rank)?;
+        } else {
+            if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
+                return err!(Tag, "tag {tag} is invalid for a receive (must be MPI_ANY_TAG or between 0 and {TAG_UB})");
+            }
+            self.check_source(comm, rank)?;
+        }
+        let mut r = Request::new(if is_send { Kind::Send } else { Kind::Recv }, comm);
+        r.persist = Some(Box::new(Persist {
+            user_buf: buf,
+            count: n,
+            dtype: dt,
+            rank,
+            tag,
+            comm,
+            mode,
+            is_send,
+        }));
+        r.active = false;
+        r.complete = true;
+        Ok(self.pml.reqs.insert(r))
+    }
+
+    /// MPI_Start.
+    pub fn start(&mut self, slot: u32) -> Result<()> {
+        let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        let p = match &r.persist {
+            Some(p) if !r.active => (**p).clone(),
+            Some(_) => {
+                return err!(
+                    Request,
+                    "MPI_Start on a persistent request that is already active"
+                )
+            }
+            None => return err!(Request, "MPI_Start on a request that is not persistent"),
+        };
+        let d = self.check_dtype(p.dtype)?;
+        let fresh = |kind| {
+            let mut r = Request::new(kind, p.comm);
+            r.active = true;
+            r
+        };
+        let mut nr;
+        if p.is_send {
+            nr = fresh(Kind::Send);
+            match self.dest_gpid(p.comm, p.rank)? {
+                None => {
+                    nr.complete = true;
+                    nr.status = Status::PROC_NULL;
+                }
+                Some(peer) if p.mode == Mode::Buffered => {
+                    // The buffered copy is made now; the persistent request completes at once.
+                    let inner = self.bsend_start(p.user_buf, p.count, &d, p.rank, p.tag, p.comm)?;
+                    self.pml.release(inner);
+                    let _ = peer;
+                    nr.complete = true;
+                }
+                Some(peer) => {
+                    let (ptr, len, packed) = self.send_data(p.user_buf, p.count, &d)?;
+                    let c = self.comm(p.comm)?;
+                    nr.peer = peer;
+                    nr.env = Envelope {
+                        ctx: c.ctx,
+                        src: c.rank,
+                        tag: p.tag,
+                    };
+                    nr.buf = ptr;
+                    nr.len = len;
+                    nr.packed = packed;
+                    nr.mode = p.mode;
+                }
+            }
+        } else {
+            nr = fresh(Kind::Recv);
+            if p.rank == PROC_NULL {
+                nr.complete = true;
+                nr.status = Status::PROC_NULL;
+            } else {
+                let (ptr, len, packed) = self.recv_data(p.user_buf, p.count, &d)?;
+                nr.env = Envelope {
+                    ctx: self.comm(p.comm)?.ctx,
+                    src: p.rank,
+                    tag: p.tag,
+                };
+                nr.buf = ptr;
+                nr.len = len;
+                nr.packed = packed;
+            }
+        }
+        let pending = !nr.complete;
+        {
+            let r = self.pml.reqs.get_mut(slot).expect("checked above");
+            let persist = r.persist.take();
+            let user_freed = r.user_freed;
+            *r = nr;
+            r.persist = persist;
+            r.user_freed = user_freed;
+        }
+        self.pml.reqs.renew(slot);
+        if pending {
+            if p.is_send {
+                self.pml.start_send(slot, &mut self.net);
+            } else {
+                self.pml.post_recv(slot);
+                if self.pml.busy() {
+                    self.pml.flush(&mut self.net);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Buffered sends
+
+    /// MPI_Buffer_attach.
+    pub fn buffer_attach(&mut self, base: *mut u8, size: i64) -> Result<()> {
+        if self.bsend.is_some() {
+            return err!(Buffer, "a buffer is already attached (detach it first)");
+        }
+        if size < 0 {
+            return err!(Arg, "negative buffer size {size}");
+        }
+        if base.is_null() && size > 0 {
+            return err!(Buffer, "null buffer of {size} bytes");
+        }
+        self.bsend = Some(BsendBuffer {
+            base,
+            size: size as usize,
+            used: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Copy a message into the attached buffer and start sending it from there. The request
+    /// returned is complete (the user's buffer is free again).
+    fn bsend_start(
+        &mut self,
+        buf: *const u8,
+        count: usize,
+        d: &Arc<Datatype>,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+    ) -> Result<u32> {
+        let len = d
+            .packed_size(count)
+            .ok_or_else(|| crate::mpi_error!(Count, "count {count} overflows the message size"))?;
+        let need = len + BSEND_OVERHEAD;
+        self.reap_bsend();
+        let Some(b) = self.bsend.as_mut() else {
+            return err!(
+                Buffer,
+                "buffered send of {len} bytes with no buffer attached (use MPI_Buffer_attach)"
+            );
+        };
+        // First fit between the regions in use.
+        let mut at = 0usize;
+        let mut place = None;
+        for (i, &(off, l, _)) in b.used.iter().enumerate() {
+            if off - at >= need {
+                place = Some((i, at));
+                break;
+            }
+            at = off + l;
+        }
+        let (idx, off) = match place {
+            Some(p) => p,
+            None if b.size - at >= need => (b.used.len(), at),
+            None => {
+                let free: usize = b.size - b.used.iter().map(|u| u.1).sum::<usize>();
+                return err!(
+                    Buffer,
+                    "buffered send of {len} bytes (+{BSEND_OVERHEAD} overhead) does not fit in the attached buffer ({} bytes, {free} free)",
+                    b.size
+                );
+            }
+        };
+        // SAFETY: [off, off+need) is inside the attached buffer and not used by another send.
+        let region = unsafe { b.base.add(off) };
+        let peer = self
+            .dest_gpid(comm, dest)?
+            .expect("PROC_NULL handled by the caller");
+        if d.contig {
+            // SAFETY: the user's buffer holds `len` bytes; the region has room for them.
+            unsafe { std::ptr::copy_nonoverlapping(buf, region, len) };
+        } else {
+            let mut v = Vec::with_capacity(len);
+            // SAFETY: the user's buffer holds `count` elements of the type.
+            unsafe { d.pack(buf, count, &mut v) };
+            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), region, len) };
+        }
+        let c = self.comm(comm)?;
+        let mut r = Request::new(Kind::Send, comm);
+        r.peer = peer;
+        r.env = Envelope {
+            ctx: c.ctx,
+            src: c.rank,
+            tag,
+        };
+        r.buf = region;
+        r.len = len;
+        r.mode = Mode::Standard;
+        r.internal = true;
+        r.bsend_region = Some((off, need));
+        let slot = self.pml.reqs.insert(r);
+        self.bsend
+            .as_mut()
+            .expect("attached")
+            .used
+            .insert(idx, (off, need, slot));
+        self.pml.start_send(slot, &mut self.net);
+        self.reap_bsend();
+        Ok(self.done_request(comm, Status::EMPTY))
+    }
+
+    /// Release the buffer space of buffered sends that completed.
+    pub fn reap_bsend(&mut self) {
+        let Some(b) = self.bsend.as_mut() else { return };
+        let reqs = &mut self.pml.reqs;
+        b.used.retain(|&(_, _, slot)| {
+            if reqs.get(slot).is_some_and(|r| r.complete) {
+                reqs.remove(slot);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Buffered sends still in flight.
+    pub fn bsend_pending(&self) -> usize {
+        self.bsend.as_ref().map_or(0, |b| b.used.len())
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// Blocking operations
+
+/// MPI_Send / Ssend / Rsend / Bsend.
+#[inline]
+pub fn send(
+    buf: *const u8,
+    count: i64,
+    dt: u32,
+    dest: i32,
+    tag: i32,
+    comm: u32,
+    mode: Mode,
+) -> Result<()> {
+    let (slot, done) = with(|e| -> Result<(u32, bool)> {
+        let s = e.isend(buf, count, dt, dest, tag, comm, mode)?;
+        Ok((s, e.pml.reqs.get(s).is_some_and(|r| r.complete)))
+    })??;
+    if !done {
+        global::wait_until(|e| e.pml.reqs.get(slot).is_none_or(|r| r.complete))?;
+    }
+    let st = with(|e| e.pml.release(slot).map(|r| r.status))?;
+    match st.and_then(|s| s.error) {
+        Some(err) => Err(err),
+        None => Ok(()),
+    }
+}
+
+/// MPI_Recv: the status (whose `error` may report truncation).
+#[inline]
+pub fn recv(buf: *mut u8, count: i64, dt: u32, src: i32, tag: i32, comm: u32) -> Result<Status> {
+    let slot = with(|e| e.irecv(buf, count, dt, src, tag, comm))??;
+    wait(slot)
+}
+
+/// MPI_Wait on one request slot.
+#[inline]
+pub fn wait(slot: u32) -> Result<Status> {
+    global::wait_until(|e| e.is_complete(slot).unwrap_or(true))?;
+    with(|e| e.collect(slot))?.map(|s| s.expect("complete"))
+}
+
+/// MPI_Probe.
+pub fn probe(src: i32, tag: i32, comm: u32) -> Result<Status> {
+    loop {
+        if let Some(s) = with(|e| e.iprobe(src, tag, comm))?? {
+            return Ok(s);
+        }
+        global::idle();
+    }
+}
+
+/// MPI_Mprobe.
+pub fn mprobe(src: i32, tag: i32, comm: u32) -> Result<(Option<u32>, Status)> {
+    loop {
+        if let Some(m) = with(|e| e.improbe(src, tag, comm))?? {
+            return Ok(m);
+        }
+        global::idle();
+    }
+}
+
+/// MPI_Buffer_detach: waits for buffered sends, returns the buffer and its size.
+pub fn buffer_detach() -> Result<(*mut u8, usize)> {
+    global::wait_until(|e| {
+        e.reap_bsend();
+        e.bsend_pending() == 0
+    })?;
+    with(|e| match e.bsend.take() {
+        Some(b) => Ok((b.base, b.size)),
+        None => err!(Buffer, "no buffer is attached"),
+    })?
+}
+
+/// Wait until any of `slots` (None entries are inactive) completes; its index and status.
+/// None when every entry is inactive.
+pub fn wait_any(slots: &[Option<u32>]) -> Result<Option<(usize, Status)>> {
+    if slots.iter().all(|s| s.is_none()) {
+        return Ok(None);
+    }
+    loop {
+        let found = with(|e| -> Result<Option<(usize, Status)>> {
+            for pass in 0..2 {
+                let mut any_active = false;
+                for (i, s) in slots.iter().enumerate() {
+                    let Some(s) = *s else { continue };
+                    if e.is_inactive(s) {
+                        continue;
+                    }
+                    any_active = true;
+                    if e.is_complete(s)? {
+                        return Ok(Some((i, e.collect(s)?.expect("complete"))));
+                    }
+                }
+                if !any_active {
+                    return Ok(Some((usize::MAX, Status::EMPTY)));
+                }
+                if pass == 0 {
+                    e.progress();
+                }
+            }
+            Ok(None)
+        })??;
+        if let Some((i, s)) = found {
+            return Ok(if i == usize::MAX { None } else { Some((i, s)) });
+        }
+        global::idle();
+    }
+}

@@ -1,0 +1,909 @@
+//! The point-to-point engine: matching, and the eager / rendezvous / eager-rendezvous protocols.
+//!
+//! MPI-4.0 chapter 3. Invariants this module keeps:
+//! - **Non-overtaking** (3.5): frames that take part in matching (`Eager`, `Rts`) carry a
+//!   per-(sender, receiver) sequence number; the receiver matches them strictly in that order,
+//!   holding early ones aside, so a change of channel or lane cannot reorder messages. A sender
+//!   emits them in the order the sends were started: while a peer has a backlog (a transport
+//!   said "not now"), later sends queue behind it.
+//! - **Matching order**: posted receives are searched in the order they were posted and the
+//!   unexpected queue in arrival order; the first match wins.
+//! - A send buffer is referenced until its request completes; a receive buffer is written only
+//!   between matching and completion.
+//!
+//! The engine does no I/O itself: sending goes through an [`Io`] (the transports, or a
+//! recorder in tests); frames arrive through [`FrameSink`]. Replies produced while a transport
+//! is delivering (clear-to-send, finish, acks) wait in an outbox that [`Pml::flush`] drains.
+
+use std::collections::VecDeque;
+
+use crate::error::{ErrorClass, MpiError};
+use crate::proto::frame::{Envelope, Frame, RndvInfo, HEADER_LEN};
+use crate::proto::policy::{Plan, Policy, Route};
+use crate::transport::shm::cma;
+use crate::transport::{FrameSink, Gpid, Sent, Token};
+
+use super::request::*;
+
+/// Why a transport did not take a frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// Backpressure: retry later.
+    NotNow,
+    /// The peer cannot be reached.
+    Failed(String),
+}
+
+/// The sending side of the transports, as the protocols see it.
+pub trait Io {
+    fn send(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError>;
+    /// Largest frame payload to `peer` on the channel in use now.
+    fn max_payload(&self, peer: Gpid) -> usize;
+}
+
+/// Counters kept per process (MPI_T performance variables).
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    pub eager_sent: u64,
+    pub eager_bytes: u64,
+    pub rndv_sent: u64,
+    pub rndv_bytes: u64,
+    pub eager_rndv_sent: u64,
+    pub eager_rndv_bytes: u64,
+    pub unexpected: u64,
+    pub preposted: u64,
+    pub single_copy: u64,
+    pub bad_frames: u64,
+}
+
+/// A receive waiting for a message.
+#[derive(Debug, Clone, Copy)]
+struct Posted {
+    spec: Envelope,
+    slot: u32,
+}
+
+/// What an unexpected message brought with it.
+#[derive(Debug)]
+pub enum UnexpectedData {
+    Eager { data: Vec<u8>, sync: bool },
+    Rts { info: RndvInfo, prefix: Vec<u8> },
+}
+
+/// A message that arrived before its receive was posted.
+#[derive(Debug)]
+pub struct Unexpected {
+    pub env: Envelope,
+    pub from: Gpid,
+    pub sreq: u32,
+    /// Total message length in bytes.
+    pub len: u64,
+    pub data: UnexpectedData,
+}
+
+/// Per-peer protocol state.
+#[derive(Debug)]
+struct Peer {
+    route: Route,
+    send_seq: u32,
+    recv_seq: u32,
+    /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
+    early: Vec<(u32, [u8; HEADER_LEN], Vec<u8>)>,
+    /// Sends waiting to emit their first frame, in start order.
+    backlog: VecDeque<u32>,
+    lost: Option<String>,
+}
+
+#[inline]
+fn matches(spec: &Envelope, env: &Envelope) -> bool {
+    spec.ctx == env.ctx
+        && (spec.src == ANY_SOURCE || spec.src == env.src)
+        && (spec.tag == ANY_TAG || spec.tag == env.tag)
+}
+
+pub struct Pml {
+    pub reqs: Slab,
+    posted: VecDeque<Posted>,
+    unexpected: VecDeque<Unexpected>,
+    peers: Vec<Peer>,
+    outbox: VecDeque<(Gpid, [u8; HEADER_LEN])>,
+    streaming: Vec<u32>,
+    pub counters: Counters,
+    pub policy: Policy,
+    pub me: Gpid,
+    pid: u32,
+    pub single_copy: bool,
+    /// Messages taken by MPI_Mprobe/Improbe, waiting for MPI_Mrecv.
+    messages: Vec<Option<Unexpected>>,
+    free_messages: Vec<u32>,
+    pub verbose: bool,
+    /// Set once Finalize has begun: lost peers are expected then.
+    pub finalizing: bool,
+}
+
+impl Pml {
+    pub fn new(me: Gpid, routes: Vec<Route>, policy: Policy, single_copy: bool) -> Pml {
+        let peers = routes
+            .into_iter()
+            .map(|route| Peer {
+                route,
+                send_seq: 0,
+                recv_seq: 0,
+                early: Vec::new(),
+                backlog: VecDeque::new(),
+                lost: None,
+            })
+            .collect();
+        Pml {
+            reqs: Slab::default(),
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+            peers,
+            outbox: VecDeque::new(),
+            streaming: Vec::new(),
+            counters: Counters::default(),
+            policy,
+            me,
+            pid: std::process::id(),
+            single_copy,
+            messages: Vec::new(),
+            free_messages: Vec::new(),
+            verbose: false,
+            finalizing: false,
+        }
+    }
+
+    pub fn route(&self, peer: Gpid) -> Route {
+        self.peers
+            .get(peer as usize)
+            .map_or(Route::Unreachable, |p| p.route)
+    }
+
+    /// Is there work that progress must still do on our side (queued frames, transfers)?
+    pub fn busy(&self) -> bool {
+        !self.outbox.is_empty()
+            || !self.streaming.is_empty()
+            || self.peers.iter().any(|p| !p.backlog.is_empty())
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Sending
+
+    /// Start the send in `slot` (its peer, envelope, buffer, length and mode are set).
+    /// Returns true when it completed at once.
+    #[inline]
+    pub fn start_send<I: Io>(&mut self, slot: u32, io: &mut I) -> bool {
+        let peer = self.reqs.get(slot).expect("send slot").peer;
+        let p = &mut self.peers[peer as usize];
+        if let Some(why) = &p.lost {
+            let e = MpiError::new(ErrorClass::Other, format!("process {peer} is gone: {why}"));
+            self.fail(slot, e);
+            return true;
+        }
+        if !p.backlog.is_empty() {
+            p.backlog.push_back(slot);
+            self.reqs.get_mut(slot).expect("slot").send_state = SendState::Backlogged;
+            return false;
+        }
+        match self.emit_first(slot, io) {
+            Ok(done) => done,
+            Err(SendError::NotNow) => {
+                self.peers[peer as usize].backlog.push_back(slot);
+                self.reqs.get_mut(slot).expect("slot").send_state = SendState::Backlogged;
+                false
+            }
+            Err(SendError::Failed(why)) => {
+                self.fail(
+                    slot,
+                    MpiError::new(
+                        ErrorClass::Other,
+                        format!("cannot send to process {peer}: {why}"),
+                    ),
+                );
+                true
+            }
+        }
+    }
+
+    /// Emit the first (matchable) frame of a send. Ok(true): the send is complete.
+    #[inline]
+    fn emit_first<I: Io>(&mut self, slot: u32, io: &mut I) -> Result<bool, SendError> {
+        let wire = self.reqs.wire_id(slot);
+        let r = self.reqs.get_mut(slot).expect("send slot");
+        let peer = r.peer;
+        let p = &mut self.peers[peer as usize];
+        let len = r.len;
+        let max = io.max_payload(peer);
+        let plan = self.policy.plan(p.route, len, max);
+        let seq = p.send_seq;
+        // SAFETY: the send buffer holds `len` bytes and stays valid until the request completes.
+        let data: &[u8] = if len == 0 {
+            &[]
+        } else {
+            unsafe { std::slice::from_raw_parts(r.buf, len) }
+        };
+        match plan {
+            Plan::Eager => {
+                let sync = r.mode == Mode::Sync;
+                let hdr = Frame::Eager {
+                    env: r.env,
+                    seq,
+                    sreq: if sync { wire } else { 0 },
+                    sync,
+                }
+                .encode();
+                let sent = io.send(peer, &hdr, &[], data, Token(wire))?;
+                p.send_seq = seq.wrapping_add(1);
+                self.counters.eager_sent += 1;
+                self.counters.eager_bytes += len as u64;
+                if sent == Sent::Pending {
+                    r.inflight += 1;
+                }
+                r.send_state = if sync {
+                    SendState::WaitAck
+                } else {
+                    SendState::Done
+                };
+            }
+            Plan::Rendezvous | Plan::EagerRendezvous { .. } => {
+                let prefix = match plan {
+                    Plan::EagerRendezvous { prefix } => prefix,
+                    _ => 0,
+                };
+                let offer = self.single_copy && matches!(p.route, Route::Shm | Route::SelfLoop);
+                let info = RndvInfo {
+                    pid: if offer { self.pid } else { 0 },
+                    prefix: prefix as u32,
+                    addr: if offer { r.buf as u64 } else { 0 },
+                };
+                let hdr = Frame::Rts {
+                    env: r.env,
+                    seq,
+                    sreq: wire,
+                    len: len as u64,
+                }
+                .encode();
+                let sent = io.send(peer, &hdr, &info.encode(), &data[..prefix], Token(wire))?;
+                p.send_seq = seq.wrapping_add(1);
+                if prefix > 0 {
+                    self.counters.eager_rndv_sent += 1;
+                    self.counters.eager_rndv_bytes += len as u64;
+                } else {
+                    self.counters.rndv_sent += 1;
+                    self.counters.rndv_bytes += len as u64;
+                }
+                if sent == Sent::Pending {
+                    r.inflight += 1;
+                }
+                r.off = prefix;
+                r.send_state = SendState::WaitCts;
+            }
+        }
+        Ok(self.maybe_complete_send(slot))
+    }
+
+    /// Complete a send whose protocol is done and whose buffer no transport references.
+    #[inline]
+    fn maybe_complete_send(&mut self, slot: u32) -> bool {
+        let r = self.reqs.get_mut(slot).expect("slot");
+        if r.send_state == SendState::Done && r.inflight == 0 {
+            self.finish(slot);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Mark a request complete; release it if nobody will wait for it.
+    #[inline]
+    fn finish(&mut self, slot: u32) {
+        let r = self.reqs.get_mut(slot).expect("slot");
+        r.complete = true;
+        if r.kind == Kind::Recv {
+            if let Some(pk) = r.packed.take() {
+                let n = (r.status.bytes as usize).min(pk.data.len());
+                // SAFETY: the user's buffer holds `count` elements of the type until the
+                // receive completes, which is now.
+                unsafe { pk.dtype.unpack(&pk.data[..n], pk.user_buf, pk.count) };
+            }
+        }
+        if r.user_freed && r.bsend_region.is_none() {
+            self.reqs.remove(slot);
+        }
+    }
+
+    fn fail(&mut self, slot: u32, e: MpiError) {
+        let r = self.reqs.get_mut(slot).expect("slot");
+        r.status.error = Some(e);
+        r.send_state = SendState::Done;
+        r.recv_state = RecvState::Done;
+        r.inflight = 0;
+        self.finish(slot);
+    }
+
+    /// Push out what waits: control frames, backlogged sends, rendezvous data.
+    pub fn flush<I: Io>(&mut self, io: &mut I) {
+        while let Some((peer, hdr)) = self.outbox.front() {
+            match io.send(*peer, hdr, &[], &[], Token::NONE) {
+                Ok(_) => {
+                    self.outbox.pop_front();
+                }
+                Err(SendError::NotNow) => break,
+                Err(SendError::Failed(_)) => {
+                    self.outbox.pop_front();
+                }
+            }
+        }
+        for pi in 0..self.peers.len() {
+            while let Some(&slot) = self.peers[pi].backlog.front() {
+                if self.reqs.get(slot).is_none() {
+                    self.peers[pi].backlog.pop_front();
+                    continue;
+                }
+                match self.emit_first(slot, io) {
+                    Ok(_) => {
+                        self.peers[pi].backlog.pop_front();
+                    }
+                    Err(SendError::NotNow) => break,
+                    Err(SendError::Failed(why)) => {
+                        self.peers[pi].backlog.pop_front();
+                        self.fail(
+                            slot,
+                            MpiError::new(
+                                ErrorClass::Other,
+                                format!("cannot send to process {pi}: {why}"),
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.streaming.len() {
+            let slot = self.streaming[i];
+            if self.pump(slot, io) {
+                self.streaming.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Send Data frames of a rendezvous send. Returns true when no more frames are needed.
+    fn pump<I: Io>(&mut self, slot: u32, io: &mut I) -> bool {
+        let wire = self.reqs.wire_id(slot);
+        let Some(r) = self.reqs.get_mut(slot) else {
+            return true;
+        };
+        if r.send_state != SendState::Streaming {
+            return true;
+        }
+        let peer = r.peer;
+        let frag = io.max_payload(peer).max(1);
+        while r.off < r.len {
+            let n = frag.min(r.len - r.off);
+            let hdr = Frame::Data {
+                rreq: r.remote,
+                offset: r.off as u64,
+            }
+            .encode();
+            // SAFETY: the send buffer stays valid until the request completes, which waits for
+            // every pending Data frame (`inflight`).
+            let body = unsafe { std::slice::from_raw_parts(r.buf.add(r.off), n) };
+            match io.send(peer, &hdr, &[], body, Token(wire)) {
+                Ok(Sent::Done) => r.off += n,
+                Ok(Sent::Pending) => {
+                    r.off += n;
+                    r.inflight += 1;
+                }
+                Err(SendError::NotNow) => return false,
+                Err(SendError::Failed(why)) => {
+                    let e = MpiError::new(
+                        ErrorClass::Other,
+                        format!("cannot send to process {peer}: {why}"),
+                    );
+                    self.fail(slot, e);
+                    return true;
+                }
+            }
+        }
+        r.send_state = SendState::Done;
+        self.maybe_complete_send(slot);
+        true
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Receiving
+
+    /// Post the receive in `slot` (spec in `env`, buffer and capacity set). Returns true when
+    /// it completed at once from the unexpected queue.
+    pub fn post_recv(&mut self, slot: u32) -> bool {
+        let spec = self.reqs.get(slot).expect("recv slot").env;
+        if let Some(i) = self.unexpected.iter().position(|u| matches(&spec, &u.env)) {
+            let u = self.unexpected.remove(i).expect("index in range");
+            self.deliver_unexpected(slot, u);
+            return self.reqs.get(slot).is_none_or(|r| r.complete);
+        }
+        let r = self.reqs.get_mut(slot).expect("slot");
+        r.recv_state = RecvState::Posted;
+        self.posted.push_back(Posted { spec, slot });
+        false
+    }
+
+    /// Receive a message taken out of the unexpected queue (MPI_Mrecv, or a late post).
+    pub fn deliver_unexpected(&mut self, slot: u32, u: Unexpected) {
+        match u.data {
+            UnexpectedData::Eager { data, sync } => {
+                self.eager_into(slot, u.from, u.env, &data);
+                if sync {
+                    self.outbox
+                        .push_back((u.from, Frame::SyncAck { sreq: u.sreq }.encode()));
+                }
+            }
+            UnexpectedData::Rts { info, prefix } => {
+                self.rndv_into(slot, u.from, u.env, u.sreq, u.len, info, &prefix);
+            }
+        }
+    }
+
+    /// Copy an eager message into a matched receive and complete it.
+    #[inline]
+    fn eager_into(&mut self, slot: u32, from: Gpid, env: Envelope, data: &[u8]) {
+        let r = self.reqs.get_mut(slot).expect("recv slot");
+        let n = data.len().min(r.len);
+        if n > 0 {
+            // SAFETY: the receive buffer has `r.len` writable bytes until completion.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), r.buf, n) };
+        }
+        r.peer = from;
+        r.status.source = env.src;
+        r.status.tag = env.tag;
+        r.status.bytes = n as u64;
+        if data.len() > r.len {
+            r.status.error = Some(truncated(data.len(), r.len));
+        }
+        r.recv_state = RecvState::Done;
+        self.finish(slot);
+    }
+
+    /// Start receiving a rendezvous message into a matched receive.
+    #[allow(clippy::too_many_arguments)]
+    fn rndv_into(
+        &mut self,
+        slot: u32,
+        from: Gpid,
+        env: Envelope,
+        sreq: u32,
+        len: u64,
+        info: RndvInfo,
+        prefix: &[u8],
+    ) {
+        let wire = self.reqs.wire_id(slot);
+        let single_copy = self.single_copy;
+        let own_pid = self.pid;
+        let r = self.reqs.get_mut(slot).expect("recv slot");
+        let len = len as usize;
+        r.peer = from;
+        r.remote = sreq;
+        r.msg_len = len;
+        r.status.source = env.src;
+        r.status.tag = env.tag;
+        let take = len.min(r.len);
+        let pre = prefix.len().min(take);
+        if pre > 0 {
+            // SAFETY: `pre <= r.len` bytes of the receive buffer.
+            unsafe { std::ptr::copy_nonoverlapping(prefix.as_ptr(), r.buf, pre) };
+        }
+        if prefix.len() >= len {
+            // Everything came with the request (an empty message): nothing to move.
+            r.status.bytes = take as u64;
+            if len > r.len {
+                r.status.error = Some(truncated(len, r.len));
+            }
+            r.recv_state = RecvState::Done;
+            self.outbox.push_back((from, Frame::Fin { sreq }.encode()));
+            self.finish(slot);
+            return;
+        }
+        if info.pid != 0 && info.addr != 0 && single_copy {
+            let rest = take.saturating_sub(prefix.len());
+            let from_addr = info.addr + prefix.len() as u64;
+            let res = if rest == 0 {
+                Ok(())
+            } else if info.pid == own_pid {
+                // Our own process (self route): one memcpy from the sender's buffer.
+                // SAFETY: the sender's buffer is valid until it receives Fin; ranges are
+                // within both buffers; they may overlap only in an erroneous program.
+                unsafe { std::ptr::copy(from_addr as *const u8, r.buf.add(prefix.len()), rest) };
+                Ok(())
+            } else {
+                // SAFETY: `rest` bytes after the prefix are inside the receive buffer.
+                let dst = unsafe { std::slice::from_raw_parts_mut(r.buf.add(prefix.len()), rest) };
+                cma::read_from(info.pid, from_addr, dst)
+            };
+            match res {
+                Ok(()) => {
+                    r.status.bytes = take as u64;
+                    if len > r.len {
+                        r.status.error = Some(truncated(len, r.len));
+                    }
+                    r.recv_state = RecvState::Done;
+                    self.counters.single_copy += 1;
+                    self.outbox.push_back((from, Frame::Fin { sreq }.encode()));
+                    self.finish(slot);
+                    return;
+                }
+                Err(e) => {
+                    if self.verbose {
+                        eprintln!("Protean[{}]: single copy from process {from} refused ({e}); pipelining through shared memory instead", self.me);
+                    }
+                    self.single_copy = false;
+                }
+            }
+        }
+        let r = self.reqs.get_mut(slot).expect("recv slot");
+        r.off = prefix.len();
+        r.recv_state = RecvState::Receiving;
+        self.outbox
+            .push_back((from, Frame::Cts { sreq, rreq: wire }.encode()));
+    }
+
+    /// Data of a rendezvous message arrived (bytes `offset..offset+n` were written already
+    /// when `data` is None).
+    fn on_data(&mut self, rreq: u32, offset: u64, data: Option<&[u8]>, n: usize) {
+        let Some(slot) = self.reqs.from_wire(rreq) else {
+            return;
+        };
+        let r = self.reqs.get_mut(slot).expect("slot");
+        if r.recv_state != RecvState::Receiving {
+            return;
+        }
+        if let Some(d) = data {
+            let off = offset as usize;
+            if off < r.len {
+                let k = d.len().min(r.len - off);
+                // SAFETY: `off + k <= r.len`, inside the receive buffer.
+                unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), r.buf.add(off), k) };
+            }
+        }
+        r.off += n;
+        if r.off >= r.msg_len {
+            r.status.bytes = r.msg_len.min(r.len) as u64;
+            if r.msg_len > r.len {
+                r.status.error = Some(truncated(r.msg_len, r.len));
+            }
+            r.recv_state = RecvState::Done;
+            self.finish(slot);
+        }
+    }
+
+    /// A matchable frame in its turn: match it or queue it as unexpected.
+    fn on_matchable(&mut self, from: Gpid, f: Frame, payload: &[u8]) {
+        let (env, sreq) = match f {
+            Frame::Eager { env, sreq, .. } | Frame::Rts { env, sreq, .. } => (env, sreq),
+            _ => return,
+        };
+        if let Some(i) = self.posted.iter().position(|p| matches(&p.spec, &env)) {
+            let p = self.posted.remove(i).expect("index in range");
+            self.counters.preposted += 1;
+            match f {
+                Frame::Eager { sync, .. } => {
+                    self.eager_into(p.slot, from, env, payload);
+                    if sync {
+                        self.outbox
+                            .push_back((from, Frame::SyncAck { sreq }.encode()));
+                    }
+                }
+                Frame::Rts { len, .. } => match RndvInfo::decode(payload) {
+                    Ok((info, prefix)) => {
+                        self.rndv_into(p.slot, from, env, sreq, len, info, prefix)
+                    }
+                    Err(e) => self.bad_frame(from, &e.to_string()),
+                },
+                _ => {}
+            }
+            return;
+        }
+        self.counters.unexpected += 1;
+        let (len, data) = match f {
+            Frame::Eager { sync, .. } => (
+                payload.len() as u64,
+                UnexpectedData::Eager {
+                    data: payload.to_vec(),
+                    sync,
+                },
+            ),
+            Frame::Rts { len, .. } => match RndvInfo::decode(payload) {
+                Ok((info, prefix)) => (
+                    len,
+                    UnexpectedData::Rts {
+                        info,
+                        prefix: prefix.to_vec(),
+                    },
+                ),
+                Err(e) => return self.bad_frame(from, &e.to_string()),
+            },
+            _ => return,
+        };
+        self.unexpected.push_back(Unexpected {
+            env,
+            from,
+            sreq,
+            len,
+            data,
+        });
+    }
+
+    fn bad_frame(&mut self, from: Gpid, why: &str) {
+        self.counters.bad_frames += 1;
+        if self.verbose {
+            eprintln!(
+                "Protean[{}]: dropped a malformed frame from process {from}: {why}",
+                self.me
+            );
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Probe, matched probe, cancel
+
+    /// First unexpected message matching `spec`: (source, tag, bytes).
+    pub fn probe(&self, spec: &Envelope) -> Option<Status> {
+        self.unexpected
+            .iter()
+            .find(|u| matches(spec, &u.env))
+            .map(|u| Status {
+                source: u.env.src,
+                tag: u.env.tag,
+                error: None,
+                bytes: u.len,
+                cancelled: false,
+            })
+    }
+
+    /// Take the first unexpected message matching `spec` (MPI_Mprobe): its message id and status.
+    pub fn mprobe(&mut self, spec: &Envelope) -> Option<(u32, Status)> {
+        let i = self.unexpected.iter().position(|u| matches(spec, &u.env))?;
+        let u = self.unexpected.remove(i).expect("index in range");
+        let st = Status {
+            source: u.env.src,
+            tag: u.env.tag,
+            error: None,
+            bytes: u.len,
+            cancelled: false,
+        };
+        let id = match self.free_messages.pop() {
+            Some(id) => {
+                self.messages[id as usize] = Some(u);
+                id
+            }
+            None => {
+                self.messages.push(Some(u));
+                (self.messages.len() - 1) as u32
+            }
+        };
+        Some((id, st))
+    }
+
+    /// Take a message handed out by [`Pml::mprobe`].
+    pub fn take_message(&mut self, id: u32) -> Option<Unexpected> {
+        let u = self.messages.get_mut(id as usize)?.take()?;
+        self.free_messages.push(id);
+        Some(u)
+    }
+
+    /// Ask to cancel the request in `slot`. Returns true when it is now complete.
+    pub fn cancel(&mut self, slot: u32) -> bool {
+        let wire = self.reqs.wire_id(slot);
+        let Some(r) = self.reqs.get_mut(slot) else {
+            return false;
+        };
+        if r.complete {
+            return true;
+        }
+        match r.kind {
+            Kind::Recv => {
+                if r.recv_state == RecvState::Posted {
+                    self.posted.retain(|p| p.slot != slot);
+                    r.status.cancelled = true;
+                    r.status.bytes = 0;
+                    r.recv_state = RecvState::Done;
+                    self.finish(slot);
+                    return true;
+                }
+                false
+            }
+            Kind::Send => match r.send_state {
+                SendState::Backlogged => {
+                    let peer = r.peer as usize;
+                    r.status.cancelled = true;
+                    r.send_state = SendState::Done;
+                    self.peers[peer].backlog.retain(|s| *s != slot);
+                    self.maybe_complete_send(slot)
+                }
+                SendState::WaitAck | SendState::WaitCts => {
+                    let peer = r.peer;
+                    r.pre_cancel = r.send_state;
+                    r.send_state = SendState::Cancelling;
+                    self.outbox
+                        .push_back((peer, Frame::CancelReq { sreq: wire, seq: 0 }.encode()));
+                    false
+                }
+                _ => false,
+            },
+            Kind::Done => true,
+        }
+    }
+
+    /// Remove a completed-and-collected request.
+    pub fn release(&mut self, slot: u32) -> Option<Request> {
+        let r = self.reqs.get(slot)?;
+        if r.kind == Kind::Recv && r.recv_state == RecvState::Posted {
+            self.posted.retain(|p| p.slot != slot);
+        }
+        self.reqs.remove(slot)
+    }
+
+    /// Sends still waiting for their first frame to go out, for a peer (diagnostics).
+    pub fn backlog_len(&self, peer: Gpid) -> usize {
+        self.peers.get(peer as usize).map_or(0, |p| p.backlog.len())
+    }
+
+    /// Describe why `peer` is unusable, if it is.
+    pub fn peer_lost(&self, peer: Gpid) -> Option<&str> {
+        self.peers.get(peer as usize)?.lost.as_deref()
+    }
+}
+
+fn truncated(msg: usize, cap: usize) -> MpiError {
+    MpiError::new(
+        ErrorClass::Truncate,
+        format!("message of {msg} bytes truncated: the receive buffer holds only {cap} bytes"),
+    )
+}
+
+impl FrameSink for Pml {
+    #[inline]
+    fn on_frame(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], payload: &[u8]) {
+        let f = match Frame::decode(hdr) {
+            Ok(f) => f,
+            Err(e) => return self.bad_frame(from, &e.to_string()),
+        };
+        let Some(p) = self.peers.get_mut(from as usize) else {
+            return self.bad_frame(from, "frame from an unknown process");
+        };
+        match f {
+            Frame::Eager { seq, .. } | Frame::Rts { seq, .. } => {
+                if seq != p.recv_seq {
+                    // Ahead of its turn (it came over another channel): hold it.
+                    p.early.push((seq, *hdr, payload.to_vec()));
+                    return;
+                }
+                p.recv_seq = seq.wrapping_add(1);
+                self.on_matchable(from, f, payload);
+                // Frames held back may now be in turn.
+                loop {
+                    let p = &mut self.peers[from as usize];
+                    let Some(i) = p.early.iter().position(|e| e.0 == p.recv_seq) else {
+                        break;
+                    };
+                    let (seq, h, pl) = p.early.swap_remove(i);
+                    p.recv_seq = seq.wrapping_add(1);
+                    let f = Frame::decode(&h).expect("decoded before");
+                    self.on_matchable(from, f, &pl);
+                }
+            }
+            Frame::Cts { sreq, rreq } => {
+                let Some(slot) = self.reqs.from_wire(sreq) else {
+                    return;
+                };
+                let r = self.reqs.get_mut(slot).expect("slot");
+                if matches!(r.send_state, SendState::WaitCts | SendState::Cancelling) {
+                    r.remote = rreq;
+                    r.send_state = SendState::Streaming;
+                    self.streaming.push(slot);
+                }
+            }
+            Frame::Data { rreq, offset } => {
+                self.on_data(rreq, offset, Some(payload), payload.len())
+            }
+            Frame::Fin { sreq } | Frame::SyncAck { sreq } => {
+                let Some(slot) = self.reqs.from_wire(sreq) else {
+                    return;
+                };
+                let r = self.reqs.get_mut(slot).expect("slot");
+                if matches!(
+                    r.send_state,
+                    SendState::WaitAck | SendState::WaitCts | SendState::Cancelling
+                ) {
+                    r.send_state = SendState::Done;
+                    self.maybe_complete_send(slot);
+                }
+            }
+            Frame::CancelReq { sreq, .. } => {
+                let found = self
+                    .unexpected
+                    .iter()
+                    .position(|u| u.from == from && u.sreq == sreq);
+                if let Some(i) = found {
+                    self.unexpected.remove(i);
+                }
+                self.outbox.push_back((
+                    from,
+                    Frame::CancelResp {
+                        sreq,
+                        cancelled: found.is_some(),
+                    }
+                    .encode(),
+                ));
+            }
+            Frame::CancelResp { sreq, cancelled } => {
+                let Some(slot) = self.reqs.from_wire(sreq) else {
+                    return;
+                };
+                let r = self.reqs.get_mut(slot).expect("slot");
+                if r.send_state != SendState::Cancelling {
+                    return; // completed meanwhile (ack or finish arrived first)
+                }
+                if cancelled {
+                    r.status.cancelled = true;
+                    r.send_state = SendState::Done;
+                    self.maybe_complete_send(slot);
+                } else {
+                    // Matched already: the protocol goes on where it was.
+                    r.send_state = r.pre_cancel;
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn data_target(&mut self, rreq: u32, offset: u64, len: usize) -> Option<*mut u8> {
+        let slot = self.reqs.from_wire(rreq)?;
+        let r = self.reqs.get(slot)?;
+        if r.recv_state != RecvState::Receiving || offset as usize + len > r.len {
+            return None;
+        }
+        // SAFETY: offset + len <= r.len: inside the receive buffer.
+        Some(unsafe { r.buf.add(offset as usize) })
+    }
+
+    fn on_data_placed(&mut self, _from: Gpid, rreq: u32, offset: u64, len: usize) {
+        self.on_data(rreq, offset, None, len);
+    }
+
+    fn on_sent(&mut self, token: Token) {
+        let Some(slot) = self.reqs.from_wire(token.0) else {
+            return;
+        };
+        let r = self.reqs.get_mut(slot).expect("slot");
+        r.inflight = r.inflight.saturating_sub(1);
+        if r.kind == Kind::Send {
+            self.maybe_complete_send(slot);
+        }
+    }
+
+    fn on_peer_lost(&mut self, peer: Gpid, why: &str) {
+        if self.finalizing {
+            return;
+        }
+        if let Some(p) = self.peers.get_mut(peer as usize) {
+            if p.lost.is_none() {
+                p.lost = Some(why.to_string());
+                if self.verbose {
+                    eprintln!("Protean[{}]: lost process {peer}: {why}", self.me);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,441 @@
+//! The protocols driven by hand: two engines joined by a recording transport that can refuse
+//! frames (backpressure), hold them (pending tokens) and reorder them.
+
+use super::*;
+use crate::proto::policy::Protocol;
+
+/// Frames in flight from one side to the other.
+#[derive(Default)]
+struct Wire {
+    frames: VecDeque<([u8; HEADER_LEN], Vec<u8>)>,
+    /// Refuse this many sends with NotNow before accepting.
+    refuse: usize,
+    /// Report Pending (and keep the token) for frames with a body.
+    pending: bool,
+    tokens: Vec<Token>,
+    max_payload: usize,
+}
+
+impl Io for Wire {
+    fn send(
+        &mut self,
+        _peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        if self.refuse > 0 {
+            self.refuse -= 1;
+            return Err(SendError::NotNow);
+        }
+        let mut p = small.to_vec();
+        p.extend_from_slice(body);
+        self.frames.push_back((*hdr, p));
+        if self.pending && !body.is_empty() && token != Token::NONE {
+            self.tokens.push(token);
+            return Ok(Sent::Pending);
+        }
+        Ok(Sent::Done)
+    }
+    fn max_payload(&self, _peer: Gpid) -> usize {
+        self.max_payload
+    }
+}
+
+struct Pair {
+    a: Pml,
+    b: Pml,
+    ab: Wire,
+    ba: Wire,
+}
+
+fn policy(protocol: Protocol) -> Policy {
+    Policy {
+        protocol,
+        eager_limit_shm: 64,
+        eager_limit_tcp: 64,
+        eager_limit_self: 64,
+        prefix: 10,
+    }
+}
+
+impl Pair {
+    fn new(protocol: Protocol, single_copy: bool) -> Pair {
+        let routes = vec![Route::Shm, Route::Shm];
+        let mut a = Pml::new(0, routes.clone(), policy(protocol), single_copy);
+        let mut b = Pml::new(1, routes, policy(protocol), single_copy);
+        a.verbose = false;
+        b.verbose = false;
+        Pair {
+            a,
+            b,
+            ab: Wire {
+                max_payload: 100,
+                ..Default::default()
+            },
+            ba: Wire {
+                max_payload: 100,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Deliver everything in flight both ways and flush outboxes until quiet.
+    fn run(&mut self) {
+        for _ in 0..10_000 {
+            let mut moved = false;
+            while let Some((h, p)) = self.ab.frames.pop_front() {
+                self.b.on_frame(0, &h, &p);
+                moved = true;
+            }
+            while let Some((h, p)) = self.ba.frames.pop_front() {
+                self.a.on_frame(1, &h, &p);
+                moved = true;
+            }
+            self.a.flush(&mut self.ab);
+            self.b.flush(&mut self.ba);
+            if !moved
+                && self.ab.frames.is_empty()
+                && self.ba.frames.is_empty()
+                && !self.a.busy()
+                && !self.b.busy()
+            {
+                return;
+            }
+        }
+        panic!("protocol did not settle");
+    }
+
+    fn release_tokens(&mut self) {
+        for t in std::mem::take(&mut self.ab.tokens) {
+            self.a.on_sent(t);
+        }
+        for t in std::mem::take(&mut self.ba.tokens) {
+            self.b.on_sent(t);
+        }
+    }
+}
+
+fn env(tag: i32) -> Envelope {
+    Envelope {
+        ctx: 0,
+        src: 0,
+        tag,
+    }
+}
+
+fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (u32, bool) {
+    let mut r = Request::new(Kind::Send, 0);
+    r.peer = 1;
+    r.env = env(tag);
+    r.buf = data.as_ptr() as *mut u8;
+    r.len = data.len();
+    r.mode = mode;
+    let slot = p.reqs.insert(r);
+    let done = p.start_send(slot, io);
+    (slot, done)
+}
+
+fn recv(p: &mut Pml, buf: &mut [u8], src: i32, tag: i32) -> (u32, bool) {
+    let mut r = Request::new(Kind::Recv, 0);
+    r.env = Envelope { ctx: 0, src, tag };
+    r.buf = buf.as_mut_ptr();
+    r.len = buf.len();
+    let slot = p.reqs.insert(r);
+    let done = p.post_recv(slot);
+    (slot, done)
+}
+
+fn done(p: &Pml, slot: u32) -> bool {
+    p.reqs.get(slot).unwrap().complete
+}
+
+fn status(p: &Pml, slot: u32) -> Status {
+    p.reqs.get(slot).unwrap().status.clone()
+}
+
+#[test]
+fn eager_preposted_and_unexpected_keep_order() {
+    let mut t = Pair::new(Protocol::Static, false);
+    let mut b1 = [0u8; 8];
+    let (r1, _) = recv(&mut t.b, &mut b1, ANY_SOURCE, ANY_TAG);
+    let (s1, d1) = send(&mut t.a, &mut t.ab, b"first", 5, Mode::Standard);
+    let (_, d2) = send(&mut t.a, &mut t.ab, b"second", 6, Mode::Standard);
+    assert!(d1 && d2, "eager sends complete locally");
+    assert!(done(&t.a, s1));
+    t.run();
+    assert!(done(&t.b, r1));
+    assert_eq!(&b1[..5], b"first");
+    let st = status(&t.b, r1);
+    assert_eq!((st.source, st.tag, st.bytes), (0, 5, 5));
+    // The second one waits unexpected; a probe sees it; a late receive takes it.
+    assert_eq!(
+        t.b.probe(&Envelope {
+            ctx: 0,
+            src: 0,
+            tag: ANY_TAG
+        })
+        .map(|s| s.tag),
+        Some(6)
+    );
+    let mut b2 = [0u8; 8];
+    let (r2, d) = recv(&mut t.b, &mut b2, 0, 6);
+    assert!(d && done(&t.b, r2));
+    assert_eq!(&b2[..6], b"second");
+    assert_eq!((t.b.counters.preposted, t.b.counters.unexpected), (1, 1));
+}
+
+#[test]
+fn tags_select_but_order_holds_per_tag() {
+    let mut t = Pair::new(Protocol::Static, false);
+    for i in 0..10u8 {
+        send(&mut t.a, &mut t.ab, &[i], (i % 2) as i32, Mode::Standard);
+    }
+    t.run();
+    for tag in [1, 0] {
+        for k in 0..5u8 {
+            let mut b = [0u8; 1];
+            let (r, d) = recv(&mut t.b, &mut b, ANY_SOURCE, tag);
+            assert!(d && done(&t.b, r));
+            assert_eq!(b[0], k * 2 + tag as u8);
+        }
+    }
+}
+
+#[test]
+fn rendezvous_pipelined_with_truncation() {
+    let mut t = Pair::new(Protocol::Static, false);
+    let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+    let (s, d) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    assert!(!d, "rendezvous waits for the receiver");
+    t.run();
+    assert!(!done(&t.a, s));
+    let mut small = vec![0u8; 700];
+    let (r, _) = recv(&mut t.b, &mut small, 0, 1);
+    t.run();
+    assert!(done(&t.a, s) && done(&t.b, r));
+    assert_eq!(&small[..], &data[..700]);
+    let st = status(&t.b, r);
+    assert_eq!(st.error_class(), Some(ErrorClass::Truncate));
+    assert_eq!(st.bytes, 700);
+    assert_eq!(t.a.counters.rndv_sent, 1);
+}
+
+#[test]
+fn rendezvous_single_copy_within_one_process() {
+    // Both engines live in this process, so the "remote" read is a memcpy from our own memory.
+    let mut t = Pair::new(Protocol::Rendezvous, true);
+    let data: Vec<u8> = (0..5000u32).map(|i| (i * 3) as u8).collect();
+    let mut buf = vec![0u8; 5000];
+    let (r, _) = recv(&mut t.b, &mut buf, ANY_SOURCE, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    t.run();
+    assert!(done(&t.a, s) && done(&t.b, r));
+    assert_eq!(buf, data);
+    assert_eq!(t.b.counters.single_copy, 1);
+}
+
+#[test]
+fn eager_rendezvous_sends_a_prefix() {
+    let mut t = Pair::new(Protocol::EagerRendezvous, false);
+    let data: Vec<u8> = (0..300u32).map(|i| (i ^ 0x55) as u8).collect();
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 2, Mode::Standard);
+    // The Rts frame carries info + 10 bytes of prefix.
+    assert_eq!(t.ab.frames[0].1.len(), RndvInfo::LEN + 10);
+    t.run();
+    let mut buf = vec![0u8; 300];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 2);
+    t.run();
+    assert!(done(&t.a, s) && done(&t.b, r));
+    assert_eq!(buf, data);
+    assert_eq!(t.a.counters.eager_rndv_sent, 1);
+}
+
+#[test]
+fn synchronous_send_completes_only_when_matched() {
+    let mut t = Pair::new(Protocol::Static, false);
+    let (s, d) = send(&mut t.a, &mut t.ab, b"sync", 3, Mode::Sync);
+    assert!(!d);
+    t.run();
+    assert!(!done(&t.a, s), "no receive yet");
+    let mut b = [0u8; 4];
+    recv(&mut t.b, &mut b, 0, 3);
+    t.run();
+    assert!(done(&t.a, s));
+}
+
+#[test]
+fn pending_tokens_hold_completion() {
+    let mut t = Pair::new(Protocol::Static, false);
+    t.ab.pending = true;
+    let (s, d) = send(&mut t.a, &mut t.ab, b"held", 1, Mode::Standard);
+    assert!(!d && !done(&t.a, s));
+    t.release_tokens();
+    assert!(done(&t.a, s));
+}
+
+#[test]
+fn backpressure_keeps_send_order() {
+    let mut t = Pair::new(Protocol::Static, false);
+    t.ab.refuse = 3;
+    let mut slots = vec![];
+    // Backlogged sends reference their buffers until they go out: keep them alive.
+    let bufs: Vec<[u8; 1]> = (0..6u8).map(|i| [i]).collect();
+    for b in &bufs {
+        let (s, _) = send(&mut t.a, &mut t.ab, b, 9, Mode::Standard);
+        slots.push(s);
+    }
+    assert!(t.a.backlog_len(1) > 0);
+    t.run();
+    for s in &slots {
+        assert!(done(&t.a, *s));
+    }
+    for i in 0..6u8 {
+        let mut b = [0u8; 1];
+        recv(&mut t.b, &mut b, 0, 9);
+        assert_eq!(b[0], i);
+    }
+}
+
+#[test]
+fn frames_arriving_out_of_turn_are_matched_in_order() {
+    let mut t = Pair::new(Protocol::Static, false);
+    for i in 0..5u8 {
+        send(&mut t.a, &mut t.ab, &[i], 4, Mode::Standard);
+    }
+    // Reverse what is in flight, as a channel switch could.
+    let v: Vec<_> = t.ab.frames.drain(..).rev().collect();
+    t.ab.frames.extend(v);
+    t.run();
+    for i in 0..5u8 {
+        let mut b = [0u8; 1];
+        let (_, d) = recv(&mut t.b, &mut b, 0, 4);
+        assert!(d);
+        assert_eq!(b[0], i);
+    }
+}
+
+#[test]
+fn cancel_receive_and_unmatched_send() {
+    let mut t = Pair::new(Protocol::Static, false);
+    let mut b = [0u8; 4];
+    let (r, _) = recv(&mut t.b, &mut b, 0, 1);
+    assert!(t.b.cancel(r));
+    assert!(status(&t.b, r).cancelled);
+    // A synchronous send nobody receives can be cancelled remotely.
+    let (s, _) = send(&mut t.a, &mut t.ab, b"gone", 2, Mode::Sync);
+    t.run();
+    assert!(!t.a.cancel(s));
+    t.run();
+    assert!(done(&t.a, s) && status(&t.a, s).cancelled);
+    assert!(t
+        .b
+        .probe(&Envelope {
+            ctx: 0,
+            src: ANY_SOURCE,
+            tag: ANY_TAG
+        })
+        .is_none());
+    // Once matched, a cancel fails and the send completes normally.
+    let data = vec![1u8; 500];
+    let (s2, _) = send(&mut t.a, &mut t.ab, &data, 3, Mode::Standard);
+    let mut big = vec![0u8; 500];
+    let (r2, _) = recv(&mut t.b, &mut big, 0, 3);
+    t.b.flush(&mut t.ba); // Cts is on its way before the cancel
+    t.a.cancel(s2);
+    t.run();
+    assert!(done(&t.a, s2) && !status(&t.a, s2).cancelled);
+    assert!(done(&t.b, r2) && big == data);
+}
+
+#[test]
+fn matched_probe_then_receive() {
+    let mut t = Pair::new(Protocol::Static, false);
+    let data = vec![7u8; 400];
+    send(&mut t.a, &mut t.ab, b"tiny", 1, Mode::Standard);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 2, Mode::Standard);
+    t.run();
+    let (id, st) =
+        t.b.mprobe(&Envelope {
+            ctx: 0,
+            src: 0,
+            tag: 2,
+        })
+        .unwrap();
+    assert_eq!(st.bytes, 400);
+    assert!(
+        t.b.probe(&Envelope {
+            ctx: 0,
+            src: 0,
+            tag: 2
+        })
+        .is_none(),
+        "taken out of the queue"
+    );
+    let mut buf = vec![0u8; 400];
+    let mut r = Request::new(Kind::Recv, 0);
+    r.buf = buf.as_mut_ptr();
+    r.len = 400;
+    let slot = t.b.reqs.insert(r);
+    let u = t.b.take_message(id).unwrap();
+    t.b.deliver_unexpected(slot, u);
+    t.run();
+    assert!(done(&t.b, slot) && done(&t.a, s));
+    assert_eq!(buf, data);
+    assert!(t.b.take_message(id).is_none());
+}
+
+#[test]
+fn malformed_and_stale_frames_are_dropped() {
+    let mut t = Pair::new(Protocol::Static, false);
+    t.b.on_frame(0, &[0xee; HEADER_LEN], &[]);
+    t.b.on_frame(7, &Frame::Fin { sreq: 1 }.encode(), &[]);
+    // Rts with a payload too short for its info.
+    let rts = Frame::Rts {
+        env: env(1),
+        seq: 0,
+        sreq: 3,
+        len: 10,
+    }
+    .encode();
+    t.b.on_frame(0, &rts, &[1, 2]);
+    // Frames for requests that do not exist.
+    t.b.on_frame(
+        0,
+        &Frame::Data {
+            rreq: 12345,
+            offset: 0,
+        }
+        .encode(),
+        b"x",
+    );
+    t.a.on_frame(1, &Frame::Cts { sreq: 999, rreq: 1 }.encode(), &[]);
+    assert_eq!(t.b.counters.bad_frames, 3);
+    assert!(t
+        .b
+        .probe(&Envelope {
+            ctx: 0,
+            src: ANY_SOURCE,
+            tag: ANY_TAG
+        })
+        .is_none());
+}
+
+#[test]
+fn zero_length_messages_every_protocol() {
+    for proto in [
+        Protocol::Static,
+        Protocol::Eager,
+        Protocol::Rendezvous,
+        Protocol::EagerRendezvous,
+    ] {
+        let mut t = Pair::new(proto, false);
+        let (s, _) = send(&mut t.a, &mut t.ab, &[], 0, Mode::Standard);
+        let mut b = [0u8; 0];
+        let (r, _) = recv(&mut t.b, &mut b, 0, 0);
+        t.run();
+        assert!(done(&t.a, s) && done(&t.b, r), "{proto:?}");
+        assert_eq!(status(&t.b, r).bytes, 0);
+    }
+}

@@ -1,0 +1,291 @@
+//! Requests: the state of one nonblocking operation, kept in a slab.
+//!
+//! A request's slot index is its handle; frames carry a *wire id* that adds an 8-bit
+//! generation, bumped every time the slot is reused or a persistent request restarts, so a
+//! late frame for an earlier use of the slot is recognised and dropped.
+
+use crate::error::{ErrorClass, MpiError};
+use crate::proto::frame::Envelope;
+use crate::transport::Gpid;
+
+/// Source value that matches any sender.
+pub const ANY_SOURCE: i32 = -2;
+/// Tag value that matches any tag.
+pub const ANY_TAG: i32 = -1;
+/// The null process.
+pub const PROC_NULL: i32 = -1;
+
+/// What MPI_Status reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub source: i32,
+    pub tag: i32,
+    pub error: Option<MpiError>,
+    /// Bytes received (packed representation).
+    pub bytes: u64,
+    pub cancelled: bool,
+}
+
+impl Status {
+    pub const EMPTY: Status = Status {
+        source: ANY_SOURCE,
+        tag: ANY_TAG,
+        error: None,
+        bytes: 0,
+        cancelled: false,
+    };
+
+    /// Status of an operation with MPI_PROC_NULL.
+    pub const PROC_NULL: Status = Status {
+        source: PROC_NULL,
+        tag: ANY_TAG,
+        error: None,
+        bytes: 0,
+        cancelled: false,
+    };
+
+    pub fn error_class(&self) -> Option<ErrorClass> {
+        self.error.as_ref().map(|e| e.class)
+    }
+}
+
+/// Send modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Standard,
+    Sync,
+    Ready,
+    Buffered,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Send,
+    Recv,
+    /// Completed at creation (MPI_PROC_NULL, or an operation that finished at once).
+    Done,
+}
+
+/// Where a send is in its protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendState {
+    /// Waiting behind earlier frames to the same peer (transport said "not now").
+    Backlogged,
+    /// Eager frame handed to a transport that still references the buffer.
+    WaitSent,
+    /// Synchronous eager message delivered; waiting for the receiver's match.
+    WaitAck,
+    /// Request-to-send delivered; waiting for clear-to-send or for the single-copy finish.
+    WaitCts,
+    /// Sending Data frames from `off`.
+    Streaming,
+    /// Every Data frame handed over; waiting for the transport to release the last ones.
+    Draining,
+    /// A cancel request is on its way to the receiver.
+    Cancelling,
+    Done,
+}
+
+/// Where a receive is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvState {
+    /// In the posted queue.
+    Posted,
+    /// Matched a rendezvous; Data frames arriving (`off` bytes so far).
+    Receiving,
+    Done,
+}
+
+/// Parameters kept by a persistent request to restart it.
+#[derive(Debug, Clone)]
+pub struct Persist {
+    pub user_buf: *mut u8,
+    pub count: usize,
+    pub dtype: u32,
+    /// Destination or source rank in the communicator.
+    pub rank: i32,
+    pub tag: i32,
+    pub comm: u32,
+    pub mode: Mode,
+    pub is_send: bool,
+}
+
+/// Data of a non-contiguous buffer: the packed bytes and where to unpack them.
+#[derive(Debug)]
+pub struct Packed {
+    pub data: Vec<u8>,
+    pub user_buf: *mut u8,
+    pub count: usize,
+    pub dtype: std::sync::Arc<crate::mpi::datatype::Datatype>,
+}
+
+#[derive(Debug)]
+pub struct Request {
+    pub gen: u8,
+    pub kind: Kind,
+    pub complete: bool,
+    pub status: Status,
+    pub comm: u32,
+    /// Send: destination; receive: the matched sender.
+    pub peer: Gpid,
+    /// Send: the envelope sent; receive: the match specification.
+    pub env: Envelope,
+    /// Contiguous data: the user's buffer, or `packed.data`.
+    pub buf: *mut u8,
+    /// Send: message bytes. Receive: capacity in bytes.
+    pub len: usize,
+    pub packed: Option<Box<Packed>>,
+    pub mode: Mode,
+    pub send_state: SendState,
+    /// The state a send was in when a cancel was requested, to resume if it fails.
+    pub pre_cancel: SendState,
+    pub recv_state: RecvState,
+    /// Rendezvous: the receiver's request id (on the sender), the sender's (on the receiver).
+    pub remote: u32,
+    /// Rendezvous progress in bytes (sent or received).
+    pub off: usize,
+    /// Rendezvous message length (receiver side).
+    pub msg_len: usize,
+    /// Data frames still referenced by a transport (sender).
+    pub inflight: u32,
+    /// MPI_Request_free was called while active: release the slot on completion.
+    pub user_freed: bool,
+    /// This request was created internally (buffered send) and nobody waits on it.
+    pub internal: bool,
+    /// Byte range in the attached buffer that a buffered send occupies.
+    pub bsend_region: Option<(usize, usize)>,
+    pub persist: Option<Box<Persist>>,
+    /// Persistent request that has been started and not yet completed by a Wait/Test.
+    pub active: bool,
+}
+
+impl Request {
+    pub fn new(kind: Kind, comm: u32) -> Request {
+        Request {
+            gen: 0,
+            kind,
+            complete: false,
+            status: Status::EMPTY,
+            comm,
+            peer: 0,
+            env: Envelope::default(),
+            buf: std::ptr::null_mut(),
+            len: 0,
+            packed: None,
+            mode: Mode::Standard,
+            send_state: SendState::Done,
+            pre_cancel: SendState::Done,
+            recv_state: RecvState::Done,
+            remote: 0,
+            off: 0,
+            msg_len: 0,
+            inflight: 0,
+            user_freed: false,
+            internal: false,
+            bsend_region: None,
+            persist: None,
+            active: true,
+        }
+    }
+}
+
+/// Requests by slot, with a free list.
+#[derive(Default)]
+pub struct Slab {
+    slots: Vec<Option<Request>>,
+    gens: Vec<u8>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+const GEN_SHIFT: u32 = 24;
+const INDEX_MASK: u32 = (1 << GEN_SHIFT) - 1;
+
+impl Slab {
+    pub fn insert(&mut self, mut r: Request) -> u32 {
+        self.live += 1;
+        if let Some(i) = self.free.pop() {
+            let g = self.gens[i as usize].wrapping_add(1);
+            self.gens[i as usize] = g;
+            r.gen = g;
+            self.slots[i as usize] = Some(r);
+            i
+        } else {
+            let i = self.slots.len() as u32;
+            assert!(i <= INDEX_MASK, "more than 16 million requests outstanding");
+            self.slots.push(Some(r));
+            self.gens.push(0);
+            i
+        }
+    }
+
+    pub fn remove(&mut self, i: u32) -> Option<Request> {
+        let r = self.slots.get_mut(i as usize)?.take();
+        if r.is_some() {
+            self.free.push(i);
+            self.live -= 1;
+        }
+        r
+    }
+
+    #[inline]
+    pub fn get(&self, i: u32) -> Option<&Request> {
+        self.slots.get(i as usize)?.as_ref()
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, i: u32) -> Option<&mut Request> {
+        self.slots.get_mut(i as usize)?.as_mut()
+    }
+
+    /// The id a frame carries for slot `i`.
+    #[inline]
+    pub fn wire_id(&self, i: u32) -> u32 {
+        let g = self.get(i).map_or(0, |r| r.gen);
+        i | ((g as u32) << GEN_SHIFT)
+    }
+
+    /// Resolve a wire id to a live slot of the same generation.
+    #[inline]
+    pub fn from_wire(&self, w: u32) -> Option<u32> {
+        let i = w & INDEX_MASK;
+        let r = self.get(i)?;
+        (r.gen as u32 == w >> GEN_SHIFT).then_some(i)
+    }
+
+    /// Bump the generation of a live slot (a persistent request restarts).
+    pub fn renew(&mut self, i: u32) {
+        if let Some(r) = self.slots.get_mut(i as usize).and_then(|s| s.as_mut()) {
+            r.gen = r.gen.wrapping_add(1);
+            self.gens[i as usize] = r.gen;
+        }
+    }
+
+    pub fn live(&self) -> usize {
+        self.live
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_wire_ids_do_not_resolve() {
+        let mut s = Slab::default();
+        let a = s.insert(Request::new(Kind::Send, 0));
+        let wa = s.wire_id(a);
+        assert_eq!(s.from_wire(wa), Some(a));
+        s.remove(a);
+        assert_eq!(s.from_wire(wa), None);
+        let b = s.insert(Request::new(Kind::Recv, 0));
+        assert_eq!(a, b, "slot reused");
+        assert_eq!(s.from_wire(wa), None, "old generation rejected");
+        let wb = s.wire_id(b);
+        assert_eq!(s.from_wire(wb), Some(b));
+        s.renew(b);
+        assert_eq!(s.from_wire(wb), None);
+        assert_eq!(s.live(), 1);
+        assert!(s.remove(999).is_none());
+    }
+}

@@ -1,0 +1,538 @@
+//! Runtime: bootstrap, the engine that owns every MPI object of the process, progress.
+//!
+//! Start-up (MPI_Init) with a PMI server:
+//! 1. read the configuration registry (defaults, config file, `PROTEAN_*`);
+//! 2. open a TCP listener if TCP may be used, and publish a business card
+//!    (`h=<host>;p=<pid>;t=<addr>:<port>`) in the PMI key-value space; barrier; read all cards;
+//! 3. processes with the same host share memory when allowed: create our segment; barrier;
+//!    map the peers' segments; barrier; unlink ours (nothing can leak after this);
+//! 4. choose a route per peer (self / shm / tcp) — coarse-grained, per peer, at connection time;
+//! 5. detect oversubscription (ranks on this host > usable cores) to decide whether waiting
+//!    ranks yield.
+//! Without PMI variables the process is a singleton: size 1, only the self route.
+
+pub mod global;
+pub mod net;
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use protean_pmi::PmiClient;
+
+use crate::config::{Config, PROTOCOLS, YIELD_MODES};
+use crate::error::{ErrorClass, MpiError, Result};
+use crate::mpi::comm::{Comm, COMM_SELF, COMM_WORLD, CTX_SELF, CTX_WORLD};
+use crate::mpi::datatype::{predefined, Datatype};
+use crate::mpi::pml::Pml;
+use crate::proto::policy::{Policy, Protocol, Route};
+use crate::transport::shm::{Geometry, Shm};
+use crate::transport::tcp::Tcp;
+use crate::transport::Gpid;
+use net::Net;
+
+/// What each process publishes about itself at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Card {
+    pub host: String,
+    pub pid: u32,
+    pub tcp: Option<SocketAddr>,
+}
+
+impl Card {
+    /// `host|pid|addr:port` (or `-` without TCP). PMI values may not contain spaces, `=` or
+    /// backslashes (Hydra cuts or drops such values), and host names contain none of `|`.
+    pub fn encode(&self) -> String {
+        let t = self.tcp.map_or_else(|| "-".to_string(), |a| a.to_string());
+        format!("{}|{}|{t}", self.host, self.pid)
+    }
+
+    pub fn decode(s: &str) -> Option<Card> {
+        let mut it = s.split('|');
+        let host = it.next().filter(|h| !h.is_empty())?.to_string();
+        let pid = it.next()?.parse().ok()?;
+        let tcp = match it.next()? {
+            "-" => None,
+            a => Some(a.parse().ok()?),
+        };
+        if it.next().is_some() {
+            return None;
+        }
+        Some(Card { host, pid, tcp })
+    }
+}
+
+/// A buffer attached with MPI_Buffer_attach.
+#[derive(Debug)]
+pub struct BsendBuffer {
+    pub base: *mut u8,
+    pub size: usize,
+    /// Regions in use: (offset, length, request slot), sorted by offset.
+    pub used: Vec<(usize, usize, u32)>,
+}
+
+/// Every MPI object and the transports of this process.
+pub struct Engine {
+    pub cfg: Config,
+    pub rank: u32,
+    pub size: u32,
+    pub jobid: String,
+    pub hostname: String,
+    pub hosts: Vec<String>,
+    /// Processes on this host (ascending gpids), us included.
+    pub local: Vec<Gpid>,
+    pub pml: Pml,
+    pub net: Net,
+    pub comms: Vec<Option<Comm>>,
+    pub dtypes: Vec<Option<Arc<Datatype>>>,
+    pub yield_wait: bool,
+    pub pmi: Option<PmiClient>,
+    pub thread_level: i32,
+    pub main_thread: std::thread::ThreadId,
+    pub bsend: Option<BsendBuffer>,
+    pub appnum: i32,
+    pub ncpus: usize,
+}
+
+fn cpus() -> usize {
+    // SAFETY: sched_getaffinity fills a cpu_set_t we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            let n = libc::CPU_COUNT(&set) as usize;
+            if n > 0 {
+                return n;
+            }
+        }
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn kernel_hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
+        let n = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        return String::from_utf8_lossy(&buf[..n]).into_owned();
+    }
+    "localhost".into()
+}
+
+/// First non-loopback IPv4 address of this host, if any.
+fn primary_ipv4() -> Option<Ipv4Addr> {
+    let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we walk read-only and free.
+    unsafe {
+        if libc::getifaddrs(&mut ifs) != 0 {
+            return None;
+        }
+        let mut found = None;
+        let mut p = ifs;
+        while !p.is_null() {
+            let a = (*p).ifa_addr;
+            if !a.is_null()
+                && (*a).sa_family as i32 == libc::AF_INET
+                && (*p).ifa_flags & libc::IFF_UP as u32 != 0
+            {
+                let sin = &*(a as *const libc::sockaddr_in);
+                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                if !ip.is_loopback() {
+                    found = Some(ip);
+                    break;
+                }
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(ifs);
+        found
+    }
+}
+
+fn pmi_err(e: protean_pmi::PmiError) -> MpiError {
+    MpiError::new(ErrorClass::Other, format!("process manager (PMI): {e}"))
+}
+
+fn io_err(what: &str, e: std::io::Error) -> MpiError {
+    MpiError::new(ErrorClass::Other, format!("{what}: {e}"))
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(40)
+        .collect()
+}
+
+impl Engine {
+    /// MPI_Init / MPI_Init_thread. `thread_level` is the level provided.
+    pub fn init(thread_level: i32) -> Result<Engine> {
+        let cfg = Config::from_env()
+            .map_err(|e| MpiError::new(ErrorClass::Other, format!("configuration: {e}")))?;
+        let mut pmi = PmiClient::from_env().map_err(pmi_err)?;
+        let (rank, size, appnum) = match &pmi {
+            Some(p) => (p.rank(), p.size(), p.appnum()),
+            None => (0, 1, 0),
+        };
+        let jobid = match (std::env::var("PROTEAN_JOBID"), &pmi) {
+            (Ok(j), _) if !j.is_empty() => sanitize(&j),
+            (_, Some(p)) => sanitize(p.kvsname()),
+            _ => format!("s{}", std::process::id()),
+        };
+        let hostname = if cfg.hostname.is_empty() {
+            kernel_hostname()
+        } else {
+            cfg.hostname.clone()
+        };
+        let allowed: Vec<String> = cfg
+            .transports
+            .split(',')
+            .map(|s| s.trim().to_ascii_lowercase())
+            .filter(|s| !s.is_empty())
+            .collect();
+        for t in &allowed {
+            if !matches!(t.as_str(), "shm" | "tcp" | "self") {
+                return Err(MpiError::new(
+                    ErrorClass::Other,
+                    format!("PROTEAN_TRANSPORTS: unknown transport '{t}' (known: shm, tcp)"),
+                ));
+            }
+        }
+        let allow_shm = allowed.iter().any(|t| t == "shm");
+        let allow_tcp = allowed.iter().any(|t| t == "tcp");
+        let me = rank as Gpid;
+
+        let mut hosts = vec![hostname.clone(); size as usize];
+        let mut cards: Vec<Option<Card>> = vec![None; size as usize];
+        let mut tcp = None;
+        if let Some(p) = pmi.as_mut().filter(|_| size > 1) {
+            if allow_tcp {
+                tcp = Some(
+                    Tcp::new(
+                        me,
+                        Ipv4Addr::UNSPECIFIED,
+                        cfg.tcp_nodelay,
+                        cfg.tcp_sockbuf as usize,
+                        cfg.verbose > 0,
+                    )
+                    .map_err(|e| io_err("cannot open a TCP listener", e))?,
+                );
+            }
+            let addr = tcp.as_ref().map(|t| {
+                let ip = cfg
+                    .tcp_addr
+                    .parse::<Ipv4Addr>()
+                    .ok()
+                    .or_else(primary_ipv4)
+                    .unwrap_or(Ipv4Addr::LOCALHOST);
+                SocketAddr::from((ip, t.port()))
+            });
+            let card = Card {
+                host: hostname.clone(),
+                pid: std::process::id(),
+                tcp: addr,
+            };
+            p.put(&format!("protean-card-{rank}"), &card.encode())
+                .map_err(pmi_err)?;
+            p.barrier().map_err(pmi_err)?;
+            for r in 0..size {
+                let v = p
+                    .get(&format!("protean-card-{r}"))
+                    .map_err(pmi_err)?
+                    .ok_or_else(|| {
+                        MpiError::new(
+                            ErrorClass::Other,
+                            format!("rank {r} published no business card"),
+                        )
+                    })?;
+                let c = Card::decode(&v).ok_or_else(|| {
+                    MpiError::new(
+                        ErrorClass::Other,
+                        format!("rank {r} published a malformed business card: {v}"),
+                    )
+                })?;
+                hosts[r as usize] = c.host.clone();
+                cards[r as usize] = Some(c);
+            }
+        }
+        let local: Vec<Gpid> = (0..size)
+            .filter(|&r| hosts[r as usize] == hostname)
+            .collect();
+
+        // Shared memory among the processes of this host.
+        let mut shm = None;
+        if allow_shm && local.len() > 1 {
+            let g = Geometry::new(
+                cfg.shm_fast_channels as usize,
+                cfg.shm_ring_bytes as usize,
+                cfg.shm_queue_cells as usize,
+                cfg.shm_cell_bytes as usize,
+            );
+            let p = pmi.as_mut().expect("several local processes imply PMI");
+            let mut s = Shm::create(&jobid, me, &local, g)
+                .map_err(|e| io_err("cannot create the shared-memory segment", e))?;
+            p.barrier().map_err(pmi_err)?;
+            s.attach(&local, size as usize)
+                .map_err(|e| io_err("cannot map a peer's shared-memory segment", e))?;
+            p.barrier().map_err(pmi_err)?;
+            s.unlink();
+            shm = Some(s);
+        }
+
+        // Routes.
+        let mut routes = vec![Route::Unreachable; size as usize];
+        for r in 0..size {
+            let i = r as usize;
+            routes[i] = if r == rank {
+                Route::SelfLoop
+            } else if shm.as_ref().is_some_and(|s| s.reaches(r)) {
+                Route::Shm
+            } else if let (Some(t), Some(Some(c))) = (tcp.as_mut(), cards.get(i)) {
+                match c.tcp {
+                    Some(a) => {
+                        let a = if c.host == hostname {
+                            SocketAddr::from((Ipv4Addr::LOCALHOST, a.port()))
+                        } else {
+                            a
+                        };
+                        t.set_addr(r, a);
+                        Route::Tcp
+                    }
+                    None => Route::Unreachable,
+                }
+            } else {
+                Route::Unreachable
+            };
+        }
+        if let Some(r) = routes.iter().position(|r| *r == Route::Unreachable) {
+            return Err(MpiError::new(
+                ErrorClass::Other,
+                format!(
+                    "no transport reaches rank {r} (host {}) from rank {rank} (host {hostname}) with PROTEAN_TRANSPORTS={}",
+                    hosts[r], cfg.transports
+                ),
+            ));
+        }
+
+        let ncpus = cpus();
+        let yield_wait = match YIELD_MODES[cfg.progress_yield] {
+            "always" => true,
+            "never" => false,
+            _ => local.len() > ncpus,
+        };
+        let policy = policy_from(&cfg);
+        let mut pml = Pml::new(me, routes.clone(), policy, cfg.shm_single_copy);
+        pml.verbose = cfg.verbose > 0;
+        if cfg.verbose > 0 && rank == 0 {
+            eprintln!(
+                "Protean: {size} ranks, {} on this host ({ncpus} cpus, waiting ranks {}), protocol {}",
+                local.len(),
+                if yield_wait { "yield" } else { "poll" },
+                PROTOCOLS[cfg.protocol]
+            );
+        }
+        let net = Net {
+            me,
+            shm,
+            tcp,
+            selfq: VecDeque::new(),
+            routes,
+            tcp_frag: cfg.tcp_frag_bytes as usize,
+        };
+
+        let world = Comm {
+            predefined: true,
+            ..Comm::new(
+                CTX_WORLD,
+                rank as i32,
+                (0..size).collect(),
+                "MPI_COMM_WORLD",
+            )
+        };
+        let selfc = Comm {
+            predefined: true,
+            ..Comm::new(CTX_SELF, 0, vec![me], "MPI_COMM_SELF")
+        };
+        let mut comms = vec![None, None];
+        comms[COMM_WORLD as usize] = Some(world);
+        comms[COMM_SELF as usize] = Some(selfc);
+        let dtypes = predefined()
+            .into_iter()
+            .map(|d| Some(Arc::new(d)))
+            .collect();
+
+        Ok(Engine {
+            cfg,
+            rank,
+            size,
+            jobid,
+            hostname,
+            hosts,
+            local,
+            pml,
+            net,
+            comms,
+            dtypes,
+            yield_wait,
+            pmi,
+            thread_level,
+            main_thread: std::thread::current().id(),
+            bsend: None,
+            appnum,
+            ncpus,
+        })
+    }
+
+    /// One progress pass: deliver arrived frames, push out what waits.
+    #[inline]
+    pub fn progress(&mut self) -> usize {
+        let n = self.net.poll(&mut self.pml);
+        if self.pml.busy() {
+            self.pml.flush(&mut self.net);
+        }
+        if self.bsend.as_ref().is_some_and(|b| !b.used.is_empty()) {
+            self.reap_bsend();
+        }
+        n
+    }
+
+    /// Re-read the tunables that can change at run time (after an MPI_T write).
+    pub fn reconfigure(&mut self) {
+        self.pml.policy = policy_from(&self.cfg);
+        self.pml.verbose = self.cfg.verbose > 0;
+        if !self.cfg.shm_single_copy {
+            self.pml.single_copy = false;
+        }
+        self.yield_wait = match YIELD_MODES[self.cfg.progress_yield] {
+            "always" => true,
+            "never" => false,
+            _ => self.local.len() > self.ncpus,
+        };
+        global::set_yield(self.yield_wait);
+    }
+
+    /// MPI_Finalize: finish internal work, synchronise with every process, close transports.
+    pub fn finalize(&mut self) -> Result<()> {
+        // Buffered sends and freed requests must still be delivered.
+        let start = std::time::Instant::now();
+        let mut idle_since = std::time::Instant::now();
+        loop {
+            let busy = self.pml.busy()
+                || self.net.has_output()
+                || self.bsend.as_ref().is_some_and(|b| !b.used.is_empty());
+            if !busy {
+                break;
+            }
+            if self.progress() > 0 {
+                idle_since = std::time::Instant::now();
+            }
+            // A peer that never receives what we still hold must not hang the job forever.
+            if idle_since.elapsed().as_secs() >= 5 && start.elapsed().as_secs() >= 5 {
+                if self.cfg.verbose > 0 {
+                    eprintln!(
+                        "Protean[{}]: finalize: giving up on undelivered messages",
+                        self.rank
+                    );
+                }
+                break;
+            }
+            global::idle();
+        }
+        self.pml.finalizing = true;
+        if let Some(p) = self.pmi.as_mut() {
+            p.barrier().map_err(pmi_err)?;
+        }
+        if let Some(t) = self.net.tcp.as_mut() {
+            t.shutdown();
+        }
+        self.net.shm = None;
+        if let Some(p) = self.pmi.as_mut() {
+            p.finalize().map_err(pmi_err)?;
+        }
+        Ok(())
+    }
+
+    /// MPI_Abort: tell the launcher, then leave.
+    pub fn abort(&mut self, code: i32, msg: &str) -> ! {
+        if let Some(p) = self.pmi.as_mut() {
+            let _ = p.abort(code, msg);
+        }
+        // The launcher tears the job down; make sure this process goes even if it does not.
+        std::process::exit(if code == 0 { 1 } else { code & 0xff })
+    }
+
+    #[inline]
+    pub fn comm(&self, id: u32) -> Result<&Comm> {
+        match self.comms.get(id as usize) {
+            Some(Some(c)) => Ok(c),
+            _ => Err(MpiError::new(ErrorClass::Comm, "invalid communicator")),
+        }
+    }
+
+    #[inline]
+    pub fn dtype(&self, id: u32) -> Result<&Arc<Datatype>> {
+        match self.dtypes.get(id as usize) {
+            Some(Some(d)) => Ok(d),
+            _ => Err(MpiError::new(ErrorClass::Type, "invalid datatype")),
+        }
+    }
+
+    /// Processes on this host outnumber its cores.
+    pub fn oversubscribed(&self) -> bool {
+        self.local.len() > self.ncpus
+    }
+}
+
+fn policy_from(cfg: &Config) -> Policy {
+    Policy {
+        protocol: Protocol::from_index(cfg.protocol),
+        eager_limit_shm: cfg.shm_eager_limit as usize,
+        eager_limit_tcp: cfg.tcp_eager_limit as usize,
+        eager_limit_self: cfg.self_eager_limit as usize,
+        prefix: cfg.eager_rndv_prefix as usize,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cards_roundtrip_and_reject_garbage() {
+        let c = Card {
+            host: "node-1".into(),
+            pid: 42,
+            tcp: Some("10.0.0.2:5555".parse().unwrap()),
+        };
+        assert_eq!(Card::decode(&c.encode()), Some(c));
+        let c = Card {
+            host: "n".into(),
+            pid: 1,
+            tcp: None,
+        };
+        assert_eq!(Card::decode(&c.encode()), Some(c));
+        assert!(!Card {
+            host: "n".into(),
+            pid: 1,
+            tcp: None
+        }
+        .encode()
+        .contains(['=', ' ', '\\']));
+        assert_eq!(Card::decode("x"), None);
+        assert_eq!(Card::decode("x|notanumber|-"), None);
+        assert_eq!(Card::decode("x|1|bad"), None);
+        assert_eq!(Card::decode("x|1|-|extra"), None);
+        assert_eq!(Card::decode(""), None);
+    }
+
+    #[test]
+    fn singleton_engine() {
+        // No PMI variables in the unit-test environment: a singleton with only the self route.
+        if std::env::var("PMI_FD").is_ok() || std::env::var("PMI_PORT").is_ok() {
+            return;
+        }
+        let e = Engine::init(0).unwrap();
+        assert_eq!((e.rank, e.size), (0, 1));
+        assert_eq!(e.net.routes, vec![Route::SelfLoop]);
+        assert!(e.net.shm.is_none() && e.net.tcp.is_none());
+    }
+}

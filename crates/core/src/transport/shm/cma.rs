@@ -1,0 +1,77 @@
+//! Single-copy transfers between processes with Linux cross-memory attach.
+//!
+//! `process_vm_readv` copies straight from another process's address space into ours; the
+//! kernel checks the same permission as ptrace attach (same user, and Yama's ptrace_scope may
+//! restrict it to descendants — see [`allow_peers`]). When it is refused the caller falls back
+//! to pipelining the data through shared memory.
+
+use std::io;
+
+/// Ask the kernel to let any process of ours read this one (Yama ptrace_scope=1). A no-op
+/// where Yama is absent.
+pub fn allow_peers() {
+    // SAFETY: prctl with PR_SET_PTRACER only changes this process's ptracer policy.
+    unsafe {
+        libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+    }
+}
+
+/// Read `dst.len()` bytes at `addr` in process `pid` into `dst`.
+pub fn read_from(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < dst.len() {
+        // Large transfers are split so one call never pins an unbounded amount of memory.
+        let chunk = (dst.len() - done).min(1 << 30);
+        let local = libc::iovec {
+            iov_base: dst[done..].as_mut_ptr().cast(),
+            iov_len: chunk,
+        };
+        let remote = libc::iovec {
+            iov_base: (addr as usize + done) as *mut libc::c_void,
+            iov_len: chunk,
+        };
+        // SAFETY: `local` covers memory we own exclusively (`dst`); the kernel validates the
+        // remote range and returns an error rather than faulting.
+        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "process_vm_readv read nothing",
+            ));
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_memory() {
+        let src: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let mut dst = vec![0u8; src.len()];
+        match read_from(std::process::id(), src.as_ptr() as u64, &mut dst) {
+            Ok(()) => assert_eq!(src, dst),
+            // Some sandboxes forbid cross-memory attach entirely; the engine falls back then.
+            Err(e) => assert!(
+                matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOSYS)),
+                "{e}"
+            ),
+        }
+    }
+
+    #[test]
+    fn bad_address_is_an_error() {
+        let mut dst = [0u8; 16];
+        assert!(read_from(std::process::id(), 8, &mut dst).is_err());
+    }
+}
