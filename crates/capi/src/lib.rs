@@ -7,3 +7,4 @@
 
 pub mod abi;
 mod unimplemented;
+pub mod version;
