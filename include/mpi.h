@@ -3,8 +3,8 @@
  *
  * Protean is binary compatible with the MPICH 4.x ABI: every handle value, constant, type size and
  * structure layout below is the one MPICH 4.0.2 uses, so a program compiled against MPICH's header
- * runs unchanged on libmpi.so.12 from Protean, and the other way round.  tests/abi/run checks this
- * header against MPICH's at build time.
+ * runs unchanged on libmpi.so.12 from Protean, and the other way round.  tests/abi/run (make
+ * abi-check) compares this header and the library with MPICH's installed ones.
  *
  * Protean is not MPICH.  MPICH, MPICH_NAME and MPICH_VERSION are deliberately left undefined so
  * that code which tests for them does not reach for MPICH-only extensions; test PROTEAN instead.
