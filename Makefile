@@ -11,7 +11,10 @@
 # crates/capi/libmpi.map (rustc's cdylib would impose its own version script).
 
 CARGO   ?= cargo
-CC      ?= gcc
+# make predefines CC=cc, which `?=` would keep; use gcc unless CC came from the user.
+ifeq ($(origin CC),default)
+CC      := gcc
+endif
 BUILD   := $(CURDIR)/build
 PREFIX  ?= $(BUILD)
 RUSTDIR := $(CURDIR)/target/release
@@ -19,7 +22,8 @@ LIBVER  := 12
 
 BINS    := mpirun protean-info
 
-.PHONY: all build rust lib bin include wrappers install demo check test unit ctest clients bench fmt clippy clean deps
+.PHONY: all build rust lib bin include wrappers install demo check test unit ctest clients bench fmt clippy clean deps \
+        abi-check wrappers-check
 
 all: build
 
@@ -34,7 +38,7 @@ lib: rust
 	$(CC) -shared -o $(BUILD)/lib/libmpi.so.$(LIBVER) -Wl,-soname,libmpi.so.$(LIBVER) \
 	    -Wl,--whole-archive $(RUSTDIR)/libprotean_capi.a -Wl,--no-whole-archive \
 	    -Wl,--gc-sections -Wl,--version-script=$(CURDIR)/crates/capi/libmpi.map \
-	    -Wl,-z,now -lpthread -ldl -lm -lrt
+	    -Wl,-z,now -Wl,-z,defs -lpthread -ldl -lm -lrt
 	ln -sf libmpi.so.$(LIBVER) $(BUILD)/lib/libmpi.so
 	ln -sf libmpi.so.$(LIBVER) $(BUILD)/lib/libmpich.so.$(LIBVER)
 	ln -sf libmpi.so.$(LIBVER) $(BUILD)/lib/libmpich.so
@@ -79,6 +83,14 @@ ctest: build
 
 clients: build
 	tests/clients/run
+
+# include/mpi.h and libmpi.so.12 against MPICH's header and library (see tests/abi/run).
+abi-check: lib
+	tests/abi/run
+
+# mpicc/mpicxx from a relocated install tree, and an MPICH-built binary on our library.
+wrappers-check: build
+	tests/wrappers/run
 
 bench: build
 	bench/run

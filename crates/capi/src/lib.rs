@@ -1,1 +1,10 @@
-//! placeholder
+//! The MPI C ABI of Protean.
+//!
+//! `build.rs` turns `include/mpi.h` into the exported `PMPI_`/`MPI_` symbols: functions written
+//! here as `#[no_mangle] pub unsafe extern "C" fn protean_MPI_X` are called by `PMPI_X`, and
+//! every other function reports that it is not implemented.  [`abi`] holds the generated types
+//! and constants.
+
+pub mod abi;
+mod unimplemented;
+pub mod version;
