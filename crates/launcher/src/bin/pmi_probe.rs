@@ -10,7 +10,7 @@
 //!   --grandchild    start `sleep 30` (inheriting stdout) and print "grandchild R PID"
 //!   --shm           rank 0 creates /dev/shm/protean-$PROTEAN_JOBID-probe, prints "shm 0 PATH"
 //!   --sleep SECS    ranks that do not fail sleep this long before finalizing
-//!   --fail R:ACTION after the exchange, rank R does ACTION:
+//!   --fail R:ACTION after the exchange, rank R prints "failing R <ns since 1970>", then:
 //!       sigkill        kill itself with SIGKILL
 //!       exit=N         exit with status N before finalizing
 //!       exit-after=N   finalize, then exit with status N
@@ -140,6 +140,12 @@ fn main() {
     let mut exit_after = None;
     if let Some((r, action)) = &args.fail {
         if *r == rank {
+            // When the failure happens, for callers that time the teardown.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let _ = writeln!(out.lock(), "failing {rank} {now}");
             let code = |s: &str| s.parse::<i32>().unwrap_or_else(|_| usage("bad exit code"));
             match action.split_once('=') {
                 None if action == "sigkill" => {
