@@ -644,3 +644,27 @@ fn mpich_program_runs_under_mpirun() {
         o.stderr
     );
 }
+
+/// A rank that ignores SIGTERM is killed with SIGKILL after the grace time.
+#[test]
+fn ranks_that_ignore_sigterm_are_killed() {
+    let o = run(&[
+        "-n",
+        "3",
+        "sh",
+        "-c",
+        "trap '' TERM; echo pid $PMI_RANK $$; \
+         if [ $PMI_RANK = 0 ]; then sleep 0.3; exit 9; fi; sleep 20",
+    ]);
+    assert_eq!(o.code(), Some(9), "{}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(3), "took {:?}", o.elapsed);
+    assert!(
+        o.stderr.starts_with(&format!(
+            "mpirun: rank 0 (pid {}) exited with status 9;",
+            o.pid_of(0)
+        )),
+        "{}",
+        o.stderr
+    );
+    assert_gone(&all_pids(&o));
+}
