@@ -67,6 +67,8 @@ after it is passed to the program untouched.
 Options:
   -n N, -np N, --np N     number of processes to start (default 1)
   -x VAR                  export VAR, with its value in mpirun's environment, to every rank
+                          (ranks inherit all of mpirun's environment anyway; this form is
+                          accepted for Open MPI command lines and warns if VAR is unset)
   -x VAR=value            set VAR=value in every rank
   -genv VAR value         set VAR=value in every rank (MPICH style)
   -env VAR value          the same as -genv (there is only one program per job)
