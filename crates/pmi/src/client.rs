@@ -15,7 +15,7 @@
 use std::fmt;
 use std::io;
 use std::net::TcpStream;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::wire::{Framer, Request, Response};
 
@@ -379,11 +379,6 @@ impl PmiClient {
     /// The socket, for a caller that wants to poll it (the client keeps owning it).
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
-    }
-
-    /// Gives the socket up without closing it (for a caller that takes PMI over).
-    pub fn into_raw_fd(self) -> RawFd {
-        self.fd.into_raw_fd()
     }
 
     fn send(&mut self, req: &Request) -> Result<(), PmiError> {

@@ -1,0 +1,185 @@
+//! `pmi-probe`: a small PMI-1 program for testing launchers (ours, Hydra, Slurm).
+//!
+//! Every rank initialises PMI from the environment, puts `probe-<rank>`, enters the barrier,
+//! reads every rank's key back and checks it, then finalizes and prints
+//! `rank R of N ok kvsname=K universe=U`. Options make one rank misbehave, for teardown tests:
+//!
+//! ```text
+//! pmi-probe [--pids] [--grandchild] [--shm] [--sleep SECS] [--fail RANK:ACTION]
+//!   --pids          print "pid R PID" before the barrier
+//!   --grandchild    start `sleep 30` (inheriting stdout) and print "grandchild R PID"
+//!   --shm           rank 0 creates /dev/shm/protean-$PROTEAN_JOBID-probe, prints "shm 0 PATH"
+//!   --sleep SECS    ranks that do not fail sleep this long before finalizing
+//!   --fail R:ACTION after the exchange, rank R prints "failing R <ns since 1970>", then:
+//!       sigkill        kill itself with SIGKILL
+//!       exit=N         exit with status N before finalizing
+//!       exit-after=N   finalize, then exit with status N
+//!       abort=N[:MSG]  call PMI abort with code N and MSG, then exit with N
+//!       garbage        write a line that is not PMI to the PMI socket, then sleep
+//! ```
+//! Exit status 2: bad usage; 3: not started by a PMI process manager; 4: a PMI call failed or a
+//! value read back was wrong; 5: the PMI socket is not close-on-exec.
+
+use std::io::Write;
+use std::process::exit;
+use std::time::Duration;
+
+use protean_pmi::PmiClient;
+
+struct Args {
+    pids: bool,
+    grandchild: bool,
+    shm: bool,
+    sleep: f64,
+    fail: Option<(u32, String)>,
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("pmi-probe: {msg}");
+    exit(2)
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        pids: false,
+        grandchild: false,
+        shm: false,
+        sleep: 0.0,
+        fail: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--pids" => a.pids = true,
+            "--grandchild" => a.grandchild = true,
+            "--shm" => a.shm = true,
+            "--sleep" => {
+                a.sleep = it
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or_else(|| usage("--sleep needs seconds"))
+            }
+            "--fail" => {
+                let spec = it
+                    .next()
+                    .unwrap_or_else(|| usage("--fail needs RANK:ACTION"));
+                let (rank, action) = spec
+                    .split_once(':')
+                    .unwrap_or_else(|| usage("--fail needs RANK:ACTION"));
+                let rank = rank.parse().unwrap_or_else(|_| usage("bad rank"));
+                a.fail = Some((rank, action.to_string()));
+            }
+            other => usage(&format!("unknown argument {other:?}")),
+        }
+    }
+    a
+}
+
+fn check<T, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| {
+        eprintln!("pmi-probe: {what}: {e}");
+        exit(4)
+    })
+}
+
+fn main() {
+    let args = parse_args();
+    let mut pmi = match check("PMI init", PmiClient::from_env()) {
+        Some(c) => c,
+        None => {
+            eprintln!("pmi-probe: no PMI environment (PMI_FD or PMI_PORT): not under a launcher");
+            exit(3)
+        }
+    };
+    let (rank, size) = (pmi.rank(), pmi.size());
+    // SAFETY: F_GETFD on the client's open socket.
+    let fdflags = unsafe { libc::fcntl(pmi.raw_fd(), libc::F_GETFD) };
+    if fdflags < 0 || fdflags & libc::FD_CLOEXEC == 0 {
+        eprintln!("pmi-probe: rank {rank}: PMI socket is not close-on-exec");
+        exit(5);
+    }
+    let out = std::io::stdout();
+    if args.pids {
+        let _ = writeln!(out.lock(), "pid {rank} {}", std::process::id());
+    }
+    if args.grandchild {
+        // Deliberately never waited for: it is there to be left behind, and the launcher must
+        // end it (and reap it, as the subreaper) when the job ends.
+        #[allow(clippy::zombie_processes)]
+        let child = check(
+            "start sleep",
+            std::process::Command::new("sleep").arg("30").spawn(),
+        );
+        let _ = writeln!(out.lock(), "grandchild {rank} {}", child.id());
+    }
+    if args.shm && rank == 0 {
+        let jobid = std::env::var("PROTEAN_JOBID").unwrap_or_else(|_| usage("no PROTEAN_JOBID"));
+        let path = format!("/dev/shm/protean-{jobid}-probe");
+        check("create shm file", std::fs::write(&path, b"probe"));
+        let _ = writeln!(out.lock(), "shm {rank} {path}");
+    }
+    let value = |r: u32| format!("v{r}-of-{size}-{}", "x".repeat(r as usize % 7));
+    check("put", pmi.put(&format!("probe-{rank}"), &value(rank)));
+    check("barrier", pmi.barrier());
+    for r in 0..size {
+        let got = check("get", pmi.get(&format!("probe-{r}")));
+        if got.as_deref() != Some(value(r).as_str()) {
+            eprintln!(
+                "pmi-probe: rank {rank}: probe-{r} = {got:?}, expected {}",
+                value(r)
+            );
+            exit(4);
+        }
+    }
+    if check("get", pmi.get("probe-missing")).is_some() {
+        eprintln!("pmi-probe: rank {rank}: a missing key has a value");
+        exit(4);
+    }
+    let universe = check("universe size", pmi.universe_size());
+
+    let mut exit_after = None;
+    if let Some((r, action)) = &args.fail {
+        if *r == rank {
+            // When the failure happens, for callers that time the teardown.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let _ = writeln!(out.lock(), "failing {rank} {now}");
+            let code = |s: &str| s.parse::<i32>().unwrap_or_else(|_| usage("bad exit code"));
+            match action.split_once('=') {
+                None if action == "sigkill" => {
+                    // SAFETY: signalling ourselves.
+                    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+                }
+                None if action == "garbage" => {
+                    let line = b"this is not PMI\n";
+                    // SAFETY: writing a live buffer to the client's open socket.
+                    unsafe { libc::write(pmi.raw_fd(), line.as_ptr().cast(), line.len()) };
+                    std::thread::sleep(Duration::from_secs(30));
+                }
+                Some(("exit", n)) => exit(code(n)),
+                Some(("exit-after", n)) => exit_after = Some(code(n)),
+                Some(("abort", spec)) => {
+                    let (n, msg) = spec.split_once(':').unwrap_or((spec, ""));
+                    let n = code(n);
+                    check("abort", pmi.abort(n, msg));
+                    exit(n);
+                }
+                _ => usage(&format!("unknown action {action:?}")),
+            }
+        }
+    }
+    if args.sleep > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(args.sleep));
+    }
+    check("finalize", pmi.finalize());
+    let _ = writeln!(
+        out.lock(),
+        "rank {rank} of {size} ok kvsname={} universe={universe}",
+        pmi.kvsname()
+    );
+    if let Some(n) = exit_after {
+        exit(n);
+    }
+}
