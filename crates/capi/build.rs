@@ -41,30 +41,59 @@ fn scan_implementations(src: &Path) -> Result<BTreeMap<String, String>, String> 
             if code.starts_with("//") {
                 continue;
             }
-            let Some(pos) = code.find("fn protean_") else {
-                continue;
-            };
-            if pos > 0 && !code[..pos].ends_with(' ') {
-                continue;
-            }
-            let rest = &code[pos + "fn protean_".len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !header::API_PREFIXES.iter().any(|p| name.starts_with(p)) {
-                continue; // protean_unimplemented and other helpers
-            }
-            if let Some(prev) = found.insert(name.clone(), module.clone()) {
-                return Err(format!(
-                    "{}:{}: protean_{name} is also defined in {prev}",
-                    file.display(),
-                    lineno + 1
-                ));
+            for name in defined_names(code) {
+                if !header::API_PREFIXES.iter().any(|p| name.starts_with(p)) {
+                    continue; // protean_unimplemented and other helpers
+                }
+                if let Some(prev) = found.insert(name.clone(), module.clone()) {
+                    return Err(format!(
+                        "{}:{}: protean_{name} is also defined in {prev}",
+                        file.display(),
+                        lineno + 1
+                    ));
+                }
             }
         }
     }
     Ok(found)
+}
+
+/// Names (without `protean_`) that a line of code defines: `fn protean_X`, or a macro call
+/// that starts with a list of `protean_X` names (`both_counts!(protean_MPI_Send,
+/// protean_MPI_Send_c, ...)` defines both).
+fn defined_names(code: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    if let Some(pos) = code.find("fn protean_") {
+        if pos == 0 || code[..pos].ends_with(' ') {
+            return vec![ident(&code[pos + "fn protean_".len()..])];
+        }
+        return Vec::new();
+    }
+    let Some(open) = code.find("!(") else {
+        return Vec::new();
+    };
+    if !code[..open]
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Vec::new();
+    }
+    let mut names = Vec::new();
+    for part in code[open + 2..].split(',') {
+        let Some(rest) = part.trim().strip_prefix("protean_") else {
+            break;
+        };
+        let name = ident(rest);
+        if name.len() != rest.len() {
+            break;
+        }
+        names.push(name);
+    }
+    names
 }
 
 fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {

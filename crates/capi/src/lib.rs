@@ -6,5 +6,11 @@
 //! and constants.
 
 pub mod abi;
+pub mod env;
+pub mod errhandler;
+pub mod errors;
+pub mod handles;
+pub mod p2p;
 mod unimplemented;
+pub mod util;
 pub mod version;

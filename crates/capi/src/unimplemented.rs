@@ -1,12 +1,22 @@
-//! The answer of every MPI function that has no Rust implementation yet.
+//! The answer of every MPI function that has no Rust implementation yet: an
+//! MPI_ERR_UNSUPPORTED_OPERATION error naming the function, raised through the error handler
+//! of MPI_COMM_WORLD like any other error (fatal by default; returned under
+//! MPI_ERRORS_RETURN). `protean-info --missing` lists these functions.
 
 use core::ffi::{c_char, c_int, CStr};
-use std::io::Write;
 
-use crate::abi::MPI_ERR_UNSUPPORTED_OPERATION;
+use crate::abi::MPI_COMM_WORLD;
+use crate::errors::raise;
+use protean_core::error::{ErrorClass, MpiError};
 
-/// Called by the generated `PMPI_` stubs.  Says on stderr which function was called and returns
-/// `MPI_ERR_UNSUPPORTED_OPERATION`.
+fn error_for(name: &str) -> MpiError {
+    MpiError::new(
+        ErrorClass::UnsupportedOperation,
+        format!("{name} is not implemented in Protean yet (protean-info --missing lists what is missing)"),
+    )
+}
+
+/// Called by the generated `PMPI_` stubs.
 ///
 /// # Safety
 /// `name` is null or a NUL-terminated string (the stubs pass string literals).
@@ -18,11 +28,7 @@ pub unsafe extern "C" fn protean_unimplemented(name: *const c_char) -> c_int {
         // SAFETY: non-null and NUL-terminated per the contract above.
         unsafe { CStr::from_ptr(name) }.to_string_lossy()
     };
-    // One write, so lines from several threads or ranks do not interleave; a failure to write
-    // to stderr must not take the process down.
-    let line = format!("Protean: {name} is not implemented yet\n");
-    let _ = std::io::stderr().write_all(line.as_bytes());
-    MPI_ERR_UNSUPPORTED_OPERATION
+    raise(MPI_COMM_WORLD, error_for(&name), &name)
 }
 
 #[cfg(test)]
@@ -30,12 +36,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reports_unsupported_operation() {
-        let rc = unsafe { protean_unimplemented(c"MPI_Foo".as_ptr()) };
-        assert_eq!(rc, MPI_ERR_UNSUPPORTED_OPERATION);
-        assert_eq!(
-            unsafe { protean_unimplemented(core::ptr::null()) },
-            MPI_ERR_UNSUPPORTED_OPERATION
-        );
+    fn names_the_function_and_the_class() {
+        let e = error_for("MPI_Foo");
+        assert_eq!(e.class, ErrorClass::UnsupportedOperation);
+        assert!(e.msg.starts_with("MPI_Foo is not implemented"));
     }
 }

@@ -67,3 +67,25 @@ impl Comm {
         self.ctx + 1
     }
 }
+
+/// An error handler (MPI-4.0 section 9.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Errhandler {
+    /// MPI_ERRORS_ARE_FATAL: abort every process of the job.
+    Fatal,
+    /// MPI_ERRORS_RETURN: return the error code.
+    Return,
+    /// MPI_ERRORS_ABORT: abort the processes of the communicator (here: the job).
+    Abort,
+    /// A user function (its address; the C layer knows its type), for communicators.
+    User(usize),
+}
+
+/// The predefined error handlers, at ids ERRH_FATAL, ERRH_RETURN, ERRH_ABORT.
+pub fn predefined_errhandlers() -> Vec<Option<Errhandler>> {
+    vec![
+        Some(Errhandler::Fatal),
+        Some(Errhandler::Return),
+        Some(Errhandler::Abort),
+    ]
+}

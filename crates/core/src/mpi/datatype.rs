@@ -236,6 +236,30 @@ impl Datatype {
         at
     }
 
+    /// Packed bytes holding the first `n` basic values of a sequence of elements of this type
+    /// (MPI_Status_set_elements), or None when the type holds no basic values.
+    pub fn bytes_for_elements(&self, n: u64) -> Option<u64> {
+        let per: u64 = self
+            .blocks
+            .iter()
+            .map(|b| (b.len / b.basic_size.max(1)) as u64)
+            .sum();
+        if per == 0 {
+            return (n == 0).then_some(0);
+        }
+        let mut bytes = (n / per) * self.size as u64;
+        let mut rest = n % per;
+        for b in &self.blocks {
+            if rest == 0 {
+                break;
+            }
+            let k = ((b.len / b.basic_size.max(1)) as u64).min(rest);
+            bytes += k * b.basic_size as u64;
+            rest -= k;
+        }
+        Some(bytes)
+    }
+
     /// MPI_Get_elements: basic values in `bytes` of packed data of this type, or None when the
     /// bytes end inside a basic value.
     pub fn elements_in(&self, bytes: usize) -> Option<u64> {
@@ -488,5 +512,11 @@ mod tests {
         let int = &p[predefined_index("MPI_INT").unwrap()];
         assert_eq!(int.elements_in(40), Some(10));
         assert_eq!(int.elements_in(6), None);
+        for n in 0..10 {
+            assert_eq!(
+                di.elements_in(di.bytes_for_elements(n).unwrap() as usize),
+                Some(n)
+            );
+        }
     }
 }

@@ -22,7 +22,9 @@ use protean_pmi::PmiClient;
 
 use crate::config::{Config, PROTOCOLS, YIELD_MODES};
 use crate::error::{ErrorClass, MpiError, Result};
-use crate::mpi::comm::{Comm, COMM_SELF, COMM_WORLD, CTX_SELF, CTX_WORLD};
+use crate::mpi::comm::{
+    predefined_errhandlers, Comm, Errhandler, COMM_SELF, COMM_WORLD, CTX_SELF, CTX_WORLD,
+};
 use crate::mpi::datatype::{predefined, Datatype};
 use crate::mpi::pml::Pml;
 use crate::proto::policy::{Policy, Protocol, Route};
@@ -85,6 +87,7 @@ pub struct Engine {
     pub net: Net,
     pub comms: Vec<Option<Comm>>,
     pub dtypes: Vec<Option<Arc<Datatype>>>,
+    pub errhandlers: Vec<Option<Errhandler>>,
     pub yield_wait: bool,
     pub pmi: Option<PmiClient>,
     pub thread_level: i32,
@@ -372,6 +375,7 @@ impl Engine {
             net,
             comms,
             dtypes,
+            errhandlers: predefined_errhandlers(),
             yield_wait,
             pmi,
             thread_level,

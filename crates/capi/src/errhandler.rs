@@ -1,0 +1,333 @@
+//! Error handlers, error classes, codes and strings (MPI-4.0 sections 9.3-9.5).
+
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::Mutex;
+
+use crate::abi::*;
+use crate::errors::{self, bad, class_of_code, raise, ID_LIMIT};
+use crate::handles::{comm_id, errh_handle, errh_id};
+use crate::util::{copy_cstr, out};
+
+/// MPICH's MPIX classes occupy 101..=105; classes added by the application come after.
+const LAST_MPIX_CLASS: c_int = MPIX_ERR_NOREQ;
+const FIRST_MPIX_CLASS: c_int = MPIX_ERR_PROC_FAILED;
+use protean_core::error::ErrorClass;
+use protean_core::mpi::comm::Errhandler;
+use protean_core::runtime::global::with;
+
+/// Classes and codes added by the application, and the strings attached to them.
+struct UserErrors {
+    /// Last class handed out by MPI_Add_error_class.
+    last_class: c_int,
+    next_code_id: u32,
+    strings: BTreeMap<c_int, String>,
+}
+
+static USER: Mutex<UserErrors> = Mutex::new(UserErrors {
+    last_class: LAST_MPIX_CLASS,
+    next_code_id: ID_LIMIT,
+    strings: BTreeMap::new(),
+});
+
+/// Largest class number an error code can carry (its low byte).
+const MAX_CLASS: c_int = 0xff;
+
+pub fn user_error_string(code: c_int) -> Option<String> {
+    USER.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .strings
+        .get(&code)
+        .cloned()
+}
+
+/// MPI_LASTUSEDCODE: the largest error code or class in use.
+pub fn last_used_code() -> c_int {
+    let u = USER.lock().unwrap_or_else(|p| p.into_inner());
+    let codes = if u.next_code_id > ID_LIMIT {
+        ((u.next_code_id - 1) << 8) as c_int | MAX_CLASS
+    } else {
+        0
+    };
+    u.last_class.max(codes)
+}
+
+/// # Safety
+/// `string` has room for MPI_MAX_ERROR_STRING chars; `resultlen` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Error_string(
+    errorcode: c_int,
+    string: *mut c_char,
+    resultlen: *mut c_int,
+) -> c_int {
+    let text = if errorcode == MPI_SUCCESS {
+        Some("No error (MPI_SUCCESS)".to_string())
+    } else {
+        errors::text_of_code(errorcode)
+    };
+    let Some(text) = text else {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(
+                ErrorClass::Arg,
+                format!("{errorcode} is not a valid error code"),
+            ),
+            "MPI_Error_string",
+        );
+    };
+    if string.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null string buffer"),
+            "MPI_Error_string",
+        );
+    }
+    let n = copy_cstr(&text, string, MPI_MAX_ERROR_STRING as usize);
+    out(resultlen, n as c_int);
+    MPI_SUCCESS
+}
+
+/// # Safety
+/// `errorclass` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Error_class(
+    errorcode: c_int,
+    errorclass: *mut c_int,
+) -> c_int {
+    let class = class_of_code(errorcode);
+    let known = errors::class_of_number(class).is_some()
+        || (class > LAST_MPIX_CLASS
+            && class <= USER.lock().unwrap_or_else(|p| p.into_inner()).last_class)
+        || (FIRST_MPIX_CLASS..=LAST_MPIX_CLASS).contains(&class);
+    if errorcode < 0 || !known {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(
+                ErrorClass::Arg,
+                format!("{errorcode} is not a valid error code"),
+            ),
+            "MPI_Error_class",
+        );
+    }
+    out(errorclass, class);
+    MPI_SUCCESS
+}
+
+/// # Safety
+/// `errorclass` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
+    let mut u = USER.lock().unwrap_or_else(|p| p.into_inner());
+    if u.last_class >= MAX_CLASS {
+        drop(u);
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Other, "no more error classes can be added"),
+            "MPI_Add_error_class",
+        );
+    }
+    u.last_class += 1;
+    out(errorclass, u.last_class);
+    MPI_SUCCESS
+}
+
+/// # Safety
+/// `errorcode` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Add_error_code(
+    errorclass: c_int,
+    errorcode: *mut c_int,
+) -> c_int {
+    let mut u = USER.lock().unwrap_or_else(|p| p.into_inner());
+    let valid = errors::class_of_number(errorclass).is_some()
+        || (errorclass > LAST_MPIX_CLASS && errorclass <= u.last_class);
+    if !valid || errorclass == MPI_SUCCESS {
+        drop(u);
+        return raise(
+            MPI_COMM_WORLD,
+            bad(
+                ErrorClass::Arg,
+                format!("{errorclass} is not an error class"),
+            ),
+            "MPI_Add_error_code",
+        );
+    }
+    let id = u.next_code_id;
+    u.next_code_id += 1;
+    let code = errorclass | ((id as c_int) << 8);
+    u.strings.insert(code, String::new());
+    out(errorcode, code);
+    MPI_SUCCESS
+}
+
+/// # Safety
+/// `string` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Add_error_string(
+    errorcode: c_int,
+    string: *const c_char,
+) -> c_int {
+    if string.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null string"),
+            "MPI_Add_error_string",
+        );
+    }
+    let s = CStr::from_ptr(string).to_string_lossy().into_owned();
+    if s.len() >= MPI_MAX_ERROR_STRING as usize {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(
+                ErrorClass::Arg,
+                format!(
+                    "string of {} characters is longer than MPI_MAX_ERROR_STRING",
+                    s.len()
+                ),
+            ),
+            "MPI_Add_error_string",
+        );
+    }
+    let mut u = USER.lock().unwrap_or_else(|p| p.into_inner());
+    let class = class_of_code(errorcode);
+    let user_class = class > LAST_MPIX_CLASS && class <= u.last_class && errorcode == class;
+    if !u.strings.contains_key(&errorcode) && !user_class {
+        drop(u);
+        return raise(
+            MPI_COMM_WORLD,
+            bad(
+                ErrorClass::Arg,
+                format!(
+                    "{errorcode} is not an error code or class added with MPI_Add_error_code/class"
+                ),
+            ),
+            "MPI_Add_error_string",
+        );
+    }
+    u.strings.insert(errorcode, s);
+    MPI_SUCCESS
+}
+
+/// # Safety
+/// `errhandler` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_create_errhandler(
+    comm_errhandler_fn: Option<MPI_Comm_errhandler_function>,
+    errhandler: *mut MPI_Errhandler,
+) -> c_int {
+    let Some(f) = comm_errhandler_fn else {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null error handler function"),
+            "MPI_Comm_create_errhandler",
+        );
+    };
+    let r = with(|e| {
+        e.errhandlers.push(Some(Errhandler::User(f as usize)));
+        (e.errhandlers.len() - 1) as u32
+    });
+    match r {
+        Ok(id) => {
+            out(errhandler, errh_handle(id));
+            MPI_SUCCESS
+        }
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Comm_create_errhandler"),
+    }
+}
+
+/// # Safety
+/// Plain handles.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_set_errhandler(
+    comm: MPI_Comm,
+    errhandler: MPI_Errhandler,
+) -> c_int {
+    let r = with(|e| {
+        let Some(h) = errh_id(errhandler)
+            .filter(|h| e.errhandlers.get(*h as usize).is_some_and(|x| x.is_some()))
+        else {
+            return Err(bad(ErrorClass::Arg, "invalid error handler"));
+        };
+        let c = comm_id(comm)
+            .and_then(|c| e.comms.get_mut(c as usize))
+            .and_then(|c| c.as_mut())
+            .ok_or_else(|| bad(ErrorClass::Comm, "invalid communicator"))?;
+        c.errhandler = h;
+        Ok(())
+    });
+    match r {
+        Ok(Ok(())) => MPI_SUCCESS,
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Comm_set_errhandler"),
+    }
+}
+
+/// # Safety
+/// `errhandler` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_get_errhandler(
+    comm: MPI_Comm,
+    errhandler: *mut MPI_Errhandler,
+) -> c_int {
+    let r = with(|e| {
+        comm_id(comm)
+            .and_then(|c| e.comms.get(c as usize))
+            .and_then(|c| c.as_ref())
+            .map(|c| c.errhandler)
+            .ok_or_else(|| bad(ErrorClass::Comm, "invalid communicator"))
+    });
+    match r {
+        Ok(Ok(h)) => {
+            out(errhandler, errh_handle(h));
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Comm_get_errhandler"),
+    }
+}
+
+/// # Safety
+/// `errhandler` is a valid pointer to a handle.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
+    if errhandler.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null handle pointer"),
+            "MPI_Errhandler_free",
+        );
+    }
+    let h = *errhandler;
+    let r = with(|e| match errh_id(h) {
+        // Freeing a predefined handler only resets the caller's handle.
+        Some(id) if id <= protean_core::mpi::comm::ERRH_ABORT => Ok(()),
+        // User handlers stay in the table while communicators may still refer to them.
+        Some(id) if e.errhandlers.get(id as usize).is_some_and(|x| x.is_some()) => Ok(()),
+        _ => Err(bad(ErrorClass::Arg, "invalid error handler")),
+    });
+    match r {
+        Ok(Ok(())) => {
+            *errhandler = MPI_ERRHANDLER_NULL;
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Errhandler_free"),
+    }
+}
+
+/// # Safety
+/// Plain handles.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_call_errhandler(
+    comm: MPI_Comm,
+    errorcode: c_int,
+) -> c_int {
+    if comm_id(comm).is_none() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Comm, "invalid communicator"),
+            "MPI_Comm_call_errhandler",
+        );
+    }
+    let text = errors::text_of_code(errorcode).unwrap_or_else(|| format!("error code {errorcode}"));
+    errors::raise_code(comm, errorcode, "MPI_Comm_call_errhandler", &text);
+    // The handler ran (or aborted); the call itself succeeded.
+    MPI_SUCCESS
+}

@@ -1,0 +1,236 @@
+//! MPI handles (MPICH ABI) <-> engine ids.
+//!
+//! Predefined handles have the values of MPICH's header. Handles of objects the engine creates
+//! use the "direct" kind bits of MPICH's layout (kind in bits 30-31, object type in bits 26-29)
+//! with the engine id in the low 26 bits, so they never collide with a predefined value and a
+//! handle of one object type is never mistaken for another's.
+
+use crate::abi::*;
+use protean_core::mpi::comm::{COMM_SELF, COMM_WORLD, ERRH_ABORT, ERRH_FATAL, ERRH_RETURN};
+
+const ID_MASK: u32 = (1 << 26) - 1;
+const KIND_TYPE_MASK: u32 = !ID_MASK;
+
+const COMM_DIRECT: u32 = 0x8400_0000;
+/// MPICH's pair types occupy 0x8c000000.. so created datatypes use the "indirect" kind.
+const DTYPE_CREATED: u32 = 0xcc00_0000;
+const REQUEST_DIRECT: u32 = 0xac00_0000;
+const MESSAGE_CREATED: u32 = 0xec00_0000;
+const ERRH_DIRECT: u32 = 0x9400_0000;
+
+#[inline(always)]
+fn split(h: i32) -> (u32, u32) {
+    let h = h as u32;
+    (h & KIND_TYPE_MASK, h & ID_MASK)
+}
+
+/// Communicator handle -> engine id (None for MPI_COMM_NULL and garbage).
+#[inline(always)]
+pub fn comm_id(h: MPI_Comm) -> Option<u32> {
+    match h {
+        MPI_COMM_WORLD => Some(COMM_WORLD),
+        MPI_COMM_SELF => Some(COMM_SELF),
+        _ => match split(h) {
+            (COMM_DIRECT, id) if id > COMM_SELF => Some(id),
+            _ => None,
+        },
+    }
+}
+
+pub fn comm_handle(id: u32) -> MPI_Comm {
+    match id {
+        COMM_WORLD => MPI_COMM_WORLD,
+        COMM_SELF => MPI_COMM_SELF,
+        _ => (COMM_DIRECT | id) as i32,
+    }
+}
+
+/// Predefined datatype handles in the engine's predefined order
+/// (`protean_core::mpi::datatype::PREDEFINED_NAMES`; a unit test checks the two agree).
+pub const PREDEFINED_DTYPES: &[(MPI_Datatype, &str)] = &[
+    (MPI_CHAR, "MPI_CHAR"),
+    (MPI_SIGNED_CHAR, "MPI_SIGNED_CHAR"),
+    (MPI_UNSIGNED_CHAR, "MPI_UNSIGNED_CHAR"),
+    (MPI_BYTE, "MPI_BYTE"),
+    (MPI_WCHAR, "MPI_WCHAR"),
+    (MPI_SHORT, "MPI_SHORT"),
+    (MPI_UNSIGNED_SHORT, "MPI_UNSIGNED_SHORT"),
+    (MPI_INT, "MPI_INT"),
+    (MPI_UNSIGNED, "MPI_UNSIGNED"),
+    (MPI_LONG, "MPI_LONG"),
+    (MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG"),
+    (MPI_FLOAT, "MPI_FLOAT"),
+    (MPI_DOUBLE, "MPI_DOUBLE"),
+    (MPI_LONG_DOUBLE, "MPI_LONG_DOUBLE"),
+    (MPI_LONG_LONG_INT, "MPI_LONG_LONG_INT"),
+    (MPI_UNSIGNED_LONG_LONG, "MPI_UNSIGNED_LONG_LONG"),
+    (MPI_PACKED, "MPI_PACKED"),
+    (MPI_FLOAT_INT, "MPI_FLOAT_INT"),
+    (MPI_DOUBLE_INT, "MPI_DOUBLE_INT"),
+    (MPI_LONG_INT, "MPI_LONG_INT"),
+    (MPI_SHORT_INT, "MPI_SHORT_INT"),
+    (MPI_2INT, "MPI_2INT"),
+    (MPI_LONG_DOUBLE_INT, "MPI_LONG_DOUBLE_INT"),
+    (MPI_COMPLEX, "MPI_COMPLEX"),
+    (MPI_DOUBLE_COMPLEX, "MPI_DOUBLE_COMPLEX"),
+    (MPI_LOGICAL, "MPI_LOGICAL"),
+    (MPI_REAL, "MPI_REAL"),
+    (MPI_DOUBLE_PRECISION, "MPI_DOUBLE_PRECISION"),
+    (MPI_INTEGER, "MPI_INTEGER"),
+    (MPI_2INTEGER, "MPI_2INTEGER"),
+    (MPI_2REAL, "MPI_2REAL"),
+    (MPI_2DOUBLE_PRECISION, "MPI_2DOUBLE_PRECISION"),
+    (MPI_CHARACTER, "MPI_CHARACTER"),
+    (MPI_REAL4, "MPI_REAL4"),
+    (MPI_REAL8, "MPI_REAL8"),
+    (MPI_REAL16, "MPI_REAL16"),
+    (MPI_COMPLEX8, "MPI_COMPLEX8"),
+    (MPI_COMPLEX16, "MPI_COMPLEX16"),
+    (MPI_COMPLEX32, "MPI_COMPLEX32"),
+    (MPI_INTEGER1, "MPI_INTEGER1"),
+    (MPI_INTEGER2, "MPI_INTEGER2"),
+    (MPI_INTEGER4, "MPI_INTEGER4"),
+    (MPI_INTEGER8, "MPI_INTEGER8"),
+    (MPI_INT8_T, "MPI_INT8_T"),
+    (MPI_INT16_T, "MPI_INT16_T"),
+    (MPI_INT32_T, "MPI_INT32_T"),
+    (MPI_INT64_T, "MPI_INT64_T"),
+    (MPI_UINT8_T, "MPI_UINT8_T"),
+    (MPI_UINT16_T, "MPI_UINT16_T"),
+    (MPI_UINT32_T, "MPI_UINT32_T"),
+    (MPI_UINT64_T, "MPI_UINT64_T"),
+    (MPI_C_BOOL, "MPI_C_BOOL"),
+    (MPI_C_FLOAT_COMPLEX, "MPI_C_FLOAT_COMPLEX"),
+    (MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX"),
+    (MPI_C_LONG_DOUBLE_COMPLEX, "MPI_C_LONG_DOUBLE_COMPLEX"),
+    (MPI_AINT, "MPI_AINT"),
+    (MPI_OFFSET, "MPI_OFFSET"),
+    (MPI_COUNT, "MPI_COUNT"),
+    (MPI_CXX_BOOL, "MPI_CXX_BOOL"),
+    (MPI_CXX_FLOAT_COMPLEX, "MPI_CXX_FLOAT_COMPLEX"),
+    (MPI_CXX_DOUBLE_COMPLEX, "MPI_CXX_DOUBLE_COMPLEX"),
+    (MPI_CXX_LONG_DOUBLE_COMPLEX, "MPI_CXX_LONG_DOUBLE_COMPLEX"),
+    (MPIX_C_FLOAT16, "MPIX_C_FLOAT16"),
+    (MPI_LB, "MPI_LB"),
+    (MPI_UB, "MPI_UB"),
+];
+
+/// Datatype handle -> engine id.
+#[inline(always)]
+pub fn dtype_id(h: MPI_Datatype) -> Option<u32> {
+    // The most common types first: one compare each.
+    match h {
+        MPI_BYTE => return Some(3),
+        MPI_INT => return Some(7),
+        MPI_DOUBLE => return Some(12),
+        MPI_CHAR => return Some(0),
+        _ => {}
+    }
+    match split(h) {
+        (DTYPE_CREATED, id) => Some(id),
+        _ => PREDEFINED_DTYPES
+            .iter()
+            .position(|(v, _)| *v == h)
+            .map(|i| i as u32),
+    }
+}
+
+pub fn dtype_handle(id: u32) -> MPI_Datatype {
+    match PREDEFINED_DTYPES.get(id as usize) {
+        Some((h, _)) => *h,
+        None => (DTYPE_CREATED | id) as i32,
+    }
+}
+
+/// Request handle -> slot (None for MPI_REQUEST_NULL and garbage).
+#[inline(always)]
+pub fn request_slot(h: MPI_Request) -> Option<u32> {
+    match split(h) {
+        (REQUEST_DIRECT, id) => Some(id),
+        _ => None,
+    }
+}
+
+#[inline(always)]
+pub fn request_handle(slot: u32) -> MPI_Request {
+    (REQUEST_DIRECT | slot) as i32
+}
+
+/// Message handle -> message id; Ok(None) is MPI_MESSAGE_NO_PROC; Err for invalid handles.
+pub fn message_id(h: MPI_Message) -> Result<Option<u32>, ()> {
+    if h == MPI_MESSAGE_NO_PROC {
+        return Ok(None);
+    }
+    match split(h) {
+        (MESSAGE_CREATED, id) => Ok(Some(id)),
+        _ => Err(()),
+    }
+}
+
+pub fn message_handle(id: Option<u32>) -> MPI_Message {
+    match id {
+        None => MPI_MESSAGE_NO_PROC,
+        Some(id) => (MESSAGE_CREATED | id) as i32,
+    }
+}
+
+/// Error handler handle -> engine id.
+pub fn errh_id(h: MPI_Errhandler) -> Option<u32> {
+    match h {
+        MPI_ERRORS_ARE_FATAL => Some(ERRH_FATAL),
+        MPI_ERRORS_RETURN => Some(ERRH_RETURN),
+        MPI_ERRORS_ABORT => Some(ERRH_ABORT),
+        // MPICH's C++ "throw exceptions" handler: there is no C++ binding, so it returns.
+        MPIR_ERRORS_THROW_EXCEPTIONS => Some(ERRH_RETURN),
+        _ => match split(h) {
+            (ERRH_DIRECT, id) if id > ERRH_ABORT => Some(id),
+            _ => None,
+        },
+    }
+}
+
+pub fn errh_handle(id: u32) -> MPI_Errhandler {
+    match id {
+        ERRH_FATAL => MPI_ERRORS_ARE_FATAL,
+        ERRH_RETURN => MPI_ERRORS_RETURN,
+        ERRH_ABORT => MPI_ERRORS_ABORT,
+        _ => (ERRH_DIRECT | id) as i32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protean_core::mpi::datatype::PREDEFINED_NAMES;
+
+    #[test]
+    fn predefined_dtypes_follow_the_engine_order() {
+        assert_eq!(PREDEFINED_DTYPES.len(), PREDEFINED_NAMES.len());
+        for (i, ((h, n), e)) in PREDEFINED_DTYPES.iter().zip(PREDEFINED_NAMES).enumerate() {
+            assert_eq!(n, e);
+            assert_eq!(dtype_id(*h), Some(i as u32), "{n}");
+            assert_eq!(dtype_handle(i as u32), *h);
+        }
+        assert_eq!(dtype_id(MPI_LONG_LONG), dtype_id(MPI_LONG_LONG_INT));
+        assert_eq!(dtype_id(MPI_DATATYPE_NULL), None);
+        assert_eq!(dtype_id(dtype_handle(500)), Some(500));
+    }
+
+    #[test]
+    fn handles_roundtrip_and_reject_other_kinds() {
+        for id in [0u32, 1, 2, 77, ID_MASK] {
+            assert_eq!(comm_id(comm_handle(id)), Some(id));
+            assert_eq!(request_slot(request_handle(id)), Some(id));
+            assert_eq!(message_id(message_handle(Some(id))), Ok(Some(id)));
+            assert_eq!(errh_id(errh_handle(id)), Some(id));
+        }
+        assert_eq!(comm_id(MPI_COMM_NULL), None);
+        assert_eq!(comm_id(request_handle(5)), None);
+        assert_eq!(request_slot(MPI_REQUEST_NULL), None);
+        assert_eq!(request_slot(comm_handle(5)), None);
+        assert_eq!(message_id(MPI_MESSAGE_NO_PROC), Ok(None));
+        assert!(message_id(MPI_MESSAGE_NULL).is_err());
+        assert_eq!(errh_id(MPI_ERRHANDLER_NULL), None);
+        assert_eq!(comm_id(0x1234), None);
+    }
+}

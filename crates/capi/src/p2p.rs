@@ -1,0 +1,1646 @@
+//! Point-to-point communication (MPI-4.0 chapter 3), including the large-count `_c` forms.
+
+use std::ffi::{c_int, c_void};
+
+use crate::abi::*;
+use crate::errors::{bad, class_code, code_for, raise, raise_code};
+use crate::handles::*;
+use crate::util::*;
+use protean_core::error::{ErrorClass, MpiError};
+use protean_core::mpi::p2p as core;
+use protean_core::mpi::request::{Mode, Status};
+use protean_core::runtime::global::{self, with};
+
+/// Resolve the communicator and datatype handles of a call, or raise.
+macro_rules! resolve {
+    ($comm:expr, $dt:expr, $func:expr) => {{
+        let Some(c) = comm_id($comm) else {
+            return raise(
+                $comm,
+                bad(
+                    ErrorClass::Comm,
+                    "invalid communicator (MPI_COMM_NULL or not a communicator)",
+                ),
+                $func,
+            );
+        };
+        let Some(d) = dtype_id($dt) else {
+            return raise(
+                $comm,
+                bad(
+                    ErrorClass::Type,
+                    "invalid datatype (MPI_DATATYPE_NULL or not a datatype)",
+                ),
+                $func,
+            );
+        };
+        (c, d)
+    }};
+}
+
+#[inline(always)]
+unsafe fn blocking_send(
+    buf: *const c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    mode: Mode,
+    func: &str,
+) -> c_int {
+    let (c, d) = resolve!(comm, dt, func);
+    match core::send(buf.cast(), count, d, dest, tag, c, mode) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => raise(comm, e, func),
+    }
+}
+
+/// Report a completed operation's status; raise its error, if any, on `comm`.
+#[inline(always)]
+unsafe fn finish_status(st: Status, status: *mut MPI_Status, comm: MPI_Comm, func: &str) -> c_int {
+    write_status(status, &st);
+    match st.error {
+        None => MPI_SUCCESS,
+        Some(e) => {
+            let code = if ignored(status) {
+                code_for(class_code(e.class), format!("{func}: {}", e.msg))
+            } else {
+                (*status).MPI_ERROR
+            };
+            raise_code(comm, code, func, &format!("{func}: {}", e.msg))
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn blocking_recv(
+    buf: *mut c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    src: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+    func: &str,
+) -> c_int {
+    let (c, d) = resolve!(comm, dt, func);
+    match core::recv(buf.cast(), count, d, src, tag, c) {
+        Ok(st) => finish_status(st, status, comm, func),
+        Err(e) => raise(comm, e, func),
+    }
+}
+
+#[inline(always)]
+unsafe fn start_send(
+    buf: *const c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    mode: Mode,
+    func: &str,
+) -> c_int {
+    let (c, d) = resolve!(comm, dt, func);
+    if request.is_null() {
+        return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
+    }
+    match with(|e| e.isend(buf.cast(), count, d, dest, tag, c, mode)) {
+        Ok(Ok(slot)) => {
+            *request = request_handle(slot);
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, func),
+    }
+}
+
+#[inline(always)]
+unsafe fn start_recv(
+    buf: *mut c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    src: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    func: &str,
+) -> c_int {
+    let (c, d) = resolve!(comm, dt, func);
+    if request.is_null() {
+        return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
+    }
+    match with(|e| e.irecv(buf.cast(), count, d, src, tag, c)) {
+        Ok(Ok(slot)) => {
+            *request = request_handle(slot);
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, func),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn make_persistent(
+    buf: *const c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    rank: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    mode: Mode,
+    is_send: bool,
+    func: &str,
+) -> c_int {
+    let (c, d) = resolve!(comm, dt, func);
+    if request.is_null() {
+        return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
+    }
+    match with(|e| e.persistent(buf as *mut u8, count, d, rank, tag, c, mode, is_send)) {
+        Ok(Ok(slot)) => {
+            *request = request_handle(slot);
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, func),
+    }
+}
+
+/// Generate the int-count and MPI_Count forms of a function from one body.
+macro_rules! both_counts {
+    ($name:ident, $name_c:ident, |$($arg:ident : $ty:ty),*| $count:ident => $body:expr) => {
+        /// # Safety
+        /// Arguments as the MPI standard requires for this function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            let $count = $count as i64;
+            $body
+        }
+        both_counts!(@c $name_c, |$($arg : $ty),*| $count => $body);
+    };
+    (@c $name_c:ident, |$($arg:ident : $ty:ty),*| $count:ident => $body:expr) => {
+        paste_c! { $name_c, |$($arg : $ty),*| $count => $body }
+    };
+}
+
+/// The `_c` form: identical body, MPI_Count count.
+macro_rules! paste_c {
+    ($name_c:ident, |$($arg:ident : $ty:ty),*| $count:ident => $body:expr) => {
+        /// # Safety
+        /// Arguments as the MPI standard requires for this function.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name_c($($arg: c_count!($arg, $ty)),*) -> c_int {
+            let $count = $count as i64;
+            $body
+        }
+    };
+}
+
+/// In `_c` functions the argument named `count` is an MPI_Count.
+macro_rules! c_count {
+    (count, $ty:ty) => {
+        MPI_Count
+    };
+    ($other:ident, $ty:ty) => {
+        $ty
+    };
+}
+
+both_counts!(protean_MPI_Send, protean_MPI_Send_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm| count =>
+    blocking_send(buf, count, datatype, dest, tag, comm, Mode::Standard, "MPI_Send"));
+both_counts!(protean_MPI_Ssend, protean_MPI_Ssend_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm| count =>
+    blocking_send(buf, count, datatype, dest, tag, comm, Mode::Sync, "MPI_Ssend"));
+both_counts!(protean_MPI_Rsend, protean_MPI_Rsend_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm| count =>
+    blocking_send(buf, count, datatype, dest, tag, comm, Mode::Ready, "MPI_Rsend"));
+both_counts!(protean_MPI_Bsend, protean_MPI_Bsend_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm| count =>
+    blocking_send(buf, count, datatype, dest, tag, comm, Mode::Buffered, "MPI_Bsend"));
+both_counts!(protean_MPI_Recv, protean_MPI_Recv_c, |buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status| count =>
+    blocking_recv(buf, count, datatype, source, tag, comm, status, "MPI_Recv"));
+both_counts!(protean_MPI_Isend, protean_MPI_Isend_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    start_send(buf, count, datatype, dest, tag, comm, request, Mode::Standard, "MPI_Isend"));
+both_counts!(protean_MPI_Issend, protean_MPI_Issend_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    start_send(buf, count, datatype, dest, tag, comm, request, Mode::Sync, "MPI_Issend"));
+both_counts!(protean_MPI_Irsend, protean_MPI_Irsend_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    start_send(buf, count, datatype, dest, tag, comm, request, Mode::Ready, "MPI_Irsend"));
+both_counts!(protean_MPI_Ibsend, protean_MPI_Ibsend_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    start_send(buf, count, datatype, dest, tag, comm, request, Mode::Buffered, "MPI_Ibsend"));
+both_counts!(protean_MPI_Irecv, protean_MPI_Irecv_c, |buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    start_recv(buf, count, datatype, source, tag, comm, request, "MPI_Irecv"));
+both_counts!(protean_MPI_Send_init, protean_MPI_Send_init_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    make_persistent(buf, count, datatype, dest, tag, comm, request, Mode::Standard, true, "MPI_Send_init"));
+both_counts!(protean_MPI_Ssend_init, protean_MPI_Ssend_init_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    make_persistent(buf, count, datatype, dest, tag, comm, request, Mode::Sync, true, "MPI_Ssend_init"));
+both_counts!(protean_MPI_Rsend_init, protean_MPI_Rsend_init_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    make_persistent(buf, count, datatype, dest, tag, comm, request, Mode::Ready, true, "MPI_Rsend_init"));
+both_counts!(protean_MPI_Bsend_init, protean_MPI_Bsend_init_c, |buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    make_persistent(buf, count, datatype, dest, tag, comm, request, Mode::Buffered, true, "MPI_Bsend_init"));
+both_counts!(protean_MPI_Recv_init, protean_MPI_Recv_init_c, |buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    make_persistent(buf, count, datatype, source, tag, comm, request, Mode::Standard, false, "MPI_Recv_init"));
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn sendrecv(
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+    func: &str,
+) -> c_int {
+    let (c, sd) = resolve!(comm, sendtype, func);
+    let (_, rd) = resolve!(comm, recvtype, func);
+    let r = with(|e| -> Result<(u32, u32), MpiError> {
+        let r = e.irecv(recvbuf.cast(), recvcount, rd, source, recvtag, c)?;
+        match e.isend(
+            sendbuf.cast(),
+            sendcount,
+            sd,
+            dest,
+            sendtag,
+            c,
+            Mode::Standard,
+        ) {
+            Ok(s) => Ok((s, r)),
+            Err(err) => {
+                e.pml.cancel(r);
+                e.pml.release(r);
+                Err(err)
+            }
+        }
+    });
+    let (s, r) = match r {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) | Err(e) => return raise(comm, e, func),
+    };
+    let sst = match core::wait(s) {
+        Ok(st) => st,
+        Err(e) => return raise(comm, e, func),
+    };
+    match core::wait(r) {
+        Ok(mut st) => {
+            if st.error.is_none() {
+                st.error = sst.error;
+            }
+            finish_status(st, status, comm, func)
+        }
+        Err(e) => raise(comm, e, func),
+    }
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Sendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    sendrecv(
+        sendbuf,
+        sendcount as i64,
+        sendtype,
+        dest,
+        sendtag,
+        recvbuf,
+        recvcount as i64,
+        recvtype,
+        source,
+        recvtag,
+        comm,
+        status,
+        "MPI_Sendrecv",
+    )
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Sendrecv_c(
+    sendbuf: *const c_void,
+    sendcount: MPI_Count,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: MPI_Count,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    sendrecv(
+        sendbuf,
+        sendcount,
+        sendtype,
+        dest,
+        sendtag,
+        recvbuf,
+        recvcount,
+        recvtype,
+        source,
+        recvtag,
+        comm,
+        status,
+        "MPI_Sendrecv_c",
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn sendrecv_replace(
+    buf: *mut c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+    func: &str,
+) -> c_int {
+    let (_, d) = resolve!(comm, dt, func);
+    if count < 0 {
+        return raise(
+            comm,
+            bad(ErrorClass::Count, format!("negative count {count}")),
+            func,
+        );
+    }
+    // Send a packed copy so the receive can land in the same buffer.
+    let copy = with(|e| -> Result<Vec<u8>, MpiError> {
+        let t = e.dtype(d)?.clone();
+        let mut v = Vec::new();
+        t.pack(buf as *const u8, count as usize, &mut v);
+        Ok(v)
+    });
+    let copy = match copy {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) | Err(e) => return raise(comm, e, func),
+    };
+    sendrecv(
+        copy.as_ptr().cast(),
+        copy.len() as i64,
+        MPI_BYTE,
+        dest,
+        sendtag,
+        buf,
+        count,
+        dt,
+        source,
+        recvtag,
+        comm,
+        status,
+        func,
+    )
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Sendrecv_replace(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    sendrecv_replace(
+        buf,
+        count as i64,
+        datatype,
+        dest,
+        sendtag,
+        source,
+        recvtag,
+        comm,
+        status,
+        "MPI_Sendrecv_replace",
+    )
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Sendrecv_replace_c(
+    buf: *mut c_void,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    sendrecv_replace(
+        buf,
+        count,
+        datatype,
+        dest,
+        sendtag,
+        source,
+        recvtag,
+        comm,
+        status,
+        "MPI_Sendrecv_replace_c",
+    )
+}
+
+// -------------------------------------------------------------------------------------------
+// Completion
+
+/// The communicator handle and persistence of a live request.
+fn req_info(slot: u32) -> Option<(MPI_Comm, bool)> {
+    with(|e| {
+        e.pml
+            .reqs
+            .get(slot)
+            .map(|r| (comm_handle(r.comm), r.persist.is_some()))
+    })
+    .ok()
+    .flatten()
+}
+
+fn bad_request_code(func: &str) -> c_int {
+    raise(
+        MPI_COMM_WORLD,
+        bad(ErrorClass::Request, "invalid request handle"),
+        func,
+    )
+}
+
+/// # Safety
+/// `request` points to a request handle; `status` is MPI_STATUS_IGNORE or writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Wait(
+    request: *mut MPI_Request,
+    status: *mut MPI_Status,
+) -> c_int {
+    if request.is_null() {
+        return bad_request_code("MPI_Wait");
+    }
+    if *request == MPI_REQUEST_NULL {
+        write_empty(status);
+        return MPI_SUCCESS;
+    }
+    let Some(slot) = request_slot(*request) else {
+        return bad_request_code("MPI_Wait");
+    };
+    let Some((comm, persistent)) = req_info(slot) else {
+        return bad_request_code("MPI_Wait");
+    };
+    match core::wait(slot) {
+        Ok(st) => {
+            if !persistent {
+                *request = MPI_REQUEST_NULL;
+            }
+            finish_status(st, status, comm, "MPI_Wait")
+        }
+        Err(e) => raise(comm, e, "MPI_Wait"),
+    }
+}
+
+/// # Safety
+/// As for MPI_Wait; `flag` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Test(
+    request: *mut MPI_Request,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    if request.is_null() || flag.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null argument"),
+            "MPI_Test",
+        );
+    }
+    if *request == MPI_REQUEST_NULL {
+        *flag = 1;
+        write_empty(status);
+        return MPI_SUCCESS;
+    }
+    let Some(slot) = request_slot(*request) else {
+        return bad_request_code("MPI_Test");
+    };
+    let Some((comm, persistent)) = req_info(slot) else {
+        return bad_request_code("MPI_Test");
+    };
+    let r = with(|e| -> Result<Option<Status>, MpiError> {
+        if !e.is_complete(slot)? {
+            e.progress();
+        }
+        e.collect(slot)
+    });
+    match r {
+        Ok(Ok(Some(st))) => {
+            *flag = 1;
+            if !persistent {
+                *request = MPI_REQUEST_NULL;
+            }
+            finish_status(st, status, comm, "MPI_Test")
+        }
+        Ok(Ok(None)) => {
+            *flag = 0;
+            global::idle();
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, "MPI_Test"),
+    }
+}
+
+/// Slots of a request array: None for MPI_REQUEST_NULL; Err(i) for an invalid handle at i.
+unsafe fn slots(count: c_int, reqs: *const MPI_Request) -> Result<Vec<Option<u32>>, usize> {
+    let n = count.max(0) as usize;
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let h = *reqs.add(i);
+        if h == MPI_REQUEST_NULL {
+            v.push(None);
+        } else {
+            match request_slot(h) {
+                Some(s) => v.push(Some(s)),
+                None => return Err(i),
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Collect request `i` of an array: write its status slot and null its handle unless persistent.
+unsafe fn collect_one(
+    i: usize,
+    slot: u32,
+    reqs: *mut MPI_Request,
+    statuses: *mut MPI_Status,
+) -> Result<(Status, MPI_Comm), MpiError> {
+    let (comm, persistent) =
+        req_info(slot).ok_or_else(|| bad(ErrorClass::Request, "invalid request handle"))?;
+    let st = with(|e| e.collect(slot))??.expect("complete request");
+    if !persistent {
+        *reqs.add(i) = MPI_REQUEST_NULL;
+    }
+    if !ignored(statuses) {
+        write_status(statuses.add(i), &st);
+    }
+    Ok((st, comm))
+}
+
+fn check_array(count: c_int, reqs: *const MPI_Request, func: &str) -> Result<(), c_int> {
+    if count < 0 {
+        return Err(raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Count, format!("negative count {count}")),
+            func,
+        ));
+    }
+    if count > 0 && reqs.is_null() {
+        return Err(raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Request, "null request array"),
+            func,
+        ));
+    }
+    Ok(())
+}
+
+/// Raise MPI_ERR_IN_STATUS after a multiple completion with errors.
+fn in_status(errs: &[(usize, MpiError)], comm: MPI_Comm, func: &str) -> c_int {
+    let (i, e) = &errs[0];
+    raise(
+        comm,
+        bad(
+            ErrorClass::InStatus,
+            format!("request {i} failed: {}", e.msg),
+        ),
+        func,
+    )
+}
+
+/// # Safety
+/// `array_of_requests` holds `count` handles; `array_of_statuses` is MPI_STATUSES_IGNORE or
+/// has `count` entries.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Waitall(
+    count: c_int,
+    array_of_requests: *mut MPI_Request,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    if let Err(c) = check_array(count, array_of_requests, "MPI_Waitall") {
+        return c;
+    }
+    let s = match slots(count, array_of_requests) {
+        Ok(s) => s,
+        Err(i) => {
+            return raise(
+                MPI_COMM_WORLD,
+                bad(
+                    ErrorClass::Request,
+                    format!("invalid request handle at index {i}"),
+                ),
+                "MPI_Waitall",
+            )
+        }
+    };
+    let r = global::wait_until(|e| {
+        s.iter()
+            .all(|x| x.is_none_or(|slot| e.is_complete(slot).unwrap_or(true)))
+    });
+    if let Err(e) = r {
+        return raise(MPI_COMM_WORLD, e, "MPI_Waitall");
+    }
+    let mut errs = Vec::new();
+    let mut comm = MPI_COMM_WORLD;
+    for (i, x) in s.iter().enumerate() {
+        match x {
+            None => {
+                if !ignored(array_of_statuses) {
+                    write_empty(array_of_statuses.add(i));
+                }
+            }
+            Some(slot) => match collect_one(i, *slot, array_of_requests, array_of_statuses) {
+                Ok((st, c)) => {
+                    if let Some(e) = st.error {
+                        comm = c;
+                        errs.push((i, e));
+                    }
+                }
+                Err(e) => errs.push((i, e)),
+            },
+        }
+    }
+    if errs.is_empty() {
+        MPI_SUCCESS
+    } else {
+        in_status(&errs, comm, "MPI_Waitall")
+    }
+}
+
+/// # Safety
+/// As for MPI_Waitall; `flag` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Testall(
+    count: c_int,
+    array_of_requests: *mut MPI_Request,
+    flag: *mut c_int,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    if let Err(c) = check_array(count, array_of_requests, "MPI_Testall") {
+        return c;
+    }
+    let s = match slots(count, array_of_requests) {
+        Ok(s) => s,
+        Err(i) => {
+            return raise(
+                MPI_COMM_WORLD,
+                bad(
+                    ErrorClass::Request,
+                    format!("invalid request handle at index {i}"),
+                ),
+                "MPI_Testall",
+            )
+        }
+    };
+    let all = with(|e| {
+        let done = |e: &protean_core::runtime::Engine| {
+            s.iter()
+                .all(|x| x.is_none_or(|slot| e.is_complete(slot).unwrap_or(true)))
+        };
+        if done(e) {
+            return true;
+        }
+        e.progress();
+        done(e)
+    });
+    match all {
+        Ok(false) => {
+            out(flag, 0);
+            global::idle();
+            MPI_SUCCESS
+        }
+        Ok(true) => {
+            out(flag, 1);
+            let mut errs = Vec::new();
+            let mut comm = MPI_COMM_WORLD;
+            for (i, x) in s.iter().enumerate() {
+                match x {
+                    None => {
+                        if !ignored(array_of_statuses) {
+                            write_empty(array_of_statuses.add(i));
+                        }
+                    }
+                    Some(slot) => match collect_one(i, *slot, array_of_requests, array_of_statuses)
+                    {
+                        Ok((st, c)) => {
+                            if let Some(e) = st.error {
+                                comm = c;
+                                errs.push((i, e));
+                            }
+                        }
+                        Err(e) => errs.push((i, e)),
+                    },
+                }
+            }
+            if errs.is_empty() {
+                MPI_SUCCESS
+            } else {
+                in_status(&errs, comm, "MPI_Testall")
+            }
+        }
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Testall"),
+    }
+}
+
+/// Active (non-null, not inactive persistent) entries of a request array.
+fn active(s: &[Option<u32>]) -> Vec<Option<u32>> {
+    with(|e| {
+        s.iter()
+            .map(|x| x.filter(|slot| !e.is_inactive(*slot)))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// # Safety
+/// As for MPI_Waitall; `index` is writable; `status` is MPI_STATUS_IGNORE or writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Waitany(
+    count: c_int,
+    array_of_requests: *mut MPI_Request,
+    index: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    if let Err(c) = check_array(count, array_of_requests, "MPI_Waitany") {
+        return c;
+    }
+    let s = match slots(count, array_of_requests) {
+        Ok(s) => active(&s),
+        Err(i) => {
+            return raise(
+                MPI_COMM_WORLD,
+                bad(
+                    ErrorClass::Request,
+                    format!("invalid request handle at index {i}"),
+                ),
+                "MPI_Waitany",
+            )
+        }
+    };
+    let comms: Vec<Option<(MPI_Comm, bool)>> = s.iter().map(|x| x.and_then(req_info)).collect();
+    match core::wait_any(&s) {
+        Ok(None) => {
+            out(index, MPI_UNDEFINED);
+            write_empty(status);
+            MPI_SUCCESS
+        }
+        Ok(Some((i, st))) => {
+            let (comm, persistent) = comms[i].unwrap_or((MPI_COMM_WORLD, false));
+            if !persistent {
+                *array_of_requests.add(i) = MPI_REQUEST_NULL;
+            }
+            out(index, i as c_int);
+            finish_status(st, status, comm, "MPI_Waitany")
+        }
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Waitany"),
+    }
+}
+
+/// # Safety
+/// As for MPI_Waitany; `flag` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Testany(
+    count: c_int,
+    array_of_requests: *mut MPI_Request,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    if let Err(c) = check_array(count, array_of_requests, "MPI_Testany") {
+        return c;
+    }
+    let s = match slots(count, array_of_requests) {
+        Ok(s) => active(&s),
+        Err(i) => {
+            return raise(
+                MPI_COMM_WORLD,
+                bad(
+                    ErrorClass::Request,
+                    format!("invalid request handle at index {i}"),
+                ),
+                "MPI_Testany",
+            )
+        }
+    };
+    if s.iter().all(|x| x.is_none()) {
+        out(flag, 1);
+        out(index, MPI_UNDEFINED);
+        write_empty(status);
+        return MPI_SUCCESS;
+    }
+    let found = with(|e| {
+        let first = |e: &protean_core::runtime::Engine| {
+            s.iter()
+                .position(|x| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(false)))
+        };
+        first(e).or_else(|| {
+            e.progress();
+            first(e)
+        })
+    });
+    match found {
+        Ok(Some(i)) => {
+            let slot = s[i].expect("active");
+            match collect_one(i, slot, array_of_requests, std::ptr::null_mut()) {
+                Ok((st, comm)) => {
+                    out(flag, 1);
+                    out(index, i as c_int);
+                    finish_status(st, status, comm, "MPI_Testany")
+                }
+                Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Testany"),
+            }
+        }
+        Ok(None) => {
+            out(flag, 0);
+            out(index, MPI_UNDEFINED);
+            global::idle();
+            MPI_SUCCESS
+        }
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Testany"),
+    }
+}
+
+/// Collect every complete active request into the `some` outputs.
+unsafe fn collect_some(
+    s: &[Option<u32>],
+    reqs: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    func: &str,
+) -> c_int {
+    let done: Vec<usize> = with(|e| {
+        s.iter()
+            .enumerate()
+            .filter(|(_, x)| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(false)))
+            .map(|(i, _)| i)
+            .collect()
+    })
+    .unwrap_or_default();
+    let mut errs = Vec::new();
+    let mut comm = MPI_COMM_WORLD;
+    for (k, &i) in done.iter().enumerate() {
+        let slot = s[i].expect("active");
+        out(indices.add(k), i as c_int);
+        let st_ptr = if ignored(statuses) {
+            statuses
+        } else {
+            statuses.add(k)
+        };
+        match collect_one(i, slot, reqs, std::ptr::null_mut()) {
+            Ok((st, c)) => {
+                write_status(st_ptr, &st);
+                if let Some(e) = st.error {
+                    comm = c;
+                    errs.push((i, e));
+                }
+            }
+            Err(e) => errs.push((i, e)),
+        }
+    }
+    out(outcount, done.len() as c_int);
+    if errs.is_empty() {
+        MPI_SUCCESS
+    } else {
+        in_status(&errs, comm, func)
+    }
+}
+
+/// # Safety
+/// As for MPI_Waitall; `outcount` and `array_of_indices` (count entries) are writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Waitsome(
+    incount: c_int,
+    array_of_requests: *mut MPI_Request,
+    outcount: *mut c_int,
+    array_of_indices: *mut c_int,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    if let Err(c) = check_array(incount, array_of_requests, "MPI_Waitsome") {
+        return c;
+    }
+    let s = match slots(incount, array_of_requests) {
+        Ok(s) => active(&s),
+        Err(i) => {
+            return raise(
+                MPI_COMM_WORLD,
+                bad(
+                    ErrorClass::Request,
+                    format!("invalid request handle at index {i}"),
+                ),
+                "MPI_Waitsome",
+            )
+        }
+    };
+    if s.iter().all(|x| x.is_none()) {
+        out(outcount, MPI_UNDEFINED);
+        return MPI_SUCCESS;
+    }
+    if let Err(e) = global::wait_until(|e| {
+        s.iter()
+            .any(|x| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(true)))
+    }) {
+        return raise(MPI_COMM_WORLD, e, "MPI_Waitsome");
+    }
+    collect_some(
+        &s,
+        array_of_requests,
+        outcount,
+        array_of_indices,
+        array_of_statuses,
+        "MPI_Waitsome",
+    )
+}
+
+/// # Safety
+/// As for MPI_Waitsome.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Testsome(
+    incount: c_int,
+    array_of_requests: *mut MPI_Request,
+    outcount: *mut c_int,
+    array_of_indices: *mut c_int,
+    array_of_statuses: *mut MPI_Status,
+) -> c_int {
+    if let Err(c) = check_array(incount, array_of_requests, "MPI_Testsome") {
+        return c;
+    }
+    let s = match slots(incount, array_of_requests) {
+        Ok(s) => active(&s),
+        Err(i) => {
+            return raise(
+                MPI_COMM_WORLD,
+                bad(
+                    ErrorClass::Request,
+                    format!("invalid request handle at index {i}"),
+                ),
+                "MPI_Testsome",
+            )
+        }
+    };
+    if s.iter().all(|x| x.is_none()) {
+        out(outcount, MPI_UNDEFINED);
+        return MPI_SUCCESS;
+    }
+    let _ = with(|e| e.progress());
+    let rc = collect_some(
+        &s,
+        array_of_requests,
+        outcount,
+        array_of_indices,
+        array_of_statuses,
+        "MPI_Testsome",
+    );
+    if !outcount.is_null() && *outcount == 0 {
+        global::idle();
+    }
+    rc
+}
+
+/// # Safety
+/// `request` points to a handle; `flag` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Request_get_status(
+    request: MPI_Request,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    if request == MPI_REQUEST_NULL {
+        out(flag, 1);
+        write_empty(status);
+        return MPI_SUCCESS;
+    }
+    let Some(slot) = request_slot(request) else {
+        return bad_request_code("MPI_Request_get_status");
+    };
+    let r = with(|e| -> Result<Option<Status>, MpiError> {
+        if let Some(s) = e.peek(slot)? {
+            return Ok(Some(s));
+        }
+        e.progress();
+        e.peek(slot)
+    });
+    match r {
+        Ok(Ok(Some(st))) => {
+            out(flag, 1);
+            write_status(status, &st);
+            MPI_SUCCESS
+        }
+        Ok(Ok(None)) => {
+            out(flag, 0);
+            global::idle();
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Request_get_status"),
+    }
+}
+
+/// # Safety
+/// `request` points to a handle.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Request_free(request: *mut MPI_Request) -> c_int {
+    if request.is_null() || *request == MPI_REQUEST_NULL {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Request, "MPI_REQUEST_NULL cannot be freed"),
+            "MPI_Request_free",
+        );
+    }
+    let Some(slot) = request_slot(*request) else {
+        return bad_request_code("MPI_Request_free");
+    };
+    match with(|e| e.request_free(slot)) {
+        Ok(Ok(())) => {
+            *request = MPI_REQUEST_NULL;
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Request_free"),
+    }
+}
+
+/// # Safety
+/// `request` points to a handle.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Cancel(request: *mut MPI_Request) -> c_int {
+    if request.is_null() || *request == MPI_REQUEST_NULL {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Request, "MPI_REQUEST_NULL cannot be cancelled"),
+            "MPI_Cancel",
+        );
+    }
+    let Some(slot) = request_slot(*request) else {
+        return bad_request_code("MPI_Cancel");
+    };
+    match with(|e| e.cancel(slot)) {
+        Ok(Ok(())) => MPI_SUCCESS,
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Cancel"),
+    }
+}
+
+/// # Safety
+/// `status` is a valid status; `flag` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Test_cancelled(
+    status: *const MPI_Status,
+    flag: *mut c_int,
+) -> c_int {
+    if ignored(status) || flag.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null or ignored status"),
+            "MPI_Test_cancelled",
+        );
+    }
+    *flag = status_cancelled(&*status) as c_int;
+    MPI_SUCCESS
+}
+
+/// # Safety
+/// `status` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Status_set_cancelled(
+    status: *mut MPI_Status,
+    flag: c_int,
+) -> c_int {
+    if ignored(status) {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null or ignored status"),
+            "MPI_Status_set_cancelled",
+        );
+    }
+    let s = &mut *status;
+    s.count_hi_and_cancelled = (s.count_hi_and_cancelled & !1) | (flag != 0) as c_int;
+    MPI_SUCCESS
+}
+
+// -------------------------------------------------------------------------------------------
+// Start
+
+/// # Safety
+/// `request` points to a persistent request handle.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Start(request: *mut MPI_Request) -> c_int {
+    if request.is_null() {
+        return bad_request_code("MPI_Start");
+    }
+    let Some(slot) = request_slot(*request) else {
+        return bad_request_code("MPI_Start");
+    };
+    let comm = req_info(slot).map_or(MPI_COMM_WORLD, |x| x.0);
+    match with(|e| e.start(slot)) {
+        Ok(Ok(())) => MPI_SUCCESS,
+        Ok(Err(e)) | Err(e) => raise(comm, e, "MPI_Start"),
+    }
+}
+
+/// # Safety
+/// `array_of_requests` holds `count` persistent request handles.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Startall(
+    count: c_int,
+    array_of_requests: *mut MPI_Request,
+) -> c_int {
+    if let Err(c) = check_array(count, array_of_requests, "MPI_Startall") {
+        return c;
+    }
+    for i in 0..count as usize {
+        let rc = protean_MPI_Start(array_of_requests.add(i));
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+    }
+    MPI_SUCCESS
+}
+
+// -------------------------------------------------------------------------------------------
+// Probe
+
+unsafe fn check_comm(comm: MPI_Comm, func: &str) -> Result<u32, c_int> {
+    comm_id(comm).ok_or_else(|| raise(comm, bad(ErrorClass::Comm, "invalid communicator"), func))
+}
+
+/// # Safety
+/// `status` is MPI_STATUS_IGNORE or writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Probe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    status: *mut MPI_Status,
+) -> c_int {
+    let c = match check_comm(comm, "MPI_Probe") {
+        Ok(c) => c,
+        Err(rc) => return rc,
+    };
+    match core::probe(source, tag, c) {
+        Ok(st) => {
+            write_status(status, &st);
+            MPI_SUCCESS
+        }
+        Err(e) => raise(comm, e, "MPI_Probe"),
+    }
+}
+
+/// # Safety
+/// `flag` is writable; `status` is MPI_STATUS_IGNORE or writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Iprobe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
+    let c = match check_comm(comm, "MPI_Iprobe") {
+        Ok(c) => c,
+        Err(rc) => return rc,
+    };
+    match with(|e| e.iprobe(source, tag, c)) {
+        Ok(Ok(Some(st))) => {
+            out(flag, 1);
+            write_status(status, &st);
+            MPI_SUCCESS
+        }
+        Ok(Ok(None)) => {
+            out(flag, 0);
+            global::idle();
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, "MPI_Iprobe"),
+    }
+}
+
+/// # Safety
+/// `message` is writable; `status` is MPI_STATUS_IGNORE or writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Mprobe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    message: *mut MPI_Message,
+    status: *mut MPI_Status,
+) -> c_int {
+    let c = match check_comm(comm, "MPI_Mprobe") {
+        Ok(c) => c,
+        Err(rc) => return rc,
+    };
+    match core::mprobe(source, tag, c) {
+        Ok((m, st)) => {
+            out(message, message_handle(m));
+            write_status(status, &st);
+            MPI_SUCCESS
+        }
+        Err(e) => raise(comm, e, "MPI_Mprobe"),
+    }
+}
+
+/// # Safety
+/// `flag` and `message` are writable; `status` is MPI_STATUS_IGNORE or writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Improbe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    flag: *mut c_int,
+    message: *mut MPI_Message,
+    status: *mut MPI_Status,
+) -> c_int {
+    let c = match check_comm(comm, "MPI_Improbe") {
+        Ok(c) => c,
+        Err(rc) => return rc,
+    };
+    match with(|e| e.improbe(source, tag, c)) {
+        Ok(Ok(Some((m, st)))) => {
+            out(flag, 1);
+            out(message, message_handle(m));
+            write_status(status, &st);
+            MPI_SUCCESS
+        }
+        Ok(Ok(None)) => {
+            out(flag, 0);
+            global::idle();
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, "MPI_Improbe"),
+    }
+}
+
+unsafe fn take_message(message: *mut MPI_Message, func: &str) -> Result<Option<u32>, c_int> {
+    if message.is_null() {
+        return Err(raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Request, "null message pointer"),
+            func,
+        ));
+    }
+    message_id(*message).map_err(|_| {
+        raise(
+            MPI_COMM_WORLD,
+            bad(
+                ErrorClass::Request,
+                "invalid message handle (MPI_MESSAGE_NULL?)",
+            ),
+            func,
+        )
+    })
+}
+
+unsafe fn mrecv(
+    buf: *mut c_void,
+    count: i64,
+    datatype: MPI_Datatype,
+    message: *mut MPI_Message,
+    status: *mut MPI_Status,
+    func: &str,
+) -> c_int {
+    let m = match take_message(message, func) {
+        Ok(m) => m,
+        Err(rc) => return rc,
+    };
+    let Some(d) = dtype_id(datatype) else {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Type, "invalid datatype"),
+            func,
+        );
+    };
+    let slot = match with(|e| e.imrecv(buf.cast(), count, d, m)) {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) | Err(e) => return raise(MPI_COMM_WORLD, e, func),
+    };
+    *message = MPI_MESSAGE_NULL;
+    match core::wait(slot) {
+        Ok(st) => finish_status(st, status, MPI_COMM_WORLD, func),
+        Err(e) => raise(MPI_COMM_WORLD, e, func),
+    }
+}
+
+unsafe fn imrecv(
+    buf: *mut c_void,
+    count: i64,
+    datatype: MPI_Datatype,
+    message: *mut MPI_Message,
+    request: *mut MPI_Request,
+    func: &str,
+) -> c_int {
+    let m = match take_message(message, func) {
+        Ok(m) => m,
+        Err(rc) => return rc,
+    };
+    let Some(d) = dtype_id(datatype) else {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Type, "invalid datatype"),
+            func,
+        );
+    };
+    match with(|e| e.imrecv(buf.cast(), count, d, m)) {
+        Ok(Ok(s)) => {
+            *message = MPI_MESSAGE_NULL;
+            out(request, request_handle(s));
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, func),
+    }
+}
+
+both_counts!(protean_MPI_Mrecv, protean_MPI_Mrecv_c, |buf: *mut c_void, count: c_int, datatype: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status| count =>
+    mrecv(buf, count, datatype, message, status, "MPI_Mrecv"));
+both_counts!(protean_MPI_Imrecv, protean_MPI_Imrecv_c, |buf: *mut c_void, count: c_int, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request| count =>
+    imrecv(buf, count, datatype, message, request, "MPI_Imrecv"));
+
+// -------------------------------------------------------------------------------------------
+// Status queries
+
+unsafe fn status_query(
+    status: *const MPI_Status,
+    datatype: MPI_Datatype,
+    func: &str,
+    elements: bool,
+) -> Result<Option<u64>, c_int> {
+    if ignored(status) {
+        return Err(raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null or ignored status"),
+            func,
+        ));
+    }
+    let Some(d) = dtype_id(datatype) else {
+        return Err(raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Type, "invalid datatype"),
+            func,
+        ));
+    };
+    let bytes = status_bytes(&*status);
+    let r = with(|e| -> Result<Option<u64>, MpiError> {
+        let t = e.dtype(d)?;
+        if elements {
+            return Ok(t.elements_in(bytes as usize));
+        }
+        Ok(match t.size {
+            0 => Some(0),
+            s if bytes % s as u64 == 0 => Some(bytes / s as u64),
+            _ => None,
+        })
+    });
+    match r {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) | Err(e) => Err(raise(MPI_COMM_WORLD, e, func)),
+    }
+}
+
+unsafe fn int_result(r: Result<Option<u64>, c_int>, outp: *mut c_int) -> c_int {
+    match r {
+        Ok(v) => {
+            out(
+                outp,
+                v.filter(|v| *v <= c_int::MAX as u64)
+                    .map_or(MPI_UNDEFINED, |v| v as c_int),
+            );
+            MPI_SUCCESS
+        }
+        Err(rc) => rc,
+    }
+}
+
+unsafe fn count_result(r: Result<Option<u64>, c_int>, outp: *mut MPI_Count) -> c_int {
+    match r {
+        Ok(v) => {
+            out(
+                outp,
+                v.map_or(MPI_UNDEFINED as MPI_Count, |v| v as MPI_Count),
+            );
+            MPI_SUCCESS
+        }
+        Err(rc) => rc,
+    }
+}
+
+/// # Safety
+/// `status` is valid; `count` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Get_count(
+    status: *const MPI_Status,
+    datatype: MPI_Datatype,
+    count: *mut c_int,
+) -> c_int {
+    int_result(
+        status_query(status, datatype, "MPI_Get_count", false),
+        count,
+    )
+}
+
+/// # Safety
+/// As for MPI_Get_count.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Get_count_c(
+    status: *const MPI_Status,
+    datatype: MPI_Datatype,
+    count: *mut MPI_Count,
+) -> c_int {
+    count_result(
+        status_query(status, datatype, "MPI_Get_count_c", false),
+        count,
+    )
+}
+
+/// # Safety
+/// As for MPI_Get_count.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Get_elements(
+    status: *const MPI_Status,
+    datatype: MPI_Datatype,
+    count: *mut c_int,
+) -> c_int {
+    int_result(
+        status_query(status, datatype, "MPI_Get_elements", true),
+        count,
+    )
+}
+
+/// # Safety
+/// As for MPI_Get_count.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Get_elements_x(
+    status: *const MPI_Status,
+    datatype: MPI_Datatype,
+    count: *mut MPI_Count,
+) -> c_int {
+    count_result(
+        status_query(status, datatype, "MPI_Get_elements_x", true),
+        count,
+    )
+}
+
+/// # Safety
+/// As for MPI_Get_count.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Get_elements_c(
+    status: *const MPI_Status,
+    datatype: MPI_Datatype,
+    count: *mut MPI_Count,
+) -> c_int {
+    count_result(
+        status_query(status, datatype, "MPI_Get_elements_c", true),
+        count,
+    )
+}
+
+unsafe fn set_elements(
+    status: *mut MPI_Status,
+    datatype: MPI_Datatype,
+    count: i64,
+    func: &str,
+) -> c_int {
+    if ignored(status) {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null or ignored status"),
+            func,
+        );
+    }
+    if count < 0 {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Count, format!("negative count {count}")),
+            func,
+        );
+    }
+    let Some(d) = dtype_id(datatype) else {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Type, "invalid datatype"),
+            func,
+        );
+    };
+    match with(|e| e.dtype(d).map(|t| t.bytes_for_elements(count as u64))) {
+        Ok(Ok(Some(bytes))) => {
+            let s = &mut *status;
+            let c = status_cancelled(s);
+            write_raw(s, s.MPI_SOURCE, s.MPI_TAG, s.MPI_ERROR, bytes, c);
+            MPI_SUCCESS
+        }
+        Ok(Ok(None)) => raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Type, "the datatype holds no elements"),
+            func,
+        ),
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, func),
+    }
+}
+
+/// # Safety
+/// `status` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Status_set_elements(
+    status: *mut MPI_Status,
+    datatype: MPI_Datatype,
+    count: c_int,
+) -> c_int {
+    set_elements(status, datatype, count as i64, "MPI_Status_set_elements")
+}
+
+/// # Safety
+/// `status` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Status_set_elements_x(
+    status: *mut MPI_Status,
+    datatype: MPI_Datatype,
+    count: MPI_Count,
+) -> c_int {
+    set_elements(status, datatype, count, "MPI_Status_set_elements_x")
+}
+
+// -------------------------------------------------------------------------------------------
+// Buffered-send buffer
+
+/// # Safety
+/// `buffer` holds `size` bytes until it is detached.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
+    crate::errors::ret(
+        with(|e| e.buffer_attach(buffer.cast(), size as i64)).and_then(|r| r),
+        MPI_COMM_WORLD,
+        "MPI_Buffer_attach",
+    )
+}
+
+/// # Safety
+/// As for MPI_Buffer_attach.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Buffer_attach_c(
+    buffer: *mut c_void,
+    size: MPI_Count,
+) -> c_int {
+    crate::errors::ret(
+        with(|e| e.buffer_attach(buffer.cast(), size)).and_then(|r| r),
+        MPI_COMM_WORLD,
+        "MPI_Buffer_attach_c",
+    )
+}
+
+/// # Safety
+/// `buffer_addr` receives the buffer address (it is a `void **` in disguise); `size` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Buffer_detach(
+    buffer_addr: *mut c_void,
+    size: *mut c_int,
+) -> c_int {
+    match core::buffer_detach() {
+        Ok((p, n)) => {
+            out(buffer_addr as *mut *mut c_void, p.cast());
+            out(size, n as c_int);
+            MPI_SUCCESS
+        }
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Buffer_detach"),
+    }
+}
+
+/// # Safety
+/// As for MPI_Buffer_detach.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Buffer_detach_c(
+    buffer_addr: *mut c_void,
+    size: *mut MPI_Count,
+) -> c_int {
+    match core::buffer_detach() {
+        Ok((p, n)) => {
+            out(buffer_addr as *mut *mut c_void, p.cast());
+            out(size, n as MPI_Count);
+            MPI_SUCCESS
+        }
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Buffer_detach_c"),
+    }
+}

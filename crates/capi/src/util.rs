@@ -1,0 +1,144 @@
+//! Small helpers for the C boundary: out-parameters, strings, statuses.
+
+use std::ffi::{c_char, c_int};
+
+use crate::abi::*;
+use crate::errors;
+use protean_core::mpi::request::Status;
+
+/// Write `v` through `p` when `p` is not null.
+///
+/// # Safety
+/// `p` is null or valid for one write.
+#[inline(always)]
+pub unsafe fn out<T>(p: *mut T, v: T) {
+    if !p.is_null() {
+        p.write(v);
+    }
+}
+
+/// Copy `s` into a C buffer of `cap` chars (NUL-terminated, truncated to fit); returns the
+/// length written without the NUL.
+///
+/// # Safety
+/// `dst` has room for `cap` chars.
+pub unsafe fn copy_cstr(s: &str, dst: *mut c_char, cap: usize) -> usize {
+    if cap == 0 {
+        return 0;
+    }
+    let mut n = s.len().min(cap - 1);
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    std::ptr::copy_nonoverlapping(s.as_ptr(), dst.cast::<u8>(), n);
+    *dst.add(n) = 0;
+    n
+}
+
+/// Is this pointer MPI_STATUS_IGNORE / MPI_STATUSES_IGNORE?
+#[inline(always)]
+pub fn ignored(st: *const MPI_Status) -> bool {
+    st as usize == MPI_STATUS_IGNORE || st.is_null()
+}
+
+/// Error code to put in a status's MPI_ERROR field for this status.
+pub fn status_code(s: &Status) -> c_int {
+    match &s.error {
+        None => MPI_SUCCESS,
+        Some(e) => errors::code_for(errors::class_code(e.class), e.msg.clone()),
+    }
+}
+
+/// Fill a C status from an engine status.
+///
+/// # Safety
+/// `st` is MPI_STATUS_IGNORE, null, or valid for a write.
+#[inline]
+pub unsafe fn write_status(st: *mut MPI_Status, s: &Status) {
+    if ignored(st) {
+        return;
+    }
+    let err = if s.error.is_some() {
+        status_code(s)
+    } else {
+        MPI_SUCCESS
+    };
+    write_raw(st, s.source, s.tag, err, s.bytes, s.cancelled);
+}
+
+/// Fill a C status field by field.
+///
+/// # Safety
+/// As for [`write_status`].
+#[inline]
+pub unsafe fn write_raw(
+    st: *mut MPI_Status,
+    source: c_int,
+    tag: c_int,
+    error: c_int,
+    bytes: u64,
+    cancelled: bool,
+) {
+    if ignored(st) {
+        return;
+    }
+    let st = &mut *st;
+    st.count_lo = bytes as u32 as c_int;
+    st.count_hi_and_cancelled = (((bytes >> 32) << 1) as u32 | cancelled as u32) as c_int;
+    st.MPI_SOURCE = source;
+    st.MPI_TAG = tag;
+    st.MPI_ERROR = error;
+}
+
+/// Bytes recorded in a C status.
+pub fn status_bytes(st: &MPI_Status) -> u64 {
+    (st.count_lo as u32 as u64) | (((st.count_hi_and_cancelled as u32 >> 1) as u64) << 32)
+}
+
+pub fn status_cancelled(st: &MPI_Status) -> bool {
+    st.count_hi_and_cancelled & 1 != 0
+}
+
+/// The empty status (MPI-4.0 3.7.3): source ANY_SOURCE, tag ANY_TAG, no error, count 0.
+///
+/// # Safety
+/// As for [`write_status`].
+pub unsafe fn write_empty(st: *mut MPI_Status) {
+    write_raw(st, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, false);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_counts_beyond_32_bits() {
+        let mut st = MPI_Status {
+            count_lo: 0,
+            count_hi_and_cancelled: 0,
+            MPI_SOURCE: 0,
+            MPI_TAG: 0,
+            MPI_ERROR: 0,
+        };
+        for (bytes, c) in [
+            (0u64, false),
+            (5, true),
+            (u32::MAX as u64 + 7, false),
+            (3 << 40, true),
+        ] {
+            unsafe { write_raw(&mut st, 1, 2, 0, bytes, c) };
+            assert_eq!(status_bytes(&st), bytes);
+            assert_eq!(status_cancelled(&st), c);
+        }
+    }
+
+    #[test]
+    fn cstr_truncates_on_char_boundary() {
+        let mut buf = [0x7f as c_char; 6];
+        let n = unsafe { copy_cstr("héllo world", buf.as_mut_ptr(), 6) };
+        assert_eq!(n, 5);
+        assert_eq!(buf[5], 0);
+        let n = unsafe { copy_cstr("hé", buf.as_mut_ptr(), 3) };
+        assert_eq!(n, 1, "é would not fit whole");
+    }
+}
