@@ -6,6 +6,8 @@
 //! and constants.
 
 pub mod abi;
+pub mod coll;
+pub mod datatype;
 pub mod env;
 pub mod errhandler;
 pub mod errors;

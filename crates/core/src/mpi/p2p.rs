@@ -151,6 +151,38 @@ impl Engine {
         comm: u32,
         mode: Mode,
     ) -> Result<u32> {
+        self.isend_on(buf, count, dt, dest, tag, comm, mode, 0)
+    }
+
+    /// Post a receive; returns its request slot.
+    #[inline]
+    pub fn irecv(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: u32,
+        src: i32,
+        tag: i32,
+        comm: u32,
+    ) -> Result<u32> {
+        self.irecv_on(buf, count, dt, src, tag, comm, 0)
+    }
+
+    /// [`Engine::isend`] in context `ctx + ctx_offset` (1: the communicator's collective
+    /// context, which user point-to-point traffic never matches).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn isend_on(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+        mode: Mode,
+        ctx_offset: u32,
+    ) -> Result<u32> {
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?;
         if !(0..=TAG_UB).contains(&tag) {
@@ -168,7 +200,7 @@ impl Engine {
         let (ptr, len, packed) = self.send_data(buf, count, &d)?;
         let c = self.comm(comm)?;
         let env = Envelope {
-            ctx: c.ctx,
+            ctx: c.ctx + ctx_offset,
             src: c.rank,
             tag,
         };
@@ -184,9 +216,10 @@ impl Engine {
         Ok(slot)
     }
 
-    /// Post a receive; returns its request slot.
+    /// [`Engine::irecv`] in context `ctx + ctx_offset`.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub fn irecv(
+    pub fn irecv_on(
         &mut self,
         buf: *mut u8,
         count: i64,
@@ -194,6 +227,7 @@ impl Engine {
         src: i32,
         tag: i32,
         comm: u32,
+        ctx_offset: u32,
     ) -> Result<u32> {
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?;
@@ -205,7 +239,7 @@ impl Engine {
             return Ok(self.done_request(comm, Status::PROC_NULL));
         }
         let (ptr, len, packed) = self.recv_data(buf, count, &d)?;
-        let ctx = self.comm(comm)?.ctx;
+        let ctx = self.comm(comm)?.ctx + ctx_offset;
         let mut r = Request::new(Kind::Recv, comm);
         r.env = Envelope { ctx, src, tag };
         r.buf = ptr;

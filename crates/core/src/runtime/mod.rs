@@ -316,6 +316,12 @@ impl Engine {
             ));
         }
 
+        // Routes are symmetric (same host and same settings on both ends), so when no peer
+        // uses TCP nobody will connect to us either: close the listener rather than poll it.
+        if !routes.contains(&Route::Tcp) {
+            tcp = None;
+        }
+
         let ncpus = cpus();
         let yield_wait = match YIELD_MODES[cfg.progress_yield] {
             "always" => true,

@@ -89,6 +89,8 @@ pub struct Tcp {
     nodelay: bool,
     sockbuf: usize,
     verbose: bool,
+    /// Progress passes since the listener was last checked.
+    since_accept: u32,
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -128,6 +130,7 @@ impl Tcp {
             nodelay,
             sockbuf,
             verbose,
+            since_accept: 0,
         })
     }
 
@@ -601,7 +604,13 @@ impl Tcp {
     }
 
     pub fn poll<S: FrameSink>(&mut self, sink: &mut S) -> usize {
-        self.accept_all();
+        // New connections are rare: look at the listener every few passes, not every time
+        // (a sender that needs a connection checks it at once, see `conn_for`).
+        self.since_accept += 1;
+        if self.since_accept >= 64 || !self.incoming.is_empty() {
+            self.since_accept = 0;
+            self.accept_all();
+        }
         let mut n = 0;
         for ci in 0..self.conns.len() {
             if !self.conns[ci].out.is_empty() {
