@@ -216,6 +216,50 @@ impl Engine {
         Ok(slot)
     }
 
+    /// A blocking standard-mode send of contiguous data that the policy sends eagerly and the
+    /// transport takes at once completes here without a request. Ok(false): take the general
+    /// path (which also reports every argument error).
+    #[inline]
+    pub fn send_now(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+    ) -> Result<bool> {
+        let (Ok(count), Some(Some(d)), Some(Some(c))) = (
+            usize::try_from(count),
+            self.dtypes.get(dt as usize),
+            self.comms.get(comm as usize),
+        ) else {
+            return Ok(false);
+        };
+        if !d.contig || !d.committed || !(0..=TAG_UB).contains(&tag) {
+            return Ok(false);
+        }
+        let Some(&peer) = c.peers().get(dest as usize).filter(|_| dest >= 0) else {
+            return Ok(false);
+        };
+        let len = match d.packed_size(count) {
+            Some(l) if l == 0 || !buf.is_null() => l,
+            _ => return Ok(false),
+        };
+        let env = Envelope {
+            ctx: c.ctx,
+            src: c.rank,
+            tag,
+        };
+        // SAFETY: the caller's buffer holds `count` elements of a contiguous type: `len` bytes.
+        let data = if len == 0 {
+            &[][..]
+        } else {
+            unsafe { std::slice::from_raw_parts(buf, len) }
+        };
+        Ok(self.pml.try_eager(peer, env, data, &mut self.net))
+    }
+
     /// [`Engine::irecv`] in context `ctx + ctx_offset`.
     #[allow(clippy::too_many_arguments)]
     #[inline]
@@ -680,9 +724,17 @@ pub fn send(
     mode: Mode,
 ) -> Result<()> {
     let (slot, done) = with(|e| -> Result<(u32, bool)> {
+        if matches!(mode, Mode::Standard | Mode::Ready)
+            && e.send_now(buf, count, dt, dest, tag, comm)?
+        {
+            return Ok((u32::MAX, true));
+        }
         let s = e.isend(buf, count, dt, dest, tag, comm, mode)?;
         Ok((s, e.pml.reqs.get(s).is_some_and(|r| r.complete)))
     })??;
+    if slot == u32::MAX {
+        return Ok(());
+    }
     if !done {
         global::wait_until(|e| e.pml.reqs.get(slot).is_none_or(|r| r.complete))?;
     }

@@ -115,6 +115,8 @@ pub struct Pml {
     peers: Vec<Peer>,
     outbox: VecDeque<(Gpid, [u8; HEADER_LEN])>,
     streaming: Vec<u32>,
+    /// Sends waiting in some peer's backlog.
+    backlogged: usize,
     pub counters: Counters,
     pub policy: Policy,
     pub me: Gpid,
@@ -148,6 +150,7 @@ impl Pml {
             peers,
             outbox: VecDeque::new(),
             streaming: Vec::new(),
+            backlogged: 0,
             counters: Counters::default(),
             policy,
             me,
@@ -167,14 +170,43 @@ impl Pml {
     }
 
     /// Is there work that progress must still do on our side (queued frames, transfers)?
+    #[inline]
     pub fn busy(&self) -> bool {
-        !self.outbox.is_empty()
-            || !self.streaming.is_empty()
-            || self.peers.iter().any(|p| !p.backlog.is_empty())
+        !self.outbox.is_empty() || !self.streaming.is_empty() || self.backlogged > 0
     }
 
     // ----------------------------------------------------------------------------------------
     // Sending
+
+    /// Send `data` eagerly without a request if nothing is queued for the peer, the policy
+    /// says eager and the transport takes the frame now. False: nothing was sent.
+    #[inline]
+    pub fn try_eager<I: Io>(&mut self, peer: Gpid, env: Envelope, data: &[u8], io: &mut I) -> bool {
+        let Some(p) = self.peers.get_mut(peer as usize) else {
+            return false;
+        };
+        if !p.backlog.is_empty() || p.lost.is_some() {
+            return false;
+        }
+        if self.policy.plan(p.route, data.len(), io.max_payload(peer)) != Plan::Eager {
+            return false;
+        }
+        let hdr = Frame::Eager {
+            env,
+            seq: p.send_seq,
+            sreq: 0,
+            sync: false,
+        }
+        .encode();
+        // Without a token a transport copies whatever it cannot send at once.
+        if io.send(peer, &hdr, &[], data, Token::NONE).is_err() {
+            return false;
+        }
+        p.send_seq = p.send_seq.wrapping_add(1);
+        self.counters.eager_sent += 1;
+        self.counters.eager_bytes += data.len() as u64;
+        true
+    }
 
     /// Start the send in `slot` (its peer, envelope, buffer, length and mode are set).
     /// Returns true when it completed at once.
@@ -189,6 +221,7 @@ impl Pml {
         }
         if !p.backlog.is_empty() {
             p.backlog.push_back(slot);
+            self.backlogged += 1;
             self.reqs.get_mut(slot).expect("slot").send_state = SendState::Backlogged;
             return false;
         }
@@ -196,6 +229,7 @@ impl Pml {
             Ok(done) => done,
             Err(SendError::NotNow) => {
                 self.peers[peer as usize].backlog.push_back(slot);
+                self.backlogged += 1;
                 self.reqs.get_mut(slot).expect("slot").send_state = SendState::Backlogged;
                 false
             }
@@ -341,19 +375,26 @@ impl Pml {
                 }
             }
         }
-        for pi in 0..self.peers.len() {
+        for pi in 0..if self.backlogged > 0 {
+            self.peers.len()
+        } else {
+            0
+        } {
             while let Some(&slot) = self.peers[pi].backlog.front() {
                 if self.reqs.get(slot).is_none() {
                     self.peers[pi].backlog.pop_front();
+                    self.backlogged -= 1;
                     continue;
                 }
                 match self.emit_first(slot, io) {
                     Ok(_) => {
                         self.peers[pi].backlog.pop_front();
+                        self.backlogged -= 1;
                     }
                     Err(SendError::NotNow) => break,
                     Err(SendError::Failed(why)) => {
                         self.peers[pi].backlog.pop_front();
+                        self.backlogged -= 1;
                         self.fail(
                             slot,
                             MpiError::new(
@@ -725,7 +766,9 @@ impl Pml {
                     let peer = r.peer as usize;
                     r.status.cancelled = true;
                     r.send_state = SendState::Done;
+                    let before = self.peers[peer].backlog.len();
                     self.peers[peer].backlog.retain(|s| *s != slot);
+                    self.backlogged -= before - self.peers[peer].backlog.len();
                     self.maybe_complete_send(slot)
                 }
                 SendState::WaitAck | SendState::WaitCts => {

@@ -439,3 +439,24 @@ fn zero_length_messages_every_protocol() {
         assert_eq!(status(&t.b, r).bytes, 0);
     }
 }
+
+#[test]
+fn eager_without_request_keeps_order_with_queued_sends() {
+    let mut t = Pair::new(Protocol::Static, false);
+    assert!(t.a.try_eager(1, env(1), b"a", &mut t.ab));
+    // Too big for eager: refused, nothing sent.
+    assert!(!t.a.try_eager(1, env(1), &[0u8; 200], &mut t.ab));
+    t.ab.refuse = 1;
+    let b = *b"b";
+    send(&mut t.a, &mut t.ab, &b, 1, Mode::Standard);
+    // Something is backlogged: the fast path must not overtake it.
+    assert!(!t.a.try_eager(1, env(1), b"c", &mut t.ab));
+    assert!(t.a.busy());
+    t.run();
+    for want in [b'a', b'b'] {
+        let mut got = [0u8; 1];
+        let (_, d) = recv(&mut t.b, &mut got, 0, 1);
+        assert!(d);
+        assert_eq!(got[0], want);
+    }
+}
