@@ -187,3 +187,377 @@ pub unsafe extern "C" fn protean_MPI_Type_get_name(
         Err(rc) => rc,
     }
 }
+
+// -------------------------------------------------------------------------------------------
+// Constructors
+
+use protean_core::runtime::Engine;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Build a type from the engine's types and store it; write its handle to `newtype`.
+unsafe fn construct(
+    newtype: *mut MPI_Datatype,
+    func: &str,
+    build: impl FnOnce(&Engine) -> Result<Datatype, MpiError>,
+) -> c_int {
+    if newtype.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null newtype pointer"),
+            func,
+        );
+    }
+    let r = with(|e| -> Result<u32, MpiError> {
+        let d = build(e)?;
+        Ok(e.add_dtype(d))
+    });
+    match r {
+        Ok(Ok(id)) => {
+            *newtype = crate::handles::dtype_handle(id);
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, func),
+    }
+}
+
+fn old(e: &Engine, h: MPI_Datatype) -> Result<(Arc<Datatype>, u32), MpiError> {
+    let id = dtype_id(h).ok_or_else(|| {
+        bad(
+            ErrorClass::Type,
+            "invalid datatype (MPI_DATATYPE_NULL or not a datatype)",
+        )
+    })?;
+    Ok((e.dtype(id)?.clone(), id))
+}
+
+fn nonneg(v: c_int, what: &str) -> Result<usize, MpiError> {
+    usize::try_from(v).map_err(|_| bad(ErrorClass::Count, format!("negative {what} {v}")))
+}
+
+fn type_err(m: String) -> MpiError {
+    bad(ErrorClass::Type, m)
+}
+
+/// Read `n` values from a C array (null allowed when n is 0).
+unsafe fn arr<T: Copy>(p: *const T, n: usize, what: &str) -> Result<Vec<T>, MpiError> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if p.is_null() {
+        return Err(bad(ErrorClass::Arg, format!("null {what} array")));
+    }
+    Ok(std::slice::from_raw_parts(p, n).to_vec())
+}
+
+/// # Safety
+/// `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_contiguous(
+    count: c_int,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_contiguous", |e| {
+        let (t, id) = old(e, oldtype)?;
+        Datatype::contiguous(nonneg(count, "count")?, &t, id).map_err(type_err)
+    })
+}
+
+/// # Safety
+/// `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_vector(
+    count: c_int,
+    blocklength: c_int,
+    stride: c_int,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_vector", |e| {
+        let (t, id) = old(e, oldtype)?;
+        Datatype::vector(
+            nonneg(count, "count")?,
+            nonneg(blocklength, "blocklength")?,
+            stride as isize,
+            false,
+            &t,
+            id,
+        )
+        .map_err(type_err)
+    })
+}
+
+/// # Safety
+/// `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_create_hvector(
+    count: c_int,
+    blocklength: c_int,
+    stride: MPI_Aint,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_create_hvector", |e| {
+        let (t, id) = old(e, oldtype)?;
+        Datatype::vector(
+            nonneg(count, "count")?,
+            nonneg(blocklength, "blocklength")?,
+            stride as isize,
+            true,
+            &t,
+            id,
+        )
+        .map_err(type_err)
+    })
+}
+
+/// # Safety
+/// The arrays hold `count` entries; `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_indexed(
+    count: c_int,
+    array_of_blocklengths: *const c_int,
+    array_of_displacements: *const c_int,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_indexed", |e| {
+        let (t, id) = old(e, oldtype)?;
+        let n = nonneg(count, "count")?;
+        let bl = arr(array_of_blocklengths, n, "blocklength")?
+            .into_iter()
+            .map(|b| nonneg(b, "blocklength"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let d: Vec<isize> = arr(array_of_displacements, n, "displacement")?
+            .into_iter()
+            .map(|x| x as isize)
+            .collect();
+        Datatype::indexed(&bl, &d, false, &t, id).map_err(type_err)
+    })
+}
+
+/// # Safety
+/// The arrays hold `count` entries; `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_create_hindexed(
+    count: c_int,
+    array_of_blocklengths: *const c_int,
+    array_of_displacements: *const MPI_Aint,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_create_hindexed", |e| {
+        let (t, id) = old(e, oldtype)?;
+        let n = nonneg(count, "count")?;
+        let bl = arr(array_of_blocklengths, n, "blocklength")?
+            .into_iter()
+            .map(|b| nonneg(b, "blocklength"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let d: Vec<isize> = arr(array_of_displacements, n, "displacement")?
+            .into_iter()
+            .map(|x| x as isize)
+            .collect();
+        Datatype::indexed(&bl, &d, true, &t, id).map_err(type_err)
+    })
+}
+
+/// # Safety
+/// `array_of_displacements` holds `count` entries; `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_create_indexed_block(
+    count: c_int,
+    blocklength: c_int,
+    array_of_displacements: *const c_int,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_create_indexed_block", |e| {
+        let (t, id) = old(e, oldtype)?;
+        let n = nonneg(count, "count")?;
+        let d: Vec<isize> = arr(array_of_displacements, n, "displacement")?
+            .into_iter()
+            .map(|x| x as isize)
+            .collect();
+        Datatype::indexed_block(nonneg(blocklength, "blocklength")?, &d, false, &t, id)
+            .map_err(type_err)
+    })
+}
+
+/// # Safety
+/// `array_of_displacements` holds `count` entries; `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_create_hindexed_block(
+    count: c_int,
+    blocklength: c_int,
+    array_of_displacements: *const MPI_Aint,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_create_hindexed_block", |e| {
+        let (t, id) = old(e, oldtype)?;
+        let n = nonneg(count, "count")?;
+        let d: Vec<isize> = arr(array_of_displacements, n, "displacement")?
+            .into_iter()
+            .map(|x| x as isize)
+            .collect();
+        Datatype::indexed_block(nonneg(blocklength, "blocklength")?, &d, true, &t, id)
+            .map_err(type_err)
+    })
+}
+
+/// # Safety
+/// The arrays hold `count` entries; `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_create_struct(
+    count: c_int,
+    array_of_blocklengths: *const c_int,
+    array_of_displacements: *const MPI_Aint,
+    array_of_types: *const MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_create_struct", |e| {
+        let n = nonneg(count, "count")?;
+        let bl = arr(array_of_blocklengths, n, "blocklength")?
+            .into_iter()
+            .map(|b| nonneg(b, "blocklength"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let d: Vec<isize> = arr(array_of_displacements, n, "displacement")?
+            .into_iter()
+            .map(|x| x as isize)
+            .collect();
+        let ts = arr(array_of_types, n, "type")?
+            .into_iter()
+            .map(|h| old(e, h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<(&Datatype, u32)> = ts.iter().map(|(t, id)| (&**t, *id)).collect();
+        Datatype::structure(&bl, &d, &refs).map_err(type_err)
+    })
+}
+
+/// # Safety
+/// `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_create_resized(
+    oldtype: MPI_Datatype,
+    lb: MPI_Aint,
+    extent: MPI_Aint,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_create_resized", |e| {
+        let (t, id) = old(e, oldtype)?;
+        Ok(Datatype::resized(&t, lb as isize, extent as isize, id))
+    })
+}
+
+/// # Safety
+/// `newtype` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_dup(
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> c_int {
+    construct(newtype, "MPI_Type_dup", |e| {
+        let (t, id) = old(e, oldtype)?;
+        Ok(Datatype::dup(&t, id))
+    })
+}
+
+/// # Safety
+/// `datatype` points to a handle.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_commit(datatype: *mut MPI_Datatype) -> c_int {
+    if datatype.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Type, "null datatype pointer"),
+            "MPI_Type_commit",
+        );
+    }
+    let h = *datatype;
+    let r = with(|e| -> Result<(), MpiError> {
+        let id = dtype_id(h).ok_or_else(|| {
+            bad(
+                ErrorClass::Type,
+                "invalid datatype (MPI_DATATYPE_NULL or not a datatype)",
+            )
+        })?;
+        let slot = e
+            .dtypes
+            .get_mut(id as usize)
+            .and_then(|d| d.as_mut())
+            .ok_or_else(|| bad(ErrorClass::Type, "invalid datatype"))?;
+        if !slot.committed {
+            Arc::make_mut(slot).committed = true;
+        }
+        Ok(())
+    });
+    crate::errors::ret(r.and_then(|x| x), MPI_COMM_WORLD, "MPI_Type_commit")
+}
+
+/// # Safety
+/// `datatype` points to a handle.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_free(datatype: *mut MPI_Datatype) -> c_int {
+    if datatype.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Type, "null datatype pointer"),
+            "MPI_Type_free",
+        );
+    }
+    let h = *datatype;
+    let r = with(|e| -> Result<(), MpiError> {
+        let id = dtype_id(h).ok_or_else(|| {
+            bad(
+                ErrorClass::Type,
+                "invalid datatype (MPI_DATATYPE_NULL or not a datatype)",
+            )
+        })?;
+        let d = e.dtype(id)?;
+        if d.predefined {
+            return Err(bad(
+                ErrorClass::Type,
+                format!("{} is predefined and cannot be freed", d.name),
+            ));
+        }
+        // Operations in flight keep their own reference to the type.
+        e.dtypes[id as usize] = None;
+        Ok(())
+    });
+    match r {
+        Ok(Ok(())) => {
+            *datatype = MPI_DATATYPE_NULL;
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Type_free"),
+    }
+}
+
+/// # Safety
+/// `address` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Get_address(
+    location: *const c_void,
+    address: *mut MPI_Aint,
+) -> c_int {
+    if address.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null address pointer"),
+            "MPI_Get_address",
+        );
+    }
+    *address = location as MPI_Aint;
+    MPI_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn protean_MPI_Aint_add(base: MPI_Aint, disp: MPI_Aint) -> MPI_Aint {
+    base.wrapping_add(disp)
+}
+
+#[no_mangle]
+pub extern "C" fn protean_MPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
+    addr1.wrapping_sub(addr2)
+}

@@ -77,11 +77,31 @@ pub struct Block {
     pub basic_size: usize,
 }
 
-/// How a type was built (MPI_Type_get_envelope); only `Named` for predefined types here.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How a type was built (MPI_Type_get_envelope / get_contents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Combiner {
     Named,
-    Other,
+    Dup,
+    Contiguous,
+    Vector,
+    Hvector,
+    Indexed,
+    Hindexed,
+    IndexedBlock,
+    HindexedBlock,
+    Struct,
+    Subarray,
+    Darray,
+    Resized,
+}
+
+/// The arguments a type was built with, as MPI_Type_get_contents returns them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Contents {
+    pub ints: Vec<i64>,
+    pub aints: Vec<isize>,
+    /// Engine ids of the component types.
+    pub types: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -101,6 +121,11 @@ pub struct Datatype {
     pub predefined: bool,
     pub committed: bool,
     pub combiner: Combiner,
+    pub contents: Contents,
+    /// Alignment of the most demanding basic value (pads the extent of derived types).
+    pub align: usize,
+    /// Bounds set explicitly (MPI_Type_create_resized, MPI_LB/MPI_UB): no alignment padding.
+    pub explicit_bounds: bool,
 }
 
 impl Datatype {
@@ -175,9 +200,18 @@ impl Datatype {
             .map(|b| b.off + b.len as isize)
             .max()
             .unwrap_or(0);
-        let contig = (merged.is_empty() || (merged.len() == 1 && merged[0].off == 0))
-            && lb == 0
-            && ub == size as isize;
+        let mut at = 0isize;
+        let covers = merged.iter().all(|b| {
+            let ok = b.off == at;
+            at += b.len as isize;
+            ok
+        });
+        let contig = covers && lb == 0 && ub == size as isize;
+        let align = merged
+            .iter()
+            .map(|b| b.basic_size.clamp(1, 16))
+            .max()
+            .unwrap_or(1);
         Datatype {
             name: name.to_string(),
             size,
@@ -191,6 +225,9 @@ impl Datatype {
             predefined: true,
             committed: true,
             combiner: Combiner::Named,
+            contents: Contents::default(),
+            align,
+            explicit_bounds: false,
         }
     }
 
@@ -286,6 +323,307 @@ impl Datatype {
             rest -= take;
         }
         Some(n)
+    }
+}
+
+/// Accumulates the flattened blocks of a type under construction, merging as it goes so that
+/// e.g. a contiguous run of a million bytes stays one block.
+#[derive(Default)]
+struct Builder {
+    blocks: Vec<Block>,
+    lb: Option<isize>,
+    ub: Option<isize>,
+    align: usize,
+    explicit: bool,
+}
+
+/// Blocks beyond which a type is refused (its description would not fit in memory).
+pub const MAX_BLOCKS: usize = 1 << 24;
+
+impl Builder {
+    fn push(&mut self, b: Block) -> Result<(), String> {
+        if b.len == 0 {
+            return Ok(());
+        }
+        if let Some(last) = self.blocks.last_mut() {
+            if last.off + last.len as isize == b.off && last.basic_size == b.basic_size {
+                last.len += b.len;
+                return Ok(());
+            }
+        }
+        if self.blocks.len() >= MAX_BLOCKS {
+            return Err(format!(
+                "the type has more than {MAX_BLOCKS} separate blocks"
+            ));
+        }
+        self.blocks.push(b);
+        Ok(())
+    }
+
+    /// `count` copies of `t`, the first at byte displacement `disp`, one extent apart.
+    fn add(&mut self, disp: isize, count: usize, t: &Datatype) -> Result<(), String> {
+        if count == 0 {
+            return Ok(());
+        }
+        let ext = t.extent();
+        let last = disp
+            .checked_add(
+                ext.checked_mul(count as isize - 1)
+                    .ok_or("displacement overflow")?,
+            )
+            .ok_or("displacement overflow")?;
+        let (lo, hi) = (disp.min(last), disp.max(last));
+        self.lb = Some(self.lb.map_or(lo + t.lb, |l| l.min(lo + t.lb)));
+        self.ub = Some(self.ub.map_or(hi + t.ub, |u| u.max(hi + t.ub)));
+        self.align = self.align.max(t.align);
+        self.explicit |= t.explicit_bounds;
+        if t.blocks.len() == 1 && t.blocks[0].off == 0 && t.blocks[0].len as isize == ext {
+            // Copies of a gap-free type are one run.
+            let b = t.blocks[0];
+            return self.push(Block {
+                off: disp,
+                len: b.len * count,
+                basic_size: b.basic_size,
+            });
+        }
+        for k in 0..count as isize {
+            let base = disp + k * ext;
+            for b in &t.blocks {
+                self.push(Block {
+                    off: base + b.off,
+                    len: b.len,
+                    basic_size: b.basic_size,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, name: &str, combiner: Combiner, contents: Contents) -> Datatype {
+        let lb = self.lb.unwrap_or(0);
+        let mut ub = self.ub.unwrap_or(0);
+        let align = self.align.max(1);
+        if !self.explicit {
+            let ext = ub - lb;
+            let rem = ext.rem_euclid(align as isize);
+            if rem != 0 {
+                ub += align as isize - rem;
+            }
+        }
+        let mut d = Datatype::from_blocks(name, self.blocks, lb, ub, None);
+        d.align = align;
+        d.explicit_bounds = self.explicit;
+        d.predefined = false;
+        d.committed = false;
+        d.combiner = combiner;
+        d.contents = contents;
+        d
+    }
+}
+
+/// Type constructors (MPI-4.0 section 5.1.2). Each returns an uncommitted type; errors are
+/// messages for MPI_ERR_TYPE / MPI_ERR_ARG.
+impl Datatype {
+    pub fn contiguous(count: usize, t: &Datatype, tid: u32) -> Result<Datatype, String> {
+        let mut b = Builder::default();
+        b.add(0, count, t)?;
+        Ok(b.finish(
+            "",
+            Combiner::Contiguous,
+            Contents {
+                ints: vec![count as i64],
+                aints: vec![],
+                types: vec![tid],
+            },
+        ))
+    }
+
+    /// Vector with the stride in elements (`bytes: false`) or bytes (hvector).
+    pub fn vector(
+        count: usize,
+        blocklen: usize,
+        stride: isize,
+        bytes: bool,
+        t: &Datatype,
+        tid: u32,
+    ) -> Result<Datatype, String> {
+        let mut b = Builder::default();
+        let step = if bytes {
+            stride
+        } else {
+            stride.checked_mul(t.extent()).ok_or("stride overflow")?
+        };
+        for i in 0..count as isize {
+            b.add(
+                i.checked_mul(step).ok_or("displacement overflow")?,
+                blocklen,
+                t,
+            )?;
+        }
+        let (combiner, contents) = if bytes {
+            (
+                Combiner::Hvector,
+                Contents {
+                    ints: vec![count as i64, blocklen as i64],
+                    aints: vec![stride],
+                    types: vec![tid],
+                },
+            )
+        } else {
+            (
+                Combiner::Vector,
+                Contents {
+                    ints: vec![count as i64, blocklen as i64, stride as i64],
+                    aints: vec![],
+                    types: vec![tid],
+                },
+            )
+        };
+        Ok(b.finish("", combiner, contents))
+    }
+
+    /// Indexed with displacements in elements (`bytes: false`) or bytes (hindexed).
+    pub fn indexed(
+        blocklens: &[usize],
+        disps: &[isize],
+        bytes: bool,
+        t: &Datatype,
+        tid: u32,
+    ) -> Result<Datatype, String> {
+        let mut b = Builder::default();
+        for (&bl, &d) in blocklens.iter().zip(disps) {
+            let disp = if bytes {
+                d
+            } else {
+                d.checked_mul(t.extent()).ok_or("displacement overflow")?
+            };
+            b.add(disp, bl, t)?;
+        }
+        let n = blocklens.len() as i64;
+        let contents = if bytes {
+            Contents {
+                ints: std::iter::once(n)
+                    .chain(blocklens.iter().map(|x| *x as i64))
+                    .collect(),
+                aints: disps.to_vec(),
+                types: vec![tid],
+            }
+        } else {
+            Contents {
+                ints: std::iter::once(n)
+                    .chain(blocklens.iter().map(|x| *x as i64))
+                    .chain(disps.iter().map(|x| *x as i64))
+                    .collect(),
+                aints: vec![],
+                types: vec![tid],
+            }
+        };
+        Ok(b.finish(
+            "",
+            if bytes {
+                Combiner::Hindexed
+            } else {
+                Combiner::Indexed
+            },
+            contents,
+        ))
+    }
+
+    /// Indexed with one block length (indexed_block / hindexed_block).
+    pub fn indexed_block(
+        blocklen: usize,
+        disps: &[isize],
+        bytes: bool,
+        t: &Datatype,
+        tid: u32,
+    ) -> Result<Datatype, String> {
+        let lens = vec![blocklen; disps.len()];
+        let mut d = Self::indexed(&lens, disps, bytes, t, tid)?;
+        let n = disps.len() as i64;
+        if bytes {
+            d.combiner = Combiner::HindexedBlock;
+            d.contents = Contents {
+                ints: vec![n, blocklen as i64],
+                aints: disps.to_vec(),
+                types: vec![tid],
+            };
+        } else {
+            d.combiner = Combiner::IndexedBlock;
+            d.contents = Contents {
+                ints: [n, blocklen as i64]
+                    .into_iter()
+                    .chain(disps.iter().map(|x| *x as i64))
+                    .collect(),
+                aints: vec![],
+                types: vec![tid],
+            };
+        }
+        Ok(d)
+    }
+
+    /// Struct: blocks of different types at byte displacements.
+    pub fn structure(
+        blocklens: &[usize],
+        disps: &[isize],
+        types: &[(&Datatype, u32)],
+    ) -> Result<Datatype, String> {
+        let mut b = Builder::default();
+        for ((&bl, &d), (t, _)) in blocklens.iter().zip(disps).zip(types) {
+            if t.name == "MPI_LB" || t.name == "MPI_UB" {
+                // The removed MPI-1 markers: they set a bound explicitly.
+                b.explicit = true;
+                if t.name == "MPI_LB" {
+                    b.lb = Some(b.lb.map_or(d, |l| l.min(d)));
+                } else {
+                    b.ub = Some(b.ub.map_or(d, |u| u.max(d)));
+                }
+                continue;
+            }
+            b.add(d, bl, t)?;
+        }
+        let n = blocklens.len() as i64;
+        Ok(b.finish(
+            "",
+            Combiner::Struct,
+            Contents {
+                ints: std::iter::once(n)
+                    .chain(blocklens.iter().map(|x| *x as i64))
+                    .collect(),
+                aints: disps.to_vec(),
+                types: types.iter().map(|(_, id)| *id).collect(),
+            },
+        ))
+    }
+
+    /// A copy of `t` with new lower bound and extent.
+    pub fn resized(t: &Datatype, lb: isize, extent: isize, tid: u32) -> Datatype {
+        let mut d = Datatype::from_blocks("", t.blocks.clone(), lb, lb + extent, None);
+        d.align = t.align;
+        d.explicit_bounds = true;
+        d.predefined = false;
+        d.committed = false;
+        d.combiner = Combiner::Resized;
+        d.contents = Contents {
+            ints: vec![],
+            aints: vec![lb, extent],
+            types: vec![tid],
+        };
+        d
+    }
+
+    /// MPI_Type_dup: the same type map, uncommitted state kept.
+    pub fn dup(t: &Datatype, tid: u32) -> Datatype {
+        let mut d = t.clone();
+        d.name = String::new();
+        d.predefined = false;
+        d.committed = t.committed;
+        d.combiner = Combiner::Dup;
+        d.contents = Contents {
+            ints: vec![],
+            aints: vec![],
+            types: vec![tid],
+        };
+        d
     }
 }
 
@@ -500,6 +838,51 @@ mod tests {
         assert_eq!(&dst[12..16], &[0xff; 4], "padding untouched");
         assert_eq!(&dst[32..38], &src[32..38]);
         assert_eq!(&dst[38..], &[0xff; 10]);
+    }
+
+    fn t(name: &str) -> Datatype {
+        predefined()[predefined_index(name).unwrap()].clone()
+    }
+
+    #[test]
+    fn constructors_flatten_and_pad_like_c() {
+        let int = t("MPI_INT");
+        let c = Datatype::contiguous(1_000_000, &t("MPI_BYTE"), 3).unwrap();
+        assert_eq!(
+            (c.blocks.len(), c.size, c.extent()),
+            (1, 1_000_000, 1_000_000)
+        );
+        assert!(c.contig);
+        // A matrix column: 3 ints, stride 4 ints.
+        let v = Datatype::vector(3, 1, 4, false, &int, 7).unwrap();
+        assert_eq!(v.size, 12);
+        assert_eq!((v.lb, v.extent()), (0, 36));
+        assert_eq!(
+            v.blocks.iter().map(|b| b.off).collect::<Vec<_>>(),
+            vec![0, 16, 32]
+        );
+        assert!(!v.contig);
+        // struct { double d; char c; } pads to 16 like the C struct.
+        let s = Datatype::structure(
+            &[1, 1],
+            &[0, 8],
+            &[(&t("MPI_DOUBLE"), 12), (&t("MPI_CHAR"), 0)],
+        )
+        .unwrap();
+        assert_eq!((s.size, s.extent()), (9, 16));
+        // Resized to 12 bytes: no padding.
+        let r = Datatype::resized(&s, 0, 12, 99);
+        assert_eq!(r.extent(), 12);
+        let r2 = Datatype::contiguous(2, &r, 99).unwrap();
+        assert_eq!((r2.size, r2.extent()), (18, 24));
+        // Struct of int and double back to back is contiguous even though basic sizes differ.
+        let id =
+            Datatype::structure(&[1, 1], &[0, 4], &[(&int, 7), (&t("MPI_FLOAT"), 11)]).unwrap();
+        assert!(id.contig);
+        // Negative displacements.
+        let neg = Datatype::indexed(&[1, 1], &[-2, 1], false, &int, 7).unwrap();
+        assert_eq!((neg.lb, neg.true_lb, neg.extent()), (-8, -8, 16));
+        assert!(Datatype::vector(usize::MAX / 2, 1, isize::MAX, false, &int, 7).is_err());
     }
 
     #[test]

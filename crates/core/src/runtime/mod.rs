@@ -486,6 +486,26 @@ impl Engine {
         }
     }
 
+    /// Store a new datatype; returns its id (reusing a freed slot).
+    pub fn add_dtype(&mut self, d: Datatype) -> u32 {
+        let first_free = self
+            .dtypes
+            .iter()
+            .skip(crate::mpi::datatype::PREDEFINED_NAMES.len())
+            .position(|d| d.is_none());
+        match first_free {
+            Some(i) => {
+                let id = i + crate::mpi::datatype::PREDEFINED_NAMES.len();
+                self.dtypes[id] = Some(Arc::new(d));
+                id as u32
+            }
+            None => {
+                self.dtypes.push(Some(Arc::new(d)));
+                (self.dtypes.len() - 1) as u32
+            }
+        }
+    }
+
     /// Processes on this host outnumber its cores.
     pub fn oversubscribed(&self) -> bool {
         self.local.len() > self.ncpus
