@@ -216,13 +216,7 @@ macro_rules! tunables {
 }
 
 /// Choices for `protocol`.
-pub const PROTOCOLS: &[&str] = &[
-    "static",
-    "eager",
-    "rendezvous",
-    "eager-rendezvous",
-    "adaptive",
-];
+pub const PROTOCOLS: &[&str] = &["static", "eager", "rendezvous", "eager-rendezvous"];
 /// Choices for `progress_yield`.
 pub const YIELD_MODES: &[&str] = &["auto", "always", "never"];
 
@@ -235,7 +229,7 @@ tunables! {
     transports: String = "shm,tcp", Kind::Str, writable = false,
         "Transports allowed between ranks, in order of preference: shm (same host), tcp. Ranks on one host use shm when allowed; 'tcp' alone forces TCP everywhere. The self transport always carries messages to the own rank.";
     protocol: usize = "static", Kind::Choice(PROTOCOLS), writable = true,
-        "Point-to-point protocol policy: static (size thresholds per transport), or force eager, rendezvous or eager-rendezvous for every message, or adaptive.";
+        "Point-to-point protocol policy: static (size thresholds per transport), or force eager, rendezvous or eager-rendezvous for every message.";
     shm_eager_limit: i64 = "16384", SIZE, writable = true,
         "Largest message (bytes) sent eagerly over shared memory; larger ones use rendezvous. Capped by the channel's largest frame.";
     tcp_eager_limit: i64 = "65536", SIZE, writable = true,

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use protean_capi::abi::{FUNCTIONS, MISSING, MPI_SUBVERSION, MPI_VERSION};
 use protean_capi::version::LIBRARY_VERSION;
+use protean_core::config::{Kind, PROTOCOLS, TUNABLES};
+use protean_core::mpi::pml::COUNTERS;
 
 struct Query {
     flag: &'static str,
@@ -24,6 +26,21 @@ const QUERIES: &[Query] = &[
         flag: "--functions",
         help: "every MPI function the library exports, one per line",
         run: functions,
+    },
+    Query {
+        flag: "--components",
+        help: "transports, protocols and policies this build offers",
+        run: components,
+    },
+    Query {
+        flag: "--tunables",
+        help: "every tunable: name, type, default, whether it can change at run time, doc",
+        run: tunables,
+    },
+    Query {
+        flag: "--counters",
+        help: "the counters the library keeps (MPI_T performance variables)",
+        run: counters,
     },
     Query {
         flag: "--missing",
@@ -58,6 +75,70 @@ fn missing(out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+fn components(out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "transports:")?;
+    writeln!(out, "  self   messages to the own process (always on)")?;
+    writeln!(out, "  shm    shared memory on one host: a shared receive queue per process plus dedicated per-peer fast channels; single copy by process_vm_readv")?;
+    writeln!(
+        out,
+        "  tcp    TCP between hosts (or on one host with transports=tcp)"
+    )?;
+    writeln!(out, "protocols:")?;
+    writeln!(out, "  eager              the whole message in one frame")?;
+    writeln!(out, "  rendezvous         request-to-send; data moves once the receive is matched (single copy on shm, pipelined fragments otherwise)")?;
+    writeln!(
+        out,
+        "  eager-rendezvous   the first part with the request-to-send, the rest by rendezvous"
+    )?;
+    writeln!(out, "policies (tunable 'protocol'):")?;
+    for p in PROTOCOLS {
+        writeln!(out, "  {p}")?;
+    }
+    Ok(())
+}
+
+fn kind_name(k: Kind) -> String {
+    match k {
+        Kind::Int { min, max } if max == i64::MAX => format!("int >= {min}"),
+        Kind::Int { min, max } => format!("int {min}..{max}"),
+        Kind::Bool => "bool".into(),
+        Kind::Str => "string".into(),
+        Kind::Choice(c) => c.join("|"),
+    }
+}
+
+fn tunables(out: &mut dyn Write) -> io::Result<()> {
+    for t in TUNABLES {
+        let default = if t.default.is_empty() {
+            "(empty)"
+        } else {
+            t.default
+        };
+        writeln!(
+            out,
+            "{} = {}  [{}; env {}; {}]\n    {}",
+            t.name,
+            default,
+            kind_name(t.kind),
+            t.env_name(),
+            if t.writable {
+                "changeable at run time"
+            } else {
+                "fixed after MPI_Init"
+            },
+            t.doc
+        )?;
+    }
+    Ok(())
+}
+
+fn counters(out: &mut dyn Write) -> io::Result<()> {
+    for (name, doc) in COUNTERS {
+        writeln!(out, "{name}\n    {doc}")?;
+    }
+    Ok(())
+}
+
 fn summary(out: &mut dyn Write) -> io::Result<()> {
     version(out)?;
     writeln!(
@@ -65,7 +146,17 @@ fn summary(out: &mut dyn Write) -> io::Result<()> {
         "Functions: {} of {} implemented",
         FUNCTIONS.len() - MISSING.len(),
         FUNCTIONS.len()
-    )
+    )?;
+    writeln!(out)?;
+    components(out)?;
+    writeln!(
+        out,
+        "tunables (protean-info --tunables for types and docs):"
+    )?;
+    for t in TUNABLES {
+        writeln!(out, "  {} = {}", t.name, t.default)?;
+    }
+    Ok(())
 }
 
 fn usage(out: &mut dyn Write) -> io::Result<()> {

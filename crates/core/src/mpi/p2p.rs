@@ -35,7 +35,7 @@ impl Engine {
         Ok(count as usize)
     }
 
-    fn check_dtype(&self, dt: u32) -> Result<Arc<Datatype>> {
+    fn check_dtype(&self, dt: u32) -> Result<&Arc<Datatype>> {
         let d = self.dtype(dt)?;
         if !d.committed {
             return err!(
@@ -44,7 +44,7 @@ impl Engine {
                 d.name
             );
         }
-        Ok(d.clone())
+        Ok(d)
     }
 
     /// Bytes and contiguous pointer for a send buffer, packing non-contiguous data.
@@ -195,6 +195,7 @@ impl Engine {
             return Ok(self.done_request(comm, Status::PROC_NULL));
         };
         if mode == Mode::Buffered {
+            let d = d.clone();
             return self.bsend_start(buf, count, &d, dest, tag, comm);
         }
         let (ptr, len, packed) = self.send_data(buf, count, &d)?;
@@ -424,7 +425,7 @@ impl Engine {
     /// MPI_Imrecv: receive a message taken by Mprobe; None `msg` is MPI_MESSAGE_NO_PROC.
     pub fn imrecv(&mut self, buf: *mut u8, count: i64, dt: u32, msg: Option<u32>) -> Result<u32> {
         let count = Self::check_count(count)?;
-        let d = self.check_dtype(dt)?;
+        let d = self.check_dtype(dt)?.clone();
         let Some(id) = msg else {
             return Ok(self.done_request(0, Status::PROC_NULL));
         };
@@ -509,7 +510,7 @@ impl Engine {
             }
             None => return err!(Request, "MPI_Start on a request that is not persistent"),
         };
-        let d = self.check_dtype(p.dtype)?;
+        let d = self.check_dtype(p.dtype)?.clone();
         let fresh = |kind| {
             let mut r = Request::new(kind, p.comm);
             r.active = true;

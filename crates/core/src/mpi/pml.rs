@@ -63,6 +63,35 @@ pub struct Counters {
     pub bad_frames: u64,
 }
 
+/// Name and meaning of every counter in [`Counters`] (protean-info, MPI_T).
+pub const COUNTERS: &[(&str, &str)] = &[
+    ("eager_sent", "messages sent with the eager protocol"),
+    ("eager_bytes_sent", "bytes sent with the eager protocol"),
+    ("rndv_sent", "messages sent with the rendezvous protocol"),
+    ("rndv_bytes_sent", "bytes sent with the rendezvous protocol"),
+    (
+        "eager_rndv_sent",
+        "messages sent with the eager-rendezvous protocol",
+    ),
+    (
+        "eager_rndv_bytes_sent",
+        "bytes sent with the eager-rendezvous protocol",
+    ),
+    (
+        "unexpected",
+        "messages that arrived before their receive was posted",
+    ),
+    (
+        "preposted",
+        "messages that found their receive already posted",
+    ),
+    (
+        "single_copy",
+        "rendezvous messages read directly from the sender's memory",
+    ),
+    ("bad_frames", "malformed or stale frames dropped"),
+];
+
 /// A receive waiting for a message.
 #[derive(Debug, Clone, Copy)]
 struct Posted {

@@ -289,3 +289,16 @@ mod tests {
         assert!(s.remove(999).is_none());
     }
 }
+
+#[cfg(test)]
+mod size_tests {
+    #[test]
+    fn print_sizes() {
+        eprintln!(
+            "Request {} Status {} Envelope {}",
+            std::mem::size_of::<super::Request>(),
+            std::mem::size_of::<super::Status>(),
+            std::mem::size_of::<crate::proto::frame::Envelope>()
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! Given what the engine knows about the peer (its route, the largest frame the channel in use
 //! carries, whether single copy is possible) and the message (size, send mode), the policy
 //! returns a [`Plan`]. `static` uses per-route size thresholds (like every static MPI); the
-//! forced settings exist for experiments; `adaptive` (issue 5) will use per-peer observations.
+//! forced settings exist for experiments.
 
 /// How a message travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +33,6 @@ pub enum Protocol {
     Eager,
     Rendezvous,
     EagerRendezvous,
-    Adaptive,
 }
 
 impl Protocol {
@@ -43,7 +42,6 @@ impl Protocol {
             1 => Protocol::Eager,
             2 => Protocol::Rendezvous,
             3 => Protocol::EagerRendezvous,
-            4 => Protocol::Adaptive,
             _ => Protocol::Static,
         }
     }
@@ -78,7 +76,7 @@ impl Policy {
     pub fn plan(&self, route: Route, len: usize, max_payload: usize) -> Plan {
         let fits = len <= max_payload;
         match self.protocol {
-            Protocol::Static | Protocol::Adaptive => {
+            Protocol::Static => {
                 if fits && len <= self.eager_limit(route) {
                     Plan::Eager
                 } else {
