@@ -126,6 +126,7 @@ int main(int argc, char **argv)
 
     free(sbuf);
     free(rbuf);
+    bench_done(rank);
     MPI_Finalize();
     return 0;
 }

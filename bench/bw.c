@@ -175,6 +175,7 @@ int main(int argc, char **argv)
     free(reqs);
     free(sbuf);
     free(rbufs);
+    bench_done(rank);
     MPI_Finalize();
     return 0;
 }

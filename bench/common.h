@@ -5,6 +5,8 @@
  * reports CPU binding, sched_getaffinity). Every program prints a few header lines starting with
  * '#', then one line per message size: "<size_bytes> <value>". bench/run parses exactly that.
  *
+ * Rank 0 prints "# done" after the last size, just before MPI_Finalize.
+ *
  * Common flags (each program documents its own defaults in --help):
  *   -m BYTES   smallest size (0 means: also measure 0 bytes, then 1, 2, 4, ...)
  *   -M BYTES   largest size (powers of two between -m and -M)
@@ -248,6 +250,16 @@ static inline void print_header(const char *name, int size, const struct bench_o
     else
         printf("# reps: %d (median reported); iterations per rep: calibrated to ~%.1f ms, max %ld\n",
                o->reps, o->target_ms, o->max_iters);
+}
+
+/* Rank 0 prints "# done" just before MPI_Finalize, so that a runner can tell a finished
+ * measurement from one still running if MPI_Finalize itself does not return. */
+static inline void bench_done(int rank)
+{
+    if (rank == 0) {
+        printf("# done\n");
+        fflush(stdout);
+    }
 }
 
 /* Fill a buffer with a pattern that depends on the size and the offset, for a one-time check. */

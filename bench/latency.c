@@ -142,6 +142,7 @@ int main(int argc, char **argv)
 
     free(sbuf);
     free(rbuf);
+    bench_done(rank);
     MPI_Finalize();
     return 0;
 }

@@ -139,6 +139,7 @@ int main(int argc, char **argv)
     }
 
     free(buf);
+    bench_done(rank);
     MPI_Finalize();
     return 0;
 }
