@@ -1,7 +1,8 @@
 //! Datatype queries (MPI-4.0 chapter 5) that predefined types need; constructors and packing
 //! come with the datatype chapter.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
 
 use crate::abi::*;
 use crate::errors::{bad, raise};
@@ -10,6 +11,7 @@ use crate::util::{copy_cstr, out};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::datatype::Datatype;
 use protean_core::runtime::global::with;
+use protean_core::runtime::Engine;
 
 /// Run `f` on the datatype behind `h`, or raise on MPI_COMM_WORLD.
 fn with_type<R>(h: MPI_Datatype, func: &str, f: impl FnOnce(&Datatype) -> R) -> Result<R, c_int> {
@@ -190,10 +192,6 @@ pub unsafe extern "C" fn protean_MPI_Type_get_name(
 
 // -------------------------------------------------------------------------------------------
 // Constructors
-
-use protean_core::runtime::Engine;
-use std::ffi::c_void;
-use std::sync::Arc;
 
 /// Build a type from the engine's types and store it; write its handle to `newtype`.
 unsafe fn construct(
@@ -560,4 +558,246 @@ pub extern "C" fn protean_MPI_Aint_add(base: MPI_Aint, disp: MPI_Aint) -> MPI_Ai
 #[no_mangle]
 pub extern "C" fn protean_MPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
     addr1.wrapping_sub(addr2)
+}
+
+// -------------------------------------------------------------------------------------------
+// Pack / Unpack
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn pack(
+    inbuf: *const c_void,
+    incount: i64,
+    datatype: MPI_Datatype,
+    outbuf: *mut c_void,
+    outsize: i64,
+    position: *mut MPI_Aint,
+    func: &str,
+) -> c_int {
+    if position.is_null() || incount < 0 || outsize < 0 {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null position, or negative count or size"),
+            func,
+        );
+    }
+    let pos = *position;
+    let r = with_type(datatype, func, |d| -> Result<usize, MpiError> {
+        let n = d
+            .packed_size(incount as usize)
+            .ok_or_else(|| bad(ErrorClass::Count, "count overflows"))?;
+        if pos < 0 || pos as i64 + n as i64 > outsize {
+            return Err(bad(
+                ErrorClass::Truncate,
+                format!("{n} packed bytes at position {pos} do not fit in an output buffer of {outsize} bytes"),
+            ));
+        }
+        if n > 0 && (outbuf.is_null() || (inbuf.is_null() && d.true_lb >= 0 && d.predefined)) {
+            return Err(bad(ErrorClass::Buffer, "null buffer"));
+        }
+        let mut v = Vec::with_capacity(n);
+        d.pack(inbuf.cast(), incount as usize, &mut v);
+        std::ptr::copy_nonoverlapping(v.as_ptr(), (outbuf as *mut u8).add(pos as usize), n);
+        Ok(n)
+    });
+    match r {
+        Ok(Ok(n)) => {
+            *position = pos + n as MPI_Aint;
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) => raise(MPI_COMM_WORLD, e, func),
+        Err(rc) => rc,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn unpack(
+    inbuf: *const c_void,
+    insize: i64,
+    position: *mut MPI_Aint,
+    outbuf: *mut c_void,
+    outcount: i64,
+    datatype: MPI_Datatype,
+    func: &str,
+) -> c_int {
+    if position.is_null() || outcount < 0 || insize < 0 {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null position, or negative count or size"),
+            func,
+        );
+    }
+    let pos = *position;
+    let r = with_type(datatype, func, |d| -> Result<usize, MpiError> {
+        let n = d
+            .packed_size(outcount as usize)
+            .ok_or_else(|| bad(ErrorClass::Count, "count overflows"))?;
+        if pos < 0 || pos as i64 + n as i64 > insize {
+            return Err(bad(
+                ErrorClass::Truncate,
+                format!("unpacking {n} bytes at position {pos} reads past the end of a {insize}-byte input buffer"),
+            ));
+        }
+        if n > 0 && inbuf.is_null() {
+            return Err(bad(ErrorClass::Buffer, "null input buffer"));
+        }
+        let data = if n == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts((inbuf as *const u8).add(pos as usize), n)
+        };
+        Ok(d.unpack(data, outbuf.cast(), outcount as usize))
+    });
+    match r {
+        Ok(Ok(n)) => {
+            *position = pos + n as MPI_Aint;
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) => raise(MPI_COMM_WORLD, e, func),
+        Err(rc) => rc,
+    }
+}
+
+/// # Safety
+/// Buffers as MPI_Pack requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Pack(
+    inbuf: *const c_void,
+    incount: c_int,
+    datatype: MPI_Datatype,
+    outbuf: *mut c_void,
+    outsize: c_int,
+    position: *mut c_int,
+    comm: MPI_Comm,
+) -> c_int {
+    let _ = comm;
+    if position.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null position"),
+            "MPI_Pack",
+        );
+    }
+    let mut p = *position as MPI_Aint;
+    let rc = pack(
+        inbuf,
+        incount as i64,
+        datatype,
+        outbuf,
+        outsize as i64,
+        &mut p,
+        "MPI_Pack",
+    );
+    *position = p as c_int;
+    rc
+}
+
+/// # Safety
+/// Buffers as MPI_Pack requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Pack_c(
+    inbuf: *const c_void,
+    incount: MPI_Count,
+    datatype: MPI_Datatype,
+    outbuf: *mut c_void,
+    outsize: MPI_Count,
+    position: *mut MPI_Count,
+    comm: MPI_Comm,
+) -> c_int {
+    let _ = comm;
+    pack(
+        inbuf,
+        incount,
+        datatype,
+        outbuf,
+        outsize,
+        position as *mut MPI_Aint,
+        "MPI_Pack_c",
+    )
+}
+
+/// # Safety
+/// Buffers as MPI_Unpack requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Unpack(
+    inbuf: *const c_void,
+    insize: c_int,
+    position: *mut c_int,
+    outbuf: *mut c_void,
+    outcount: c_int,
+    datatype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> c_int {
+    let _ = comm;
+    if position.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null position"),
+            "MPI_Unpack",
+        );
+    }
+    let mut p = *position as MPI_Aint;
+    let rc = unpack(
+        inbuf,
+        insize as i64,
+        &mut p,
+        outbuf,
+        outcount as i64,
+        datatype,
+        "MPI_Unpack",
+    );
+    *position = p as c_int;
+    rc
+}
+
+/// # Safety
+/// Buffers as MPI_Unpack requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Unpack_c(
+    inbuf: *const c_void,
+    insize: MPI_Count,
+    position: *mut MPI_Count,
+    outbuf: *mut c_void,
+    outcount: MPI_Count,
+    datatype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> c_int {
+    let _ = comm;
+    unpack(
+        inbuf,
+        insize,
+        position as *mut MPI_Aint,
+        outbuf,
+        outcount,
+        datatype,
+        "MPI_Unpack_c",
+    )
+}
+
+/// # Safety
+/// `size` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Pack_size_c(
+    incount: MPI_Count,
+    datatype: MPI_Datatype,
+    comm: MPI_Comm,
+    size: *mut MPI_Count,
+) -> c_int {
+    let _ = comm;
+    if incount < 0 {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Count, format!("negative count {incount}")),
+            "MPI_Pack_size_c",
+        );
+    }
+    match with_type(datatype, "MPI_Pack_size_c", |d| {
+        d.packed_size(incount as usize)
+    }) {
+        Ok(Some(s)) => {
+            out(size, s as MPI_Count);
+            MPI_SUCCESS
+        }
+        Ok(None) => too_large(usize::MAX, "MPI_Pack_size_c"),
+        Err(rc) => rc,
+    }
 }

@@ -5,51 +5,65 @@ use std::ffi::{c_char, c_int, CStr};
 use std::sync::Mutex;
 
 use crate::abi::*;
-use crate::errors::{self, bad, class_of_code, raise, ID_LIMIT};
+use crate::errors::{self, bad, class_of_code, raise, USER_BIT, USER_CODE_SHIFT};
 use crate::handles::{comm_id, errh_handle, errh_id};
 use crate::util::{copy_cstr, out};
-
-/// MPICH's MPIX classes occupy 101..=105; classes added by the application come after.
-const LAST_MPIX_CLASS: c_int = MPIX_ERR_NOREQ;
-const FIRST_MPIX_CLASS: c_int = MPIX_ERR_PROC_FAILED;
 use protean_core::error::ErrorClass;
 use protean_core::mpi::comm::Errhandler;
 use protean_core::runtime::global::with;
 
+/// MPICH's MPIX classes (101..=105) are valid classes too.
+const MPIX_CLASSES: std::ops::RangeInclusive<c_int> = MPIX_ERR_PROC_FAILED..=MPIX_ERR_NOREQ;
+
 /// Classes and codes added by the application, and the strings attached to them.
 struct UserErrors {
-    /// Last class handed out by MPI_Add_error_class.
-    last_class: c_int,
-    next_code_id: u32,
+    /// Classes handed out so far (class k is `USER_BIT | k`, k from 1).
+    classes: c_int,
+    /// Codes handed out so far, per class index (code n of class k is
+    /// `USER_BIT | (n << USER_CODE_SHIFT) | k`).
+    codes: c_int,
     strings: BTreeMap<c_int, String>,
 }
 
 static USER: Mutex<UserErrors> = Mutex::new(UserErrors {
-    last_class: LAST_MPIX_CLASS,
-    next_code_id: ID_LIMIT,
+    classes: 0,
+    codes: 0,
     strings: BTreeMap::new(),
 });
 
-/// Largest class number an error code can carry (its low byte).
-const MAX_CLASS: c_int = 0xff;
+const MAX_USER_CLASSES: c_int = (1 << USER_CODE_SHIFT) - 1;
+const MAX_USER_CODES: c_int = (1 << (30 - USER_CODE_SHIFT)) - 1;
 
-pub fn user_error_string(code: c_int) -> Option<String> {
-    USER.lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .strings
-        .get(&code)
-        .cloned()
+fn user() -> std::sync::MutexGuard<'static, UserErrors> {
+    USER.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// MPI_LASTUSEDCODE: the largest error code or class in use.
+pub fn user_error_string(code: c_int) -> Option<String> {
+    user().strings.get(&code).cloned()
+}
+
+/// Is `class` a class the application added?
+fn is_user_class(u: &UserErrors, class: c_int) -> bool {
+    class & USER_BIT != 0 && class & !USER_BIT >= 1 && class & !USER_BIT <= u.classes
+}
+
+/// Is `code` a code the application added (or one of its classes)?
+fn is_user_code(u: &UserErrors, code: c_int) -> bool {
+    let n = (code & !USER_BIT) >> USER_CODE_SHIFT;
+    is_user_class(u, class_of_code(code)) && n <= u.codes
+}
+
+/// MPI_LASTUSEDCODE: the largest error code or class in use (never below MPI_ERR_LASTCODE).
 pub fn last_used_code() -> c_int {
-    let u = USER.lock().unwrap_or_else(|p| p.into_inner());
-    let codes = if u.next_code_id > ID_LIMIT {
-        ((u.next_code_id - 1) << 8) as c_int | MAX_CLASS
-    } else {
-        0
-    };
-    u.last_class.max(codes)
+    let u = user();
+    let mut last = MPI_ERR_LASTCODE;
+    if u.classes > 0 {
+        last = last.max(USER_BIT | u.classes);
+    }
+    if u.codes > 0 {
+        last = last.max(USER_BIT | (u.codes << USER_CODE_SHIFT) | u.classes);
+    }
+    last
 }
 
 /// # Safety
@@ -62,6 +76,9 @@ pub unsafe extern "C" fn protean_MPI_Error_string(
 ) -> c_int {
     let text = if errorcode == MPI_SUCCESS {
         Some("No error (MPI_SUCCESS)".to_string())
+    } else if errorcode & USER_BIT != 0 {
+        let u = user();
+        is_user_code(&u, errorcode).then(|| u.strings.get(&errorcode).cloned().unwrap_or_default())
     } else {
         errors::text_of_code(errorcode)
     };
@@ -95,11 +112,13 @@ pub unsafe extern "C" fn protean_MPI_Error_class(
     errorclass: *mut c_int,
 ) -> c_int {
     let class = class_of_code(errorcode);
-    let known = errors::class_of_number(class).is_some()
-        || (class > LAST_MPIX_CLASS
-            && class <= USER.lock().unwrap_or_else(|p| p.into_inner()).last_class)
-        || (FIRST_MPIX_CLASS..=LAST_MPIX_CLASS).contains(&class);
-    if errorcode < 0 || !known {
+    let known = if errorcode & USER_BIT != 0 {
+        is_user_code(&user(), errorcode)
+    } else {
+        errorcode >= 0
+            && (errors::class_of_number(class).is_some() || MPIX_CLASSES.contains(&class))
+    };
+    if !known {
         return raise(
             MPI_COMM_WORLD,
             bad(
@@ -117,8 +136,8 @@ pub unsafe extern "C" fn protean_MPI_Error_class(
 /// `errorclass` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
-    let mut u = USER.lock().unwrap_or_else(|p| p.into_inner());
-    if u.last_class >= MAX_CLASS {
+    let mut u = user();
+    if u.classes >= MAX_USER_CLASSES {
         drop(u);
         return raise(
             MPI_COMM_WORLD,
@@ -126,8 +145,10 @@ pub unsafe extern "C" fn protean_MPI_Add_error_class(errorclass: *mut c_int) -> 
             "MPI_Add_error_class",
         );
     }
-    u.last_class += 1;
-    out(errorclass, u.last_class);
+    u.classes += 1;
+    let class = USER_BIT | u.classes;
+    u.strings.insert(class, String::new());
+    out(errorclass, class);
     MPI_SUCCESS
 }
 
@@ -138,10 +159,12 @@ pub unsafe extern "C" fn protean_MPI_Add_error_code(
     errorclass: c_int,
     errorcode: *mut c_int,
 ) -> c_int {
-    let mut u = USER.lock().unwrap_or_else(|p| p.into_inner());
-    let valid = errors::class_of_number(errorclass).is_some()
-        || (errorclass > LAST_MPIX_CLASS && errorclass <= u.last_class);
-    if !valid || errorclass == MPI_SUCCESS {
+    let mut u = user();
+    let valid = is_user_class(&u, errorclass)
+        || (errorclass != MPI_SUCCESS
+            && errorclass & USER_BIT == 0
+            && errors::class_of_number(errorclass).is_some());
+    if !valid {
         drop(u);
         return raise(
             MPI_COMM_WORLD,
@@ -152,9 +175,21 @@ pub unsafe extern "C" fn protean_MPI_Add_error_code(
             "MPI_Add_error_code",
         );
     }
-    let id = u.next_code_id;
-    u.next_code_id += 1;
-    let code = errorclass | ((id as c_int) << 8);
+    if u.codes >= MAX_USER_CODES {
+        drop(u);
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Other, "no more error codes can be added"),
+            "MPI_Add_error_code",
+        );
+    }
+    u.codes += 1;
+    // Codes of predefined classes keep the class in the low byte like every other code.
+    let code = if errorclass & USER_BIT != 0 {
+        USER_BIT | (u.codes << USER_CODE_SHIFT) | (errorclass & !USER_BIT)
+    } else {
+        errors::code_for(errorclass, String::new())
+    };
     u.strings.insert(code, String::new());
     out(errorcode, code);
     MPI_SUCCESS
@@ -188,10 +223,8 @@ pub unsafe extern "C" fn protean_MPI_Add_error_string(
             "MPI_Add_error_string",
         );
     }
-    let mut u = USER.lock().unwrap_or_else(|p| p.into_inner());
-    let class = class_of_code(errorcode);
-    let user_class = class > LAST_MPIX_CLASS && class <= u.last_class && errorcode == class;
-    if !u.strings.contains_key(&errorcode) && !user_class {
+    let mut u = user();
+    if !u.strings.contains_key(&errorcode) {
         drop(u);
         return raise(
             MPI_COMM_WORLD,

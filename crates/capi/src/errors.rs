@@ -110,7 +110,7 @@ pub fn class_of_number(code: c_int) -> Option<ErrorClass> {
 }
 
 const RING: usize = 1024;
-/// Message ids below this come from the ring; ids above belong to MPI_Add_error_code.
+/// Message ids (bits 8..29 of a code of a predefined class).
 pub const ID_LIMIT: u32 = 1 << 21;
 
 struct Messages {
@@ -135,9 +135,20 @@ pub fn code_for(class: c_int, msg: String) -> c_int {
     class | ((id as c_int) << 8)
 }
 
+/// Error classes and codes added by the application (MPI_Add_error_class/code) have bit 30
+/// set, so they lie above MPI_ERR_LASTCODE as MPICH's do: a class is `USER_BIT | k`, a code of
+/// that class `USER_BIT | (n << USER_CODE_SHIFT) | k`.
+pub const USER_BIT: c_int = 0x4000_0000;
+pub const USER_CODE_SHIFT: u32 = 12;
+const USER_CLASS_MASK: c_int = (1 << USER_CODE_SHIFT) - 1;
+
 /// The error class of a code (MPI_Error_class).
 pub fn class_of_code(code: c_int) -> c_int {
-    code & 0xff
+    if code & USER_BIT != 0 {
+        code & (USER_BIT | USER_CLASS_MASK)
+    } else {
+        code & 0xff
+    }
 }
 
 /// The text for a code: its specific message if still known, else its class's text.
@@ -146,8 +157,8 @@ pub fn text_of_code(code: c_int) -> Option<String> {
     if let Some(s) = crate::errhandler::user_error_string(code) {
         return Some(s);
     }
-    let id = (code as u32 >> 8) & ((ID_LIMIT << 1) - 1);
-    if id != 0 && id < ID_LIMIT {
+    let id = (code as u32 >> 8) & (ID_LIMIT - 1);
+    if code & USER_BIT == 0 && id != 0 {
         let m = MESSAGES.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((i, s)) = m.ring.get(id as usize % RING) {
             if *i == id {
@@ -176,7 +187,7 @@ pub fn fatal(func: &str, text: &str, code: c_int) -> ! {
     };
     let msg = format!("Protean: fatal error in {func} on {who}: {text}");
     eprintln!("{msg}");
-    let class = class_of_code(code).max(1);
+    let class = class_of_code(code).clamp(1, 255);
     match with(|e| e.abort(class, &msg)) {
         Ok(never) => never,
         Err(_) => std::process::exit(class),

@@ -12,6 +12,8 @@ pub mod env;
 pub mod errhandler;
 pub mod errors;
 pub mod handles;
+pub mod info;
+pub mod memory;
 pub mod p2p;
 mod unimplemented;
 pub mod util;
