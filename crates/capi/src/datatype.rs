@@ -585,7 +585,7 @@ unsafe fn pack(
         let n = d
             .packed_size(incount as usize)
             .ok_or_else(|| bad(ErrorClass::Count, "count overflows"))?;
-        if pos < 0 || pos as i64 + n as i64 > outsize {
+        if pos < 0 || pos + n as i64 > outsize {
             return Err(bad(
                 ErrorClass::Truncate,
                 format!("{n} packed bytes at position {pos} do not fit in an output buffer of {outsize} bytes"),
@@ -631,7 +631,7 @@ unsafe fn unpack(
         let n = d
             .packed_size(outcount as usize)
             .ok_or_else(|| bad(ErrorClass::Count, "count overflows"))?;
-        if pos < 0 || pos as i64 + n as i64 > insize {
+        if pos < 0 || pos + n as i64 > insize {
             return Err(bad(
                 ErrorClass::Truncate,
                 format!("unpacking {n} bytes at position {pos} reads past the end of a {insize}-byte input buffer"),

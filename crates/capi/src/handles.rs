@@ -156,14 +156,18 @@ pub fn request_handle(slot: u32) -> MPI_Request {
     (REQUEST_DIRECT | slot) as i32
 }
 
+/// A handle value that is not a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadHandle;
+
 /// Message handle -> message id; Ok(None) is MPI_MESSAGE_NO_PROC; Err for invalid handles.
-pub fn message_id(h: MPI_Message) -> Result<Option<u32>, ()> {
+pub fn message_id(h: MPI_Message) -> Result<Option<u32>, BadHandle> {
     if h == MPI_MESSAGE_NO_PROC {
         return Ok(None);
     }
     match split(h) {
         (MESSAGE_CREATED, id) => Ok(Some(id)),
-        _ => Err(()),
+        _ => Err(BadHandle),
     }
 }
 

@@ -1411,7 +1411,7 @@ unsafe fn status_query(
         }
         Ok(match t.size {
             0 => Some(0),
-            s if bytes % s as u64 == 0 => Some(bytes / s as u64),
+            s if bytes.is_multiple_of(s as u64) => Some(bytes / s as u64),
             _ => None,
         })
     });

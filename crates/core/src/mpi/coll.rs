@@ -30,18 +30,21 @@ pub fn barrier(comm: u32) -> Result<()> {
         let to = (rank + dist) % size;
         let from = (rank - dist).rem_euclid(size);
         let tag = TAG_BARRIER + 64 * round;
+        // SAFETY: zero-length messages never touch their (null) buffers.
         let (s, r) = with(|e| -> Result<(u32, u32)> {
-            let r = e.irecv_on(std::ptr::null_mut(), 0, byte, from, tag, comm, COLL)?;
-            let s = e.isend_on(
-                std::ptr::null(),
-                0,
-                byte,
-                to,
-                tag,
-                comm,
-                Mode::Standard,
-                COLL,
-            )?;
+            let r = unsafe { e.irecv_on(std::ptr::null_mut(), 0, byte, from, tag, comm, COLL)? };
+            let s = unsafe {
+                e.isend_on(
+                    std::ptr::null(),
+                    0,
+                    byte,
+                    to,
+                    tag,
+                    comm,
+                    Mode::Standard,
+                    COLL,
+                )?
+            };
             Ok((s, r))
         })??;
         p2p::wait(s)?;
@@ -53,7 +56,10 @@ pub fn barrier(comm: u32) -> Result<()> {
 }
 
 /// MPI_Bcast: binomial tree rooted at `root`.
-pub fn bcast(buf: *mut u8, count: i64, dt: u32, root: i32, comm: u32) -> Result<()> {
+///
+/// # Safety
+/// `buf` holds `count` elements of the datatype.
+pub unsafe fn bcast(buf: *mut u8, count: i64, dt: u32, root: i32, comm: u32) -> Result<()> {
     let (rank, size) = with(|e| e.comm(comm).map(|c| (c.rank, c.size() as i32)))??;
     if root < 0 || root >= size {
         return crate::err!(

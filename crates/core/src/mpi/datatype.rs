@@ -822,7 +822,7 @@ mod tests {
     fn pack_unpack_roundtrip_with_padding() {
         let p = predefined();
         let di = &p[predefined_index("MPI_DOUBLE_INT").unwrap()];
-        let mut src = vec![0u8; 48];
+        let mut src = [0u8; 48];
         for (i, b) in src.iter_mut().enumerate() {
             *b = i as u8;
         }

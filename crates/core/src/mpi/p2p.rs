@@ -140,8 +140,11 @@ impl Engine {
     }
 
     /// Start a send; returns its request slot.
+    /// # Safety
+    /// The buffer must hold `count` elements of the datatype and stay valid until the
+    /// operation completes (MPI's rule for communication buffers).
     #[inline]
-    pub fn isend(
+    pub unsafe fn isend(
         &mut self,
         buf: *const u8,
         count: i64,
@@ -155,8 +158,11 @@ impl Engine {
     }
 
     /// Post a receive; returns its request slot.
+    /// # Safety
+    /// The buffer must hold `count` elements of the datatype and stay valid until the
+    /// operation completes (MPI's rule for communication buffers).
     #[inline]
-    pub fn irecv(
+    pub unsafe fn irecv(
         &mut self,
         buf: *mut u8,
         count: i64,
@@ -170,9 +176,12 @@ impl Engine {
 
     /// [`Engine::isend`] in context `ctx + ctx_offset` (1: the communicator's collective
     /// context, which user point-to-point traffic never matches).
+    /// # Safety
+    /// The buffer must hold `count` elements of the datatype and stay valid until the
+    /// operation completes (MPI's rule for communication buffers).
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub fn isend_on(
+    pub unsafe fn isend_on(
         &mut self,
         buf: *const u8,
         count: i64,
@@ -198,7 +207,7 @@ impl Engine {
             let d = d.clone();
             return self.bsend_start(buf, count, &d, dest, tag, comm);
         }
-        let (ptr, len, packed) = self.send_data(buf, count, &d)?;
+        let (ptr, len, packed) = self.send_data(buf, count, d)?;
         let c = self.comm(comm)?;
         let env = Envelope {
             ctx: c.ctx + ctx_offset,
@@ -220,8 +229,11 @@ impl Engine {
     /// A blocking standard-mode send of contiguous data that the policy sends eagerly and the
     /// transport takes at once completes here without a request. Ok(false): take the general
     /// path (which also reports every argument error).
+    /// # Safety
+    /// The buffer must hold `count` elements of the datatype and stay valid until the
+    /// operation completes (MPI's rule for communication buffers).
     #[inline]
-    pub fn send_now(
+    pub unsafe fn send_now(
         &mut self,
         buf: *const u8,
         count: i64,
@@ -262,9 +274,12 @@ impl Engine {
     }
 
     /// [`Engine::irecv`] in context `ctx + ctx_offset`.
+    /// # Safety
+    /// The buffer must hold `count` elements of the datatype and stay valid until the
+    /// operation completes (MPI's rule for communication buffers).
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub fn irecv_on(
+    pub unsafe fn irecv_on(
         &mut self,
         buf: *mut u8,
         count: i64,
@@ -283,7 +298,7 @@ impl Engine {
         if src == PROC_NULL {
             return Ok(self.done_request(comm, Status::PROC_NULL));
         }
-        let (ptr, len, packed) = self.recv_data(buf, count, &d)?;
+        let (ptr, len, packed) = self.recv_data(buf, count, d)?;
         let ctx = self.comm(comm)?.ctx + ctx_offset;
         let mut r = Request::new(Kind::Recv, comm);
         r.env = Envelope { ctx, src, tag };
@@ -423,7 +438,16 @@ impl Engine {
     }
 
     /// MPI_Imrecv: receive a message taken by Mprobe; None `msg` is MPI_MESSAGE_NO_PROC.
-    pub fn imrecv(&mut self, buf: *mut u8, count: i64, dt: u32, msg: Option<u32>) -> Result<u32> {
+    /// # Safety
+    /// The buffer must hold `count` elements of the datatype and stay valid until the
+    /// operation completes (MPI's rule for communication buffers).
+    pub unsafe fn imrecv(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: u32,
+        msg: Option<u32>,
+    ) -> Result<u32> {
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?.clone();
         let Some(id) = msg else {
@@ -453,8 +477,11 @@ impl Engine {
     // Persistent requests
 
     /// MPI_Send_init and friends / MPI_Recv_init: an inactive persistent request.
+    /// # Safety
+    /// The buffer must hold `count` elements of the datatype and stay valid until the
+    /// operation completes (MPI's rule for communication buffers).
     #[allow(clippy::too_many_arguments)]
-    pub fn persistent(
+    pub unsafe fn persistent(
         &mut self,
         buf: *mut u8,
         count: i64,
@@ -590,7 +617,9 @@ impl Engine {
     // Buffered sends
 
     /// MPI_Buffer_attach.
-    pub fn buffer_attach(&mut self, base: *mut u8, size: i64) -> Result<()> {
+    /// # Safety
+    /// `base` holds `size` bytes until the buffer is detached.
+    pub unsafe fn buffer_attach(&mut self, base: *mut u8, size: i64) -> Result<()> {
         if self.bsend.is_some() {
             return err!(Buffer, "a buffer is already attached (detach it first)");
         }
@@ -714,8 +743,10 @@ impl Engine {
 // Blocking operations
 
 /// MPI_Send / Ssend / Rsend / Bsend.
+/// # Safety
+/// The buffer must hold `count` elements of the datatype.
 #[inline]
-pub fn send(
+pub unsafe fn send(
     buf: *const u8,
     count: i64,
     dt: u32,
@@ -747,8 +778,17 @@ pub fn send(
 }
 
 /// MPI_Recv: the status (whose `error` may report truncation).
+/// # Safety
+/// The buffer must hold `count` elements of the datatype.
 #[inline]
-pub fn recv(buf: *mut u8, count: i64, dt: u32, src: i32, tag: i32, comm: u32) -> Result<Status> {
+pub unsafe fn recv(
+    buf: *mut u8,
+    count: i64,
+    dt: u32,
+    src: i32,
+    tag: i32,
+    comm: u32,
+) -> Result<Status> {
     let slot = with(|e| e.irecv(buf, count, dt, src, tag, comm))??;
     wait(slot)
 }

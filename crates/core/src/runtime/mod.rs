@@ -9,6 +9,7 @@
 //! 4. choose a route per peer (self / shm / tcp) — coarse-grained, per peer, at connection time;
 //! 5. detect oversubscription (ranks on this host > usable cores) to decide whether waiting
 //!    ranks yield.
+//!
 //! Without PMI variables the process is a singleton: size 1, only the self route.
 
 pub mod global;

@@ -238,18 +238,13 @@ impl Tcp {
     }
 
     fn accept_all(&mut self) {
-        loop {
-            match self.listener.accept() {
-                Ok((s, _)) => {
-                    if s.set_nonblocking(true).is_ok() {
-                        self.incoming.push(Incoming {
-                            sock: s,
-                            hello: [0; 8],
-                            got: 0,
-                        });
-                    }
-                }
-                Err(_) => break,
+        while let Ok((s, _)) = self.listener.accept() {
+            if s.set_nonblocking(true).is_ok() {
+                self.incoming.push(Incoming {
+                    sock: s,
+                    hello: [0; 8],
+                    got: 0,
+                });
             }
         }
         let mut i = 0;
