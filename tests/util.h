@@ -158,10 +158,11 @@ static TU_UNUSED TU_NORETURN TU_PRINTF(3, 4) void tu_fail(const char *file, int 
 #define CHECK_STATUS(st, dtype, src, tag, count)                                         \
     do {                                                                                 \
         int tu_n_ = -12345;                                                              \
-        CHECK_EQ((st).MPI_SOURCE, (src));                                                \
-        CHECK_EQ((st).MPI_TAG, (tag));                                                   \
         CHECK_MPI(MPI_Get_count(&(st), (dtype), &tu_n_));                                \
-        CHECK_EQ(tu_n_, (count));                                                        \
+        if ((st).MPI_SOURCE != (src) || (st).MPI_TAG != (tag) || tu_n_ != (count))       \
+            TU_FAIL("status %s: source %d tag %d count %d, expected source %d tag %d "   \
+                    "count %d", #st, (st).MPI_SOURCE, (st).MPI_TAG, tu_n_, (int)(src),   \
+                    (int)(tag), (int)(count));                                           \
     } while (0)
 
 /* The status of a completed operation on MPI_PROC_NULL, and an "empty" status (completion
