@@ -10,7 +10,7 @@
  *     both exit status 0 and that line.
  *   - Only the MPI API and libc (plus pthreads where a test is about threads) are used.
  *     Point-to-point tests do not use collectives, so they can run before collectives work.
- *   - If PROTEAN_TEST_NP is set (the runner sets it), tu_init checks that the size of
+ *   - If TU_TEST_NP is set (the runner sets it), tu_init checks that the size of
  *     MPI_COMM_WORLD equals it.
  */
 #ifndef PROTEAN_TESTS_UTIL_H
@@ -279,12 +279,12 @@ static TU_UNUSED void tu_sleep_ms(int ms)
     } while (0)
 
 /* Known deviations of the implementation under test that the manifest asks a program to
- * tolerate (quirk=mpi:name; the runner passes the names in PROTEAN_TEST_QUIRKS). A program
+ * tolerate (quirk=mpi:name; the runner passes the names in TU_TEST_QUIRKS). A program
  * relaxes exactly the one check named, so the rest of it still runs on that implementation.
  * Nothing is set for Protean. */
 static TU_UNUSED int tu_quirk(const char *name)
 {
-    const char *q = getenv("PROTEAN_TEST_QUIRKS");
+    const char *q = getenv("TU_TEST_QUIRKS");
     size_t n = strlen(name);
     while (q && *q) {
         if (strncmp(q, name, n) == 0 && (q[n] == ',' || q[n] == 0))
@@ -299,7 +299,7 @@ static TU_UNUSED int tu_quirk(const char *name)
 /* After MPI_Init / MPI_Init_thread: record rank and size, check the expected size. */
 static TU_UNUSED void tu_after_init(void)
 {
-    const char *np = getenv("PROTEAN_TEST_NP");
+    const char *np = getenv("TU_TEST_NP");
     const char *v = getenv("TU_VERBOSE");
     tu_verbose = v && *v && *v != '0';
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &tu_rank));

@@ -240,6 +240,10 @@ tunables! {
         "Bytes sent with the request-to-send under the eager-rendezvous protocol.";
     shm_single_copy: bool = "1", Kind::Bool, writable = true,
         "Use single-copy transfers (process_vm_readv) for shared-memory rendezvous when the kernel permits them; otherwise data is pipelined through shared memory.";
+    shm_coop_min: i64 = "262144", SIZE, writable = true,
+        "Shared-memory rendezvous messages of at least this many bytes are copied by sender and receiver together (cooperative single copy); 0 turns it off.";
+    shm_coop_chunk: i64 = "131072", Kind::Int { min: 4096, max: 1 << 30 }, writable = true,
+        "Chunk size of cooperative copies: each side claims chunks of this size.";
     shm_fast_channels: i64 = "8", Kind::Int { min: 0, max: 64 }, writable = false,
         "Dedicated per-peer fast channels each rank offers (max_fast); peers beyond that use the shared receive queue.";
     shm_ring_bytes: i64 = "131072", Kind::Int { min: 4096, max: 1 << 28 }, writable = false,

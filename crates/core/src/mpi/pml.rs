@@ -18,9 +18,10 @@
 use std::collections::VecDeque;
 
 use crate::error::{ErrorClass, MpiError};
-use crate::proto::frame::{Envelope, Frame, RndvInfo, HEADER_LEN};
+use crate::proto::frame::{Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
 use crate::proto::policy::{Plan, Policy, Route};
-use crate::transport::shm::cma;
+use crate::transport::shm::coop::{CoopSlots, SlotPool};
+use crate::transport::shm::{cma, Shm};
 use crate::transport::{FrameSink, Gpid, Sent, Token};
 
 use super::request::*;
@@ -117,6 +118,92 @@ pub struct Unexpected {
     pub data: UnexpectedData,
 }
 
+/// Cooperative single copy (see `transport::shm::coop`): our slots, the peers' slots as mapped
+/// here, and the copies in progress.
+#[derive(Default)]
+pub struct Coop {
+    own: Option<CoopSlots>,
+    peers: Vec<Option<CoopSlots>>,
+    pool: SlotPool,
+    jobs: Vec<CoopJob>,
+    /// Smallest message (bytes after the eager prefix) copied cooperatively; 0: never.
+    pub min: usize,
+    pub chunk: usize,
+}
+
+impl Coop {
+    pub fn new(shm: &Shm, nprocs: usize, cfg: &crate::config::Config) -> Coop {
+        let own = shm.coop_slots(shm_me(shm));
+        Coop {
+            pool: SlotPool::new(own.map_or(0, |o| o.len())),
+            own,
+            peers: (0..nprocs as u32).map(|g| shm.coop_slots(g)).collect(),
+            jobs: Vec::new(),
+            min: cfg.shm_coop_min as usize,
+            chunk: cfg.shm_coop_chunk as usize,
+        }
+    }
+}
+
+fn shm_me(shm: &Shm) -> Gpid {
+    shm.me()
+}
+
+/// A cooperative copy this process takes part in.
+#[derive(Debug, Clone, Copy)]
+enum CoopJob {
+    /// We receive: read chunks from the sender until none is left, then wait for its chunks.
+    Recv {
+        slot: u32,
+        from: Gpid,
+        sreq: u32,
+        cslot: u32,
+        chunks: u32,
+        chunk: usize,
+        pid: u32,
+        src: u64,
+        prefix: usize,
+        take: usize,
+    },
+    /// We send: write chunks into the receiver while any is left.
+    Help {
+        slot: u32,
+        cslot: u32,
+        chunks: u32,
+        chunk: usize,
+        pid: u32,
+        dst: u64,
+        prefix: usize,
+        take: usize,
+    },
+}
+
+/// Byte range of chunk `k` of the data after `prefix`, up to `take`.
+fn chunk_range(k: u32, chunk: usize, prefix: usize, take: usize) -> (usize, usize) {
+    let start = prefix + k as usize * chunk;
+    (start, (take - start).min(chunk))
+}
+
+/// A control frame waiting for a transport, with a small payload.
+#[derive(Debug, Clone, Copy)]
+struct Ctrl {
+    peer: Gpid,
+    hdr: [u8; HEADER_LEN],
+    small: [u8; HelpInfo::LEN],
+    small_len: u8,
+}
+
+impl Ctrl {
+    fn new(peer: Gpid, f: Frame) -> Ctrl {
+        Ctrl {
+            peer,
+            hdr: f.encode(),
+            small: [0; HelpInfo::LEN],
+            small_len: 0,
+        }
+    }
+}
+
 /// Per-peer protocol state.
 #[derive(Debug)]
 struct Peer {
@@ -142,7 +229,7 @@ pub struct Pml {
     posted: VecDeque<Posted>,
     unexpected: VecDeque<Unexpected>,
     peers: Vec<Peer>,
-    outbox: VecDeque<(Gpid, [u8; HEADER_LEN])>,
+    outbox: VecDeque<Ctrl>,
     streaming: Vec<u32>,
     /// Sends waiting in some peer's backlog.
     backlogged: usize,
@@ -151,6 +238,8 @@ pub struct Pml {
     pub me: Gpid,
     pid: u32,
     pub single_copy: bool,
+    /// Cooperative single copy state.
+    pub coop: Coop,
     /// Messages taken by MPI_Mprobe/Improbe, waiting for MPI_Mrecv.
     messages: Vec<Option<Unexpected>>,
     free_messages: Vec<u32>,
@@ -185,6 +274,7 @@ impl Pml {
             me,
             pid: std::process::id(),
             single_copy,
+            coop: Coop::default(),
             messages: Vec::new(),
             free_messages: Vec::new(),
             verbose: false,
@@ -201,7 +291,10 @@ impl Pml {
     /// Is there work that progress must still do on our side (queued frames, transfers)?
     #[inline]
     pub fn busy(&self) -> bool {
-        !self.outbox.is_empty() || !self.streaming.is_empty() || self.backlogged > 0
+        !self.outbox.is_empty()
+            || !self.streaming.is_empty()
+            || self.backlogged > 0
+            || !self.coop.jobs.is_empty()
     }
 
     // ----------------------------------------------------------------------------------------
@@ -321,10 +414,28 @@ impl Pml {
                     _ => 0,
                 };
                 let offer = self.single_copy && matches!(p.route, Route::Shm | Route::SelfLoop);
+                let coop = &mut self.coop;
+                let coop_slot = match coop.own {
+                    Some(own)
+                        if offer
+                            && p.route == Route::Shm
+                            && coop.min > 0
+                            && len - prefix >= coop.min =>
+                    {
+                        coop.pool.take().inspect(|&cs| own.reset(cs))
+                    }
+                    _ => None,
+                };
                 let info = RndvInfo {
                     pid: if offer { self.pid } else { 0 },
                     prefix: prefix as u32,
                     addr: if offer { r.buf as u64 } else { 0 },
+                    slot: coop_slot.map_or(0, |c| c + 1),
+                    chunk: if coop_slot.is_some() {
+                        coop.chunk as u32
+                    } else {
+                        0
+                    },
                 };
                 let hdr = Frame::Rts {
                     env: r.env,
@@ -333,7 +444,16 @@ impl Pml {
                     len: len as u64,
                 }
                 .encode();
-                let sent = io.send(peer, &hdr, &info.encode(), &data[..prefix], Token(wire))?;
+                let sent = match io.send(peer, &hdr, &info.encode(), &data[..prefix], Token(wire)) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        if let Some(cs) = coop_slot {
+                            self.coop.pool.put(cs);
+                        }
+                        return Err(e);
+                    }
+                };
+                r.coop_slot = coop_slot.map_or(0, |c| c + 1);
                 p.send_seq = seq.wrapping_add(1);
                 if prefix > 0 {
                     self.counters.eager_rndv_sent += 1;
@@ -393,8 +513,14 @@ impl Pml {
 
     /// Push out what waits: control frames, backlogged sends, rendezvous data.
     pub fn flush<I: Io>(&mut self, io: &mut I) {
-        while let Some((peer, hdr)) = self.outbox.front() {
-            match io.send(*peer, hdr, &[], &[], Token::NONE) {
+        while let Some(c) = self.outbox.front() {
+            match io.send(
+                c.peer,
+                &c.hdr,
+                &c.small[..c.small_len as usize],
+                &[],
+                Token::NONE,
+            ) {
                 Ok(_) => {
                     self.outbox.pop_front();
                 }
@@ -433,6 +559,25 @@ impl Pml {
                         );
                     }
                 }
+            }
+        }
+        if !self.coop.jobs.is_empty() {
+            self.run_coop();
+            // A finished copy queued its Fin: send it now rather than next pass.
+            while let Some(c) = self.outbox.front() {
+                if io
+                    .send(
+                        c.peer,
+                        &c.hdr,
+                        &c.small[..c.small_len as usize],
+                        &[],
+                        Token::NONE,
+                    )
+                    .is_err()
+                {
+                    break;
+                }
+                self.outbox.pop_front();
             }
         }
         let mut i = 0;
@@ -514,7 +659,7 @@ impl Pml {
                 self.eager_into(slot, u.from, u.env, &data);
                 if sync {
                     self.outbox
-                        .push_back((u.from, Frame::SyncAck { sreq: u.sreq }.encode()));
+                        .push_back(Ctrl::new(u.from, Frame::SyncAck { sreq: u.sreq }));
                 }
             }
             UnexpectedData::Rts { info, prefix } => {
@@ -578,9 +723,51 @@ impl Pml {
                 r.status.error = Some(truncated(len, r.len));
             }
             r.recv_state = RecvState::Done;
-            self.outbox.push_back((from, Frame::Fin { sreq }.encode()));
+            self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
             self.finish(slot);
             return;
+        }
+        if info.pid != 0 && info.addr != 0 && single_copy && info.slot != 0 {
+            let rest = take.saturating_sub(prefix.len());
+            let chunk = info.chunk as usize;
+            let chunks = rest.div_ceil(chunk);
+            if self
+                .coop
+                .peers
+                .get(from as usize)
+                .is_some_and(|s| s.is_some())
+                && chunks > 0
+                && chunks <= u32::MAX as usize
+            {
+                let buf = r.buf;
+                r.off = prefix.len();
+                r.recv_state = RecvState::Receiving;
+                self.coop.jobs.push(CoopJob::Recv {
+                    slot,
+                    from,
+                    sreq,
+                    cslot: info.slot - 1,
+                    chunks: chunks as u32,
+                    chunk,
+                    pid: info.pid,
+                    src: info.addr,
+                    prefix: prefix.len(),
+                    take,
+                });
+                let help = HelpInfo {
+                    pid: own_pid,
+                    chunks: chunks as u32,
+                    addr: buf as u64,
+                    take: take as u64,
+                };
+                self.outbox.push_back(Ctrl {
+                    peer: from,
+                    hdr: Frame::Help { sreq, rreq: wire }.encode(),
+                    small: help.encode(),
+                    small_len: HelpInfo::LEN as u8,
+                });
+                return;
+            }
         }
         if info.pid != 0 && info.addr != 0 && single_copy {
             let rest = take.saturating_sub(prefix.len());
@@ -606,7 +793,7 @@ impl Pml {
                     }
                     r.recv_state = RecvState::Done;
                     self.counters.single_copy += 1;
-                    self.outbox.push_back((from, Frame::Fin { sreq }.encode()));
+                    self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
                     self.finish(slot);
                     return;
                 }
@@ -622,7 +809,7 @@ impl Pml {
         r.off = prefix.len();
         r.recv_state = RecvState::Receiving;
         self.outbox
-            .push_back((from, Frame::Cts { sreq, rreq: wire }.encode()));
+            .push_back(Ctrl::new(from, Frame::Cts { sreq, rreq: wire }));
     }
 
     /// Data of a rendezvous message arrived (bytes `offset..offset+n` were written already
@@ -668,7 +855,7 @@ impl Pml {
                     self.eager_into(p.slot, from, env, payload);
                     if sync {
                         self.outbox
-                            .push_back((from, Frame::SyncAck { sreq }.encode()));
+                            .push_back(Ctrl::new(from, Frame::SyncAck { sreq }));
                     }
                 }
                 Frame::Rts { len, .. } => match RndvInfo::decode(payload) {
@@ -709,6 +896,119 @@ impl Pml {
             len,
             data,
         });
+    }
+
+    /// Do the copying of cooperative transfers in progress (outside the transports' polling).
+    fn run_coop(&mut self) {
+        let mut i = 0;
+        while i < self.coop.jobs.len() {
+            let finished = match self.coop.jobs[i] {
+                CoopJob::Recv { .. } => self.coop_recv(self.coop.jobs[i]),
+                CoopJob::Help { .. } => self.coop_help(self.coop.jobs[i]),
+            };
+            if finished {
+                self.coop.jobs.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Our side of a cooperative receive. True when the message is complete.
+    fn coop_recv(&mut self, job: CoopJob) -> bool {
+        let CoopJob::Recv {
+            slot,
+            from,
+            sreq,
+            cslot,
+            chunks,
+            chunk,
+            pid,
+            src,
+            prefix,
+            take,
+        } = job
+        else {
+            return true;
+        };
+        let Some(Some(slots)) = self.coop.peers.get(from as usize).copied() else {
+            return true;
+        };
+        let Some(r) = self.reqs.get_mut(slot) else {
+            return true;
+        };
+        let buf = r.buf;
+        let mut failed = None;
+        let mut copy = |k: u32| {
+            let (at, n) = chunk_range(k, chunk, prefix, take);
+            // SAFETY: at + n <= take <= the receive buffer's capacity.
+            let dst = unsafe { std::slice::from_raw_parts_mut(buf.add(at), n) };
+            if let Err(e) = cma::read_from(pid, src + at as u64, dst) {
+                failed = Some(e);
+            }
+        };
+        while let Some(k) = slots.claim(cslot, chunks) {
+            copy(k);
+            slots.finish(cslot);
+        }
+        if slots.done(cslot) < chunks {
+            return false; // the sender is still copying its chunks
+        }
+        if let Some(k) = slots.take_back(cslot) {
+            copy(k);
+        }
+        let r = self.reqs.get_mut(slot).expect("slot");
+        r.status.bytes = take as u64;
+        if r.msg_len > r.len {
+            r.status.error = Some(truncated(r.msg_len, r.len));
+        }
+        if let Some(e) = failed {
+            r.status.error = Some(MpiError::new(
+                ErrorClass::Other,
+                format!("single-copy read from process {from} failed: {e}"),
+            ));
+        }
+        r.recv_state = RecvState::Done;
+        self.counters.single_copy += 1;
+        self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
+        self.finish(slot);
+        true
+    }
+
+    /// Our side of a cooperative send: copy chunks while any is left. Always finishes (the
+    /// send itself completes when the receiver's Fin arrives).
+    fn coop_help(&mut self, job: CoopJob) -> bool {
+        let CoopJob::Help {
+            slot,
+            cslot,
+            chunks,
+            chunk,
+            pid,
+            dst,
+            prefix,
+            take,
+        } = job
+        else {
+            return true;
+        };
+        let (Some(own), Some(r)) = (self.coop.own, self.reqs.get(slot)) else {
+            return true;
+        };
+        let buf = r.buf;
+        while let Some(k) = own.claim(cslot, chunks) {
+            let (at, n) = chunk_range(k, chunk, prefix, take);
+            // SAFETY: at + n <= take <= the send buffer's length (checked when the help
+            // request arrived); the buffer is valid until the send completes (after Fin).
+            let src = unsafe { std::slice::from_raw_parts(buf.add(at), n) };
+            if cma::write_to(pid, dst + at as u64, src).is_err() {
+                // The receiver copies this chunk itself; stop helping.
+                own.give_back(cslot, k);
+                own.finish(cslot);
+                break;
+            }
+            own.finish(cslot);
+        }
+        true
     }
 
     fn bad_frame(&mut self, from: Gpid, why: &str) {
@@ -805,7 +1105,7 @@ impl Pml {
                     r.pre_cancel = r.send_state;
                     r.send_state = SendState::Cancelling;
                     self.outbox
-                        .push_back((peer, Frame::CancelReq { sreq: wire, seq: 0 }.encode()));
+                        .push_back(Ctrl::new(peer, Frame::CancelReq { sreq: wire, seq: 0 }));
                     false
                 }
                 _ => false,
@@ -891,12 +1191,41 @@ impl FrameSink for Pml {
                     return;
                 };
                 let r = self.reqs.get_mut(slot).expect("slot");
+                if r.coop_slot != 0 {
+                    self.coop.pool.put(r.coop_slot - 1);
+                    r.coop_slot = 0;
+                }
                 if matches!(
                     r.send_state,
                     SendState::WaitAck | SendState::WaitCts | SendState::Cancelling
                 ) {
                     r.send_state = SendState::Done;
                     self.maybe_complete_send(slot);
+                }
+            }
+            Frame::Help { sreq, rreq: _ } => {
+                let Some(slot) = self.reqs.from_wire(sreq) else {
+                    return;
+                };
+                let r = self.reqs.get(slot).expect("slot");
+                if r.send_state != SendState::WaitCts || r.coop_slot == 0 {
+                    return;
+                }
+                match HelpInfo::decode(payload) {
+                    Ok(h) if (h.take as usize) <= r.len => self.coop.jobs.push(CoopJob::Help {
+                        slot,
+                        cslot: r.coop_slot - 1,
+                        chunks: h.chunks,
+                        chunk: self.coop.chunk,
+                        pid: h.pid,
+                        dst: h.addr,
+                        prefix: r.off,
+                        take: h.take as usize,
+                    }),
+                    Ok(_) => {
+                        self.bad_frame(from, "help request for more bytes than the message has")
+                    }
+                    Err(e) => self.bad_frame(from, &e.to_string()),
                 }
             }
             Frame::CancelReq { sreq, .. } => {
@@ -907,13 +1236,12 @@ impl FrameSink for Pml {
                 if let Some(i) = found {
                     self.unexpected.remove(i);
                 }
-                self.outbox.push_back((
+                self.outbox.push_back(Ctrl::new(
                     from,
                     Frame::CancelResp {
                         sreq,
                         cancelled: found.is_some(),
-                    }
-                    .encode(),
+                    },
                 ));
             }
             Frame::CancelResp { sreq, cancelled } => {

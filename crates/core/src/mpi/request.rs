@@ -148,6 +148,8 @@ pub struct Request {
     pub msg_len: usize,
     /// Data frames still referenced by a transport (sender).
     pub inflight: u32,
+    /// Cooperative copy: our copy slot + 1 (sender), or 0.
+    pub coop_slot: u32,
     /// MPI_Request_free was called while active: release the slot on completion.
     pub user_freed: bool,
     /// This request was created internally (buffered send) and nobody waits on it.
@@ -180,6 +182,7 @@ impl Request {
             off: 0,
             msg_len: 0,
             inflight: 0,
+            coop_slot: 0,
             user_freed: false,
             internal: false,
             bsend_region: None,

@@ -10,7 +10,7 @@
 //!  1      1    flags       SYNC (0x1): eager message sent in synchronous mode, ack when matched
 //!  2      2    reserved    must be zero
 //!  4      4    seq         per (sender, receiver) sequence number of matchable frames
-//!  8      4    w0          Eager/Rts: context id      Cts/Data: receiver request   other: 0
+//!  8      4    w0          Eager/Rts: context id      Cts/Data/Help: receiver request  other: 0
 //! 12      4    w1          Eager/Rts: source rank     CancelResp: 1 if cancelled
 //! 16      4    w2          Eager/Rts: tag
 //! 20      4    sreq        sender's request id (sync eager, rendezvous, cancel)
@@ -19,8 +19,8 @@
 //! All fields little endian. Decoding validates the kind, the flags and the reserved bytes and
 //! never panics; a malformed header is a [`FrameError`].
 //!
-//! Rendezvous (`Rts`) payloads start with [`RndvInfo`] (16 bytes) and may carry the first part
-//! of the message after it (eager-rendezvous).
+//! Rendezvous (`Rts`) payloads start with [`RndvInfo`] (24 bytes) and may carry the first part
+//! of the message after it (eager-rendezvous). `Help` payloads are a [`HelpInfo`].
 
 use std::fmt;
 
@@ -49,6 +49,9 @@ pub enum FrameKind {
     CancelReq = 7,
     /// Answer to `CancelReq`.
     CancelResp = 8,
+    /// The receiver matched a cooperative-copy message and asks the sender to copy chunks
+    /// too; payload is [`HelpInfo`].
+    Help = 9,
 }
 
 impl FrameKind {
@@ -62,6 +65,7 @@ impl FrameKind {
             6 => FrameKind::SyncAck,
             7 => FrameKind::CancelReq,
             8 => FrameKind::CancelResp,
+            9 => FrameKind::Help,
             _ => return None,
         })
     }
@@ -117,6 +121,10 @@ pub enum Frame {
         sreq: u32,
         cancelled: bool,
     },
+    Help {
+        sreq: u32,
+        rreq: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +171,7 @@ impl Frame {
             Frame::SyncAck { .. } => FrameKind::SyncAck,
             Frame::CancelReq { .. } => FrameKind::CancelReq,
             Frame::CancelResp { .. } => FrameKind::CancelResp,
+            Frame::Help { .. } => FrameKind::Help,
         }
     }
 
@@ -196,6 +205,7 @@ impl Frame {
             Frame::Fin { sreq } | Frame::SyncAck { sreq } => (0, 0, 0, 0, 0, sreq, 0),
             Frame::CancelReq { sreq, seq } => (0, seq, 0, 0, 0, sreq, 0),
             Frame::CancelResp { sreq, cancelled } => (0, 0, 0, cancelled as u32, 0, sreq, 0),
+            Frame::Help { sreq, rreq } => (0, 0, rreq, 0, 0, sreq, 0),
         };
         b[1] = flags;
         put32(&mut b, 4, seq);
@@ -253,6 +263,7 @@ impl Frame {
                 sreq,
                 cancelled: w1 != 0,
             },
+            FrameKind::Help => Frame::Help { sreq, rreq: w0 },
         })
     }
 
@@ -275,16 +286,22 @@ pub struct RndvInfo {
     pub prefix: u32,
     /// Address of the sender's contiguous data in its address space (single copy).
     pub addr: u64,
+    /// Cooperative copy: the sender's copy slot + 1, or 0 when it does not offer to help.
+    pub slot: u32,
+    /// Cooperative copy: bytes per chunk.
+    pub chunk: u32,
 }
 
 impl RndvInfo {
-    pub const LEN: usize = 16;
+    pub const LEN: usize = 24;
 
     pub fn encode(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[0..4].copy_from_slice(&self.pid.to_le_bytes());
         b[4..8].copy_from_slice(&self.prefix.to_le_bytes());
         b[8..16].copy_from_slice(&self.addr.to_le_bytes());
+        b[16..20].copy_from_slice(&self.slot.to_le_bytes());
+        b[20..24].copy_from_slice(&self.chunk.to_le_bytes());
         b
     }
 
@@ -295,16 +312,64 @@ impl RndvInfo {
                 "request-to-send payload shorter than its info",
             ));
         }
-        let pid = u32::from_le_bytes(payload[0..4].try_into().expect("4"));
-        let prefix = u32::from_le_bytes(payload[4..8].try_into().expect("4"));
-        let addr = u64::from_le_bytes(payload[8..16].try_into().expect("8"));
+        let u32_at = |i: usize| u32::from_le_bytes(payload[i..i + 4].try_into().expect("4"));
+        let info = RndvInfo {
+            pid: u32_at(0),
+            prefix: u32_at(4),
+            addr: u64::from_le_bytes(payload[8..16].try_into().expect("8")),
+            slot: u32_at(16),
+            chunk: u32_at(20),
+        };
         let rest = &payload[Self::LEN..];
-        if rest.len() != prefix as usize {
+        if rest.len() != info.prefix as usize {
             return Err(FrameError::BadPayload(
                 "eager prefix length does not match the payload",
             ));
         }
-        Ok((RndvInfo { pid, prefix, addr }, rest))
+        if info.slot != 0 && info.chunk == 0 {
+            return Err(FrameError::BadPayload(
+                "cooperative copy offered with a zero chunk size",
+            ));
+        }
+        Ok((info, rest))
+    }
+}
+
+/// What the receiver tells the sender when it asks for help with a cooperative copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HelpInfo {
+    /// Receiver's process id (the sender writes into its memory).
+    pub pid: u32,
+    /// Chunks to copy (after the eager prefix).
+    pub chunks: u32,
+    /// Address in the receiver where byte 0 of the message goes.
+    pub addr: u64,
+    /// Bytes of the message the receiver takes (less than the length when truncated).
+    pub take: u64,
+}
+
+impl HelpInfo {
+    pub const LEN: usize = 24;
+
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0..4].copy_from_slice(&self.pid.to_le_bytes());
+        b[4..8].copy_from_slice(&self.chunks.to_le_bytes());
+        b[8..16].copy_from_slice(&self.addr.to_le_bytes());
+        b[16..24].copy_from_slice(&self.take.to_le_bytes());
+        b
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<HelpInfo, FrameError> {
+        if payload.len() != Self::LEN {
+            return Err(FrameError::BadPayload("help request of the wrong size"));
+        }
+        Ok(HelpInfo {
+            pid: u32::from_le_bytes(payload[0..4].try_into().expect("4")),
+            chunks: u32::from_le_bytes(payload[4..8].try_into().expect("4")),
+            addr: u64::from_le_bytes(payload[8..16].try_into().expect("8")),
+            take: u64::from_le_bytes(payload[16..24].try_into().expect("8")),
+        })
     }
 }
 
@@ -391,6 +456,8 @@ mod tests {
             pid: 42,
             prefix: 3,
             addr: 0xdead_beef,
+            slot: 2,
+            chunk: 4096,
         };
         let mut p = info.encode().to_vec();
         p.extend_from_slice(b"abc");
@@ -399,6 +466,20 @@ mod tests {
         assert_eq!(rest, b"abc");
         assert!(RndvInfo::decode(&p[..p.len() - 1]).is_err());
         assert!(RndvInfo::decode(&p[..5]).is_err());
+        let mut bad = RndvInfo { chunk: 0, ..info }.encode().to_vec();
+        bad.extend_from_slice(b"abc");
+        assert!(
+            RndvInfo::decode(&bad).is_err(),
+            "help offered without a chunk size"
+        );
+        let h = HelpInfo {
+            pid: 7,
+            chunks: 3,
+            addr: 1 << 40,
+            take: 12345,
+        };
+        assert_eq!(HelpInfo::decode(&h.encode()), Ok(h));
+        assert!(HelpInfo::decode(&h.encode()[..20]).is_err());
     }
 
     proptest! {

@@ -27,12 +27,15 @@ use crate::mpi::comm::{
     predefined_errhandlers, Comm, Errhandler, COMM_SELF, COMM_WORLD, CTX_SELF, CTX_WORLD,
 };
 use crate::mpi::datatype::{predefined, Datatype};
-use crate::mpi::pml::Pml;
+use crate::mpi::pml::{Coop, Pml};
 use crate::proto::policy::{Policy, Protocol, Route};
 use crate::transport::shm::{Geometry, Shm};
 use crate::transport::tcp::Tcp;
 use crate::transport::Gpid;
 use net::Net;
+
+/// Cooperative-copy slots each process offers (large sends in flight at once that may use it).
+const COOP_SLOTS: usize = 64;
 
 /// What each process publishes about itself at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -270,6 +273,7 @@ impl Engine {
                 cfg.shm_ring_bytes as usize,
                 cfg.shm_queue_cells as usize,
                 cfg.shm_cell_bytes as usize,
+                COOP_SLOTS,
             );
             let p = pmi.as_mut().expect("several local processes imply PMI");
             let mut s = Shm::create(&jobid, me, &local, g)
@@ -332,6 +336,9 @@ impl Engine {
         let policy = policy_from(&cfg);
         let mut pml = Pml::new(me, routes.clone(), policy, cfg.shm_single_copy);
         pml.verbose = cfg.verbose > 0;
+        if let Some(s) = shm.as_ref() {
+            pml.coop = Coop::new(s, size as usize, &cfg);
+        }
         if cfg.verbose > 0 && rank == 0 {
             eprintln!(
                 "Protean: {size} ranks, {} on this host ({ncpus} cpus, waiting ranks {}), protocol {}",
@@ -409,6 +416,8 @@ impl Engine {
     /// Re-read the tunables that can change at run time (after an MPI_T write).
     pub fn reconfigure(&mut self) {
         self.pml.policy = policy_from(&self.cfg);
+        self.pml.coop.min = self.cfg.shm_coop_min as usize;
+        self.pml.coop.chunk = self.cfg.shm_coop_chunk as usize;
         self.pml.verbose = self.cfg.verbose > 0;
         if !self.cfg.shm_single_copy {
             self.pml.single_copy = false;

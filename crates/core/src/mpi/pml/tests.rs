@@ -460,3 +460,95 @@ fn eager_without_request_keeps_order_with_queued_sends() {
         assert_eq!(got[0], want);
     }
 }
+
+/// Shared copy-slot memory for two engines of one test process.
+#[repr(C, align(64))]
+struct SlotMem([u8; 4 * crate::transport::shm::coop::SLOT_BYTES]);
+
+fn coop_pair(chunk: usize) -> (Pair, Box<SlotMem>, Box<SlotMem>) {
+    let mut t = Pair::new(Protocol::Rendezvous, true);
+    let mut ma = Box::new(SlotMem([0; 4 * crate::transport::shm::coop::SLOT_BYTES]));
+    let mut mb = Box::new(SlotMem([0; 4 * crate::transport::shm::coop::SLOT_BYTES]));
+    let sa = unsafe { CoopSlots::new(ma.0.as_mut_ptr(), 4) };
+    let sb = unsafe { CoopSlots::new(mb.0.as_mut_ptr(), 4) };
+    for (p, own, other) in [(&mut t.a, sa, sb), (&mut t.b, sb, sa)] {
+        p.coop = Coop {
+            own: Some(own),
+            peers: vec![Some(sa), Some(sb)],
+            pool: SlotPool::new(4),
+            jobs: Vec::new(),
+            min: 1,
+            chunk,
+        };
+        let _ = other;
+    }
+    (t, ma, mb)
+}
+
+#[test]
+fn cooperative_copy_sender_helps() {
+    let (mut t, _ma, _mb) = coop_pair(1000);
+    let data: Vec<u8> = (0..10_500u32).map(|i| (i * 13) as u8).collect();
+    let mut buf = vec![0u8; data.len()];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    // The receiver matches the request-to-send: a job and a Help frame, but no copying yet.
+    let (h, p) = t.ab.frames.pop_front().unwrap();
+    t.b.on_frame(0, &h, &p);
+    assert_eq!(t.b.coop.jobs.len(), 1);
+    t.b.outbox.iter().for_each(|c| {
+        t.ba.frames
+            .push_back((c.hdr, c.small[..c.small_len as usize].to_vec()))
+    });
+    t.b.outbox.clear();
+    // The sender gets the Help first and copies every chunk.
+    let (h, p) = t.ba.frames.pop_front().unwrap();
+    t.a.on_frame(1, &h, &p);
+    t.a.run_coop();
+    assert!(t.a.coop.jobs.is_empty());
+    assert!(!done(&t.a, s), "the send waits for the receiver's Fin");
+    // The receiver finds nothing left to claim and completes.
+    t.run();
+    assert!(done(&t.b, r) && done(&t.a, s));
+    assert_eq!(buf, data);
+    assert_eq!(t.b.counters.single_copy, 1);
+    assert_eq!(
+        t.a.coop.pool.take(),
+        Some(0),
+        "the copy slot went back to the pool"
+    );
+}
+
+#[test]
+fn cooperative_copy_receiver_alone_and_given_back_chunks() {
+    // Receiver copies alone when the sender never helps.
+    let (mut t, _ma, _mb) = coop_pair(333);
+    let data: Vec<u8> = (0..5000u32).map(|i| (i ^ 0xa5) as u8).collect();
+    let mut buf = vec![0u8; 4000];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    let (h, p) = t.ab.frames.pop_front().unwrap();
+    t.b.on_frame(0, &h, &p);
+    t.b.flush(&mut t.ba);
+    assert!(done(&t.b, r), "the receiver claimed every chunk");
+    assert_eq!(&buf[..], &data[..4000]);
+    assert_eq!(status(&t.b, r).error_class(), Some(ErrorClass::Truncate));
+    t.run();
+    assert!(done(&t.a, s));
+
+    // A helper that cannot write gives its chunk back; the receiver copies it.
+    let (mut t, _ma, _mb) = coop_pair(1000);
+    let mut buf = vec![0u8; data.len()];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    let (h, p) = t.ab.frames.pop_front().unwrap();
+    t.b.on_frame(0, &h, &p);
+    let c = t.b.outbox.pop_front().unwrap();
+    let mut info = HelpInfo::decode(&c.small[..c.small_len as usize]).unwrap();
+    info.pid = i32::MAX as u32; // no such process: the write fails
+    t.a.on_frame(1, &c.hdr, &info.encode());
+    t.a.run_coop();
+    t.run();
+    assert!(done(&t.b, r) && done(&t.a, s));
+    assert_eq!(buf, data);
+}

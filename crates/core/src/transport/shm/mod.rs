@@ -21,6 +21,7 @@
 //! /dev/shm even if the job is killed; mpirun also removes `protean-<jobid>-*` as a safety net.
 
 pub mod cma;
+pub mod coop;
 pub mod queue;
 pub mod ring;
 
@@ -42,12 +43,21 @@ pub struct Geometry {
     pub ring_bytes: usize,
     pub cells: usize,
     pub cell_bytes: usize,
+    /// Cooperative-copy slots this process offers as a sender.
+    pub coop: usize,
 }
 
 impl Geometry {
     /// Round the configured values to what the structures need.
-    pub fn new(nfast: usize, ring_bytes: usize, cells: usize, cell_bytes: usize) -> Geometry {
+    pub fn new(
+        nfast: usize,
+        ring_bytes: usize,
+        cells: usize,
+        cell_bytes: usize,
+        coop: usize,
+    ) -> Geometry {
         Geometry {
+            coop,
             nfast,
             ring_bytes: ring_bytes.next_power_of_two().max(4096),
             cells: cells.max(2),
@@ -62,8 +72,11 @@ impl Geometry {
         let q = queue::queue_bytes(self.cells, self.cell_bytes).div_ceil(4096) * 4096;
         SEG_HDR + q + k * ring::channel_bytes(self.ring_bytes)
     }
-    pub fn total(&self) -> usize {
+    fn coop_off(&self) -> usize {
         self.channel_off(self.nfast)
+    }
+    pub fn total(&self) -> usize {
+        self.coop_off() + self.coop * coop::SLOT_BYTES
     }
 }
 
@@ -119,6 +132,7 @@ struct SegHeader {
     cells: u32,
     cell_bytes: u32,
     total: u64,
+    coop: u32,
 }
 
 /// Create and initialise this process's receive segment.
@@ -174,6 +188,7 @@ fn create_segment(
         (*h).cells = g.cells as u32;
         (*h).cell_bytes = g.cell_bytes as u32;
         (*h).total = total as u64;
+        (*h).coop = g.coop as u32;
         queue::init_queue(m.base.add(g.queue_off()), g.cells, g.cell_bytes);
         for k in 0..g.nfast {
             let c = m.base.add(g.channel_off(k));
@@ -226,6 +241,7 @@ fn open_segment(jobid: &str, peer: Gpid) -> io::Result<(Mapping, Geometry, u32)>
         ring_bytes: h.ring_bytes as usize,
         cells: h.cells as usize,
         cell_bytes: h.cell_bytes as usize,
+        coop: h.coop as usize,
     };
     if g.total() as u64 != h.total || h.total as usize > m.len || !g.ring_bytes.is_power_of_two() {
         return Err(io::Error::new(
@@ -246,6 +262,7 @@ fn unlink_segment(jobid: &str, me: Gpid) {
 struct Peer {
     _map: Mapping,
     pid: u32,
+    coop: coop::CoopSlots,
     queue: queue::Producer,
     fast: Option<ring::Tx>,
     /// Largest payload the channel in use carries.
@@ -348,9 +365,12 @@ impl Shm {
             let max_payload = fast
                 .as_ref()
                 .map_or(queue.max_payload(), |f| f.max_payload());
+            // SAFETY: the slot array lies at the end of the peer's validated geometry.
+            let coop = unsafe { coop::CoopSlots::new(m.base.add(g.coop_off()), g.coop as u32) };
             self.peers[p as usize] = Some(Peer {
                 _map: m,
                 pid,
+                coop,
                 queue,
                 fast,
                 max_payload,
@@ -367,12 +387,30 @@ impl Shm {
         }
     }
 
+    pub fn me(&self) -> Gpid {
+        self.me
+    }
+
     pub fn reaches(&self, peer: Gpid) -> bool {
         matches!(self.peers.get(peer as usize), Some(Some(_)))
     }
 
     pub fn peer_pid(&self, peer: Gpid) -> Option<u32> {
         self.peers.get(peer as usize)?.as_ref().map(|p| p.pid)
+    }
+
+    /// Cooperative-copy slots of `gpid` (our own when `gpid` is us) as mapped here.
+    pub fn coop_slots(&self, gpid: Gpid) -> Option<coop::CoopSlots> {
+        if gpid == self.me {
+            // SAFETY: our own segment holds the slot array at the end of its geometry.
+            return Some(unsafe {
+                coop::CoopSlots::new(
+                    self.own.base.add(self.geometry.coop_off()),
+                    self.geometry.coop as u32,
+                )
+            });
+        }
+        self.peers.get(gpid as usize)?.as_ref().map(|p| p.coop)
     }
 
     pub fn has_fast_channel(&self, peer: Gpid) -> bool {
@@ -525,7 +563,7 @@ mod tests {
     fn segments_carry_frames() {
         for nfast in [2usize, 0] {
             let jobid = format!("unittest{}x{}", std::process::id(), nfast);
-            let g = Geometry::new(nfast, 8192, 4, 1024);
+            let g = Geometry::new(nfast, 8192, 4, 1024, 4);
             let local = [0u32, 1];
             let mut a = Shm::create(&jobid, 0, &local, g).unwrap();
             let mut b = Shm::create(&jobid, 1, &local, g).unwrap();
