@@ -625,7 +625,7 @@ fn check_array(count: c_int, reqs: *const MPI_Request, func: &str) -> Result<(),
 }
 
 /// Raise MPI_ERR_IN_STATUS after a multiple completion with errors.
-fn in_status(errs: &[(usize, MpiError)], comm: MPI_Comm, func: &str) -> c_int {
+fn in_status(errs: &[(usize, Box<MpiError>)], comm: MPI_Comm, func: &str) -> c_int {
     let (i, e) = &errs[0];
     raise(
         comm,
@@ -685,7 +685,7 @@ pub unsafe extern "C" fn protean_MPI_Waitall(
                         errs.push((i, e));
                     }
                 }
-                Err(e) => errs.push((i, e)),
+                Err(e) => errs.push((i, Box::new(e))),
             },
         }
     }
@@ -757,7 +757,7 @@ pub unsafe extern "C" fn protean_MPI_Testall(
                                 errs.push((i, e));
                             }
                         }
-                        Err(e) => errs.push((i, e)),
+                        Err(e) => errs.push((i, Box::new(e))),
                     },
                 }
             }
@@ -924,7 +924,7 @@ unsafe fn collect_some(
                     errs.push((i, e));
                 }
             }
-            Err(e) => errs.push((i, e)),
+            Err(e) => errs.push((i, Box::new(e))),
         }
     }
     out(outcount, done.len() as c_int);

@@ -76,7 +76,7 @@ pub unsafe fn bcast(buf: *mut u8, count: i64, dt: u32, root: i32, comm: u32) -> 
             let st = with(|e| e.irecv_on(buf, count, dt, parent, TAG_BCAST, comm, COLL))??;
             let st = p2p::wait(st)?;
             if let Some(err) = st.error {
-                return Err(err);
+                return Err(*err);
             }
             break;
         }

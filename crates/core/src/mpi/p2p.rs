@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::err;
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::datatype::Datatype;
+use crate::mpi::pml::DirectPost;
 use crate::mpi::request::*;
 use crate::proto::frame::Envelope;
 use crate::runtime::global::{self, with};
@@ -271,6 +272,49 @@ impl Engine {
             unsafe { std::slice::from_raw_parts(buf, len) }
         };
         Ok(self.pml.try_eager(peer, env, data, &mut self.net))
+    }
+
+    /// A blocking receive of contiguous data without a request, when possible
+    /// ([`Pml::post_direct`]); argument errors are reported as by [`Engine::irecv`].
+    ///
+    /// # Safety
+    /// As for [`Engine::irecv`].
+    #[inline]
+    pub unsafe fn recv_direct(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: u32,
+        src: i32,
+        tag: i32,
+        comm: u32,
+    ) -> Result<DirectPost> {
+        let (Ok(count), Some(Some(d)), Some(Some(c))) = (
+            usize::try_from(count),
+            self.dtypes.get(dt as usize),
+            self.comms.get(comm as usize),
+        ) else {
+            return Ok(DirectPost::UseRequest);
+        };
+        let valid_src = src == ANY_SOURCE || (src >= 0 && (src as usize) < c.peers().len());
+        let valid_tag = tag == ANY_TAG || (0..=TAG_UB).contains(&tag);
+        let Some(cap) = d.packed_size(count).filter(|&l| l == 0 || !buf.is_null()) else {
+            return Ok(DirectPost::UseRequest);
+        };
+        if !d.contig || !d.committed || !valid_src || !valid_tag {
+            return Ok(DirectPost::UseRequest);
+        }
+        let spec = Envelope {
+            ctx: c.ctx,
+            src,
+            tag,
+        };
+        let r = self.pml.post_direct(spec, buf, cap);
+        if self.pml.busy() {
+            // A synchronous sender may be waiting for its acknowledgement.
+            self.pml.flush(&mut self.net);
+        }
+        Ok(r)
     }
 
     /// [`Engine::irecv`] in context `ctx + ctx_offset`.
@@ -772,7 +816,7 @@ pub unsafe fn send(
     }
     let st = with(|e| e.pml.release(slot).map(|r| r.status))?;
     match st.and_then(|s| s.error) {
-        Some(err) => Err(err),
+        Some(err) => Err(*err),
         None => Ok(()),
     }
 }
@@ -789,6 +833,20 @@ pub unsafe fn recv(
     tag: i32,
     comm: u32,
 ) -> Result<Status> {
+    if !global::is_multithreaded() {
+        match with(|e| e.recv_direct(buf, count, dt, src, tag, comm))?? {
+            DirectPost::Done(st) => return Ok(st),
+            DirectPost::Posted => {
+                global::wait_until(|e| e.pml.direct_ready())?;
+                match with(|e| e.pml.take_direct())? {
+                    Some(Ok(st)) => return Ok(st),
+                    Some(Err(slot)) => return wait(slot),
+                    None => unreachable!("direct_ready() held"),
+                }
+            }
+            DirectPost::UseRequest => {}
+        }
+    }
     let slot = with(|e| e.irecv(buf, count, dt, src, tag, comm))??;
     wait(slot)
 }

@@ -93,6 +93,40 @@ pub const COUNTERS: &[(&str, &str)] = &[
     ("bad_frames", "malformed or stale frames dropped"),
 ];
 
+/// Posted-queue marker of the blocking receive that waits without a request.
+const DIRECT: u32 = u32::MAX;
+
+/// Where the blocking receive without a request is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DirectState {
+    Waiting,
+    Done(Status),
+    /// A rendezvous message matched: the receive continues as a request in this slot.
+    Upgraded(u32),
+}
+
+/// A blocking receive of contiguous data posted without a request (MPI_Recv's common case):
+/// an eager message is copied straight into its buffer and completes it.
+#[derive(Debug)]
+struct Direct {
+    spec: Envelope,
+    buf: *mut u8,
+    cap: usize,
+    state: DirectState,
+}
+
+/// What posting a blocking receive did.
+#[derive(Debug)]
+pub enum DirectPost {
+    /// Complete already (an unexpected eager message matched).
+    Done(Status),
+    /// Posted; progress until [`Pml::direct_ready`].
+    Posted,
+    /// Not possible here (a receive is already posted this way, or a rendezvous message is
+    /// waiting): use a request.
+    UseRequest,
+}
+
 /// A receive waiting for a message.
 #[derive(Debug, Clone, Copy)]
 struct Posted {
@@ -208,6 +242,8 @@ impl Ctrl {
 #[derive(Debug)]
 struct Peer {
     route: Route,
+    /// Largest message sent eagerly (the policy's answer for the channel in use), cached.
+    eager_max: Option<usize>,
     send_seq: u32,
     recv_seq: u32,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
@@ -215,6 +251,12 @@ struct Peer {
     /// Sends waiting to emit their first frame, in start order.
     backlog: VecDeque<u32>,
     lost: Option<String>,
+}
+
+/// Remove entry `i` of a queue; the front (the common case) without shifting anything.
+#[inline]
+fn take_at<T>(q: &mut VecDeque<T>, i: usize) -> T {
+    if i == 0 { q.pop_front() } else { q.remove(i) }.expect("index in range")
 }
 
 #[inline]
@@ -240,6 +282,7 @@ pub struct Pml {
     pub single_copy: bool,
     /// Cooperative single copy state.
     pub coop: Coop,
+    direct: Option<Direct>,
     /// Messages taken by MPI_Mprobe/Improbe, waiting for MPI_Mrecv.
     messages: Vec<Option<Unexpected>>,
     free_messages: Vec<u32>,
@@ -254,6 +297,7 @@ impl Pml {
             .into_iter()
             .map(|route| Peer {
                 route,
+                eager_max: None,
                 send_seq: 0,
                 recv_seq: 0,
                 early: Vec::new(),
@@ -275,10 +319,19 @@ impl Pml {
             pid: std::process::id(),
             single_copy,
             coop: Coop::default(),
+            direct: None,
             messages: Vec::new(),
             free_messages: Vec::new(),
             verbose: false,
             finalizing: false,
+        }
+    }
+
+    /// Recompute what depends on the policy and the channels (at start-up and whenever either
+    /// changes).
+    pub fn refresh_limits<I: Io>(&mut self, io: &I) {
+        for (g, p) in self.peers.iter_mut().enumerate() {
+            p.eager_max = self.policy.eager_max(p.route, io.max_payload(g as Gpid));
         }
     }
 
@@ -310,7 +363,7 @@ impl Pml {
         if !p.backlog.is_empty() || p.lost.is_some() {
             return false;
         }
-        if self.policy.plan(p.route, data.len(), io.max_payload(peer)) != Plan::Eager {
+        if p.eager_max.is_none_or(|m| data.len() > m) {
             return false;
         }
         let hdr = Frame::Eager {
@@ -504,7 +557,7 @@ impl Pml {
 
     fn fail(&mut self, slot: u32, e: MpiError) {
         let r = self.reqs.get_mut(slot).expect("slot");
-        r.status.error = Some(e);
+        r.status.error = Some(Box::new(e));
         r.send_state = SendState::Done;
         r.recv_state = RecvState::Done;
         r.inflight = 0;
@@ -637,12 +690,57 @@ impl Pml {
     // ----------------------------------------------------------------------------------------
     // Receiving
 
+    /// Post a blocking receive of `cap` contiguous bytes without a request.
+    pub fn post_direct(&mut self, spec: Envelope, buf: *mut u8, cap: usize) -> DirectPost {
+        if self.direct.is_some() {
+            return DirectPost::UseRequest;
+        }
+        if let Some(i) = self.unexpected.iter().position(|u| matches(&spec, &u.env)) {
+            let UnexpectedData::Eager { data, sync } = &self.unexpected[i].data else {
+                return DirectPost::UseRequest;
+            };
+            let st = copy_eager(buf, cap, self.unexpected[i].env, data);
+            if *sync {
+                let (from, sreq) = (self.unexpected[i].from, self.unexpected[i].sreq);
+                self.outbox
+                    .push_back(Ctrl::new(from, Frame::SyncAck { sreq }));
+            }
+            take_at(&mut self.unexpected, i);
+            return DirectPost::Done(st);
+        }
+        self.posted.push_back(Posted { spec, slot: DIRECT });
+        self.direct = Some(Direct {
+            spec,
+            buf,
+            cap,
+            state: DirectState::Waiting,
+        });
+        DirectPost::Posted
+    }
+
+    /// Has the blocking receive without a request finished (or become a request)?
+    #[inline]
+    pub fn direct_ready(&self) -> bool {
+        self.direct
+            .as_ref()
+            .is_none_or(|d| d.state != DirectState::Waiting)
+    }
+
+    /// Take the finished blocking receive: its status, or the request slot it became.
+    pub fn take_direct(&mut self) -> Option<Result<Status, u32>> {
+        match self.direct.take()?.state {
+            DirectState::Done(st) => Some(Ok(st)),
+            DirectState::Upgraded(slot) => Some(Err(slot)),
+            DirectState::Waiting => None,
+        }
+    }
+
     /// Post the receive in `slot` (spec in `env`, buffer and capacity set). Returns true when
     /// it completed at once from the unexpected queue.
     pub fn post_recv(&mut self, slot: u32) -> bool {
         let spec = self.reqs.get(slot).expect("recv slot").env;
         if let Some(i) = self.unexpected.iter().position(|u| matches(&spec, &u.env)) {
-            let u = self.unexpected.remove(i).expect("index in range");
+            let u = take_at(&mut self.unexpected, i);
             self.deliver_unexpected(slot, u);
             return self.reqs.get(slot).is_none_or(|r| r.complete);
         }
@@ -672,18 +770,8 @@ impl Pml {
     #[inline]
     fn eager_into(&mut self, slot: u32, from: Gpid, env: Envelope, data: &[u8]) {
         let r = self.reqs.get_mut(slot).expect("recv slot");
-        let n = data.len().min(r.len);
-        if n > 0 {
-            // SAFETY: the receive buffer has `r.len` writable bytes until completion.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), r.buf, n) };
-        }
         r.peer = from;
-        r.status.source = env.src;
-        r.status.tag = env.tag;
-        r.status.bytes = n as u64;
-        if data.len() > r.len {
-            r.status.error = Some(truncated(data.len(), r.len));
-        }
+        r.status = copy_eager(r.buf, r.len, env, data);
         r.recv_state = RecvState::Done;
         self.finish(slot);
     }
@@ -848,8 +936,26 @@ impl Pml {
             _ => return,
         };
         if let Some(i) = self.posted.iter().position(|p| matches(&p.spec, &env)) {
-            let p = self.posted.remove(i).expect("index in range");
+            let mut p = take_at(&mut self.posted, i);
             self.counters.preposted += 1;
+            if p.slot == DIRECT {
+                let d = self.direct.as_mut().expect("a direct receive is posted");
+                if let Frame::Eager { sync, .. } = f {
+                    d.state = DirectState::Done(copy_eager(d.buf, d.cap, env, payload));
+                    if sync {
+                        self.outbox
+                            .push_back(Ctrl::new(from, Frame::SyncAck { sreq }));
+                    }
+                    return;
+                }
+                // A rendezvous needs request ids and state: continue as a request.
+                let mut r = Request::new(Kind::Recv, 0);
+                r.env = d.spec;
+                r.buf = d.buf;
+                r.len = d.cap;
+                p.slot = self.reqs.insert(r);
+                self.direct.as_mut().expect("posted").state = DirectState::Upgraded(p.slot);
+            }
             match f {
                 Frame::Eager { sync, .. } => {
                     self.eager_into(p.slot, from, env, payload);
@@ -963,10 +1069,10 @@ impl Pml {
             r.status.error = Some(truncated(r.msg_len, r.len));
         }
         if let Some(e) = failed {
-            r.status.error = Some(MpiError::new(
+            r.status.error = Some(Box::new(MpiError::new(
                 ErrorClass::Other,
                 format!("single-copy read from process {from} failed: {e}"),
-            ));
+            )));
         }
         r.recv_state = RecvState::Done;
         self.counters.single_copy += 1;
@@ -1041,7 +1147,7 @@ impl Pml {
     /// Take the first unexpected message matching `spec` (MPI_Mprobe): its message id and status.
     pub fn mprobe(&mut self, spec: &Envelope) -> Option<(u32, Status)> {
         let i = self.unexpected.iter().position(|u| matches(spec, &u.env))?;
-        let u = self.unexpected.remove(i).expect("index in range");
+        let u = take_at(&mut self.unexpected, i);
         let st = Status {
             source: u.env.src,
             tag: u.env.tag,
@@ -1134,11 +1240,28 @@ impl Pml {
     }
 }
 
-fn truncated(msg: usize, cap: usize) -> MpiError {
-    MpiError::new(
+/// Copy an eager message into a receive buffer of `cap` bytes; the receive's status.
+#[inline]
+fn copy_eager(buf: *mut u8, cap: usize, env: Envelope, data: &[u8]) -> Status {
+    let n = data.len().min(cap);
+    if n > 0 {
+        // SAFETY: the receive buffer has `cap` writable bytes until the receive completes.
+        unsafe { crate::mem::copy(data.as_ptr(), buf, n) };
+    }
+    Status {
+        source: env.src,
+        tag: env.tag,
+        error: (data.len() > cap).then(|| truncated(data.len(), cap)),
+        bytes: n as u64,
+        cancelled: false,
+    }
+}
+
+fn truncated(msg: usize, cap: usize) -> Box<MpiError> {
+    Box::new(MpiError::new(
         ErrorClass::Truncate,
         format!("message of {msg} bytes truncated: the receive buffer holds only {cap} bytes"),
-    )
+    ))
 }
 
 impl FrameSink for Pml {
@@ -1234,7 +1357,7 @@ impl FrameSink for Pml {
                     .iter()
                     .position(|u| u.from == from && u.sreq == sreq);
                 if let Some(i) = found {
-                    self.unexpected.remove(i);
+                    take_at(&mut self.unexpected, i);
                 }
                 self.outbox.push_back(Ctrl::new(
                     from,

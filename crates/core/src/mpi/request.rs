@@ -20,7 +20,8 @@ pub const PROC_NULL: i32 = -1;
 pub struct Status {
     pub source: i32,
     pub tag: i32,
-    pub error: Option<MpiError>,
+    /// Boxed: errors are rare and the status travels through every completion.
+    pub error: Option<Box<MpiError>>,
     /// Bytes received (packed representation).
     pub bytes: u64,
     pub cancelled: bool,

@@ -90,6 +90,17 @@ impl Policy {
         }
     }
 
+    /// The largest message [`Policy::plan`] sends eagerly to a peer on `route` (every smaller
+    /// one is eager too), or None when no message is sent eagerly. Lets the message path test
+    /// one number instead of asking the policy.
+    pub fn eager_max(&self, route: Route, max_payload: usize) -> Option<usize> {
+        match self.protocol {
+            Protocol::Static => Some(self.eager_limit(route).min(max_payload)),
+            Protocol::Eager => Some(max_payload),
+            Protocol::Rendezvous | Protocol::EagerRendezvous => None,
+        }
+    }
+
     fn eager_rndv(&self, len: usize, max_payload: usize) -> Plan {
         // Something must be left for the rendezvous part, or it is just an eager message.
         let prefix = self
@@ -127,6 +138,48 @@ mod tests {
         assert_eq!(s.plan(Route::SelfLoop, 101, 1 << 20), Plan::Rendezvous);
         // The channel's frame size caps eager whatever the limit says.
         assert_eq!(s.plan(Route::Shm, 900, 800), Plan::Rendezvous);
+    }
+
+    #[test]
+    fn eager_max_agrees_with_plan() {
+        for proto in [
+            Protocol::Static,
+            Protocol::Eager,
+            Protocol::Rendezvous,
+            Protocol::EagerRendezvous,
+        ] {
+            let pol = p(proto);
+            for route in [Route::Shm, Route::Tcp, Route::SelfLoop] {
+                for max in [0usize, 50, 800, 1 << 20] {
+                    let m = pol.eager_max(route, max);
+                    for len in [
+                        0usize,
+                        1,
+                        49,
+                        50,
+                        51,
+                        99,
+                        100,
+                        101,
+                        799,
+                        800,
+                        801,
+                        1000,
+                        4999,
+                        5000,
+                        5001,
+                        1 << 20,
+                    ] {
+                        let eager = pol.plan(route, len, max) == Plan::Eager;
+                        assert_eq!(
+                            eager,
+                            m.is_some_and(|m| len <= m),
+                            "{proto:?} {route:?} max {max} len {len}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -377,6 +377,7 @@ impl Engine {
             .map(|d| Some(Arc::new(d)))
             .collect();
 
+        pml.refresh_limits(&net);
         Ok(Engine {
             cfg,
             rank,
@@ -416,6 +417,7 @@ impl Engine {
     /// Re-read the tunables that can change at run time (after an MPI_T write).
     pub fn reconfigure(&mut self) {
         self.pml.policy = policy_from(&self.cfg);
+        self.pml.refresh_limits(&self.net);
         self.pml.coop.min = self.cfg.shm_coop_min as usize;
         self.pml.coop.chunk = self.cfg.shm_coop_chunk as usize;
         self.pml.verbose = self.cfg.verbose > 0;

@@ -67,18 +67,17 @@ impl Pair {
         let mut b = Pml::new(1, routes, policy(protocol), single_copy);
         a.verbose = false;
         b.verbose = false;
-        Pair {
-            a,
-            b,
-            ab: Wire {
-                max_payload: 100,
-                ..Default::default()
-            },
-            ba: Wire {
-                max_payload: 100,
-                ..Default::default()
-            },
-        }
+        let ab = Wire {
+            max_payload: 100,
+            ..Default::default()
+        };
+        let ba = Wire {
+            max_payload: 100,
+            ..Default::default()
+        };
+        a.refresh_limits(&ab);
+        b.refresh_limits(&ba);
+        Pair { a, b, ab, ba }
     }
 
     /// Deliver everything in flight both ways and flush outboxes until quiet.
@@ -551,4 +550,64 @@ fn cooperative_copy_receiver_alone_and_given_back_chunks() {
     t.run();
     assert!(done(&t.b, r) && done(&t.a, s));
     assert_eq!(buf, data);
+}
+
+#[test]
+fn blocking_receive_without_a_request() {
+    let mut t = Pair::new(Protocol::Static, false);
+    let any = Envelope {
+        ctx: 0,
+        src: ANY_SOURCE,
+        tag: ANY_TAG,
+    };
+    // Posted, then an eager message completes it in place.
+    let mut buf = [0u8; 8];
+    assert!(matches!(
+        t.b.post_direct(any, buf.as_mut_ptr(), 8),
+        DirectPost::Posted
+    ));
+    assert!(!t.b.direct_ready());
+    assert!(
+        matches!(
+            t.b.post_direct(any, buf.as_mut_ptr(), 8),
+            DirectPost::UseRequest
+        ),
+        "one at a time"
+    );
+    send(&mut t.a, &mut t.ab, b"direct!", 4, Mode::Standard);
+    t.run();
+    assert!(t.b.direct_ready());
+    let st = t.b.take_direct().unwrap().unwrap();
+    assert_eq!((st.source, st.tag, st.bytes), (0, 4, 7));
+    assert_eq!(&buf[..7], b"direct!");
+    assert_eq!(t.b.reqs.live(), 0, "no request was made");
+    // An unexpected eager message completes it at once; a synchronous sender gets its ack.
+    let (s, _) = send(&mut t.a, &mut t.ab, b"sync", 5, Mode::Sync);
+    t.run();
+    let mut small = [0u8; 2];
+    match t.b.post_direct(any, small.as_mut_ptr(), 2) {
+        DirectPost::Done(st) => assert_eq!(st.error_class(), Some(ErrorClass::Truncate)),
+        other => panic!("{other:?}"),
+    }
+    t.run();
+    assert!(done(&t.a, s));
+    // A rendezvous message turns the receive into a request.
+    let big: Vec<u8> = (0..500u32).map(|i| i as u8).collect();
+    let mut dst = vec![0u8; 500];
+    assert!(matches!(
+        t.b.post_direct(any, dst.as_mut_ptr(), 500),
+        DirectPost::Posted
+    ));
+    let (s2, _) = send(&mut t.a, &mut t.ab, &big, 6, Mode::Standard);
+    t.run();
+    let slot = t.b.take_direct().unwrap().unwrap_err();
+    assert!(done(&t.b, slot) && done(&t.a, s2));
+    assert_eq!(dst, big);
+    // A rendezvous message already waiting: use a request.
+    send(&mut t.a, &mut t.ab, &big, 7, Mode::Standard);
+    t.run();
+    assert!(matches!(
+        t.b.post_direct(any, dst.as_mut_ptr(), 500),
+        DirectPost::UseRequest
+    ));
 }

@@ -168,7 +168,7 @@ impl Tx {
             std::ptr::copy_nonoverlapping(hdr.as_ptr(), p.add(8), HEADER_LEN);
             let mut at = p.add(RECORD_HDR);
             for part in parts {
-                std::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
+                crate::mem::copy(part.as_ptr(), at, part.len());
                 at = at.add(part.len());
             }
         }
