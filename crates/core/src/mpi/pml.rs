@@ -935,7 +935,13 @@ impl Pml {
             Frame::Eager { env, sreq, .. } | Frame::Rts { env, sreq, .. } => (env, sreq),
             _ => return,
         };
-        if let Some(i) = self.posted.iter().position(|p| matches(&p.spec, &env)) {
+        // The oldest posted receive is the usual match: test it before searching.
+        let found = match self.posted.front() {
+            Some(p) if matches(&p.spec, &env) => Some(0),
+            Some(_) => self.posted.iter().position(|p| matches(&p.spec, &env)),
+            None => None,
+        };
+        if let Some(i) = found {
             let mut p = take_at(&mut self.posted, i);
             self.counters.preposted += 1;
             if p.slot == DIRECT {

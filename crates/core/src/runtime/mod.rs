@@ -43,14 +43,17 @@ pub struct Card {
     pub host: String,
     pub pid: u32,
     pub tcp: Option<SocketAddr>,
+    /// CPUs the process may run on (bit set).
+    pub cpus: Vec<u64>,
 }
 
 impl Card {
-    /// `host|pid|addr:port` (or `-` without TCP). PMI values may not contain spaces, `=` or
-    /// backslashes (Hydra cuts or drops such values), and host names contain none of `|`.
+    /// `host|pid|addr:port|cpus` (`-` without TCP; cpus as hex words). PMI values may not
+    /// contain spaces, `=` or backslashes (Hydra cuts or drops such values), and host names
+    /// contain none of `|`.
     pub fn encode(&self) -> String {
         let t = self.tcp.map_or_else(|| "-".to_string(), |a| a.to_string());
-        format!("{}|{}|{t}", self.host, self.pid)
+        format!("{}|{}|{t}|{}", self.host, self.pid, mask_encode(&self.cpus))
     }
 
     pub fn decode(s: &str) -> Option<Card> {
@@ -61,10 +64,16 @@ impl Card {
             "-" => None,
             a => Some(a.parse().ok()?),
         };
+        let cpus = mask_decode(it.next()?)?;
         if it.next().is_some() {
             return None;
         }
-        Some(Card { host, pid, tcp })
+        Some(Card {
+            host,
+            pid,
+            tcp,
+            cpus,
+        })
     }
 }
 
@@ -101,18 +110,65 @@ pub struct Engine {
     pub ncpus: usize,
 }
 
-fn cpus() -> usize {
+/// The CPUs this process may run on, as a bit set (bit i: CPU i).
+fn affinity() -> Vec<u64> {
     // SAFETY: sched_getaffinity fills a cpu_set_t we own.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            let n = libc::CPU_COUNT(&set) as usize;
-            if n > 0 {
-                return n;
+            let n = libc::CPU_SETSIZE as usize;
+            let mut words = vec![0u64; n.div_ceil(64)];
+            for cpu in 0..n {
+                if libc::CPU_ISSET(cpu, &set) {
+                    words[cpu / 64] |= 1 << (cpu % 64);
+                }
+            }
+            while words.len() > 1 && *words.last().expect("non-empty") == 0 {
+                words.pop();
+            }
+            if words.iter().any(|w| *w != 0) {
+                return words;
             }
         }
     }
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut words = vec![0u64; n.div_ceil(64)];
+    for cpu in 0..n {
+        words[cpu / 64] |= 1 << (cpu % 64);
+    }
+    words
+}
+
+/// A CPU set as hex words, most significant first, `.`-separated (no PMI-unsafe characters).
+fn mask_encode(m: &[u64]) -> String {
+    m.iter()
+        .rev()
+        .map(|w| format!("{w:x}"))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn mask_decode(s: &str) -> Option<Vec<u64>> {
+    let mut v: Vec<u64> = s
+        .split('.')
+        .map(|w| u64::from_str_radix(w, 16).ok())
+        .collect::<Option<_>>()?;
+    v.reverse();
+    Some(v)
+}
+
+/// CPUs the processes of this host can use between them (the union of their affinities).
+fn cpus_of(masks: &[&[u64]]) -> usize {
+    let len = masks.iter().map(|m| m.len()).max().unwrap_or(0);
+    (0..len)
+        .map(|i| {
+            masks
+                .iter()
+                .fold(0u64, |acc, m| acc | m.get(i).copied().unwrap_or(0))
+                .count_ones() as usize
+        })
+        .sum::<usize>()
+        .max(1)
 }
 
 fn kernel_hostname() -> String {
@@ -237,6 +293,7 @@ impl Engine {
                 host: hostname.clone(),
                 pid: std::process::id(),
                 tcp: addr,
+                cpus: affinity(),
             };
             p.put(&format!("protean-card-{rank}"), &card.encode())
                 .map_err(pmi_err)?;
@@ -327,7 +384,19 @@ impl Engine {
             tcp = None;
         }
 
-        let ncpus = cpus();
+        // Oversubscribed when the processes of this host outnumber the CPUs they may use
+        // between them (each may be pinned to one CPU, so one process's own mask says little).
+        let own_mask = affinity();
+        let masks: Vec<&[u64]> = local
+            .iter()
+            .map(|&g| {
+                cards
+                    .get(g as usize)
+                    .and_then(|c| c.as_ref())
+                    .map_or(&own_mask[..], |c| &c.cpus[..])
+            })
+            .collect();
+        let ncpus = cpus_of(&masks);
         let yield_wait = match YIELD_MODES[cfg.progress_yield] {
             "always" => true,
             "never" => false,
@@ -544,26 +613,34 @@ mod tests {
             host: "node-1".into(),
             pid: 42,
             tcp: Some("10.0.0.2:5555".parse().unwrap()),
+            cpus: vec![0xf0, 0, 1],
         };
         assert_eq!(Card::decode(&c.encode()), Some(c));
         let c = Card {
             host: "n".into(),
             pid: 1,
             tcp: None,
+            cpus: vec![3],
         };
-        assert_eq!(Card::decode(&c.encode()), Some(c));
-        assert!(!Card {
-            host: "n".into(),
-            pid: 1,
-            tcp: None
-        }
-        .encode()
-        .contains(['=', ' ', '\\']));
+        assert_eq!(Card::decode(&c.encode()), Some(c.clone()));
+        assert!(!c.encode().contains(['=', ' ', '\\']));
         assert_eq!(Card::decode("x"), None);
         assert_eq!(Card::decode("x|notanumber|-"), None);
         assert_eq!(Card::decode("x|1|bad"), None);
-        assert_eq!(Card::decode("x|1|-|extra"), None);
+        assert_eq!(Card::decode("x|1|-|1|extra"), None);
+        assert_eq!(Card::decode("x|1|-|zz"), None);
         assert_eq!(Card::decode(""), None);
+    }
+
+    #[test]
+    fn cpus_are_the_union_of_masks() {
+        // Two processes pinned to CPUs 0 and 1: two CPUs between them.
+        assert_eq!(cpus_of(&[&[0b01], &[0b10]]), 2);
+        // Both restricted to CPU 0.
+        assert_eq!(cpus_of(&[&[0b1], &[0b1]]), 1);
+        assert_eq!(cpus_of(&[&[0b11, 1], &[0b100]]), 4);
+        assert_eq!(cpus_of(&[]), 1);
+        assert!(!affinity().is_empty());
     }
 
     #[test]
