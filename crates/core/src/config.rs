@@ -230,7 +230,7 @@ tunables! {
         "Transports allowed between ranks, in order of preference: shm (same host), tcp. Ranks on one host use shm when allowed; 'tcp' alone forces TCP everywhere. The self transport always carries messages to the own rank.";
     protocol: usize = "static", Kind::Choice(PROTOCOLS), writable = true,
         "Point-to-point protocol policy: static (size thresholds per transport), or force eager, rendezvous or eager-rendezvous for every message.";
-    shm_eager_limit: i64 = "16384", SIZE, writable = true,
+    shm_eager_limit: i64 = "8192", SIZE, writable = true,
         "Largest message (bytes) sent eagerly over shared memory; larger ones use rendezvous. Capped by the channel's largest frame.";
     tcp_eager_limit: i64 = "65536", SIZE, writable = true,
         "Largest message (bytes) sent eagerly over TCP; larger ones use rendezvous.";
@@ -246,7 +246,7 @@ tunables! {
         "Chunk size of cooperative copies: each side claims chunks of this size.";
     shm_fast_channels: i64 = "8", Kind::Int { min: 0, max: 64 }, writable = false,
         "Dedicated per-peer fast channels each rank offers (max_fast); peers beyond that use the shared receive queue.";
-    shm_ring_bytes: i64 = "131072", Kind::Int { min: 4096, max: 1 << 28 }, writable = false,
+    shm_ring_bytes: i64 = "262144", Kind::Int { min: 4096, max: 1 << 28 }, writable = false,
         "Size of each dedicated fast channel ring in bytes (rounded to a power of two).";
     shm_queue_cells: i64 = "64", Kind::Int { min: 4, max: 1 << 16 }, writable = false,
         "Cells in each rank's shared receive queue.";
@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn defaults_parse() {
         let c = Config::defaults();
-        assert_eq!(c.shm_eager_limit, 16384);
+        assert_eq!(c.shm_eager_limit, 8192);
         assert_eq!(c.transports, "shm,tcp");
         assert_eq!(PROTOCOLS[c.protocol], "static");
         assert!(c.shm_single_copy);

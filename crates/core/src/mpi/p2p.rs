@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::err;
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::datatype::Datatype;
-use crate::mpi::pml::DirectPost;
+use crate::mpi::pml::{DirectPost, Pml};
 use crate::mpi::request::*;
 use crate::proto::frame::Envelope;
 use crate::runtime::global::{self, with};
@@ -193,6 +193,12 @@ impl Engine {
         mode: Mode,
         ctx_offset: u32,
     ) -> Result<u32> {
+        if matches!(mode, Mode::Standard | Mode::Ready)
+            && self.send_now(buf, count, dt, dest, tag, comm, ctx_offset)?
+        {
+            // Sent and complete: the shared complete-send request stands for it.
+            return Ok(Pml::DONE_SEND);
+        }
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?;
         if !(0..=TAG_UB).contains(&tag) {
@@ -242,6 +248,7 @@ impl Engine {
         dest: i32,
         tag: i32,
         comm: u32,
+        ctx_offset: u32,
     ) -> Result<bool> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
@@ -261,7 +268,7 @@ impl Engine {
             _ => return Ok(false),
         };
         let env = Envelope {
-            ctx: c.ctx,
+            ctx: c.ctx + ctx_offset,
             src: c.rank,
             tag,
         };
@@ -406,6 +413,9 @@ impl Engine {
     /// MPI_Request_free.
     pub fn request_free(&mut self, slot: u32) -> Result<()> {
         let r = self.pml.reqs.get_mut(slot).ok_or_else(bad_request)?;
+        if r.permanent {
+            return Ok(());
+        }
         let done = r.complete || (r.persist.is_some() && !r.active);
         if done {
             self.pml.release(slot);
@@ -800,15 +810,10 @@ pub unsafe fn send(
     mode: Mode,
 ) -> Result<()> {
     let (slot, done) = with(|e| -> Result<(u32, bool)> {
-        if matches!(mode, Mode::Standard | Mode::Ready)
-            && e.send_now(buf, count, dt, dest, tag, comm)?
-        {
-            return Ok((u32::MAX, true));
-        }
         let s = e.isend(buf, count, dt, dest, tag, comm, mode)?;
         Ok((s, e.pml.reqs.get(s).is_some_and(|r| r.complete)))
     })??;
-    if slot == u32::MAX {
+    if slot == Pml::DONE_SEND {
         return Ok(());
     }
     if !done {

@@ -292,6 +292,10 @@ pub struct Pml {
 }
 
 impl Pml {
+    /// Slot of the request every eagerly completed nonblocking send shares: a handle to a
+    /// complete send with an empty status, which waiting and freeing leave in place.
+    pub const DONE_SEND: u32 = 0;
+
     pub fn new(me: Gpid, routes: Vec<Route>, policy: Policy, single_copy: bool) -> Pml {
         let peers = routes
             .into_iter()
@@ -305,8 +309,14 @@ impl Pml {
                 lost: None,
             })
             .collect();
+        let mut reqs = Slab::default();
+        let mut done = Request::new(Kind::Done, 0);
+        done.complete = true;
+        done.permanent = true;
+        let slot = reqs.insert(done);
+        debug_assert_eq!(slot, Pml::DONE_SEND);
         Pml {
-            reqs: Slab::default(),
+            reqs,
             posted: VecDeque::new(),
             unexpected: VecDeque::new(),
             peers,
@@ -1229,6 +1239,11 @@ impl Pml {
     /// Remove a completed-and-collected request.
     pub fn release(&mut self, slot: u32) -> Option<Request> {
         let r = self.reqs.get(slot)?;
+        if r.permanent {
+            let mut copy = Request::new(Kind::Done, r.comm);
+            copy.complete = true;
+            return Some(copy);
+        }
         if r.kind == Kind::Recv && r.recv_state == RecvState::Posted {
             self.posted.retain(|p| p.slot != slot);
         }

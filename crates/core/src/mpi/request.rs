@@ -160,6 +160,8 @@ pub struct Request {
     pub persist: Option<Box<Persist>>,
     /// Persistent request that has been started and not yet completed by a Wait/Test.
     pub active: bool,
+    /// The shared "already complete" request that eager sends return (never released).
+    pub permanent: bool,
 }
 
 impl Request {
@@ -189,6 +191,7 @@ impl Request {
             bsend_region: None,
             persist: None,
             active: true,
+            permanent: false,
         }
     }
 }

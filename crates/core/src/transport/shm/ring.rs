@@ -188,6 +188,8 @@ impl Tx {
 pub struct Rx {
     ch: Chan,
     head: u64,
+    /// The head value last stored for the producer to see.
+    published: u64,
 }
 
 // SAFETY: an Rx is the only reader of its channel; the engine serialises access.
@@ -200,7 +202,11 @@ impl Rx {
         let lines = (ring_bytes / LINE) as u64;
         let ch = Chan { base, lines };
         let head = ch.head().load(Ordering::Acquire);
-        Rx { ch, head }
+        Rx {
+            ch,
+            head,
+            published: head,
+        }
     }
 
     /// Is a record waiting? (One load of the line at the head.)
@@ -209,12 +215,33 @@ impl Rx {
         self.ch.stamp(self.head).load(Ordering::Acquire) == (self.head as u32).wrapping_add(1)
     }
 
+    /// Let the producer reuse what we consumed. Publishing after every record would bounce
+    /// the head line between the two caches while a producer waits for room; we publish
+    /// once a quarter of the ring is consumed, and whenever the ring runs empty (so a waiting
+    /// producer always learns of all the room there is before we go idle).
+    #[inline(always)]
+    fn consumed(&mut self, lines: u64) {
+        self.head += lines;
+        if self.head - self.published >= self.ch.lines / 4 {
+            self.publish();
+        }
+    }
+
+    #[inline(always)]
+    fn publish(&mut self) {
+        self.ch.head().store(self.head, Ordering::Release);
+        self.published = self.head;
+    }
+
     /// Hand the next record, if any, to `f(header, payload)`; the payload borrows ring memory
     /// and is released when `f` returns. Returns whether a record was consumed.
     #[inline]
     pub fn pop(&mut self, f: impl FnOnce(&[u8; HEADER_LEN], &[u8])) -> bool {
         loop {
             if !self.ready() {
+                if self.published != self.head {
+                    self.publish();
+                }
                 return false;
             }
             let p = self.ch.line(self.head);
@@ -223,8 +250,7 @@ impl Rx {
             let len = unsafe { (p.add(4) as *const u32).read() };
             if len == WRAP {
                 let to_end = self.ch.lines - (self.head & (self.ch.lines - 1));
-                self.head += to_end;
-                self.ch.head().store(self.head, Ordering::Release);
+                self.consumed(to_end);
                 continue;
             }
             let len = len as usize;
@@ -233,8 +259,7 @@ impl Rx {
                 // A record never wraps; a length that claims to is corrupt. Skip to the end
                 // of the ring rather than read outside it.
                 debug_assert!(false, "corrupt shared-memory record length {len}");
-                self.head += (to_end / LINE) as u64;
-                self.ch.head().store(self.head, Ordering::Release);
+                self.consumed((to_end / LINE) as u64);
                 continue;
             }
             // SAFETY: header and payload lie inside the ring (checked just above) and stay
@@ -246,8 +271,7 @@ impl Rx {
                 )
             };
             f(hdr, payload);
-            self.head += lines_for(len);
-            self.ch.head().store(self.head, Ordering::Release);
+            self.consumed(lines_for(len));
             return true;
         }
     }
