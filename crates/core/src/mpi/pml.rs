@@ -47,6 +47,13 @@ pub trait Io {
     ) -> Result<Sent, SendError>;
     /// Largest frame payload to `peer` on the channel in use now.
     fn max_payload(&self, peer: Gpid) -> usize;
+
+    /// Send a frame only if the transport can take all of it now without holding on to `body`
+    /// and without queueing it behind other output (the request-free eager path). False:
+    /// nothing was sent.
+    fn try_send(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], body: &[u8]) -> bool {
+        self.send(peer, hdr, &[], body, Token::NONE).is_ok()
+    }
 }
 
 /// Counters kept per process (MPI_T performance variables).
@@ -383,8 +390,7 @@ impl Pml {
             sync: false,
         }
         .encode();
-        // Without a token a transport copies whatever it cannot send at once.
-        if io.send(peer, &hdr, &[], data, Token::NONE).is_err() {
+        if !io.try_send(peer, &hdr, data) {
             return false;
         }
         p.send_seq = p.send_seq.wrapping_add(1);

@@ -90,6 +90,30 @@ impl Io for Net {
     }
 
     #[inline]
+    fn try_send(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], body: &[u8]) -> bool {
+        match self
+            .routes
+            .get(peer as usize)
+            .copied()
+            .unwrap_or(Route::Unreachable)
+        {
+            Route::Shm => self
+                .shm
+                .as_mut()
+                .expect("shm route without shm transport")
+                .push(peer, hdr, &[body]),
+            // Behind queued output the frame would have to be copied: let the caller take the
+            // request path, which lends the buffer to the transport instead.
+            Route::Tcp => {
+                let tcp = self.tcp.as_mut().expect("tcp route without tcp transport");
+                !tcp.has_queued(peer) && tcp.post(peer, hdr, &[], body, Token::NONE).is_ok()
+            }
+            Route::SelfLoop => self.send(peer, hdr, &[], body, Token::NONE).is_ok(),
+            Route::Unreachable => false,
+        }
+    }
+
+    #[inline]
     fn max_payload(&self, peer: Gpid) -> usize {
         match self
             .routes

@@ -30,6 +30,8 @@ const PREFIX: usize = 4 + HEADER_LEN;
 pub const MAX_PAYLOAD: usize = 1 << 31;
 const INLINE_SMALL: usize = 28;
 const RX_BUF: usize = 256 * 1024;
+/// Bytes asked of the kernel per read of frames (see `read_conn`).
+const READ_CHUNK: usize = 64 * 1024;
 
 struct Out {
     head: [u8; PREFIX + INLINE_SMALL],
@@ -67,6 +69,8 @@ struct Conn {
     start: usize,
     end: usize,
     rx: RxState,
+    /// Payload bytes the frame at the front of the buffer still needs (0: unknown).
+    want: usize,
     closed: bool,
 }
 
@@ -173,6 +177,7 @@ impl Tcp {
             start: 0,
             end: 0,
             rx: RxState::Frames,
+            want: 0,
             closed: false,
         });
         if self.send_conn.len() <= peer as usize {
@@ -457,6 +462,7 @@ impl Tcp {
                     }
                 }
                 if avail < PREFIX + plen {
+                    c.want = plen;
                     if PREFIX + plen > c.buf.len() {
                         // A frame larger than the buffer: grow it for this frame.
                         let mut nb = vec![0u8; PREFIX + plen];
@@ -468,6 +474,7 @@ impl Tcp {
                     break;
                 }
                 sink.on_frame(c.peer, hdr, &b[PREFIX..PREFIX + plen]);
+                c.want = 0;
                 delivered += 1;
                 c.start += PREFIX + plen;
             }
@@ -490,7 +497,10 @@ impl Tcp {
                 c.end -= c.start;
                 c.start = 0;
             }
-            let room = c.buf.len() - c.end;
+            // Read at most READ_CHUNK at a time: the payload of a large Data frame that lands
+            // in this buffer has to be copied again, what follows its header is read straight
+            // into the receive buffer.
+            let room = (c.buf.len() - c.end).min(READ_CHUNK.max(PREFIX + c.want));
             // SAFETY: reading into the unused tail of our own buffer.
             let n = unsafe {
                 libc::recv(
@@ -522,6 +532,14 @@ impl Tcp {
         }
         let _ = me;
         delivered
+    }
+
+    /// Is output queued on the connection we send to `peer` on?
+    pub fn has_queued(&self, peer: Gpid) -> bool {
+        match self.send_conn.get(peer as usize) {
+            Some(Some(i)) => !self.conns[*i].out.is_empty(),
+            _ => false,
+        }
     }
 
     /// Queue (and try to write) one frame.
