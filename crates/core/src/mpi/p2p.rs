@@ -706,27 +706,24 @@ impl Engine {
             .packed_size(count)
             .ok_or_else(|| crate::mpi_error!(Count, "count {count} overflows the message size"))?;
         let need = len + BSEND_OVERHEAD;
-        self.reap_bsend();
-        let Some(b) = self.bsend.as_mut() else {
-            return err!(
-                Buffer,
-                "buffered send of {len} bytes with no buffer attached (use MPI_Buffer_attach)"
-            );
-        };
-        // First fit between the regions in use.
-        let mut at = 0usize;
-        let mut place = None;
-        for (i, &(off, l, _)) in b.used.iter().enumerate() {
-            if off - at >= need {
-                place = Some((i, at));
-                break;
+        // Space held by earlier buffered sends is free once they are transmitted; let
+        // progress run (completions may only be waiting to be noticed) before giving up.
+        let mut tries = 0;
+        let (idx, off) = loop {
+            self.reap_bsend();
+            let Some(b) = self.bsend.as_ref() else {
+                return err!(
+                    Buffer,
+                    "buffered send of {len} bytes with no buffer attached (use MPI_Buffer_attach)"
+                );
+            };
+            if let Some(p) = b.first_fit(need) {
+                break p;
             }
-            at = off + l;
-        }
-        let (idx, off) = match place {
-            Some(p) => p,
-            None if b.size - at >= need => (b.used.len(), at),
-            None => {
+            let moved = self.progress();
+            tries += 1;
+            if tries > 64 && moved == 0 && !self.pml.busy() {
+                let b = self.bsend.as_ref().expect("attached");
                 let free: usize = b.size - b.used.iter().map(|u| u.1).sum::<usize>();
                 return err!(
                     Buffer,
@@ -735,6 +732,7 @@ impl Engine {
                 );
             }
         };
+        let b = self.bsend.as_mut().expect("attached");
         // SAFETY: [off, off+need) is inside the attached buffer and not used by another send.
         let region = unsafe { b.base.add(off) };
         let peer = self

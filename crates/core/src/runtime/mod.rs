@@ -40,7 +40,10 @@ const COOP_SLOTS: usize = 64;
 /// What each process publishes about itself at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Card {
+    /// Host identity for the choice of transport (`hostname` tunable, else the kernel's).
     pub host: String,
+    /// The kernel's host name: the machine whose CPUs the process shares.
+    pub node: String,
     pub pid: u32,
     pub tcp: Option<SocketAddr>,
     /// CPUs the process may run on (bit set).
@@ -48,17 +51,24 @@ pub struct Card {
 }
 
 impl Card {
-    /// `host|pid|addr:port|cpus` (`-` without TCP; cpus as hex words). PMI values may not
+    /// `host|node|pid|addr:port|cpus` (`-` without TCP; cpus as hex words). PMI values may not
     /// contain spaces, `=` or backslashes (Hydra cuts or drops such values), and host names
     /// contain none of `|`.
     pub fn encode(&self) -> String {
         let t = self.tcp.map_or_else(|| "-".to_string(), |a| a.to_string());
-        format!("{}|{}|{t}|{}", self.host, self.pid, mask_encode(&self.cpus))
+        format!(
+            "{}|{}|{}|{t}|{}",
+            self.host,
+            self.node,
+            self.pid,
+            mask_encode(&self.cpus)
+        )
     }
 
     pub fn decode(s: &str) -> Option<Card> {
         let mut it = s.split('|');
         let host = it.next().filter(|h| !h.is_empty())?.to_string();
+        let node = it.next().filter(|h| !h.is_empty())?.to_string();
         let pid = it.next()?.parse().ok()?;
         let tcp = match it.next()? {
             "-" => None,
@@ -70,6 +80,7 @@ impl Card {
         }
         Some(Card {
             host,
+            node,
             pid,
             tcp,
             cpus,
@@ -84,6 +95,21 @@ pub struct BsendBuffer {
     pub size: usize,
     /// Regions in use: (offset, length, request slot), sorted by offset.
     pub used: Vec<(usize, usize, u32)>,
+}
+
+impl BsendBuffer {
+    /// First free region of `need` bytes between the regions in use: (index to insert at,
+    /// offset).
+    pub fn first_fit(&self, need: usize) -> Option<(usize, usize)> {
+        let mut at = 0usize;
+        for (i, &(off, len, _)) in self.used.iter().enumerate() {
+            if off - at >= need {
+                return Some((i, at));
+            }
+            at = off + len;
+        }
+        (self.size - at >= need).then_some((self.used.len(), at))
+    }
 }
 
 /// Every MPI object and the transports of this process.
@@ -108,6 +134,8 @@ pub struct Engine {
     pub bsend: Option<BsendBuffer>,
     pub appnum: i32,
     pub ncpus: usize,
+    /// Processes of the job on this machine.
+    pub node_procs: usize,
 }
 
 /// The CPUs this process may run on, as a bit set (bit i: CPU i).
@@ -291,6 +319,7 @@ impl Engine {
             });
             let card = Card {
                 host: hostname.clone(),
+                node: kernel_hostname(),
                 pid: std::process::id(),
                 tcp: addr,
                 cpus: affinity(),
@@ -384,23 +413,26 @@ impl Engine {
             tcp = None;
         }
 
-        // Oversubscribed when the processes of this host outnumber the CPUs they may use
-        // between them (each may be pinned to one CPU, so one process's own mask says little).
+        // Oversubscribed when the processes of this machine outnumber the CPUs they may use
+        // between them (each may be pinned to one CPU, so one process's own mask says little;
+        // and emulated hosts share the machine's CPUs).
         let own_mask = affinity();
-        let masks: Vec<&[u64]> = local
-            .iter()
-            .map(|&g| {
-                cards
-                    .get(g as usize)
-                    .and_then(|c| c.as_ref())
-                    .map_or(&own_mask[..], |c| &c.cpus[..])
-            })
-            .collect();
+        let node = kernel_hostname();
+        let masks: Vec<&[u64]> = match pmi.as_ref().filter(|_| size > 1) {
+            Some(_) => cards
+                .iter()
+                .flatten()
+                .filter(|c| c.node == node)
+                .map(|c| &c.cpus[..])
+                .collect(),
+            None => vec![&own_mask[..]],
+        };
+        let node_procs = masks.len().max(1);
         let ncpus = cpus_of(&masks);
         let yield_wait = match YIELD_MODES[cfg.progress_yield] {
             "always" => true,
             "never" => false,
-            _ => local.len() > ncpus,
+            _ => node_procs > ncpus,
         };
         let policy = policy_from(&cfg);
         let mut pml = Pml::new(me, routes.clone(), policy, cfg.shm_single_copy);
@@ -410,7 +442,7 @@ impl Engine {
         }
         if cfg.verbose > 0 && rank == 0 {
             eprintln!(
-                "Protean: {size} ranks, {} on this host ({ncpus} cpus, waiting ranks {}), protocol {}",
+                "Protean: {size} ranks, {} on this host, {node_procs} on this machine ({ncpus} cpus, waiting ranks {}), protocol {}",
                 local.len(),
                 if yield_wait { "yield" } else { "poll" },
                 PROTOCOLS[cfg.protocol]
@@ -467,6 +499,7 @@ impl Engine {
             bsend: None,
             appnum,
             ncpus,
+            node_procs,
         })
     }
 
@@ -496,7 +529,7 @@ impl Engine {
         self.yield_wait = match YIELD_MODES[self.cfg.progress_yield] {
             "always" => true,
             "never" => false,
-            _ => self.local.len() > self.ncpus,
+            _ => self.node_procs > self.ncpus,
         };
         global::set_yield(self.yield_wait);
     }
@@ -587,9 +620,9 @@ impl Engine {
         }
     }
 
-    /// Processes on this host outnumber its cores.
+    /// Processes on this machine outnumber the CPUs they may use.
     pub fn oversubscribed(&self) -> bool {
-        self.local.len() > self.ncpus
+        self.node_procs > self.ncpus
     }
 }
 
@@ -611,6 +644,7 @@ mod tests {
     fn cards_roundtrip_and_reject_garbage() {
         let c = Card {
             host: "node-1".into(),
+            node: "m1".into(),
             pid: 42,
             tcp: Some("10.0.0.2:5555".parse().unwrap()),
             cpus: vec![0xf0, 0, 1],
@@ -618,6 +652,7 @@ mod tests {
         assert_eq!(Card::decode(&c.encode()), Some(c));
         let c = Card {
             host: "n".into(),
+            node: "m".into(),
             pid: 1,
             tcp: None,
             cpus: vec![3],
@@ -625,10 +660,11 @@ mod tests {
         assert_eq!(Card::decode(&c.encode()), Some(c.clone()));
         assert!(!c.encode().contains(['=', ' ', '\\']));
         assert_eq!(Card::decode("x"), None);
-        assert_eq!(Card::decode("x|notanumber|-"), None);
-        assert_eq!(Card::decode("x|1|bad"), None);
-        assert_eq!(Card::decode("x|1|-|1|extra"), None);
-        assert_eq!(Card::decode("x|1|-|zz"), None);
+        assert_eq!(Card::decode("x|m|notanumber|-|1"), None);
+        assert_eq!(Card::decode("x|m|1|bad|1"), None);
+        assert_eq!(Card::decode("x|m|1|-|1|extra"), None);
+        assert_eq!(Card::decode("x|m|1|-|zz"), None);
+        assert_eq!(Card::decode("x||1|-|1"), None);
         assert_eq!(Card::decode(""), None);
     }
 
@@ -653,5 +689,26 @@ mod tests {
         assert_eq!((e.rank, e.size), (0, 1));
         assert_eq!(e.net.routes, vec![Route::SelfLoop]);
         assert!(e.net.shm.is_none() && e.net.tcp.is_none());
+    }
+}
+
+#[cfg(test)]
+mod bsend_tests {
+    use super::BsendBuffer;
+
+    #[test]
+    fn first_fit_uses_gaps() {
+        let mut b = BsendBuffer {
+            base: std::ptr::null_mut(),
+            size: 100,
+            used: vec![],
+        };
+        assert_eq!(b.first_fit(100), Some((0, 0)));
+        assert_eq!(b.first_fit(101), None);
+        b.used = vec![(10, 20, 1), (50, 10, 2)];
+        assert_eq!(b.first_fit(10), Some((0, 0)));
+        assert_eq!(b.first_fit(11), Some((1, 30)));
+        assert_eq!(b.first_fit(40), Some((2, 60)));
+        assert_eq!(b.first_fit(41), None);
     }
 }
