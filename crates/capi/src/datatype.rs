@@ -801,3 +801,61 @@ pub unsafe extern "C" fn protean_MPI_Pack_size_c(
         Err(rc) => rc,
     }
 }
+
+/// # Safety
+/// `lb` and `extent` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_get_extent_c(
+    datatype: MPI_Datatype,
+    lb: *mut MPI_Count,
+    extent: *mut MPI_Count,
+) -> c_int {
+    match with_type(datatype, "MPI_Type_get_extent_c", |d| (d.lb, d.extent())) {
+        Ok((l, x)) => {
+            out(lb, l as MPI_Count);
+            out(extent, x as MPI_Count);
+            MPI_SUCCESS
+        }
+        Err(rc) => rc,
+    }
+}
+
+/// # Safety
+/// `true_lb` and `true_extent` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_get_true_extent_x(
+    datatype: MPI_Datatype,
+    true_lb: *mut MPI_Count,
+    true_extent: *mut MPI_Count,
+) -> c_int {
+    match with_type(datatype, "MPI_Type_get_true_extent_x", |d| {
+        (d.true_lb, d.true_extent())
+    }) {
+        Ok((l, x)) => {
+            out(true_lb, l as MPI_Count);
+            out(true_extent, x as MPI_Count);
+            MPI_SUCCESS
+        }
+        Err(rc) => rc,
+    }
+}
+
+/// # Safety
+/// `true_lb` and `true_extent` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_get_true_extent_c(
+    datatype: MPI_Datatype,
+    true_lb: *mut MPI_Count,
+    true_extent: *mut MPI_Count,
+) -> c_int {
+    match with_type(datatype, "MPI_Type_get_true_extent_c", |d| {
+        (d.true_lb, d.true_extent())
+    }) {
+        Ok((l, x)) => {
+            out(true_lb, l as MPI_Count);
+            out(true_extent, x as MPI_Count);
+            MPI_SUCCESS
+        }
+        Err(rc) => rc,
+    }
+}
