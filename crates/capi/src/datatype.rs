@@ -79,15 +79,23 @@ pub unsafe extern "C" fn protean_MPI_Type_size_c(
     protean_MPI_Type_size_x(datatype, size)
 }
 
-/// # Safety
-/// `lb` and `extent` are writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_get_extent(
+/// Lower bound and extent (or true lower bound and true extent) of a type, for every form of
+/// MPI_Type_get_(true_)extent (MPI_Aint and MPI_Count are both `long`).
+unsafe fn bounds(
     datatype: MPI_Datatype,
     lb: *mut MPI_Aint,
     extent: *mut MPI_Aint,
+    true_bounds: bool,
+    func: &str,
 ) -> c_int {
-    match with_type(datatype, "MPI_Type_get_extent", |d| (d.lb, d.extent())) {
+    let r = with_type(datatype, func, |d| {
+        if true_bounds {
+            (d.true_lb, d.true_extent())
+        } else {
+            (d.lb, d.extent())
+        }
+    });
+    match r {
         Ok((l, x)) => {
             out(lb, l as MPI_Aint);
             out(extent, x as MPI_Aint);
@@ -100,19 +108,23 @@ pub unsafe extern "C" fn protean_MPI_Type_get_extent(
 /// # Safety
 /// `lb` and `extent` are writable.
 #[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Type_get_extent(
+    datatype: MPI_Datatype,
+    lb: *mut MPI_Aint,
+    extent: *mut MPI_Aint,
+) -> c_int {
+    bounds(datatype, lb, extent, false, "MPI_Type_get_extent")
+}
+
+/// # Safety
+/// `lb` and `extent` are writable.
+#[no_mangle]
 pub unsafe extern "C" fn protean_MPI_Type_get_extent_x(
     datatype: MPI_Datatype,
     lb: *mut MPI_Count,
     extent: *mut MPI_Count,
 ) -> c_int {
-    match with_type(datatype, "MPI_Type_get_extent_x", |d| (d.lb, d.extent())) {
-        Ok((l, x)) => {
-            out(lb, l as MPI_Count);
-            out(extent, x as MPI_Count);
-            MPI_SUCCESS
-        }
-        Err(rc) => rc,
-    }
+    bounds(datatype, lb, extent, false, "MPI_Type_get_extent_x")
 }
 
 /// # Safety
@@ -123,16 +135,13 @@ pub unsafe extern "C" fn protean_MPI_Type_get_true_extent(
     true_lb: *mut MPI_Aint,
     true_extent: *mut MPI_Aint,
 ) -> c_int {
-    match with_type(datatype, "MPI_Type_get_true_extent", |d| {
-        (d.true_lb, d.true_extent())
-    }) {
-        Ok((l, x)) => {
-            out(true_lb, l as MPI_Aint);
-            out(true_extent, x as MPI_Aint);
-            MPI_SUCCESS
-        }
-        Err(rc) => rc,
-    }
+    bounds(
+        datatype,
+        true_lb,
+        true_extent,
+        true,
+        "MPI_Type_get_true_extent",
+    )
 }
 
 /// # Safety
@@ -810,14 +819,7 @@ pub unsafe extern "C" fn protean_MPI_Type_get_extent_c(
     lb: *mut MPI_Count,
     extent: *mut MPI_Count,
 ) -> c_int {
-    match with_type(datatype, "MPI_Type_get_extent_c", |d| (d.lb, d.extent())) {
-        Ok((l, x)) => {
-            out(lb, l as MPI_Count);
-            out(extent, x as MPI_Count);
-            MPI_SUCCESS
-        }
-        Err(rc) => rc,
-    }
+    bounds(datatype, lb, extent, false, "MPI_Type_get_extent_c")
 }
 
 /// # Safety
@@ -828,16 +830,13 @@ pub unsafe extern "C" fn protean_MPI_Type_get_true_extent_x(
     true_lb: *mut MPI_Count,
     true_extent: *mut MPI_Count,
 ) -> c_int {
-    match with_type(datatype, "MPI_Type_get_true_extent_x", |d| {
-        (d.true_lb, d.true_extent())
-    }) {
-        Ok((l, x)) => {
-            out(true_lb, l as MPI_Count);
-            out(true_extent, x as MPI_Count);
-            MPI_SUCCESS
-        }
-        Err(rc) => rc,
-    }
+    bounds(
+        datatype,
+        true_lb,
+        true_extent,
+        true,
+        "MPI_Type_get_true_extent_x",
+    )
 }
 
 /// # Safety
@@ -848,14 +847,11 @@ pub unsafe extern "C" fn protean_MPI_Type_get_true_extent_c(
     true_lb: *mut MPI_Count,
     true_extent: *mut MPI_Count,
 ) -> c_int {
-    match with_type(datatype, "MPI_Type_get_true_extent_c", |d| {
-        (d.true_lb, d.true_extent())
-    }) {
-        Ok((l, x)) => {
-            out(true_lb, l as MPI_Count);
-            out(true_extent, x as MPI_Count);
-            MPI_SUCCESS
-        }
-        Err(rc) => rc,
-    }
+    bounds(
+        datatype,
+        true_lb,
+        true_extent,
+        true,
+        "MPI_Type_get_true_extent_c",
+    )
 }

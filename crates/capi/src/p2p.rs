@@ -606,6 +606,26 @@ unsafe fn collect_one(
     Ok((st, comm))
 }
 
+/// The requests of an array argument as slots (None for MPI_REQUEST_NULL), or the error code
+/// of a raised error for a bad count or handle.
+unsafe fn request_array(
+    count: c_int,
+    reqs: *const MPI_Request,
+    func: &str,
+) -> Result<Vec<Option<u32>>, c_int> {
+    check_array(count, reqs, func)?;
+    slots(count, reqs).map_err(|i| {
+        raise(
+            MPI_COMM_WORLD,
+            bad(
+                ErrorClass::Request,
+                format!("invalid request handle at index {i}"),
+            ),
+            func,
+        )
+    })
+}
+
 fn check_array(count: c_int, reqs: *const MPI_Request, func: &str) -> Result<(), c_int> {
     if count < 0 {
         return Err(raise(
@@ -646,21 +666,9 @@ pub unsafe extern "C" fn protean_MPI_Waitall(
     array_of_requests: *mut MPI_Request,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    if let Err(c) = check_array(count, array_of_requests, "MPI_Waitall") {
-        return c;
-    }
-    let s = match slots(count, array_of_requests) {
+    let s = match request_array(count, array_of_requests, "MPI_Waitall") {
         Ok(s) => s,
-        Err(i) => {
-            return raise(
-                MPI_COMM_WORLD,
-                bad(
-                    ErrorClass::Request,
-                    format!("invalid request handle at index {i}"),
-                ),
-                "MPI_Waitall",
-            )
-        }
+        Err(rc) => return rc,
     };
     let r = global::wait_until(|e| {
         s.iter()
@@ -705,21 +713,9 @@ pub unsafe extern "C" fn protean_MPI_Testall(
     flag: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    if let Err(c) = check_array(count, array_of_requests, "MPI_Testall") {
-        return c;
-    }
-    let s = match slots(count, array_of_requests) {
+    let s = match request_array(count, array_of_requests, "MPI_Testall") {
         Ok(s) => s,
-        Err(i) => {
-            return raise(
-                MPI_COMM_WORLD,
-                bad(
-                    ErrorClass::Request,
-                    format!("invalid request handle at index {i}"),
-                ),
-                "MPI_Testall",
-            )
-        }
+        Err(rc) => return rc,
     };
     let all = with(|e| {
         let done = |e: &protean_core::runtime::Engine| {
@@ -790,21 +786,9 @@ pub unsafe extern "C" fn protean_MPI_Waitany(
     index: *mut c_int,
     status: *mut MPI_Status,
 ) -> c_int {
-    if let Err(c) = check_array(count, array_of_requests, "MPI_Waitany") {
-        return c;
-    }
-    let s = match slots(count, array_of_requests) {
+    let s = match request_array(count, array_of_requests, "MPI_Waitany") {
         Ok(s) => active(&s),
-        Err(i) => {
-            return raise(
-                MPI_COMM_WORLD,
-                bad(
-                    ErrorClass::Request,
-                    format!("invalid request handle at index {i}"),
-                ),
-                "MPI_Waitany",
-            )
-        }
+        Err(rc) => return rc,
     };
     let comms: Vec<Option<(MPI_Comm, bool)>> = s.iter().map(|x| x.and_then(req_info)).collect();
     match core::wait_any(&s) {
@@ -835,21 +819,9 @@ pub unsafe extern "C" fn protean_MPI_Testany(
     flag: *mut c_int,
     status: *mut MPI_Status,
 ) -> c_int {
-    if let Err(c) = check_array(count, array_of_requests, "MPI_Testany") {
-        return c;
-    }
-    let s = match slots(count, array_of_requests) {
+    let s = match request_array(count, array_of_requests, "MPI_Testany") {
         Ok(s) => active(&s),
-        Err(i) => {
-            return raise(
-                MPI_COMM_WORLD,
-                bad(
-                    ErrorClass::Request,
-                    format!("invalid request handle at index {i}"),
-                ),
-                "MPI_Testany",
-            )
-        }
+        Err(rc) => return rc,
     };
     if s.iter().all(|x| x.is_none()) {
         out(flag, 1);
@@ -945,21 +917,9 @@ pub unsafe extern "C" fn protean_MPI_Waitsome(
     array_of_indices: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    if let Err(c) = check_array(incount, array_of_requests, "MPI_Waitsome") {
-        return c;
-    }
-    let s = match slots(incount, array_of_requests) {
+    let s = match request_array(incount, array_of_requests, "MPI_Waitsome") {
         Ok(s) => active(&s),
-        Err(i) => {
-            return raise(
-                MPI_COMM_WORLD,
-                bad(
-                    ErrorClass::Request,
-                    format!("invalid request handle at index {i}"),
-                ),
-                "MPI_Waitsome",
-            )
-        }
+        Err(rc) => return rc,
     };
     if s.iter().all(|x| x.is_none()) {
         out(outcount, MPI_UNDEFINED);
@@ -991,21 +951,9 @@ pub unsafe extern "C" fn protean_MPI_Testsome(
     array_of_indices: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    if let Err(c) = check_array(incount, array_of_requests, "MPI_Testsome") {
-        return c;
-    }
-    let s = match slots(incount, array_of_requests) {
+    let s = match request_array(incount, array_of_requests, "MPI_Testsome") {
         Ok(s) => active(&s),
-        Err(i) => {
-            return raise(
-                MPI_COMM_WORLD,
-                bad(
-                    ErrorClass::Request,
-                    format!("invalid request handle at index {i}"),
-                ),
-                "MPI_Testsome",
-            )
-        }
+        Err(rc) => return rc,
     };
     if s.iter().all(|x| x.is_none()) {
         out(outcount, MPI_UNDEFINED);

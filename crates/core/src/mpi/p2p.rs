@@ -48,12 +48,15 @@ impl Engine {
         Ok(d)
     }
 
-    /// Bytes and contiguous pointer for a send buffer, packing non-contiguous data.
-    fn send_data(
+    /// The contiguous view of a communication buffer: pointer, bytes, and for a
+    /// non-contiguous type the packed copy (filled from the user's buffer when `pack` is
+    /// set, as for a send; unpacked into it on completion for a receive).
+    fn buffer_view(
         &self,
-        buf: *const u8,
+        buf: *mut u8,
         count: usize,
         d: &Arc<Datatype>,
+        pack: bool,
     ) -> Result<(*mut u8, usize, Option<Box<Packed>>)> {
         let len = d
             .packed_size(count)
@@ -62,14 +65,19 @@ impl Engine {
             return err!(Buffer, "null buffer for {count} elements of {}", d.name);
         }
         if d.contig {
-            return Ok((buf as *mut u8, len, None));
+            return Ok((buf, len, None));
         }
-        let mut data = Vec::new();
-        // SAFETY: the caller guarantees the buffer holds `count` elements of the type.
-        unsafe { d.pack(buf, count, &mut data) };
+        let data = if pack {
+            let mut v = Vec::with_capacity(len);
+            // SAFETY: the caller guarantees the buffer holds `count` elements of the type.
+            unsafe { d.pack(buf, count, &mut v) };
+            v
+        } else {
+            vec![0u8; len]
+        };
         let mut p = Box::new(Packed {
             data,
-            user_buf: buf as *mut u8,
+            user_buf: buf,
             count,
             dtype: d.clone(),
         });
@@ -77,30 +85,22 @@ impl Engine {
         Ok((ptr, len, Some(p)))
     }
 
-    /// Capacity and contiguous pointer for a receive buffer.
+    fn send_data(
+        &self,
+        buf: *const u8,
+        count: usize,
+        d: &Arc<Datatype>,
+    ) -> Result<(*mut u8, usize, Option<Box<Packed>>)> {
+        self.buffer_view(buf as *mut u8, count, d, true)
+    }
+
     fn recv_data(
         &self,
         buf: *mut u8,
         count: usize,
         d: &Arc<Datatype>,
     ) -> Result<(*mut u8, usize, Option<Box<Packed>>)> {
-        let len = d
-            .packed_size(count)
-            .ok_or_else(|| crate::mpi_error!(Count, "count {count} overflows the buffer size"))?;
-        if len > 0 && buf.is_null() && d.predefined && d.true_lb >= 0 {
-            return err!(Buffer, "null buffer for {count} elements of {}", d.name);
-        }
-        if d.contig {
-            return Ok((buf, len, None));
-        }
-        let mut p = Box::new(Packed {
-            data: vec![0u8; len],
-            user_buf: buf,
-            count,
-            dtype: d.clone(),
-        });
-        let ptr = p.data.as_mut_ptr();
-        Ok((ptr, len, Some(p)))
+        self.buffer_view(buf, count, d, false)
     }
 
     /// Resolve a destination rank to a process; None for MPI_PROC_NULL.

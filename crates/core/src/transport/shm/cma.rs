@@ -18,21 +18,38 @@ pub fn allow_peers() {
 
 /// Read `dst.len()` bytes at `addr` in process `pid` into `dst`.
 pub fn read_from(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+    transfer(pid, addr, dst.as_mut_ptr(), dst.len(), false)
+}
+
+/// Write `src` at `addr` in process `pid`.
+pub fn write_to(pid: u32, addr: u64, src: &[u8]) -> io::Result<()> {
+    transfer(pid, addr, src.as_ptr() as *mut u8, src.len(), true)
+}
+
+/// Move `len` bytes between our `local` memory and `addr` in process `pid`, in steps of at
+/// most 1 GiB so one call never pins an unbounded amount of memory.
+fn transfer(pid: u32, addr: u64, local: *mut u8, len: usize, write: bool) -> io::Result<()> {
     let mut done = 0usize;
-    while done < dst.len() {
-        // Large transfers are split so one call never pins an unbounded amount of memory.
-        let chunk = (dst.len() - done).min(1 << 30);
-        let local = libc::iovec {
-            iov_base: dst[done..].as_mut_ptr().cast(),
+    while done < len {
+        let chunk = (len - done).min(1 << 30);
+        // SAFETY: `local` covers `len` bytes of our memory (the caller's slice: written only when
+        // reading from the peer); the kernel validates the remote range and returns an error
+        // rather than faulting.
+        let liov = libc::iovec {
+            iov_base: unsafe { local.add(done) }.cast(),
             iov_len: chunk,
         };
-        let remote = libc::iovec {
+        let riov = libc::iovec {
             iov_base: (addr as usize + done) as *mut libc::c_void,
             iov_len: chunk,
         };
-        // SAFETY: `local` covers memory we own exclusively (`dst`); the kernel validates the
-        // remote range and returns an error rather than faulting.
-        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        let n = unsafe {
+            if write {
+                libc::process_vm_writev(pid as libc::pid_t, &liov, 1, &riov, 1, 0)
+            } else {
+                libc::process_vm_readv(pid as libc::pid_t, &liov, 1, &riov, 1, 0)
+            }
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -43,41 +60,7 @@ pub fn read_from(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "process_vm_readv read nothing",
-            ));
-        }
-        done += n as usize;
-    }
-    Ok(())
-}
-
-/// Write `src` at `addr` in process `pid`.
-pub fn write_to(pid: u32, addr: u64, src: &[u8]) -> io::Result<()> {
-    let mut done = 0usize;
-    while done < src.len() {
-        let chunk = (src.len() - done).min(1 << 30);
-        let local = libc::iovec {
-            iov_base: src[done..].as_ptr() as *mut libc::c_void,
-            iov_len: chunk,
-        };
-        let remote = libc::iovec {
-            iov_base: (addr as usize + done) as *mut libc::c_void,
-            iov_len: chunk,
-        };
-        // SAFETY: `local` covers memory we own (`src`, only read); the kernel validates the
-        // remote range and returns an error rather than faulting.
-        let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                "process_vm_writev wrote nothing",
+                "cross-memory transfer moved nothing",
             ));
         }
         done += n as usize;
