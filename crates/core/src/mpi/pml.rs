@@ -100,6 +100,18 @@ pub const COUNTERS: &[(&str, &str)] = &[
     ("bad_frames", "malformed or stale frames dropped"),
 ];
 
+/// An eager message a transport is writing straight into the receive it matched.
+#[derive(Debug, Clone, Copy)]
+struct Placing {
+    from: Gpid,
+    /// The receive's slot, or DIRECT.
+    slot: u32,
+    env: Envelope,
+    sync: bool,
+    sreq: u32,
+    len: usize,
+}
+
 /// Posted-queue marker of the blocking receive that waits without a request.
 const DIRECT: u32 = u32::MAX;
 
@@ -290,6 +302,7 @@ pub struct Pml {
     /// Cooperative single copy state.
     pub coop: Coop,
     direct: Option<Direct>,
+    placing: Vec<Placing>,
     /// Messages taken by MPI_Mprobe/Improbe, waiting for MPI_Mrecv.
     messages: Vec<Option<Unexpected>>,
     free_messages: Vec<u32>,
@@ -337,6 +350,7 @@ impl Pml {
             single_copy,
             coop: Coop::default(),
             direct: None,
+            placing: Vec::new(),
             messages: Vec::new(),
             free_messages: Vec::new(),
             verbose: false,
@@ -1026,6 +1040,24 @@ impl Pml {
         });
     }
 
+    /// Match the frames from `from` held back because they arrived ahead of their turn, as
+    /// long as the next one in sequence is among them.
+    fn drain_early(&mut self, from: Gpid) {
+        loop {
+            let p = &mut self.peers[from as usize];
+            if p.early.is_empty() {
+                return;
+            }
+            let Some(i) = p.early.iter().position(|e| e.0 == p.recv_seq) else {
+                return;
+            };
+            let (seq, h, pl) = p.early.swap_remove(i);
+            p.recv_seq = seq.wrapping_add(1);
+            let f = Frame::decode(&h).expect("decoded before");
+            self.on_matchable(from, f, &pl);
+        }
+    }
+
     /// Do the copying of cooperative transfers in progress (outside the transports' polling).
     fn run_coop(&mut self) {
         let mut i = 0;
@@ -1310,17 +1342,7 @@ impl FrameSink for Pml {
                 }
                 p.recv_seq = seq.wrapping_add(1);
                 self.on_matchable(from, f, payload);
-                // Frames held back may now be in turn.
-                loop {
-                    let p = &mut self.peers[from as usize];
-                    let Some(i) = p.early.iter().position(|e| e.0 == p.recv_seq) else {
-                        break;
-                    };
-                    let (seq, h, pl) = p.early.swap_remove(i);
-                    p.recv_seq = seq.wrapping_add(1);
-                    let f = Frame::decode(&h).expect("decoded before");
-                    self.on_matchable(from, f, &pl);
-                }
+                self.drain_early(from);
             }
             Frame::Cts { sreq, rreq } => {
                 let Some(slot) = self.reqs.from_wire(sreq) else {
@@ -1423,6 +1445,82 @@ impl FrameSink for Pml {
         }
         // SAFETY: offset + len <= r.len: inside the receive buffer.
         Some(unsafe { r.buf.add(offset as usize) })
+    }
+
+    fn eager_target(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) -> Option<*mut u8> {
+        let Ok(Frame::Eager {
+            env,
+            seq,
+            sreq,
+            sync,
+        }) = Frame::decode(hdr)
+        else {
+            return None;
+        };
+        let p = self.peers.get(from as usize)?;
+        if seq != p.recv_seq || !p.early.is_empty() {
+            return None;
+        }
+        let i = match self.posted.front() {
+            Some(p) if matches(&p.spec, &env) => 0,
+            Some(_) => self.posted.iter().position(|p| matches(&p.spec, &env))?,
+            None => return None,
+        };
+        let slot = self.posted[i].slot;
+        let (buf, cap) = if slot == DIRECT {
+            let d = self.direct.as_ref()?;
+            (d.buf, d.cap)
+        } else {
+            let r = self.reqs.get(slot)?;
+            (r.buf, r.len)
+        };
+        if cap < len {
+            return None; // truncation: the ordinary path reports it
+        }
+        take_at(&mut self.posted, i);
+        if let Some(r) = self.reqs.get_mut(slot) {
+            r.recv_state = RecvState::Receiving;
+        }
+        self.peers[from as usize].recv_seq = seq.wrapping_add(1);
+        self.counters.preposted += 1;
+        self.placing.push(Placing {
+            from,
+            slot,
+            env,
+            sync,
+            sreq,
+            len,
+        });
+        Some(buf)
+    }
+
+    fn on_eager_placed(&mut self, from: Gpid) {
+        let Some(i) = self.placing.iter().position(|p| p.from == from) else {
+            return;
+        };
+        let pl = self.placing.swap_remove(i);
+        let st = Status {
+            source: pl.env.src,
+            tag: pl.env.tag,
+            error: None,
+            bytes: pl.len as u64,
+            cancelled: false,
+        };
+        if pl.slot == DIRECT {
+            if let Some(d) = self.direct.as_mut() {
+                d.state = DirectState::Done(st);
+            }
+        } else if let Some(r) = self.reqs.get_mut(pl.slot) {
+            r.peer = from;
+            r.status = st;
+            r.recv_state = RecvState::Done;
+            self.finish(pl.slot);
+        }
+        if pl.sync {
+            self.outbox
+                .push_back(Ctrl::new(from, Frame::SyncAck { sreq: pl.sreq }));
+        }
+        self.drain_early(from);
     }
 
     fn on_data_placed(&mut self, _from: Gpid, rreq: u32, offset: u64, len: usize) {

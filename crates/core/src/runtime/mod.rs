@@ -536,6 +536,12 @@ impl Engine {
 
     /// MPI_Finalize: finish internal work, synchronise with every process, close transports.
     pub fn finalize(&mut self) -> Result<()> {
+        if self.cfg.verbose >= 2 {
+            eprintln!(
+                "Protean[{}]: counters at finalize: {:?}",
+                self.rank, self.pml.counters
+            );
+        }
         // Buffered sends and freed requests must still be delivered.
         let start = std::time::Instant::now();
         let mut idle_since = std::time::Instant::now();

@@ -78,6 +78,22 @@ pub trait FrameSink {
     /// The bytes announced by `data_target` were written.
     fn on_data_placed(&mut self, _from: Gpid, _rreq: u32, _offset: u64, _len: usize) {}
 
+    /// For an `Eager` frame of `len` payload bytes from `from` whose payload has not arrived
+    /// yet: the buffer of the receive it matches, if that receive is posted and the frame is
+    /// next in order; the transport then writes the payload there and calls
+    /// [`FrameSink::on_eager_placed`] (and delivers nothing else from `from` in between).
+    fn eager_target(
+        &mut self,
+        _from: Gpid,
+        _hdr: &[u8; HEADER_LEN],
+        _len: usize,
+    ) -> Option<*mut u8> {
+        None
+    }
+
+    /// The payload announced by `eager_target` was written.
+    fn on_eager_placed(&mut self, _from: Gpid) {}
+
     /// A [`Sent::Pending`] send no longer references its body.
     fn on_sent(&mut self, _token: Token) {}
 

@@ -30,6 +30,8 @@ const PREFIX: usize = 4 + HEADER_LEN;
 pub const MAX_PAYLOAD: usize = 1 << 31;
 const INLINE_SMALL: usize = 28;
 const RX_BUF: usize = 256 * 1024;
+/// Eager payloads at least this large go straight into a posted receive.
+const EAGER_DIRECT_MIN: usize = 16 * 1024;
 /// Bytes asked of the kernel per read of frames (see `read_conn`).
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -49,10 +51,20 @@ impl Out {
     }
 }
 
+/// What a payload read straight into the receiver's memory is.
+#[derive(Clone, Copy)]
+enum Placed {
+    /// A rendezvous Data frame (`rreq`, `offset`).
+    Data,
+    /// A whole eager message into a posted receive.
+    Eager,
+}
+
 enum RxState {
     Frames,
-    /// Reading a Data payload straight into the receiver's memory.
+    /// Reading a payload straight into the receiver's memory.
     Direct {
+        what: Placed,
         ptr: *mut u8,
         remaining: usize,
         rreq: u32,
@@ -385,6 +397,7 @@ impl Tcp {
         for _round in 0..16 {
             // 1. Direct placement in progress: read into the destination.
             if let RxState::Direct {
+                what,
                 ptr,
                 remaining,
                 rreq,
@@ -412,10 +425,14 @@ impl Tcp {
                 let left = remaining - n as usize;
                 if left == 0 {
                     c.rx = RxState::Frames;
-                    sink.on_data_placed(c.peer, rreq, offset, len);
+                    match what {
+                        Placed::Data => sink.on_data_placed(c.peer, rreq, offset, len),
+                        Placed::Eager => sink.on_eager_placed(c.peer),
+                    }
                     delivered += 1;
                 } else {
                     c.rx = RxState::Direct {
+                        what,
                         ptr,
                         remaining: left,
                         rreq,
@@ -452,10 +469,31 @@ impl Tcp {
                             continue;
                         }
                         c.rx = RxState::Direct {
+                            what: Placed::Data,
                             ptr,
                             remaining: plen - have,
                             rreq,
                             offset,
+                            len: plen,
+                        };
+                        break;
+                    }
+                }
+                // A large eager message whose payload is still on its way: if its receive is
+                // posted, read it there instead of through this buffer.
+                if plen >= EAGER_DIRECT_MIN && avail < PREFIX + plen {
+                    if let Some(ptr) = sink.eager_target(c.peer, hdr, plen) {
+                        let have = avail - PREFIX;
+                        // SAFETY: eager_target promised plen writable bytes at ptr.
+                        unsafe { std::ptr::copy_nonoverlapping(b[PREFIX..].as_ptr(), ptr, have) };
+                        c.start += PREFIX + have;
+                        c.want = 0;
+                        c.rx = RxState::Direct {
+                            what: Placed::Eager,
+                            ptr,
+                            remaining: plen - have,
+                            rreq: 0,
+                            offset: 0,
                             len: plen,
                         };
                         break;

@@ -615,3 +615,54 @@ fn blocking_receive_without_a_request() {
         DirectPost::UseRequest
     ));
 }
+
+#[test]
+fn eager_payload_placed_straight_into_a_posted_receive() {
+    let mut t = Pair::new(Protocol::Eager, false);
+    let hdr = |seq: u32, sync: bool| {
+        Frame::Eager {
+            env: env(3),
+            seq,
+            sreq: if sync { 77 } else { 0 },
+            sync,
+        }
+        .encode()
+    };
+    // Nothing posted: no target.
+    assert!(t.b.eager_target(0, &hdr(0, false), 100).is_none());
+    let mut buf = vec![0u8; 100];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 3);
+    // Out of turn, or too big for the receive: no target either.
+    assert!(t.b.eager_target(0, &hdr(1, false), 100).is_none());
+    assert!(t.b.eager_target(0, &hdr(0, false), 101).is_none());
+    let p =
+        t.b.eager_target(0, &hdr(0, true), 60)
+            .expect("posted and in turn");
+    assert_eq!(p, buf.as_mut_ptr());
+    unsafe { std::ptr::write_bytes(p, 0xab, 60) };
+    assert!(!done(&t.b, r));
+    t.b.on_eager_placed(0);
+    assert!(done(&t.b, r));
+    let st = status(&t.b, r);
+    assert_eq!((st.source, st.tag, st.bytes), (0, 3, 60));
+    assert!(buf[..60].iter().all(|b| *b == 0xab) && buf[60] == 0);
+    // The synchronous sender gets its acknowledgement.
+    assert!(t.b.busy());
+    // A blocking receive without a request can be the target too.
+    let mut small = [0u8; 16];
+    let any = Envelope {
+        ctx: 0,
+        src: ANY_SOURCE,
+        tag: ANY_TAG,
+    };
+    assert!(matches!(
+        t.b.post_direct(any, small.as_mut_ptr(), 16),
+        DirectPost::Posted
+    ));
+    let p = t.b.eager_target(0, &hdr(1, false), 16).unwrap();
+    unsafe { std::ptr::write_bytes(p, 7, 16) };
+    t.b.on_eager_placed(0);
+    let st = t.b.take_direct().unwrap().unwrap();
+    assert_eq!(st.bytes, 16);
+    assert_eq!(small, [7u8; 16]);
+}
