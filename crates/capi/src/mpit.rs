@@ -559,11 +559,11 @@ pub unsafe extern "C" fn protean_MPI_T_pvar_handle_alloc(
     }))
 }
 
-fn pvar_handle<'a>(
-    s: &'a mut State,
+fn pvar_handle(
+    s: &mut State,
     session: MPI_T_pvar_session,
     handle: MPI_T_pvar_handle,
-) -> Result<&'a mut PvarHandle, c_int> {
+) -> Result<&mut PvarHandle, c_int> {
     let sess = session_of(s, session)?;
     let h = from_ptr(handle).ok_or(MPI_T_ERR_INVALID_HANDLE)?;
     match s.pvar_handles.get_mut(h) {
