@@ -329,7 +329,16 @@ pub unsafe extern "C" fn protean_MPI_T_cvar_write(
             if !t.writable {
                 return MPI_T_ERR_CVAR_SET_NOT_NOW;
             }
-            match with(|e| e.cfg.set(i, &v).map(|()| e.reconfigure())) {
+            // A value the engine cannot use (a cost model that does not parse) is refused
+            // and the old one stays.
+            let set = |e: &mut protean_core::runtime::Engine| -> Result<(), String> {
+                let old = e.cfg.get(i).expect("tunable index");
+                e.cfg.set(i, &v)?;
+                e.reconfigure().inspect_err(|_| {
+                    let _ = e.cfg.set(i, &old);
+                })
+            };
+            match with(set) {
                 Ok(Ok(())) => MPI_SUCCESS,
                 Ok(Err(_)) => MPI_T_ERR_INVALID,
                 Err(_) => MPI_T_ERR_CVAR_SET_NOT_NOW,

@@ -216,7 +216,7 @@ macro_rules! tunables {
 }
 
 /// Choices for `protocol`.
-pub const PROTOCOLS: &[&str] = &["static", "eager", "rendezvous", "eager-rendezvous"];
+pub const PROTOCOLS: &[&str] = crate::proto::policy::PROTOCOL_NAMES;
 /// Choices for `progress_yield`.
 pub const YIELD_MODES: &[&str] = &["auto", "always", "never"];
 
@@ -228,10 +228,20 @@ const SIZE: Kind = Kind::Int {
 tunables! {
     transports: String = "shm,tcp", Kind::Str, writable = false,
         "Transports allowed between ranks, in order of preference: shm (same host), tcp. Ranks on one host use shm when allowed; 'tcp' alone forces TCP everywhere. The self transport always carries messages to the own rank.";
-    protocol: usize = "static", Kind::Choice(PROTOCOLS), writable = true,
-        "Point-to-point protocol policy: static (size thresholds per transport), or force eager, rendezvous or eager-rendezvous for every message.";
+    transport_peers: String = "", Kind::Str, writable = false,
+        "Per-peer transport overrides, 'RANKS=LIST;...' with LIST as in transports and RANKS as in 3, 0-7, 1,4-5 or * (ranks of MPI_COMM_WORLD): a pair of ranks uses the first rule naming either of them, else transports. Example: '0=tcp' makes rank 0 talk TCP to everyone.";
+    protocol: usize = "adaptive", Kind::Choice(PROTOCOLS), writable = true,
+        "Point-to-point protocol policy. adaptive: per peer, the protocol with the lowest expected cost (adaptive_costs_*) given the share of recent messages the peer received preposted and its unexpected data, which receivers report back on every frame; static: size thresholds per transport (*_eager_max); eager, rendezvous, eager-rendezvous: that protocol for every message (experiments). Writable at run time; a communicator's info key protean_protocol overrides it for that communicator.";
     eager_limit: i64 = "-1", Kind::Int { min: -1, max: i64::MAX }, writable = true,
-        "Largest message (bytes) sent eagerly on every transport; -1 (the default) lets each transport use its own limit (shm_eager_max, tcp_eager_max, self_eager_max). Writable at run time: the next message follows it.";
+        "Largest message (bytes) sent eagerly on every transport, under the static and adaptive policies alike (it pins the eager boundary); -1 (the default): static uses each transport's own limit (shm_eager_max, tcp_eager_max, self_eager_max), adaptive chooses. Writable at run time: the next message follows it.";
+    eager_limit_peers: String = "", Kind::Str, writable = true,
+        "Per-peer eager limits, 'RANKS=BYTES;RANKS=BYTES...' with RANKS as in 3, 0-7, 1,4-5 or * (ranks of MPI_COMM_WORLD), the first rule naming the peer wins; they pin the eager boundary for those peers like eager_limit.";
+    adaptive_costs_shm: String = "eager=100+0.05,unexpected=0+0.1,pressure=1048576,rndv=700+0.028,split=100,hide=0", Kind::Str, writable = true,
+        "Cost model of the adaptive policy on shared memory, FIXED_NS+NS_PER_BYTE per protocol: eager (receive posted), unexpected (added to an eager message that arrives unexpected; its per-byte part doubles at 'pressure' bytes of recent unexpected data), rndv (rendezvous), split (added by an eager-rendezvous prefix), hide (handshake time a prefix hides). bench/prepost-run --fit measures it.";
+    adaptive_costs_tcp: String = "eager=2400+0.095,unexpected=0+0.2,pressure=4194304,rndv=5000+0.1,split=300,hide=0", Kind::Str, writable = true,
+        "Cost model of the adaptive policy on TCP (see adaptive_costs_shm).";
+    adaptive_costs_self: String = "eager=50+0.06,unexpected=0+0.06,pressure=1048576,rndv=300+0.03,split=50,hide=0", Kind::Str, writable = true,
+        "Cost model of the adaptive policy for messages to the own rank (see adaptive_costs_shm).";
     shm_eager_max: i64 = "8192", SIZE, writable = true,
         "Largest message (bytes) sent eagerly over shared memory when eager_limit is -1; larger ones use rendezvous. Capped by the channel's largest frame.";
     tcp_eager_max: i64 = "65536", SIZE, writable = true,
@@ -359,6 +369,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::policy::Costs;
     use std::collections::HashMap;
 
     fn from(pairs: &[(&str, &str)]) -> Result<Config, String> {
@@ -378,7 +389,19 @@ mod tests {
         assert_eq!(c.shm_eager_max, 8192);
         assert_eq!(c.eager_limit, -1);
         assert_eq!(c.transports, "shm,tcp");
-        assert_eq!(PROTOCOLS[c.protocol], "static");
+        assert_eq!(PROTOCOLS[c.protocol], "adaptive");
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_shm),
+            Costs::parse(Costs::SHM)
+        );
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_tcp),
+            Costs::parse(Costs::TCP)
+        );
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_self),
+            Costs::parse(Costs::SELF)
+        );
         assert!(c.shm_single_copy);
     }
 

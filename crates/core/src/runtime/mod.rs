@@ -21,14 +21,14 @@ use std::sync::Arc;
 
 use protean_pmi::PmiClient;
 
-use crate::config::{Config, PROTOCOLS, YIELD_MODES};
+use crate::config::{self, Config, PROTOCOLS, YIELD_MODES};
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::comm::{
     predefined_errhandlers, Comm, Errhandler, COMM_SELF, COMM_WORLD, CTX_SELF, CTX_WORLD,
 };
 use crate::mpi::datatype::{predefined, Datatype};
 use crate::mpi::pml::{Coop, Pml};
-use crate::proto::policy::{Policy, Protocol, Route};
+use crate::proto::policy::{parse_rules, Costs, Policy, Protocol, Route};
 use crate::transport::shm::{Geometry, Shm};
 use crate::transport::tcp::Tcp;
 use crate::transport::Gpid;
@@ -274,23 +274,24 @@ impl Engine {
         } else {
             cfg.hostname.clone()
         };
-        let allowed: Vec<String> = cfg
-            .transports
-            .split(',')
-            .map(|s| s.trim().to_ascii_lowercase())
-            .filter(|s| !s.is_empty())
-            .collect();
-        for t in &allowed {
-            if !matches!(t.as_str(), "shm" | "tcp" | "self") {
-                return Err(MpiError::new(
-                    ErrorClass::Other,
-                    format!("PROTEAN_TRANSPORTS: unknown transport '{t}' (known: shm, tcp)"),
-                ));
-            }
-        }
-        let allow_shm = allowed.iter().any(|t| t == "shm");
-        let allow_tcp = allowed.iter().any(|t| t == "tcp");
+        let cfg_err = |name: &str, why: String| {
+            MpiError::new(ErrorClass::Other, format!("PROTEAN_{name}: {why}"))
+        };
+        let allowed = transport_list(&cfg.transports).map_err(|e| cfg_err("TRANSPORTS", e))?;
+        // Per-peer overrides: the first rule naming either end of a pair decides for both.
+        let peer_rules = parse_rules(&cfg.transport_peers, transport_list)
+            .map_err(|e| cfg_err("TRANSPORT_PEERS", e))?;
         let me = rank as Gpid;
+        let allowed_for = |r: Gpid| -> &[&str] {
+            peer_rules
+                .iter()
+                .find(|(s, _)| s.contains(me) || s.contains(r))
+                .map_or(&allowed[..], |(_, l)| &l[..])
+        };
+        let any_allows =
+            |t: &str| allowed.contains(&t) || peer_rules.iter().any(|(_, l)| l.contains(&t));
+        let allow_shm = any_allows("shm");
+        let allow_tcp = any_allows("tcp");
 
         let mut hosts = vec![hostname.clone(); size as usize];
         let mut cards: Vec<Option<Card>> = vec![None; size as usize];
@@ -376,11 +377,14 @@ impl Engine {
         let mut routes = vec![Route::Unreachable; size as usize];
         for r in 0..size {
             let i = r as usize;
+            let pair = allowed_for(r);
             routes[i] = if r == rank {
                 Route::SelfLoop
-            } else if shm.as_ref().is_some_and(|s| s.reaches(r)) {
+            } else if pair.contains(&"shm") && shm.as_ref().is_some_and(|s| s.reaches(r)) {
                 Route::Shm
-            } else if let (Some(t), Some(Some(c))) = (tcp.as_mut(), cards.get(i)) {
+            } else if let (true, Some(t), Some(Some(c))) =
+                (pair.contains(&"tcp"), tcp.as_mut(), cards.get(i))
+            {
                 match c.tcp {
                     Some(a) => {
                         let a = if c.host == hostname {
@@ -401,8 +405,14 @@ impl Engine {
             return Err(MpiError::new(
                 ErrorClass::Other,
                 format!(
-                    "no transport reaches rank {r} (host {}) from rank {rank} (host {hostname}) with PROTEAN_TRANSPORTS={}",
-                    hosts[r], cfg.transports
+                    "no transport reaches rank {r} (host {}) from rank {rank} (host {hostname}) with PROTEAN_TRANSPORTS={}{}",
+                    hosts[r],
+                    cfg.transports,
+                    if cfg.transport_peers.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" PROTEAN_TRANSPORT_PEERS={}", cfg.transport_peers)
+                    }
                 ),
             ));
         }
@@ -434,7 +444,7 @@ impl Engine {
             "never" => false,
             _ => node_procs > ncpus,
         };
-        let policy = policy_from(&cfg);
+        let policy = policy_from(&cfg).map_err(|e| MpiError::new(ErrorClass::Other, e))?;
         let mut pml = Pml::new(me, routes.clone(), policy, cfg.shm_single_copy);
         pml.verbose = cfg.verbose > 0;
         if let Some(s) = shm.as_ref() {
@@ -517,8 +527,9 @@ impl Engine {
     }
 
     /// Re-read the tunables that can change at run time (after an MPI_T write).
-    pub fn reconfigure(&mut self) {
-        self.pml.policy = policy_from(&self.cfg);
+    /// Err: a value does not parse; nothing changed.
+    pub fn reconfigure(&mut self) -> std::result::Result<(), String> {
+        self.pml.policy = policy_from(&self.cfg)?;
         self.pml.refresh_limits(&self.net);
         self.net.tcp_frag = self.cfg.tcp_frag_bytes as usize;
         self.pml.coop.min = self.cfg.shm_coop_min as usize;
@@ -533,6 +544,7 @@ impl Engine {
             _ => self.node_procs > self.ncpus,
         };
         global::set_yield(self.yield_wait);
+        Ok(())
     }
 
     /// MPI_Finalize: finish internal work, synchronise with every process, close transports.
@@ -633,26 +645,42 @@ impl Engine {
     }
 }
 
-fn policy_from(cfg: &Config) -> Policy {
-    Policy {
-        protocol: Protocol::from_index(cfg.protocol),
-        eager_limit_shm: if cfg.eager_limit >= 0 {
-            cfg.eager_limit
-        } else {
-            cfg.shm_eager_max
-        } as usize,
-        eager_limit_tcp: if cfg.eager_limit >= 0 {
-            cfg.eager_limit
-        } else {
-            cfg.tcp_eager_max
-        } as usize,
-        eager_limit_self: if cfg.eager_limit >= 0 {
-            cfg.eager_limit
-        } else {
-            cfg.self_eager_max
-        } as usize,
-        prefix: cfg.eager_rndv_prefix as usize,
+/// `transports`-style list: `shm,tcp`.
+fn transport_list(text: &str) -> std::result::Result<Vec<&'static str>, String> {
+    let mut v = Vec::new();
+    for t in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        v.push(match t.to_ascii_lowercase().as_str() {
+            "shm" => "shm",
+            "tcp" => "tcp",
+            "self" => "self",
+            _ => return Err(format!("unknown transport '{t}' (known: shm, tcp)")),
+        });
     }
+    Ok(v)
+}
+
+/// The policy from the tunables; Err names the tunable that does not parse.
+fn policy_from(cfg: &Config) -> std::result::Result<Policy, String> {
+    let costs = |name: &str, text: &str| {
+        Costs::parse(text).map_err(|e| format!("PROTEAN_{}: {e}", name.to_ascii_uppercase()))
+    };
+    Ok(Policy {
+        protocol: Protocol::from_index(cfg.protocol),
+        eager_limit_shm: cfg.shm_eager_max as usize,
+        eager_limit_tcp: cfg.tcp_eager_max as usize,
+        eager_limit_self: cfg.self_eager_max as usize,
+        eager_limit: (cfg.eager_limit >= 0).then_some(cfg.eager_limit as usize),
+        peer_limits: parse_rules(&cfg.eager_limit_peers, |v| {
+            config::parse_size(v)
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("'{v}' is not a size in bytes"))
+        })
+        .map_err(|e| format!("PROTEAN_EAGER_LIMIT_PEERS: {e}"))?,
+        prefix: cfg.eager_rndv_prefix as usize,
+        costs_shm: costs("adaptive_costs_shm", &cfg.adaptive_costs_shm)?,
+        costs_tcp: costs("adaptive_costs_tcp", &cfg.adaptive_costs_tcp)?,
+        costs_self: costs("adaptive_costs_self", &cfg.adaptive_costs_self)?,
+    })
 }
 
 #[cfg(test)]
