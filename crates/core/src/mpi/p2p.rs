@@ -64,8 +64,10 @@ impl Engine {
         if len > 0 && buf.is_null() && d.predefined && d.true_lb >= 0 {
             return err!(Buffer, "null buffer for {count} elements of {}", d.name);
         }
-        if d.contig {
-            return Ok((buf, len, None));
+        if let Some(off) = d.contiguous_span(count) {
+            // One span of `len` bytes: a contiguous type, or a single block elsewhere (a
+            // resized type, a struct of absolute addresses used with MPI_BOTTOM).
+            return Ok((buf.wrapping_offset(off), len, None));
         }
         let data = if pack {
             let mut v = Vec::with_capacity(len);
