@@ -323,6 +323,31 @@ unsafe fn copy_fixed<T: Copy, const PACK: bool>(user: usize, packed: *mut u8) {
     }
 }
 
+/// Copy `n` bytes, `n` not known at compile time: blocks of up to 32 bytes (the pieces of
+/// structs) with two overlapping fixed-size moves instead of a call to memcpy.
+///
+/// # Safety
+/// As for [`copy`].
+#[inline(always)]
+unsafe fn copy_var<const PACK: bool>(user: usize, packed: *mut u8, n: usize) {
+    macro_rules! two {
+        ($t:ty) => {{
+            let w = std::mem::size_of::<$t>();
+            copy_fixed::<$t, PACK>(user, packed);
+            copy_fixed::<$t, PACK>(user.wrapping_add(n - w), packed.add(n - w));
+        }};
+    }
+    match n {
+        0 => {}
+        1 => copy_fixed::<u8, PACK>(user, packed),
+        2..=3 => two!(u16),
+        4..=7 => two!(u32),
+        8..=15 => two!(u64),
+        16..=32 => two!(u128),
+        _ => copy::<PACK>(user, packed, n),
+    }
+}
+
 /// A strided run: `count` blocks of `len` bytes from `addr`, `stride` apart. Returns the
 /// packed position after it. Small block lengths get a loop of fixed-size moves.
 ///
@@ -353,7 +378,7 @@ unsafe fn strided<const PACK: bool>(
         16 => fixed!(u128),
         _ => {
             for _ in 0..count {
-                copy::<PACK>(addr, p, len);
+                copy_var::<PACK>(addr, p, len);
                 addr = addr.wrapping_add(stride as usize);
                 p = p.add(len);
             }
@@ -377,7 +402,7 @@ pub unsafe fn exec<const PACK: bool>(ops: &[Op], base: usize, mut p: *mut u8) ->
                 stride,
             } => {
                 if count == 1 {
-                    copy::<PACK>(at(base, off), p, len);
+                    copy_var::<PACK>(at(base, off), p, len);
                     p = p.add(len);
                 } else {
                     p = strided::<PACK>(at(base, off), len, count, stride, p);
@@ -606,6 +631,25 @@ mod tests {
                 ..
             }]
         ));
+    }
+
+    #[test]
+    fn variable_copies_of_every_small_length() {
+        let src: Vec<u8> = (0..100u8).collect();
+        for n in 0..=40 {
+            let mut dst = vec![0xffu8; 64];
+            unsafe { copy_var::<true>(src.as_ptr() as usize + 3, dst.as_mut_ptr().add(1), n) };
+            assert_eq!(&dst[1..1 + n], &src[3..3 + n], "pack {n}");
+            assert!(dst[1 + n..].iter().all(|b| *b == 0xff) && dst[0] == 0xff);
+            let mut back = vec![0xeeu8; 64];
+            unsafe {
+                copy_var::<false>(back.as_mut_ptr() as usize + 2, dst.as_mut_ptr().add(1), n)
+            };
+            assert_eq!(&back[2..2 + n], &src[3..3 + n], "unpack {n}");
+            assert!(
+                back[2 + n..].iter().all(|b| *b == 0xee) && back[..2].iter().all(|b| *b == 0xee)
+            );
+        }
     }
 
     #[test]

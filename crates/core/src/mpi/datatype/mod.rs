@@ -19,6 +19,7 @@
 
 pub mod build;
 pub mod layout;
+pub mod pool;
 pub mod sig;
 #[cfg(test)]
 mod tests;
