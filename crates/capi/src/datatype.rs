@@ -1335,20 +1335,20 @@ pub unsafe extern "C" fn protean_MPI_Type_match_size(
 ) -> c_int {
     const F: &str = "MPI_Type_match_size";
     // The Fortran types of each class, as MPICH answers.
-    let found =
-        match (typeclass, size) {
-            (MPI_TYPECLASS_REAL, 4) => Some(MPI_REAL4),
-            (MPI_TYPECLASS_REAL, 8) => Some(MPI_REAL8),
-            (MPI_TYPECLASS_REAL, 16) => Some(MPI_REAL16),
-            (MPI_TYPECLASS_INTEGER, 1) => Some(MPI_INTEGER1),
-            (MPI_TYPECLASS_INTEGER, 2) => Some(MPI_INTEGER2),
-            (MPI_TYPECLASS_INTEGER, 4) => Some(MPI_INTEGER4),
-            (MPI_TYPECLASS_INTEGER, 8) => Some(MPI_INTEGER8),
-            (MPI_TYPECLASS_COMPLEX, 8) => Some(MPI_COMPLEX8),
-            (MPI_TYPECLASS_COMPLEX, 16) => Some(MPI_COMPLEX16),
-            (MPI_TYPECLASS_COMPLEX, 32) => Some(MPI_COMPLEX32),
-            (MPI_TYPECLASS_REAL | MPI_TYPECLASS_INTEGER | MPI_TYPECLASS_COMPLEX, _) => None,
-            _ => return raise(
+    let found = match (typeclass, size) {
+        (MPI_TYPECLASS_REAL, 4) => Some(MPI_REAL4),
+        (MPI_TYPECLASS_REAL, 8) => Some(MPI_REAL8),
+        (MPI_TYPECLASS_REAL, 16) => Some(MPI_REAL16),
+        (MPI_TYPECLASS_INTEGER, 1) => Some(MPI_INTEGER1),
+        (MPI_TYPECLASS_INTEGER, 2) => Some(MPI_INTEGER2),
+        (MPI_TYPECLASS_INTEGER, 4) => Some(MPI_INTEGER4),
+        (MPI_TYPECLASS_INTEGER, 8) => Some(MPI_INTEGER8),
+        (MPI_TYPECLASS_COMPLEX, 8) => Some(MPI_COMPLEX8),
+        (MPI_TYPECLASS_COMPLEX, 16) => Some(MPI_COMPLEX16),
+        (MPI_TYPECLASS_COMPLEX, 32) => Some(MPI_COMPLEX32),
+        (MPI_TYPECLASS_REAL | MPI_TYPECLASS_INTEGER | MPI_TYPECLASS_COMPLEX, _) => None,
+        _ => {
+            return raise(
                 MPI_COMM_WORLD,
                 bad(
                     ErrorClass::Arg,
@@ -1357,8 +1357,9 @@ pub unsafe extern "C" fn protean_MPI_Type_match_size(
                     ),
                 ),
                 F,
-            ),
-        };
+            )
+        }
+    };
     match found {
         Some(h) => put(Ok(h), datatype, F),
         None => raise(
