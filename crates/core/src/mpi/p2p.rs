@@ -41,8 +41,8 @@ impl Engine {
         if !d.committed {
             return err!(
                 Type,
-                "datatype {} has not been committed (call MPI_Type_commit)",
-                d.name
+                "{} has not been committed (call MPI_Type_commit)",
+                d.describe()
             );
         }
         Ok(d)

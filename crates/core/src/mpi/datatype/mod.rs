@@ -207,6 +207,19 @@ pub struct Datatype {
 }
 
 impl Datatype {
+    /// How error messages name the type: its name if it has one, else its constructor
+    /// ("a derived datatype (Vector)").
+    pub fn describe(&self) -> String {
+        if self.name.is_empty() {
+            format!(
+                "a derived datatype ({:?}) of {} bytes",
+                self.combiner, self.size
+            )
+        } else {
+            format!("datatype {}", self.name)
+        }
+    }
+
     pub fn extent(&self) -> isize {
         self.ub - self.lb
     }
