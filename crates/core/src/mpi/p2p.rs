@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::err;
 use crate::error::{ErrorClass, MpiError, Result};
-use crate::mpi::datatype::Datatype;
+use crate::mpi::datatype::{pool, Datatype};
 use crate::mpi::pml::{DirectPost, Pml};
 use crate::mpi::request::*;
 use crate::proto::frame::Envelope;
@@ -41,8 +41,8 @@ impl Engine {
         if !d.committed {
             return err!(
                 Type,
-                "datatype {} has not been committed (call MPI_Type_commit)",
-                d.name
+                "{} has not been committed (call MPI_Type_commit)",
+                d.describe()
             );
         }
         Ok(d)
@@ -64,16 +64,20 @@ impl Engine {
         if len > 0 && buf.is_null() && d.predefined && d.true_lb >= 0 {
             return err!(Buffer, "null buffer for {count} elements of {}", d.name);
         }
-        if d.contig {
-            return Ok((buf, len, None));
+        if let Some(off) = d.contiguous_span(count) {
+            // One span of `len` bytes: a contiguous type, or a single block elsewhere (a
+            // resized type, a struct of absolute addresses used with MPI_BOTTOM).
+            return Ok((buf.wrapping_offset(off), len, None));
         }
+        // Packed copies come from a per-thread pool (see datatype::pool) and go back to it when
+        // the request drops them.
         let data = if pack {
-            let mut v = Vec::with_capacity(len);
+            let mut v = pool::take_empty(len);
             // SAFETY: the caller guarantees the buffer holds `count` elements of the type.
             unsafe { d.pack(buf, count, &mut v) };
             v
         } else {
-            vec![0u8; len]
+            pool::take_filled(len)
         };
         let mut p = Box::new(Packed {
             data,
@@ -742,10 +746,9 @@ impl Engine {
             // SAFETY: the user's buffer holds `len` bytes; the region has room for them.
             unsafe { std::ptr::copy_nonoverlapping(buf, region, len) };
         } else {
-            let mut v = Vec::with_capacity(len);
-            // SAFETY: the user's buffer holds `count` elements of the type.
-            unsafe { d.pack(buf, count, &mut v) };
-            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), region, len) };
+            // SAFETY: the user's buffer holds `count` elements of the type; the region has room
+            // for their `len` packed bytes.
+            unsafe { d.pack_to(buf, count, region) };
         }
         let c = self.comm(comm)?;
         let mut r = Request::new(Kind::Send, comm);

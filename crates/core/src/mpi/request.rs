@@ -92,6 +92,13 @@ pub struct Packed {
     pub dtype: std::sync::Arc<crate::mpi::datatype::Datatype>,
 }
 
+impl Drop for Packed {
+    /// The packed copy goes back to the buffer pool for the next non-contiguous message.
+    fn drop(&mut self) {
+        crate::mpi::datatype::pool::give(std::mem::take(&mut self.data));
+    }
+}
+
 #[derive(Debug)]
 pub struct Request {
     pub gen: u8,
