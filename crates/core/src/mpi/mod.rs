@@ -1,4 +1,5 @@
-//! MPI objects and semantics: communicators, datatypes, requests, matching, point-to-point.
+//! MPI objects and semantics: communicators, groups, attributes, topologies, datatypes,
+//! requests, matching, point-to-point.
 
 pub mod coll;
 pub mod comm;
@@ -6,3 +7,4 @@ pub mod datatype;
 pub mod p2p;
 pub mod pml;
 pub mod request;
+pub mod topo;
