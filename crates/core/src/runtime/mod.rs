@@ -23,6 +23,8 @@ use protean_pmi::PmiClient;
 
 use crate::config::{Config, PROTOCOLS, YIELD_MODES};
 use crate::error::{ErrorClass, MpiError, Result};
+use crate::mpi::attr::AttrStore;
+use crate::mpi::cm::CommMgr;
 use crate::mpi::comm::{
     predefined_errhandlers, Comm, Errhandler, COMM_SELF, COMM_WORLD, CTX_SELF, CTX_WORLD,
 };
@@ -125,6 +127,12 @@ pub struct Engine {
     pub pml: Pml,
     pub net: Net,
     pub comms: Vec<Option<Comm>>,
+    /// Groups by id; slot 0 is MPI_GROUP_EMPTY.
+    pub groups: Vec<Option<Vec<Gpid>>>,
+    /// Context ids and the communicator-creating operations in flight.
+    pub cm: CommMgr,
+    /// Keyvals and cached attributes of communicators, datatypes and windows.
+    pub attrs: AttrStore,
     pub dtypes: Vec<Option<Arc<Datatype>>>,
     pub errhandlers: Vec<Option<Errhandler>>,
     pub yield_wait: bool,
@@ -490,6 +498,9 @@ impl Engine {
             pml,
             net,
             comms,
+            groups: vec![Some(Vec::new())],
+            cm: CommMgr::default(),
+            attrs: AttrStore::default(),
             dtypes,
             errhandlers: predefined_errhandlers(),
             yield_wait,
@@ -512,6 +523,9 @@ impl Engine {
         }
         if self.bsend.as_ref().is_some_and(|b| !b.used.is_empty()) {
             self.reap_bsend();
+        }
+        if self.cm.live > 0 {
+            self.cm_progress();
         }
         n
     }
