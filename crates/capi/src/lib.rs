@@ -20,6 +20,7 @@ pub mod group;
 pub mod handles;
 pub mod info;
 pub mod memory;
+pub mod mpit;
 pub mod p2p;
 pub mod topo;
 mod unimplemented;

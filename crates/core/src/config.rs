@@ -7,7 +7,7 @@
 //! - `protean-info`, which lists every tunable with its default and doc,
 //! - MPI_T control variables (read, and written at run time where `writable` is true).
 //!
-//! The engine reads tunables as plain struct fields (`config.shm_eager_limit`), so the hot path
+//! The engine reads tunables as plain struct fields (`config.shm_eager_max`), so the hot path
 //! pays nothing for the registry.
 
 use std::fmt;
@@ -216,7 +216,7 @@ macro_rules! tunables {
 }
 
 /// Choices for `protocol`.
-pub const PROTOCOLS: &[&str] = &["static", "eager", "rendezvous", "eager-rendezvous"];
+pub const PROTOCOLS: &[&str] = crate::proto::policy::PROTOCOL_NAMES;
 /// Choices for `progress_yield`.
 pub const YIELD_MODES: &[&str] = &["auto", "always", "never"];
 
@@ -228,14 +228,26 @@ const SIZE: Kind = Kind::Int {
 tunables! {
     transports: String = "shm,tcp", Kind::Str, writable = false,
         "Transports allowed between ranks, in order of preference: shm (same host), tcp. Ranks on one host use shm when allowed; 'tcp' alone forces TCP everywhere. The self transport always carries messages to the own rank.";
-    protocol: usize = "static", Kind::Choice(PROTOCOLS), writable = true,
-        "Point-to-point protocol policy: static (size thresholds per transport), or force eager, rendezvous or eager-rendezvous for every message.";
-    shm_eager_limit: i64 = "8192", SIZE, writable = true,
-        "Largest message (bytes) sent eagerly over shared memory; larger ones use rendezvous. Capped by the channel's largest frame.";
-    tcp_eager_limit: i64 = "65536", SIZE, writable = true,
-        "Largest message (bytes) sent eagerly over TCP; larger ones use rendezvous.";
-    self_eager_limit: i64 = "16384", SIZE, writable = true,
-        "Largest message (bytes) to the own rank copied eagerly; larger ones are copied once when matched.";
+    transport_peers: String = "", Kind::Str, writable = false,
+        "Per-peer transport overrides, 'RANKS=LIST;...' with LIST as in transports and RANKS as in 3, 0-7, 1,4-5 or * (ranks of MPI_COMM_WORLD): a pair of ranks uses the first rule naming either of them, else transports. Example: '0=tcp' makes rank 0 talk TCP to everyone.";
+    protocol: usize = "adaptive", Kind::Choice(PROTOCOLS), writable = true,
+        "Point-to-point protocol policy. adaptive: per peer, the protocol with the lowest expected cost (adaptive_costs_*) given the share of recent messages the peer received preposted and its unexpected data, which receivers report back on every frame; static: size thresholds per transport (*_eager_max); eager, rendezvous, eager-rendezvous: that protocol for every message (experiments). Writable at run time; a communicator's info key protean_protocol overrides it for that communicator.";
+    eager_limit: i64 = "-1", Kind::Int { min: -1, max: i64::MAX }, writable = true,
+        "Largest message (bytes) sent eagerly on every transport, under the static and adaptive policies alike (it pins the eager boundary); -1 (the default): static uses each transport's own limit (shm_eager_max, tcp_eager_max, self_eager_max), adaptive chooses. Writable at run time: the next message follows it.";
+    eager_limit_peers: String = "", Kind::Str, writable = true,
+        "Per-peer eager limits, 'RANKS=BYTES;RANKS=BYTES...' with RANKS as in 3, 0-7, 1,4-5 or * (ranks of MPI_COMM_WORLD), the first rule naming the peer wins; they pin the eager boundary for those peers like eager_limit.";
+    adaptive_costs_shm: String = "eager=100+0.05,unexpected=0+0.1,pressure=1048576,rndv=700+0.028,split=100,hide=0", Kind::Str, writable = true,
+        "Cost model of the adaptive policy on shared memory, FIXED_NS+NS_PER_BYTE per protocol: eager (receive posted), unexpected (added to an eager message that arrives unexpected; its per-byte part doubles at 'pressure' bytes of recent unexpected data), rndv (rendezvous), split (added by an eager-rendezvous prefix), hide (handshake time a prefix hides). bench/prepost-run --fit measures it.";
+    adaptive_costs_tcp: String = "eager=2400+0.095,unexpected=0+0.2,pressure=4194304,rndv=5000+0.1,split=300,hide=0", Kind::Str, writable = true,
+        "Cost model of the adaptive policy on TCP (see adaptive_costs_shm).";
+    adaptive_costs_self: String = "eager=50+0.06,unexpected=0+0.06,pressure=1048576,rndv=300+0.03,split=50,hide=0", Kind::Str, writable = true,
+        "Cost model of the adaptive policy for messages to the own rank (see adaptive_costs_shm).";
+    shm_eager_max: i64 = "8192", SIZE, writable = true,
+        "Largest message (bytes) sent eagerly over shared memory when eager_limit is -1; larger ones use rendezvous. Capped by the channel's largest frame.";
+    tcp_eager_max: i64 = "65536", SIZE, writable = true,
+        "Largest message (bytes) sent eagerly over TCP when eager_limit is -1; larger ones use rendezvous.";
+    self_eager_max: i64 = "16384", SIZE, writable = true,
+        "Largest message (bytes) to the own rank copied eagerly when eager_limit is -1; larger ones are copied once when matched.";
     eager_rndv_prefix: i64 = "8192", SIZE, writable = true,
         "Bytes sent with the request-to-send under the eager-rendezvous protocol.";
     shm_single_copy: bool = "1", Kind::Bool, writable = true,
@@ -268,7 +280,31 @@ tunables! {
         "Diagnostic output to stderr: 0 none, 1 connections and reconfigurations, 2+ more.";
 }
 
+/// Values written (through MPI_T) before MPI_Init; the engine applies them at start-up.
+static BEFORE_INIT: std::sync::Mutex<Vec<(usize, Value)>> = std::sync::Mutex::new(Vec::new());
+
 impl Config {
+    /// Record a value for tunable `index` to take effect when MPI starts.
+    pub fn set_before_init(index: usize, v: Value) -> Result<(), String> {
+        let mut probe = Config::defaults();
+        probe.set(index, &v)?;
+        BEFORE_INIT
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((index, v));
+        Ok(())
+    }
+
+    /// The configuration as the engine will start with it: environment, then values written
+    /// before MPI_Init.
+    pub fn effective() -> Result<Config, String> {
+        let mut c = Config::from_env()?;
+        for (i, v) in BEFORE_INIT.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            c.set(*i, v)?;
+        }
+        Ok(c)
+    }
+
     /// Index of the tunable called `name`.
     pub fn index_of(name: &str) -> Option<usize> {
         TUNABLES.iter().position(|m| m.name == name)
@@ -333,6 +369,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::policy::Costs;
     use std::collections::HashMap;
 
     fn from(pairs: &[(&str, &str)]) -> Result<Config, String> {
@@ -349,20 +386,33 @@ mod tests {
     #[test]
     fn defaults_parse() {
         let c = Config::defaults();
-        assert_eq!(c.shm_eager_limit, 8192);
+        assert_eq!(c.shm_eager_max, 8192);
+        assert_eq!(c.eager_limit, -1);
         assert_eq!(c.transports, "shm,tcp");
-        assert_eq!(PROTOCOLS[c.protocol], "static");
+        assert_eq!(PROTOCOLS[c.protocol], "adaptive");
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_shm),
+            Costs::parse(Costs::SHM)
+        );
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_tcp),
+            Costs::parse(Costs::TCP)
+        );
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_self),
+            Costs::parse(Costs::SELF)
+        );
         assert!(c.shm_single_copy);
     }
 
     #[test]
     fn env_overrides_with_suffixes() {
         let c = from(&[
-            ("PROTEAN_SHM_EAGER_LIMIT", "4k"),
+            ("PROTEAN_SHM_EAGER_MAX", "4k"),
             ("PROTEAN_PROTOCOL", "Rendezvous"),
         ])
         .unwrap();
-        assert_eq!(c.shm_eager_limit, 4096);
+        assert_eq!(c.shm_eager_max, 4096);
         assert_eq!(PROTOCOLS[c.protocol], "rendezvous");
     }
 
@@ -379,7 +429,7 @@ mod tests {
     #[test]
     fn get_set_roundtrip_through_values() {
         let mut c = Config::defaults();
-        let i = Config::index_of("tcp_eager_limit").unwrap();
+        let i = Config::index_of("tcp_eager_max").unwrap();
         c.set(i, &Value::Int(1234)).unwrap();
         assert_eq!(c.get(i), Some(Value::Int(1234)));
         assert!(c.set(i, &Value::Int(-1)).is_err());

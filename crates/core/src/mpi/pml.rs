@@ -18,8 +18,9 @@
 use std::collections::VecDeque;
 
 use crate::error::{ErrorClass, MpiError};
-use crate::proto::frame::{Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
-use crate::proto::policy::{Plan, Policy, Route};
+use crate::profile::Counters;
+use crate::proto::frame::{self, Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
+use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats, RTS_INFO};
 use crate::transport::shm::coop::{CoopSlots, SlotPool};
 use crate::transport::shm::{cma, Shm};
 use crate::transport::{FrameSink, Gpid, Sent, Token};
@@ -55,50 +56,6 @@ pub trait Io {
         self.send(peer, hdr, &[], body, Token::NONE).is_ok()
     }
 }
-
-/// Counters kept per process (MPI_T performance variables).
-#[derive(Debug, Default, Clone)]
-pub struct Counters {
-    pub eager_sent: u64,
-    pub eager_bytes: u64,
-    pub rndv_sent: u64,
-    pub rndv_bytes: u64,
-    pub eager_rndv_sent: u64,
-    pub eager_rndv_bytes: u64,
-    pub unexpected: u64,
-    pub preposted: u64,
-    pub single_copy: u64,
-    pub bad_frames: u64,
-}
-
-/// Name and meaning of every counter in [`Counters`] (protean-info, MPI_T).
-pub const COUNTERS: &[(&str, &str)] = &[
-    ("eager_sent", "messages sent with the eager protocol"),
-    ("eager_bytes_sent", "bytes sent with the eager protocol"),
-    ("rndv_sent", "messages sent with the rendezvous protocol"),
-    ("rndv_bytes_sent", "bytes sent with the rendezvous protocol"),
-    (
-        "eager_rndv_sent",
-        "messages sent with the eager-rendezvous protocol",
-    ),
-    (
-        "eager_rndv_bytes_sent",
-        "bytes sent with the eager-rendezvous protocol",
-    ),
-    (
-        "unexpected",
-        "messages that arrived before their receive was posted",
-    ),
-    (
-        "preposted",
-        "messages that found their receive already posted",
-    ),
-    (
-        "single_copy",
-        "rendezvous messages read directly from the sender's memory",
-    ),
-    ("bad_frames", "malformed or stale frames dropped"),
-];
 
 /// An eager message a transport is writing straight into the receive it matched.
 #[derive(Debug, Clone, Copy)]
@@ -261,8 +218,18 @@ impl Ctrl {
 #[derive(Debug)]
 struct Peer {
     route: Route,
-    /// Largest message sent eagerly (the policy's answer for the channel in use), cached.
-    eager_max: Option<usize>,
+    /// What the policy says for messages to this peer; recomputed when one of its inputs
+    /// changes (the policy, the channel, the peer's feedback), not per message.
+    limits: Limits,
+    /// Largest frame payload of the channel in use.
+    max_payload: usize,
+    /// The peer's last report on how our messages arrive (raw header field; 0: none yet).
+    fb_in: u16,
+    /// What we see of the messages from this peer, and the report we stamp on every frame
+    /// to it; `fb_told`: the report that last went out.
+    rx: RxStats,
+    fb_out: u16,
+    fb_told: u16,
     send_seq: u32,
     recv_seq: u32,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
@@ -321,7 +288,12 @@ impl Pml {
             .into_iter()
             .map(|route| Peer {
                 route,
-                eager_max: None,
+                limits: Limits::RENDEZVOUS,
+                max_payload: 0,
+                fb_in: 0,
+                rx: RxStats::default(),
+                fb_out: 0,
+                fb_told: 0,
                 send_seq: 0,
                 recv_seq: 0,
                 early: Vec::new(),
@@ -361,8 +333,71 @@ impl Pml {
     /// Recompute what depends on the policy and the channels (at start-up and whenever either
     /// changes).
     pub fn refresh_limits<I: Io>(&mut self, io: &I) {
-        for (g, p) in self.peers.iter_mut().enumerate() {
-            p.eager_max = self.policy.eager_max(p.route, io.max_payload(g as Gpid));
+        for g in 0..self.peers.len() {
+            self.peers[g].max_payload = io.max_payload(g as Gpid);
+            self.update_limits(g as Gpid);
+        }
+    }
+
+    fn update_limits(&mut self, peer: Gpid) {
+        let p = &mut self.peers[peer as usize];
+        let fb = frame::feedback_of(p.fb_in)
+            .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
+        p.limits = self
+            .policy
+            .limits(self.policy.protocol, peer, p.route, p.max_payload, fb);
+    }
+
+    /// The limits for a message to `peer` under the setting `protocol` of its communicator
+    /// (an info hint), when that differs from the policy's own.
+    fn limits_for(&self, peer: Gpid, protocol: Protocol) -> Limits {
+        let p = &self.peers[peer as usize];
+        if protocol == self.policy.protocol {
+            return p.limits;
+        }
+        let fb = frame::feedback_of(p.fb_in)
+            .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
+        self.policy
+            .limits(protocol, peer, p.route, p.max_payload, fb)
+    }
+
+    /// The limits in use for messages to `peer` (protean-info, tests).
+    pub fn limits(&self, peer: Gpid) -> Option<Limits> {
+        self.peers.get(peer as usize).map(|p| p.limits)
+    }
+
+    /// A header arrived from `from`: take in the feedback it carries.
+    #[inline(always)]
+    fn take_feedback(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN]) {
+        let w = u16::from_le_bytes([hdr[2], hdr[3]]);
+        if w == 0 {
+            return;
+        }
+        let Some(p) = self.peers.get_mut(from as usize) else {
+            return;
+        };
+        if p.fb_in != w {
+            p.fb_in = w;
+            if self.policy.uses_feedback(self.policy.protocol) {
+                self.update_limits(from);
+            }
+        }
+    }
+
+    /// A matchable message from `from` arrived; `preposted`: its receive was waiting.
+    #[inline(always)]
+    fn note_arrival(&mut self, from: Gpid, preposted: bool, bytes: usize) {
+        let p = &mut self.peers[from as usize];
+        if let Some((share, level)) = p.rx.note(preposted, bytes) {
+            p.fb_out = frame::feedback_word(share, level);
+            // Most traffic carries the report back by itself; when little goes that way and
+            // the report moved a lot since it last went out, send it on its own.
+            let told = frame::feedback_of(p.fb_told);
+            let far = told.is_none_or(|(s, l)| s.abs_diff(share) >= 8 || l.abs_diff(level) >= 2);
+            if far && p.lost.is_none() {
+                p.fb_told = p.fb_out;
+                self.outbox.push_back(Ctrl::new(from, Frame::Feedback));
+            }
         }
     }
 
@@ -394,22 +429,25 @@ impl Pml {
         if !p.backlog.is_empty() || p.lost.is_some() {
             return false;
         }
-        if p.eager_max.is_none_or(|m| data.len() > m) {
+        if p.limits.eager_max.is_none_or(|m| data.len() > m) {
             return false;
         }
-        let hdr = Frame::Eager {
+        let mut hdr = Frame::Eager {
             env,
             seq: p.send_seq,
             sreq: 0,
             sync: false,
         }
         .encode();
+        frame::set_feedback(&mut hdr, p.fb_out);
         if !io.try_send(peer, &hdr, data) {
             return false;
         }
+        p.fb_told = p.fb_out;
         p.send_seq = p.send_seq.wrapping_add(1);
-        self.counters.eager_sent += 1;
-        self.counters.eager_bytes += data.len() as u64;
+        let c = self.counters.on(p.route);
+        c.eager_sent += 1;
+        c.eager_bytes += data.len() as u64;
         true
     }
 
@@ -455,13 +493,23 @@ impl Pml {
     #[inline]
     fn emit_first<I: Io>(&mut self, slot: u32, io: &mut I) -> Result<bool, SendError> {
         let wire = self.reqs.wire_id(slot);
-        let r = self.reqs.get_mut(slot).expect("send slot");
-        let peer = r.peer;
-        let p = &mut self.peers[peer as usize];
-        let len = r.len;
+        let r = self.reqs.get(slot).expect("send slot");
+        let (peer, len) = (r.peer, r.len);
+        let limits = match r.protocol {
+            Some(pr) => self.limits_for(peer, pr),
+            None => self.peers[peer as usize].limits,
+        };
         let max = io.max_payload(peer);
-        let plan = self.policy.plan(p.route, len, max);
+        // The limits follow the channel; should it have changed since, the frame still fits.
+        let plan = match limits.plan(len) {
+            Plan::Eager if len > max => Plan::Rendezvous,
+            Plan::EagerRendezvous { prefix } if prefix + RTS_INFO > max => Plan::Rendezvous,
+            plan => plan,
+        };
+        let r = self.reqs.get_mut(slot).expect("send slot");
+        let p = &mut self.peers[peer as usize];
         let seq = p.send_seq;
+        let fb = p.fb_out;
         // SAFETY: the send buffer holds `len` bytes and stays valid until the request completes.
         let data: &[u8] = if len == 0 {
             &[]
@@ -471,17 +519,20 @@ impl Pml {
         match plan {
             Plan::Eager => {
                 let sync = r.mode == Mode::Sync;
-                let hdr = Frame::Eager {
+                let mut hdr = Frame::Eager {
                     env: r.env,
                     seq,
                     sreq: if sync { wire } else { 0 },
                     sync,
                 }
                 .encode();
+                frame::set_feedback(&mut hdr, fb);
                 let sent = io.send(peer, &hdr, &[], data, Token(wire))?;
+                p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
-                self.counters.eager_sent += 1;
-                self.counters.eager_bytes += len as u64;
+                let c = self.counters.on(p.route);
+                c.eager_sent += 1;
+                c.eager_bytes += len as u64;
                 if sent == Sent::Pending {
                     r.inflight += 1;
                 }
@@ -520,13 +571,14 @@ impl Pml {
                         0
                     },
                 };
-                let hdr = Frame::Rts {
+                let mut hdr = Frame::Rts {
                     env: r.env,
                     seq,
                     sreq: wire,
                     len: len as u64,
                 }
                 .encode();
+                frame::set_feedback(&mut hdr, fb);
                 let sent = match io.send(peer, &hdr, &info.encode(), &data[..prefix], Token(wire)) {
                     Ok(s) => s,
                     Err(e) => {
@@ -537,13 +589,16 @@ impl Pml {
                     }
                 };
                 r.coop_slot = coop_slot.map_or(0, |c| c + 1);
+                p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
                 if prefix > 0 {
-                    self.counters.eager_rndv_sent += 1;
-                    self.counters.eager_rndv_bytes += len as u64;
+                    let c = self.counters.on(p.route);
+                    c.split_sent += 1;
+                    c.split_bytes += len as u64;
                 } else {
-                    self.counters.rndv_sent += 1;
-                    self.counters.rndv_bytes += len as u64;
+                    let c = self.counters.on(p.route);
+                    c.rndv_sent += 1;
+                    c.rndv_bytes += len as u64;
                 }
                 if sent == Sent::Pending {
                     r.inflight += 1;
@@ -596,17 +651,9 @@ impl Pml {
 
     /// Push out what waits: control frames, backlogged sends, rendezvous data.
     pub fn flush<I: Io>(&mut self, io: &mut I) {
-        while let Some(c) = self.outbox.front() {
-            match io.send(
-                c.peer,
-                &c.hdr,
-                &c.small[..c.small_len as usize],
-                &[],
-                Token::NONE,
-            ) {
-                Ok(_) => {
-                    self.outbox.pop_front();
-                }
+        while !self.outbox.is_empty() {
+            match self.send_ctrl(io) {
+                Ok(()) => {}
                 Err(SendError::NotNow) => break,
                 Err(SendError::Failed(_)) => {
                     self.outbox.pop_front();
@@ -647,21 +694,7 @@ impl Pml {
         if !self.coop.jobs.is_empty() {
             self.run_coop();
             // A finished copy queued its Fin: send it now rather than next pass.
-            while let Some(c) = self.outbox.front() {
-                if io
-                    .send(
-                        c.peer,
-                        &c.hdr,
-                        &c.small[..c.small_len as usize],
-                        &[],
-                        Token::NONE,
-                    )
-                    .is_err()
-                {
-                    break;
-                }
-                self.outbox.pop_front();
-            }
+            while !self.outbox.is_empty() && self.send_ctrl(io).is_ok() {}
         }
         let mut i = 0;
         while i < self.streaming.len() {
@@ -672,6 +705,24 @@ impl Pml {
                 i += 1;
             }
         }
+    }
+
+    /// Send the first control frame of the outbox, with the latest feedback for its peer.
+    /// Ok: sent and taken off the outbox.
+    fn send_ctrl<I: Io>(&mut self, io: &mut I) -> Result<(), SendError> {
+        let c = self.outbox.front_mut().expect("outbox not empty");
+        let p = &mut self.peers[c.peer as usize];
+        frame::set_feedback(&mut c.hdr, p.fb_out);
+        io.send(
+            c.peer,
+            &c.hdr,
+            &c.small[..c.small_len as usize],
+            &[],
+            Token::NONE,
+        )?;
+        p.fb_told = p.fb_out;
+        self.outbox.pop_front();
+        Ok(())
     }
 
     /// Send Data frames of a rendezvous send. Returns true when no more frames are needed.
@@ -685,13 +736,15 @@ impl Pml {
         }
         let peer = r.peer;
         let frag = io.max_payload(peer).max(1);
+        let fb = self.peers[peer as usize].fb_out;
         while r.off < r.len {
             let n = frag.min(r.len - r.off);
-            let hdr = Frame::Data {
+            let mut hdr = Frame::Data {
                 rreq: r.remote,
                 offset: r.off as u64,
             }
             .encode();
+            frame::set_feedback(&mut hdr, fb);
             // SAFETY: the send buffer stays valid until the request completes, which waits for
             // every pending Data frame (`inflight`).
             let body = unsafe { std::slice::from_raw_parts(r.buf.add(r.off), n) };
@@ -910,7 +963,7 @@ impl Pml {
                         r.status.error = Some(truncated(len, r.len));
                     }
                     r.recv_state = RecvState::Done;
-                    self.counters.single_copy += 1;
+                    self.counters.on(self.route(from)).single_copy += 1;
                     self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
                     self.finish(slot);
                     return;
@@ -971,9 +1024,14 @@ impl Pml {
             Some(_) => self.posted.iter().position(|p| matches(&p.spec, &env)),
             None => None,
         };
+        let bytes = match f {
+            Frame::Rts { len, .. } => len as usize,
+            _ => payload.len(),
+        };
+        self.note_arrival(from, found.is_some(), bytes);
         if let Some(i) = found {
             let mut p = take_at(&mut self.posted, i);
-            self.counters.preposted += 1;
+            self.counters.on(self.route(from)).preposted += 1;
             if p.slot == DIRECT {
                 let d = self.direct.as_mut().expect("a direct receive is posted");
                 if let Frame::Eager { sync, .. } = f {
@@ -1010,7 +1068,7 @@ impl Pml {
             }
             return;
         }
-        self.counters.unexpected += 1;
+        self.counters.on(self.route(from)).unexpected += 1;
         let (len, data) = match f {
             Frame::Eager { sync, .. } => (
                 payload.len() as u64,
@@ -1129,7 +1187,7 @@ impl Pml {
             )));
         }
         r.recv_state = RecvState::Done;
-        self.counters.single_copy += 1;
+        self.counters.on(self.route(from)).single_copy += 1;
         self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
         self.finish(slot);
         true
@@ -1330,10 +1388,13 @@ impl FrameSink for Pml {
             Ok(f) => f,
             Err(e) => return self.bad_frame(from, &e.to_string()),
         };
-        let Some(p) = self.peers.get_mut(from as usize) else {
+        if from as usize >= self.peers.len() {
             return self.bad_frame(from, "frame from an unknown process");
-        };
+        }
+        self.take_feedback(from, hdr);
+        let p = &mut self.peers[from as usize];
         match f {
+            Frame::Feedback => {}
             Frame::Eager { seq, .. } | Frame::Rts { seq, .. } => {
                 if seq != p.recv_seq {
                     // Ahead of its turn (it came over another channel): hold it.
@@ -1482,7 +1543,9 @@ impl FrameSink for Pml {
             r.recv_state = RecvState::Receiving;
         }
         self.peers[from as usize].recv_seq = seq.wrapping_add(1);
-        self.counters.preposted += 1;
+        self.counters.on(self.route(from)).preposted += 1;
+        self.take_feedback(from, hdr);
+        self.note_arrival(from, true, len);
         self.placing.push(Placing {
             from,
             slot,

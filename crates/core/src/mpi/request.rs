@@ -162,6 +162,9 @@ pub struct Request {
     pub active: bool,
     /// The shared "already complete" request that eager sends return (never released).
     pub permanent: bool,
+    /// Send: the protocol setting of its communicator when it differs from the process's
+    /// (the `protean_protocol` info hint).
+    pub protocol: Option<crate::proto::policy::Protocol>,
 }
 
 impl Request {
@@ -192,6 +195,7 @@ impl Request {
             persist: None,
             active: true,
             permanent: false,
+            protocol: None,
         }
     }
 }

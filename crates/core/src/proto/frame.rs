@@ -8,7 +8,7 @@
 //! offset size  field
 //!  0      1    kind        FrameKind
 //!  1      1    flags       SYNC (0x1): eager message sent in synchronous mode, ack when matched
-//!  2      2    reserved    must be zero
+//!  2      2    feedback    the sender's report on what it receives from the destination
 //!  4      4    seq         per (sender, receiver) sequence number of matchable frames
 //!  8      4    w0          Eager/Rts: context id      Cts/Data/Help: receiver request  other: 0
 //! 12      4    w1          Eager/Rts: source rank     CancelResp: 1 if cancelled
@@ -16,8 +16,14 @@
 //! 20      4    sreq        sender's request id (sync eager, rendezvous, cancel)
 //! 24      8    q           Rts: total message bytes   Data: byte offset
 //! ```
-//! All fields little endian. Decoding validates the kind, the flags and the reserved bytes and
+//! All fields little endian. Decoding validates the kind, the flags and the feedback field and
 //! never panics; a malformed header is a [`FrameError`].
+//!
+//! Feedback (bytes 2–3, any frame kind) is how receivers tell senders, at no extra cost, how
+//! the messages they send are received (see `policy::Feedback`): bit 15 set when present, bits
+//! 0–5 the share of recent messages that found their receive posted (0..=63 for 0..=1), bits
+//! 6–11 the bit length of the bytes of recent messages that arrived unexpected; bits 12–14
+//! are zero. A `Feedback` frame carries nothing else, for when no other frame goes that way.
 //!
 //! Rendezvous (`Rts`) payloads start with [`RndvInfo`] (24 bytes) and may carry the first part
 //! of the message after it (eager-rendezvous). `Help` payloads are a [`HelpInfo`].
@@ -25,6 +31,38 @@
 use std::fmt;
 
 pub const HEADER_LEN: usize = 32;
+
+/// Bits of byte 3 (the feedback's high byte) that must be zero.
+const FEEDBACK_RESERVED_HI: u8 = 0x70;
+/// Feedback present.
+const FEEDBACK_VALID: u16 = 0x8000;
+/// Largest value of the preposted-share field.
+pub const FEEDBACK_SHARE_MAX: u16 = 63;
+
+/// The feedback field of a header: (preposted share 0..=63, unexpected-bytes bit length
+/// 0..=63), or None when the sender put none.
+#[inline(always)]
+pub fn feedback(hdr: &[u8; HEADER_LEN]) -> Option<(u16, u16)> {
+    feedback_of(u16::from_le_bytes([hdr[2], hdr[3]]))
+}
+
+/// The same, from the field's value.
+#[inline(always)]
+pub fn feedback_of(v: u16) -> Option<(u16, u16)> {
+    (v & FEEDBACK_VALID != 0).then_some((v & 63, (v >> 6) & 63))
+}
+
+/// Encode a feedback field (see [`feedback`]); values saturate.
+#[inline]
+pub fn feedback_word(share: u16, level: u16) -> u16 {
+    FEEDBACK_VALID | share.min(FEEDBACK_SHARE_MAX) | (level.min(63) << 6)
+}
+
+/// Put a feedback word (from [`feedback_word`], or 0 for none) into a header.
+#[inline(always)]
+pub fn set_feedback(hdr: &mut [u8; HEADER_LEN], word: u16) {
+    hdr[2..4].copy_from_slice(&word.to_le_bytes());
+}
 
 /// Flag: the eager message was sent with MPI_Ssend/Issend; the receiver acks when it matches.
 pub const FLAG_SYNC: u8 = 0x1;
@@ -52,6 +90,8 @@ pub enum FrameKind {
     /// The receiver matched a cooperative-copy message and asks the sender to copy chunks
     /// too; payload is [`HelpInfo`].
     Help = 9,
+    /// Nothing but the feedback field.
+    Feedback = 10,
 }
 
 impl FrameKind {
@@ -66,6 +106,7 @@ impl FrameKind {
             7 => FrameKind::CancelReq,
             8 => FrameKind::CancelResp,
             9 => FrameKind::Help,
+            10 => FrameKind::Feedback,
             _ => return None,
         })
     }
@@ -125,6 +166,7 @@ pub enum Frame {
         sreq: u32,
         rreq: u32,
     },
+    Feedback,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +183,7 @@ impl fmt::Display for FrameError {
         match self {
             FrameError::BadKind(k) => write!(f, "unknown frame kind {k}"),
             FrameError::BadFlags(x) => write!(f, "unknown frame flags {x:#x}"),
-            FrameError::Reserved => write!(f, "reserved header bytes are not zero"),
+            FrameError::Reserved => write!(f, "reserved feedback bits are not zero"),
             FrameError::Short(n) => write!(f, "frame of {n} bytes is shorter than its header"),
             FrameError::BadPayload(why) => write!(f, "malformed frame payload: {why}"),
         }
@@ -172,6 +214,7 @@ impl Frame {
             Frame::CancelReq { .. } => FrameKind::CancelReq,
             Frame::CancelResp { .. } => FrameKind::CancelResp,
             Frame::Help { .. } => FrameKind::Help,
+            Frame::Feedback => FrameKind::Feedback,
         }
     }
 
@@ -206,6 +249,7 @@ impl Frame {
             Frame::CancelReq { sreq, seq } => (0, seq, 0, 0, 0, sreq, 0),
             Frame::CancelResp { sreq, cancelled } => (0, 0, 0, cancelled as u32, 0, sreq, 0),
             Frame::Help { sreq, rreq } => (0, 0, rreq, 0, 0, sreq, 0),
+            Frame::Feedback => (0, 0, 0, 0, 0, 0, 0),
         };
         b[1] = flags;
         put32(&mut b, 4, seq);
@@ -224,7 +268,7 @@ impl Frame {
         if flags & !KNOWN_FLAGS != 0 || (flags != 0 && kind != FrameKind::Eager) {
             return Err(FrameError::BadFlags(flags));
         }
-        if b[2] != 0 || b[3] != 0 {
+        if b[3] & FEEDBACK_RESERVED_HI != 0 {
             return Err(FrameError::Reserved);
         }
         let seq = get32(b, 4);
@@ -258,6 +302,7 @@ impl Frame {
             },
             FrameKind::Fin => Frame::Fin { sreq },
             FrameKind::SyncAck => Frame::SyncAck { sreq },
+            FrameKind::Feedback => Frame::Feedback,
             FrameKind::CancelReq => Frame::CancelReq { sreq, seq },
             FrameKind::CancelResp => Frame::CancelResp {
                 sreq,
@@ -419,10 +464,23 @@ mod tests {
                 sreq: 5,
                 cancelled: true,
             },
+            Frame::Help { sreq: 5, rreq: 9 },
+            Frame::Feedback,
         ];
         for f in frames {
             assert_eq!(Frame::decode(&f.encode()), Ok(f));
+            assert_eq!(feedback(&f.encode()), None);
+            // Feedback rides on every kind without changing what the frame says.
+            let mut b = f.encode();
+            set_feedback(&mut b, feedback_word(40, 17));
+            assert_eq!(Frame::decode(&b), Ok(f));
+            assert_eq!(feedback(&b), Some((40, 17)));
         }
+        let mut b = Frame::Feedback.encode();
+        set_feedback(&mut b, feedback_word(1000, 1000));
+        assert_eq!(feedback(&b), Some((FEEDBACK_SHARE_MAX, 63)));
+        set_feedback(&mut b, feedback_word(0, 0));
+        assert_eq!(feedback(&b), Some((0, 0)));
     }
 
     #[test]
@@ -445,7 +503,7 @@ mod tests {
         b[1] = 0x80;
         assert_eq!(Frame::decode(&b), Err(FrameError::BadFlags(0x80)));
         b[1] = 0;
-        b[3] = 1;
+        b[3] = 0x10;
         assert_eq!(Frame::decode(&b), Err(FrameError::Reserved));
         assert_eq!(Frame::decode_slice(&[1, 0, 0]), Err(FrameError::Short(3)));
     }

@@ -1,9 +1,27 @@
 //! The policy: which protocol carries a message.
 //!
-//! Given what the engine knows about the peer (its route, the largest frame the channel in use
-//! carries, whether single copy is possible) and the message (size, send mode), the policy
-//! returns a [`Plan`]. `static` uses per-route size thresholds (like every static MPI); the
-//! forced settings exist for experiments.
+//! For every peer the engine keeps [`Limits`], computed here from the route, the largest frame
+//! the channel in use carries, and — for the adaptive policy — what the peer reports about its
+//! receives ([`Feedback`]). Picking the protocol of a message is then two comparisons
+//! ([`Limits::plan`]); the policy itself runs only when one of its inputs changes.
+//!
+//! Policies:
+//! - `static`: per-route size thresholds, like every static MPI (eager up to the limit,
+//!   rendezvous above); the limit can be overridden per peer.
+//! - `adaptive` (the default): a cost model per route ([`Costs`]) evaluated with the share of
+//!   this peer's recent messages whose receive was already posted when they arrived and the
+//!   volume of its unexpected messages. Eager costs one copy more, and a buffer, for every
+//!   message that arrives unexpected — and the more unexpected data piles up, the more each
+//!   byte costs (it falls out of the caches); rendezvous costs a handshake but moves the data
+//!   once, when the receive is there. Eager-rendezvous hides part of the handshake behind its
+//!   prefix when the receive is posted. The policy picks, for every size, the protocol with
+//!   the lowest expected cost now.
+//! - `eager`, `rendezvous`, `eager-rendezvous`: one protocol for every message (experiments).
+//!
+//! An explicit eager limit (`eager_limit` >= 0, or a per-peer override) pins the boundary of
+//! eager under `static` and `adaptive` alike: messages up to it go eager, larger ones never.
+
+use std::fmt;
 
 /// How a message travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,41 +44,388 @@ pub enum Route {
     Unreachable,
 }
 
-/// Protocol selection setting (`protocol` tunable).
+/// Protocol selection setting (`protocol` tunable, `protean_protocol` info hint).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
     Static,
     Eager,
     Rendezvous,
     EagerRendezvous,
+    Adaptive,
 }
 
+/// Names of the settings, indexed like [`Protocol::from_index`].
+pub const PROTOCOL_NAMES: &[&str] = &[
+    "static",
+    "eager",
+    "rendezvous",
+    "eager-rendezvous",
+    "adaptive",
+];
+
 impl Protocol {
-    /// From the index of [`crate::config::PROTOCOLS`].
+    /// From the index of [`PROTOCOL_NAMES`] (= `config::PROTOCOLS`).
     pub fn from_index(i: usize) -> Protocol {
         match i {
             1 => Protocol::Eager,
             2 => Protocol::Rendezvous,
             3 => Protocol::EagerRendezvous,
+            4 => Protocol::Adaptive,
             _ => Protocol::Static,
         }
     }
-}
 
-/// Inputs that do not change per message.
-#[derive(Debug, Clone, Copy)]
-pub struct Policy {
-    pub protocol: Protocol,
-    pub eager_limit_shm: usize,
-    pub eager_limit_tcp: usize,
-    pub eager_limit_self: usize,
-    pub prefix: usize,
+    pub fn from_name(s: &str) -> Option<Protocol> {
+        PROTOCOL_NAMES
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(s.trim()))
+            .map(Protocol::from_index)
+    }
+
+    pub fn name(self) -> &'static str {
+        PROTOCOL_NAMES[self as usize]
+    }
 }
 
 /// Bytes of a request-to-send's payload before any eager prefix.
 pub const RTS_INFO: usize = crate::proto::frame::RndvInfo::LEN;
 
+/// What a receiver tells its senders about the messages it gets from them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Feedback {
+    /// Share of recent messages whose receive was posted when they arrived, 0..=1.
+    pub preposted: f64,
+    /// Bytes of recent messages that arrived unexpected (their receive not yet posted).
+    pub unexpected_bytes: f64,
+}
+
+impl Feedback {
+    /// What a sender assumes before its peer has reported anything: every receive posted.
+    pub const INITIAL: Feedback = Feedback {
+        preposted: 1.0,
+        unexpected_bytes: 0.0,
+    };
+}
+
+impl Feedback {
+    /// From a header's feedback field (`frame::feedback`): share 0..=63, bit length of the
+    /// unexpected bytes (taken as the middle of its power-of-two range).
+    pub fn from_field(share: u16, level: u16) -> Feedback {
+        let max = crate::proto::frame::FEEDBACK_SHARE_MAX;
+        Feedback {
+            preposted: f64::from(share.min(max)) / f64::from(max),
+            unexpected_bytes: if level == 0 {
+                0.0
+            } else {
+                1.5 * 2f64.powi(i32::from(level.min(63)) - 1)
+            },
+        }
+    }
+}
+
+/// A receiver's statistics about the messages from one peer, which it reports back.
+///
+/// A window of about the last [`RxStats::WINDOW`] messages: counts are halved when it fills,
+/// so old behaviour fades out. The report changes only when it moved by more than the
+/// quantisation noise, and is re-evaluated every [`RxStats::EVERY`] messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxStats {
+    hits: u32,
+    total: u32,
+    unexpected_bytes: u64,
+    /// (share, level) last reported.
+    reported: Option<(u16, u16)>,
+}
+
+impl RxStats {
+    pub const WINDOW: u32 = 64;
+    pub const EVERY: u32 = 8;
+
+    /// A message arrived; `preposted`: its receive was already posted. Returns a new report
+    /// (share 0..=63, level) when it changed enough to tell the sender.
+    #[inline]
+    pub fn note(&mut self, preposted: bool, bytes: usize) -> Option<(u16, u16)> {
+        self.total += 1;
+        if preposted {
+            self.hits += 1;
+        } else {
+            self.unexpected_bytes += bytes as u64;
+        }
+        if !self.total.is_multiple_of(Self::EVERY) {
+            return None;
+        }
+        let max = u32::from(crate::proto::frame::FEEDBACK_SHARE_MAX);
+        let share = ((self.hits * max + self.total / 2) / self.total) as u16;
+        let level = (64 - self.unexpected_bytes.leading_zeros()) as u16;
+        if self.total >= Self::WINDOW {
+            self.hits /= 2;
+            self.total /= 2;
+            self.unexpected_bytes /= 2;
+        }
+        let moved = match self.reported {
+            None => true,
+            Some((s, l)) => s.abs_diff(share) >= 2 || l.abs_diff(level) >= 1,
+        };
+        if moved {
+            self.reported = Some((share, level));
+            return self.reported;
+        }
+        None
+    }
+}
+
+/// The cost model of one route: per-message time in nanoseconds as `fixed + per_byte * bytes`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Costs {
+    /// An eager message whose receive is posted (copy in, copy out).
+    pub eager: (f64, f64),
+    /// Added to an eager message that arrives unexpected (a buffer and one more copy), when
+    /// no unexpected data piles up.
+    pub unexpected: (f64, f64),
+    /// Unexpected bytes at which the per-byte cost of unexpected data has doubled.
+    pub pressure: f64,
+    /// A rendezvous message (handshake, one transfer once the receive is there).
+    pub rndv: (f64, f64),
+    /// Added to a rendezvous message by splitting off an eager prefix.
+    pub split: f64,
+    /// Handshake time an eager prefix hides when the receive is posted, at most.
+    pub hide: f64,
+}
+
+impl Costs {
+    /// Shared memory, fitted to `bench/prepost` with every protocol forced (2 ranks, one per
+    /// core): eager copies twice through the ring, rendezvous once by single copy after a
+    /// handshake of about 0.7 us.
+    pub const SHM: &'static str =
+        "eager=100+0.05,unexpected=0+0.1,pressure=1048576,rndv=700+0.028,split=100,hide=0";
+    /// TCP over loopback, fitted the same way.
+    pub const TCP: &'static str =
+        "eager=2400+0.095,unexpected=0+0.2,pressure=4194304,rndv=5000+0.1,split=300,hide=0";
+    /// Messages to the own process: eager copies twice, rendezvous once.
+    pub const SELF: &'static str =
+        "eager=50+0.06,unexpected=0+0.06,pressure=1048576,rndv=300+0.03,split=50,hide=0";
+
+    /// Parse `key=fixed+per_byte` items (`pressure`, `split`, `hide` take one number).
+    pub fn parse(text: &str) -> Result<Costs, String> {
+        let mut c = Costs {
+            eager: (f64::NAN, f64::NAN),
+            unexpected: (f64::NAN, f64::NAN),
+            pressure: f64::NAN,
+            rndv: (f64::NAN, f64::NAN),
+            split: 0.0,
+            hide: 0.0,
+        };
+        let num = |k: &str, v: &str| -> Result<f64, String> {
+            match v.trim().parse::<f64>() {
+                Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+                _ => Err(format!("cost '{k}': '{v}' is not a non-negative number")),
+            }
+        };
+        let pair = |k: &str, v: &str| -> Result<(f64, f64), String> {
+            let (a, b) = v
+                .split_once('+')
+                .ok_or_else(|| format!("cost '{k}': expected FIXED_NS+NS_PER_BYTE, got '{v}'"))?;
+            Ok((num(k, a)?, num(k, b)?))
+        };
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("cost item '{item}' is not KEY=VALUE"))?;
+            match k.trim() {
+                "eager" => c.eager = pair(k, v)?,
+                "unexpected" => c.unexpected = pair(k, v)?,
+                "rndv" => c.rndv = pair(k, v)?,
+                "pressure" => c.pressure = num(k, v)?.max(1.0),
+                "split" => c.split = num(k, v)?,
+                "hide" => c.hide = num(k, v)?,
+                other => return Err(format!(
+                    "unknown cost '{other}' (have eager, unexpected, pressure, rndv, split, hide)"
+                )),
+            }
+        }
+        for (name, v) in [
+            ("eager", c.eager.0),
+            ("unexpected", c.unexpected.0),
+            ("pressure", c.pressure),
+            ("rndv", c.rndv.0),
+        ] {
+            if v.is_nan() {
+                return Err(format!("cost '{name}' is missing"));
+            }
+        }
+        Ok(c)
+    }
+
+    /// Expected time (ns) of an eager message of `s` bytes.
+    pub fn eager_ns(&self, s: f64, fb: Feedback) -> f64 {
+        let unx = 1.0 - fb.preposted;
+        self.eager.0
+            + s * self.eager.1
+            + unx * (self.unexpected.0 + s * self.unexpected_per_byte(fb))
+    }
+
+    /// Expected time (ns) of a rendezvous message of `s` bytes.
+    pub fn rndv_ns(&self, s: f64) -> f64 {
+        self.rndv.0 + s * self.rndv.1
+    }
+
+    /// Expected time (ns) of an eager-rendezvous message of `s` bytes with a `prefix`.
+    pub fn split_ns(&self, s: f64, prefix: f64, fb: Feedback) -> f64 {
+        let unx = 1.0 - fb.preposted;
+        self.rndv.0
+            + self.split
+            + prefix * (self.eager.1 + unx * self.unexpected_per_byte(fb))
+            + (s - prefix) * self.rndv.1
+            - fb.preposted * self.hide.min(prefix * self.eager.1)
+    }
+
+    fn unexpected_per_byte(&self, fb: Feedback) -> f64 {
+        self.unexpected.1 * (1.0 + fb.unexpected_bytes / self.pressure)
+    }
+}
+
+impl fmt::Display for Costs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "eager={}+{},unexpected={}+{},pressure={},rndv={}+{},split={},hide={}",
+            self.eager.0,
+            self.eager.1,
+            self.unexpected.0,
+            self.unexpected.1,
+            self.pressure,
+            self.rndv.0,
+            self.rndv.1,
+            self.split,
+            self.hide
+        )
+    }
+}
+
+/// A set of ranks: `3`, `0-7`, `1,4-5`, `*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankSet(Vec<(u32, u32)>);
+
+impl RankSet {
+    pub fn parse(text: &str) -> Result<RankSet, String> {
+        let mut v = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            if part == "*" {
+                v.push((0, u32::MAX));
+                continue;
+            }
+            let bad = || format!("'{part}' is not a rank or a rank range (A-B)");
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                ),
+                None => {
+                    let a = part.parse().map_err(|_| bad())?;
+                    (a, a)
+                }
+            };
+            if a > b {
+                return Err(bad());
+            }
+            v.push((a, b));
+        }
+        Ok(RankSet(v))
+    }
+
+    pub fn contains(&self, r: u32) -> bool {
+        self.0.iter().any(|&(a, b)| a <= r && r <= b)
+    }
+}
+
+/// Rules `RANKS=VALUE;RANKS=VALUE;...`, first match wins (per-peer overrides).
+pub fn parse_rules<T>(
+    text: &str,
+    value: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<(RankSet, T)>, String> {
+    let mut rules = Vec::new();
+    for rule in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let (ranks, v) = rule
+            .split_once('=')
+            .ok_or_else(|| format!("rule '{rule}' is not RANKS=VALUE"))?;
+        rules.push((RankSet::parse(ranks)?, value(v.trim())?));
+    }
+    Ok(rules)
+}
+
+/// What every message to one peer is sent with, until an input of the policy changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Messages of at most this many bytes go eager; None: none does.
+    pub eager_max: Option<usize>,
+    /// Larger messages of at most this many bytes go eager-rendezvous, the rest rendezvous.
+    pub split_max: usize,
+    /// Eager prefix of eager-rendezvous messages (bytes).
+    pub prefix: usize,
+}
+
+impl Limits {
+    /// Everything by rendezvous.
+    pub const RENDEZVOUS: Limits = Limits {
+        eager_max: None,
+        split_max: 0,
+        prefix: 0,
+    };
+
+    #[inline]
+    pub fn plan(&self, len: usize) -> Plan {
+        match self.eager_max {
+            Some(m) if len <= m => Plan::Eager,
+            _ if len <= self.split_max => {
+                let prefix = self.prefix.min(len.saturating_sub(1));
+                if prefix == 0 {
+                    Plan::Rendezvous
+                } else {
+                    Plan::EagerRendezvous { prefix }
+                }
+            }
+            _ => Plan::Rendezvous,
+        }
+    }
+}
+
+/// Inputs that do not change per message.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub protocol: Protocol,
+    /// Static eager limits per route (`*_eager_max`).
+    pub eager_limit_shm: usize,
+    pub eager_limit_tcp: usize,
+    pub eager_limit_self: usize,
+    /// `eager_limit` when set (>= 0): pins eager on every route.
+    pub eager_limit: Option<usize>,
+    /// Per-peer eager limits, first match wins; pin eager like `eager_limit`.
+    pub peer_limits: Vec<(RankSet, usize)>,
+    pub prefix: usize,
+    pub costs_shm: Costs,
+    pub costs_tcp: Costs,
+    pub costs_self: Costs,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            protocol: Protocol::Adaptive,
+            eager_limit_shm: 8192,
+            eager_limit_tcp: 65536,
+            eager_limit_self: 16384,
+            eager_limit: None,
+            peer_limits: Vec::new(),
+            prefix: 8192,
+            costs_shm: Costs::parse(Costs::SHM).expect("built-in costs"),
+            costs_tcp: Costs::parse(Costs::TCP).expect("built-in costs"),
+            costs_self: Costs::parse(Costs::SELF).expect("built-in costs"),
+        }
+    }
+}
+
 impl Policy {
+    /// The static eager limit of a route.
     pub fn eager_limit(&self, route: Route) -> usize {
         match route {
             Route::Shm => self.eager_limit_shm,
@@ -70,47 +435,125 @@ impl Policy {
         }
     }
 
-    /// Plan for a message of `len` bytes to a peer on `route` whose channel carries frames of
-    /// at most `max_payload` bytes.
-    #[inline]
-    pub fn plan(&self, route: Route, len: usize, max_payload: usize) -> Plan {
-        let fits = len <= max_payload;
-        match self.protocol {
+    pub fn costs(&self, route: Route) -> &Costs {
+        match route {
+            Route::Tcp | Route::Unreachable => &self.costs_tcp,
+            Route::Shm => &self.costs_shm,
+            Route::SelfLoop => &self.costs_self,
+        }
+    }
+
+    /// The pinned eager limit for `peer`, if any.
+    fn pinned(&self, peer: u32) -> Option<usize> {
+        self.peer_limits
+            .iter()
+            .find(|(s, _)| s.contains(peer))
+            .map(|(_, l)| *l)
+            .or(self.eager_limit)
+    }
+
+    /// Does the plan depend on what the peer reports?
+    pub fn uses_feedback(&self, protocol: Protocol) -> bool {
+        protocol == Protocol::Adaptive
+    }
+
+    /// Limits for messages to `peer` on `route`, whose channel carries frames of at most
+    /// `max_payload` bytes, under the setting `protocol` (the policy's own, or a
+    /// communicator's), given what the peer reported.
+    pub fn limits(
+        &self,
+        protocol: Protocol,
+        peer: u32,
+        route: Route,
+        max_payload: usize,
+        fb: Feedback,
+    ) -> Limits {
+        let prefix = self.prefix.min(max_payload.saturating_sub(RTS_INFO));
+        let all_split = Limits {
+            eager_max: None,
+            split_max: usize::MAX,
+            prefix,
+        };
+        match protocol {
             Protocol::Static => {
-                if fits && len <= self.eager_limit(route) {
-                    Plan::Eager
-                } else {
-                    Plan::Rendezvous
+                let limit = self.pinned(peer).unwrap_or(self.eager_limit(route));
+                Limits {
+                    eager_max: Some(limit.min(max_payload)),
+                    ..Limits::RENDEZVOUS
                 }
             }
-            Protocol::Eager if fits => Plan::Eager,
-            Protocol::Eager => self.eager_rndv(len, max_payload),
-            Protocol::Rendezvous => Plan::Rendezvous,
-            Protocol::EagerRendezvous => self.eager_rndv(len, max_payload),
+            Protocol::Eager => Limits {
+                eager_max: Some(max_payload),
+                ..all_split
+            },
+            Protocol::Rendezvous => Limits::RENDEZVOUS,
+            Protocol::EagerRendezvous => all_split,
+            Protocol::Adaptive => self.adaptive(peer, route, max_payload, prefix, fb),
         }
     }
 
-    /// The largest message [`Policy::plan`] sends eagerly to a peer on `route` (every smaller
-    /// one is eager too), or None when no message is sent eagerly. Lets the message path test
-    /// one number instead of asking the policy.
-    pub fn eager_max(&self, route: Route, max_payload: usize) -> Option<usize> {
-        match self.protocol {
-            Protocol::Static => Some(self.eager_limit(route).min(max_payload)),
-            Protocol::Eager => Some(max_payload),
-            Protocol::Rendezvous | Protocol::EagerRendezvous => None,
+    fn adaptive(
+        &self,
+        peer: u32,
+        route: Route,
+        max_payload: usize,
+        prefix: usize,
+        fb: Feedback,
+    ) -> Limits {
+        let c = self.costs(route);
+        let split = |s: usize| {
+            let f = prefix.min(s.saturating_sub(1));
+            if f == 0 {
+                f64::INFINITY
+            } else {
+                c.split_ns(s as f64, f as f64, fb)
+            }
+        };
+        let eager_best = |s: usize| {
+            let e = c.eager_ns(s as f64, fb);
+            e <= c.rndv_ns(s as f64) && e <= split(s)
+        };
+        // Eager wins for small messages and loses (or ties) for ever larger ones: the
+        // difference of two straight lines changes sign once. Find where.
+        let eager_max = match self.pinned(peer) {
+            Some(l) => l.min(max_payload),
+            None if !eager_best(0) => return self.split_or_rndv(c, prefix, fb, 0),
+            None => {
+                let (mut lo, mut hi) = (0usize, max_payload);
+                if eager_best(hi) {
+                    lo = hi;
+                }
+                while lo < hi {
+                    let mid = lo + (hi - lo).div_ceil(2);
+                    if eager_best(mid) {
+                        lo = mid;
+                    } else {
+                        hi = mid - 1;
+                    }
+                }
+                lo
+            }
+        };
+        Limits {
+            eager_max: Some(eager_max),
+            ..self.split_or_rndv(c, prefix, fb, eager_max)
         }
     }
 
-    fn eager_rndv(&self, len: usize, max_payload: usize) -> Plan {
-        // Something must be left for the rendezvous part, or it is just an eager message.
-        let prefix = self
-            .prefix
-            .min(max_payload.saturating_sub(RTS_INFO))
-            .min(len.saturating_sub(1));
-        if prefix == 0 {
-            Plan::Rendezvous
+    /// Above the eager range: eager-rendezvous while it beats rendezvous. Past the prefix,
+    /// both grow alike with the size, so the answer is the same for every larger message.
+    fn split_or_rndv(&self, c: &Costs, prefix: usize, fb: Feedback, from: usize) -> Limits {
+        let s = (from.max(prefix) + 1) as f64;
+        let f = prefix as f64;
+        let split_max = if prefix > 0 && c.split_ns(s, f, fb) < c.rndv_ns(s) {
+            usize::MAX
         } else {
-            Plan::EagerRendezvous { prefix }
+            0
+        };
+        Limits {
+            eager_max: None,
+            split_max,
+            prefix,
         }
     }
 }
@@ -118,6 +561,7 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::frame::FEEDBACK_SHARE_MAX as FEEDBACK_MAX;
 
     fn p(protocol: Protocol) -> Policy {
         Policy {
@@ -126,55 +570,120 @@ mod tests {
             eager_limit_tcp: 5000,
             eager_limit_self: 100,
             prefix: 300,
+            ..Policy::default()
+        }
+    }
+
+    fn plan(pol: &Policy, route: Route, len: usize, max: usize) -> Plan {
+        pol.limits(pol.protocol, 7, route, max, Feedback::INITIAL)
+            .plan(len)
+    }
+
+    fn fb(preposted: f64, unexpected_bytes: f64) -> Feedback {
+        Feedback {
+            preposted,
+            unexpected_bytes,
         }
     }
 
     #[test]
     fn static_thresholds_per_route() {
         let s = p(Protocol::Static);
-        assert_eq!(s.plan(Route::Shm, 1000, 1 << 20), Plan::Eager);
-        assert_eq!(s.plan(Route::Shm, 1001, 1 << 20), Plan::Rendezvous);
-        assert_eq!(s.plan(Route::Tcp, 4000, 1 << 20), Plan::Eager);
-        assert_eq!(s.plan(Route::SelfLoop, 101, 1 << 20), Plan::Rendezvous);
+        assert_eq!(plan(&s, Route::Shm, 1000, 1 << 20), Plan::Eager);
+        assert_eq!(plan(&s, Route::Shm, 1001, 1 << 20), Plan::Rendezvous);
+        assert_eq!(plan(&s, Route::Tcp, 4000, 1 << 20), Plan::Eager);
+        assert_eq!(plan(&s, Route::SelfLoop, 101, 1 << 20), Plan::Rendezvous);
         // The channel's frame size caps eager whatever the limit says.
-        assert_eq!(s.plan(Route::Shm, 900, 800), Plan::Rendezvous);
+        assert_eq!(plan(&s, Route::Shm, 900, 800), Plan::Rendezvous);
     }
 
     #[test]
-    fn eager_max_agrees_with_plan() {
-        for proto in [
-            Protocol::Static,
-            Protocol::Eager,
-            Protocol::Rendezvous,
-            Protocol::EagerRendezvous,
+    fn per_peer_limits_override_and_first_match_wins() {
+        let mut s = p(Protocol::Static);
+        s.peer_limits = parse_rules("7=50;0-9=20000", |v| {
+            v.parse::<usize>().map_err(|e| e.to_string())
+        })
+        .unwrap();
+        assert_eq!(plan(&s, Route::Shm, 51, 1 << 20), Plan::Rendezvous);
+        let l = s.limits(Protocol::Static, 3, Route::Shm, 1 << 20, Feedback::INITIAL);
+        assert_eq!(l.plan(15000), Plan::Eager);
+        let l = s.limits(Protocol::Static, 11, Route::Shm, 1 << 20, Feedback::INITIAL);
+        assert_eq!(l.plan(1001), Plan::Rendezvous);
+        // The same pin holds under adaptive.
+        let l = s.limits(Protocol::Adaptive, 7, Route::Shm, 1 << 20, fb(0.0, 1e9));
+        assert_eq!(l.plan(50), Plan::Eager);
+        assert_ne!(l.plan(51), Plan::Eager);
+    }
+
+    #[test]
+    fn forced_protocols() {
+        assert_eq!(
+            plan(&p(Protocol::Eager), Route::Shm, 50_000, 1 << 20),
+            Plan::Eager
+        );
+        assert_eq!(
+            plan(&p(Protocol::Eager), Route::Shm, 50_000, 1000),
+            Plan::EagerRendezvous { prefix: 300 }
+        );
+        assert_eq!(
+            plan(&p(Protocol::Rendezvous), Route::Shm, 0, 1000),
+            Plan::Rendezvous
+        );
+        assert_eq!(
+            plan(&p(Protocol::EagerRendezvous), Route::Tcp, 10_000, 1 << 20),
+            Plan::EagerRendezvous { prefix: 300 }
+        );
+        assert_eq!(
+            plan(&p(Protocol::EagerRendezvous), Route::Tcp, 100, 1 << 20),
+            Plan::EagerRendezvous { prefix: 99 }
+        );
+        assert_eq!(
+            plan(&p(Protocol::EagerRendezvous), Route::Tcp, 1, 1 << 20),
+            Plan::Rendezvous
+        );
+        assert_eq!(
+            plan(&p(Protocol::EagerRendezvous), Route::Shm, 10_000, 200),
+            Plan::EagerRendezvous {
+                prefix: 200 - RTS_INFO
+            }
+        );
+    }
+
+    /// The cached limits give the plan of the cheapest protocol at every size.
+    #[test]
+    fn adaptive_limits_pick_the_cheapest_protocol() {
+        let mut pol = Policy::default();
+        for costs in [
+            Costs::SHM,
+            Costs::TCP,
+            Costs::SELF,
+            "eager=10+0.2,unexpected=5+0.5,pressure=1000,rndv=900+0.01,split=1,hide=800",
         ] {
-            let pol = p(proto);
-            for route in [Route::Shm, Route::Tcp, Route::SelfLoop] {
-                for max in [0usize, 50, 800, 1 << 20] {
-                    let m = pol.eager_max(route, max);
-                    for len in [
-                        0usize,
-                        1,
-                        49,
-                        50,
-                        51,
-                        99,
-                        100,
-                        101,
-                        799,
-                        800,
-                        801,
-                        1000,
-                        4999,
-                        5000,
-                        5001,
-                        1 << 20,
-                    ] {
-                        let eager = pol.plan(route, len, max) == Plan::Eager;
-                        assert_eq!(
-                            eager,
-                            m.is_some_and(|m| len <= m),
-                            "{proto:?} {route:?} max {max} len {len}"
+            pol.costs_shm = Costs::parse(costs).unwrap();
+            let c = pol.costs_shm;
+            for share in [0.0, 0.1, 0.5, 0.9, 1.0] {
+                for vol in [0.0, 1e5, 1e7] {
+                    let f = fb(share, vol);
+                    let l = pol.limits(Protocol::Adaptive, 1, Route::Shm, 1 << 22, f);
+                    for s in (0..23).map(|k| 1usize << k).chain([3, 1000, 20000, 77777]) {
+                        let e = c.eager_ns(s as f64, f);
+                        let r = c.rndv_ns(s as f64);
+                        let pf = pol.prefix.min(s - s.min(1));
+                        let sp = if pf > 0 {
+                            c.split_ns(s as f64, pf as f64, f)
+                        } else {
+                            f64::INFINITY
+                        };
+                        let best = e.min(r).min(sp);
+                        let got = match l.plan(s) {
+                            Plan::Eager => e,
+                            Plan::Rendezvous => r,
+                            Plan::EagerRendezvous { .. } => sp,
+                        };
+                        assert!(
+                            got <= best * 1.0001 + 1e-9,
+                            "{costs} share {share} vol {vol} size {s}: {:?} costs {got}, best {best}",
+                            l.plan(s)
                         );
                     }
                 }
@@ -183,36 +692,93 @@ mod tests {
     }
 
     #[test]
-    fn forced_protocols() {
-        assert_eq!(
-            p(Protocol::Eager).plan(Route::Shm, 50_000, 1 << 20),
-            Plan::Eager
+    fn adaptive_moves_the_eager_boundary_with_preposting() {
+        let pol = Policy::default();
+        let at = |share, vol| {
+            pol.limits(Protocol::Adaptive, 1, Route::Shm, 1 << 20, fb(share, vol))
+                .eager_max
+                .unwrap_or(0)
+        };
+        // Receives posted: eager until a single copy pays for its handshake (~20 KB with the
+        // shared-memory costs); nothing posted and data piling up: rendezvous much earlier.
+        assert!(at(1.0, 0.0) >= 16 << 10, "{}", at(1.0, 0.0));
+        assert!(at(0.0, 1e6) <= 8 << 10, "{}", at(0.0, 1e6));
+        assert!(at(0.5, 2.5e5) < at(1.0, 0.0));
+        assert!(at(0.0, 1e8) <= at(0.0, 1e6));
+        // An explicit eager limit pins the boundary.
+        let pinned = Policy {
+            eager_limit: Some(0),
+            ..Policy::default()
+        };
+        let l = pinned.limits(
+            Protocol::Adaptive,
+            1,
+            Route::Shm,
+            1 << 20,
+            Feedback::INITIAL,
         );
-        assert_eq!(
-            p(Protocol::Eager).plan(Route::Shm, 50_000, 1000),
-            Plan::EagerRendezvous { prefix: 300 }
-        );
-        assert_eq!(
-            p(Protocol::Rendezvous).plan(Route::Shm, 0, 1000),
-            Plan::Rendezvous
-        );
-        assert_eq!(
-            p(Protocol::EagerRendezvous).plan(Route::Tcp, 10_000, 1 << 20),
-            Plan::EagerRendezvous { prefix: 300 }
-        );
-        assert_eq!(
-            p(Protocol::EagerRendezvous).plan(Route::Tcp, 100, 1 << 20),
-            Plan::EagerRendezvous { prefix: 99 }
-        );
-        assert_eq!(
-            p(Protocol::EagerRendezvous).plan(Route::Tcp, 1, 1 << 20),
-            Plan::Rendezvous
-        );
-        assert_eq!(
-            p(Protocol::EagerRendezvous).plan(Route::Shm, 10_000, 200),
-            Plan::EagerRendezvous {
-                prefix: 200 - RTS_INFO
+        assert_eq!(l.plan(0), Plan::Eager);
+        assert_ne!(l.plan(1), Plan::Eager);
+    }
+
+    #[test]
+    fn costs_parse_and_report_errors() {
+        let c = Costs::parse(Costs::SHM).unwrap();
+        assert_eq!(Costs::parse(&c.to_string()).unwrap(), c);
+        assert!(Costs::parse("eager=1+2").unwrap_err().contains("missing"));
+        assert!(Costs::parse("eager=1")
+            .unwrap_err()
+            .contains("FIXED_NS+NS_PER_BYTE"));
+        assert!(Costs::parse("bogus=1")
+            .unwrap_err()
+            .contains("unknown cost"));
+        assert!(Costs::parse("eager=-1+0")
+            .unwrap_err()
+            .contains("non-negative"));
+    }
+
+    #[test]
+    fn rank_sets() {
+        let s = RankSet::parse("1,4-6").unwrap();
+        assert!(s.contains(1) && s.contains(5) && !s.contains(2) && !s.contains(7));
+        assert!(RankSet::parse("*").unwrap().contains(123456));
+        assert!(RankSet::parse("5-2").is_err());
+        assert!(RankSet::parse("x").is_err());
+        assert!(parse_rules("1=tcp;2", |v| Ok(v.to_string())).is_err());
+    }
+
+    #[test]
+    fn receive_statistics_report_changes_and_forget_the_past() {
+        let mut rx = RxStats::default();
+        let mut last = None;
+        for i in 0..RxStats::EVERY * 2 {
+            if let Some(r) = rx.note(false, 1000) {
+                last = Some(r);
+                assert_eq!(
+                    (i + 1) % RxStats::EVERY,
+                    0,
+                    "reports only every EVERY messages"
+                );
             }
-        );
+        }
+        let (share, level) = last.expect("first report");
+        assert_eq!(share, 0);
+        assert_eq!(level, 14); // 16000 bytes: 14 bits
+        let f = Feedback::from_field(share, level);
+        assert_eq!(f.preposted, 0.0);
+        assert!(f.unexpected_bytes >= 8192.0 && f.unexpected_bytes < 65536.0);
+        // Steady behaviour is not reported again.
+        let mut rx2 = RxStats::default();
+        let n = (0..1000).filter(|_| rx2.note(true, 10).is_some()).count();
+        assert_eq!(n, 1);
+        // After a phase change the old phase fades out within a few windows.
+        let mut got = (0, 0);
+        for _ in 0..RxStats::WINDOW * 4 {
+            if let Some(r) = rx.note(true, 1000) {
+                got = r;
+            }
+        }
+        assert!(got.0 >= 59, "{got:?}");
+        assert_eq!(Feedback::from_field(FEEDBACK_MAX, 0), Feedback::INITIAL);
     }
 }

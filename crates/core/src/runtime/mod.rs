@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use protean_pmi::PmiClient;
 
-use crate::config::{Config, PROTOCOLS, YIELD_MODES};
+use crate::config::{self, Config, PROTOCOLS, YIELD_MODES};
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::attr::AttrStore;
 use crate::mpi::cm::CommMgr;
@@ -30,7 +30,7 @@ use crate::mpi::comm::{
 };
 use crate::mpi::datatype::{predefined, Datatype};
 use crate::mpi::pml::{Coop, Pml};
-use crate::proto::policy::{Policy, Protocol, Route};
+use crate::proto::policy::{parse_rules, Costs, Policy, Protocol, Route};
 use crate::transport::shm::{Geometry, Shm};
 use crate::transport::tcp::Tcp;
 use crate::transport::Gpid;
@@ -265,7 +265,7 @@ fn sanitize(s: &str) -> String {
 impl Engine {
     /// MPI_Init / MPI_Init_thread. `thread_level` is the level provided.
     pub fn init(thread_level: i32) -> Result<Engine> {
-        let cfg = Config::from_env()
+        let cfg = Config::effective()
             .map_err(|e| MpiError::new(ErrorClass::Other, format!("configuration: {e}")))?;
         let mut pmi = PmiClient::from_env().map_err(pmi_err)?;
         let (rank, size, appnum) = match &pmi {
@@ -282,23 +282,24 @@ impl Engine {
         } else {
             cfg.hostname.clone()
         };
-        let allowed: Vec<String> = cfg
-            .transports
-            .split(',')
-            .map(|s| s.trim().to_ascii_lowercase())
-            .filter(|s| !s.is_empty())
-            .collect();
-        for t in &allowed {
-            if !matches!(t.as_str(), "shm" | "tcp" | "self") {
-                return Err(MpiError::new(
-                    ErrorClass::Other,
-                    format!("PROTEAN_TRANSPORTS: unknown transport '{t}' (known: shm, tcp)"),
-                ));
-            }
-        }
-        let allow_shm = allowed.iter().any(|t| t == "shm");
-        let allow_tcp = allowed.iter().any(|t| t == "tcp");
+        let cfg_err = |name: &str, why: String| {
+            MpiError::new(ErrorClass::Other, format!("PROTEAN_{name}: {why}"))
+        };
+        let allowed = transport_list(&cfg.transports).map_err(|e| cfg_err("TRANSPORTS", e))?;
+        // Per-peer overrides: the first rule naming either end of a pair decides for both.
+        let peer_rules = parse_rules(&cfg.transport_peers, transport_list)
+            .map_err(|e| cfg_err("TRANSPORT_PEERS", e))?;
         let me = rank as Gpid;
+        let allowed_for = |r: Gpid| -> &[&str] {
+            peer_rules
+                .iter()
+                .find(|(s, _)| s.contains(me) || s.contains(r))
+                .map_or(&allowed[..], |(_, l)| &l[..])
+        };
+        let any_allows =
+            |t: &str| allowed.contains(&t) || peer_rules.iter().any(|(_, l)| l.contains(&t));
+        let allow_shm = any_allows("shm");
+        let allow_tcp = any_allows("tcp");
 
         let mut hosts = vec![hostname.clone(); size as usize];
         let mut cards: Vec<Option<Card>> = vec![None; size as usize];
@@ -384,11 +385,14 @@ impl Engine {
         let mut routes = vec![Route::Unreachable; size as usize];
         for r in 0..size {
             let i = r as usize;
+            let pair = allowed_for(r);
             routes[i] = if r == rank {
                 Route::SelfLoop
-            } else if shm.as_ref().is_some_and(|s| s.reaches(r)) {
+            } else if pair.contains(&"shm") && shm.as_ref().is_some_and(|s| s.reaches(r)) {
                 Route::Shm
-            } else if let (Some(t), Some(Some(c))) = (tcp.as_mut(), cards.get(i)) {
+            } else if let (true, Some(t), Some(Some(c))) =
+                (pair.contains(&"tcp"), tcp.as_mut(), cards.get(i))
+            {
                 match c.tcp {
                     Some(a) => {
                         let a = if c.host == hostname {
@@ -409,8 +413,14 @@ impl Engine {
             return Err(MpiError::new(
                 ErrorClass::Other,
                 format!(
-                    "no transport reaches rank {r} (host {}) from rank {rank} (host {hostname}) with PROTEAN_TRANSPORTS={}",
-                    hosts[r], cfg.transports
+                    "no transport reaches rank {r} (host {}) from rank {rank} (host {hostname}) with PROTEAN_TRANSPORTS={}{}",
+                    hosts[r],
+                    cfg.transports,
+                    if cfg.transport_peers.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" PROTEAN_TRANSPORT_PEERS={}", cfg.transport_peers)
+                    }
                 ),
             ));
         }
@@ -442,7 +452,7 @@ impl Engine {
             "never" => false,
             _ => node_procs > ncpus,
         };
-        let policy = policy_from(&cfg);
+        let policy = policy_from(&cfg).map_err(|e| MpiError::new(ErrorClass::Other, e))?;
         let mut pml = Pml::new(me, routes.clone(), policy, cfg.shm_single_copy);
         pml.verbose = cfg.verbose > 0;
         if let Some(s) = shm.as_ref() {
@@ -531,9 +541,11 @@ impl Engine {
     }
 
     /// Re-read the tunables that can change at run time (after an MPI_T write).
-    pub fn reconfigure(&mut self) {
-        self.pml.policy = policy_from(&self.cfg);
+    /// Err: a value does not parse; nothing changed.
+    pub fn reconfigure(&mut self) -> std::result::Result<(), String> {
+        self.pml.policy = policy_from(&self.cfg)?;
         self.pml.refresh_limits(&self.net);
+        self.net.tcp_frag = self.cfg.tcp_frag_bytes as usize;
         self.pml.coop.min = self.cfg.shm_coop_min as usize;
         self.pml.coop.chunk = self.cfg.shm_coop_chunk as usize;
         self.pml.verbose = self.cfg.verbose > 0;
@@ -546,6 +558,7 @@ impl Engine {
             _ => self.node_procs > self.ncpus,
         };
         global::set_yield(self.yield_wait);
+        Ok(())
     }
 
     /// MPI_Finalize: finish internal work, synchronise with every process, close transports.
@@ -646,14 +659,42 @@ impl Engine {
     }
 }
 
-fn policy_from(cfg: &Config) -> Policy {
-    Policy {
-        protocol: Protocol::from_index(cfg.protocol),
-        eager_limit_shm: cfg.shm_eager_limit as usize,
-        eager_limit_tcp: cfg.tcp_eager_limit as usize,
-        eager_limit_self: cfg.self_eager_limit as usize,
-        prefix: cfg.eager_rndv_prefix as usize,
+/// `transports`-style list: `shm,tcp`.
+fn transport_list(text: &str) -> std::result::Result<Vec<&'static str>, String> {
+    let mut v = Vec::new();
+    for t in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        v.push(match t.to_ascii_lowercase().as_str() {
+            "shm" => "shm",
+            "tcp" => "tcp",
+            "self" => "self",
+            _ => return Err(format!("unknown transport '{t}' (known: shm, tcp)")),
+        });
     }
+    Ok(v)
+}
+
+/// The policy from the tunables; Err names the tunable that does not parse.
+fn policy_from(cfg: &Config) -> std::result::Result<Policy, String> {
+    let costs = |name: &str, text: &str| {
+        Costs::parse(text).map_err(|e| format!("PROTEAN_{}: {e}", name.to_ascii_uppercase()))
+    };
+    Ok(Policy {
+        protocol: Protocol::from_index(cfg.protocol),
+        eager_limit_shm: cfg.shm_eager_max as usize,
+        eager_limit_tcp: cfg.tcp_eager_max as usize,
+        eager_limit_self: cfg.self_eager_max as usize,
+        eager_limit: (cfg.eager_limit >= 0).then_some(cfg.eager_limit as usize),
+        peer_limits: parse_rules(&cfg.eager_limit_peers, |v| {
+            config::parse_size(v)
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("'{v}' is not a size in bytes"))
+        })
+        .map_err(|e| format!("PROTEAN_EAGER_LIMIT_PEERS: {e}"))?,
+        prefix: cfg.eager_rndv_prefix as usize,
+        costs_shm: costs("adaptive_costs_shm", &cfg.adaptive_costs_shm)?,
+        costs_tcp: costs("adaptive_costs_tcp", &cfg.adaptive_costs_tcp)?,
+        costs_self: costs("adaptive_costs_self", &cfg.adaptive_costs_self)?,
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! frames (backpressure), hold them (pending tokens) and reorder them.
 
 use super::*;
-use crate::proto::policy::Protocol;
+use crate::proto::policy::{Costs, Protocol};
 
 /// Frames in flight from one side to the other.
 #[derive(Default)]
@@ -57,6 +57,7 @@ fn policy(protocol: Protocol) -> Policy {
         eager_limit_tcp: 64,
         eager_limit_self: 64,
         prefix: 10,
+        ..Policy::default()
     }
 }
 
@@ -182,7 +183,13 @@ fn eager_preposted_and_unexpected_keep_order() {
     let (r2, d) = recv(&mut t.b, &mut b2, 0, 6);
     assert!(d && done(&t.b, r2));
     assert_eq!(&b2[..6], b"second");
-    assert_eq!((t.b.counters.preposted, t.b.counters.unexpected), (1, 1));
+    assert_eq!(
+        (
+            t.b.counters.on(Route::Shm).preposted,
+            t.b.counters.on(Route::Shm).unexpected
+        ),
+        (1, 1)
+    );
 }
 
 #[test]
@@ -218,7 +225,7 @@ fn rendezvous_pipelined_with_truncation() {
     let st = status(&t.b, r);
     assert_eq!(st.error_class(), Some(ErrorClass::Truncate));
     assert_eq!(st.bytes, 700);
-    assert_eq!(t.a.counters.rndv_sent, 1);
+    assert_eq!(t.a.counters.on(Route::Shm).rndv_sent, 1);
 }
 
 #[test]
@@ -232,7 +239,7 @@ fn rendezvous_single_copy_within_one_process() {
     t.run();
     assert!(done(&t.a, s) && done(&t.b, r));
     assert_eq!(buf, data);
-    assert_eq!(t.b.counters.single_copy, 1);
+    assert_eq!(t.b.counters.on(Route::Shm).single_copy, 1);
 }
 
 #[test]
@@ -248,7 +255,7 @@ fn eager_rendezvous_sends_a_prefix() {
     t.run();
     assert!(done(&t.a, s) && done(&t.b, r));
     assert_eq!(buf, data);
-    assert_eq!(t.a.counters.eager_rndv_sent, 1);
+    assert_eq!(t.a.counters.on(Route::Shm).split_sent, 1);
 }
 
 #[test]
@@ -510,7 +517,7 @@ fn cooperative_copy_sender_helps() {
     t.run();
     assert!(done(&t.b, r) && done(&t.a, s));
     assert_eq!(buf, data);
-    assert_eq!(t.b.counters.single_copy, 1);
+    assert_eq!(t.b.counters.on(Route::Shm).single_copy, 1);
     assert_eq!(
         t.a.coop.pool.take(),
         Some(0),
@@ -665,4 +672,74 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
     let st = t.b.take_direct().unwrap().unwrap();
     assert_eq!(st.bytes, 16);
     assert_eq!(small, [7u8; 16]);
+}
+
+/// Receivers report how messages arrive; an adaptive sender moves its eager boundary when
+/// they stop finding receives posted, and back when they find them again.
+#[test]
+fn adaptive_sender_follows_the_receivers_reports() {
+    let mut t = Pair::new(Protocol::Adaptive, false);
+    // Eager costs 1 ns/B, 10 more when unexpected; rendezvous a fixed 50 ns more than eager.
+    let costs = Costs::parse("eager=0+1,unexpected=0+10,pressure=1e12,rndv=50+1,split=1000,hide=0")
+        .unwrap();
+    for p in [&mut t.a, &mut t.b] {
+        p.policy.costs_shm = costs;
+    }
+    t.a.refresh_limits(&t.ab);
+    t.b.refresh_limits(&t.ba);
+    assert_eq!(
+        t.a.limits(1).unwrap().eager_max,
+        Some(100),
+        "before any report"
+    );
+    let data = [7u8; 50];
+    // 64 messages nobody waits for.
+    for i in 0..64 {
+        send(&mut t.a, &mut t.ab, &data, i, Mode::Standard);
+    }
+    t.run();
+    assert_eq!(t.a.counters.on(Route::Shm).eager_sent, 64);
+    // The receiver told the sender (on a frame of its own: nothing else went that way).
+    // (at 5 bytes eager and rendezvous cost the same, bar the unexpected data's pressure)
+    assert!(matches!(t.a.limits(1).unwrap().eager_max, Some(4 | 5)));
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 64, Mode::Standard);
+    t.run();
+    assert!(!done(&t.a, s));
+    assert_eq!(t.a.counters.on(Route::Shm).rndv_sent, 1);
+    // Take them all; from now on every receive is posted before its message.
+    let mut bufs = vec![[0u8; 50]; 65];
+    for (i, b) in bufs.iter_mut().enumerate() {
+        let (r, _) = recv(&mut t.b, b, 0, i as i32);
+        t.run();
+        assert!(done(&t.b, r));
+    }
+    assert!(done(&t.a, s));
+    let mut rounds = 0;
+    while t.a.limits(1).unwrap().eager_max != Some(100) {
+        rounds += 1;
+        assert!(rounds < 200, "the sender never went back to eager");
+        let mut b = [0u8; 50];
+        let (r, _) = recv(&mut t.b, &mut b, 0, 1000);
+        send(&mut t.a, &mut t.ab, &data, 1000, Mode::Standard);
+        t.run();
+        assert!(done(&t.b, r));
+        // Replies carry the report back at no cost.
+        let mut r = Request::new(Kind::Send, 0);
+        r.peer = 0;
+        r.env = Envelope {
+            ctx: 0,
+            src: 1,
+            tag: 1,
+        };
+        let slot = t.b.reqs.insert(r);
+        t.b.start_send(slot, &mut t.ba);
+        t.run();
+    }
+    // A static sender ignores reports.
+    let mut s = Pair::new(Protocol::Static, false);
+    for i in 0..64 {
+        send(&mut s.a, &mut s.ab, &data[..8], i, Mode::Standard);
+    }
+    s.run();
+    assert_eq!(s.a.limits(1).unwrap().eager_max, Some(64));
 }
