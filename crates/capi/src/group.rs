@@ -213,12 +213,15 @@ pub unsafe extern "C" fn protean_MPI_Group_excl(
     subset(group, n, ranks, newgroup, group::excl, "MPI_Group_excl")
 }
 
+/// A range-based group constructor of the engine (range_incl or range_excl).
+type RangeFn = fn(&[Gpid], &[[i32; 3]]) -> protean_core::Result<Vec<Gpid>>;
+
 unsafe fn ranges(
     g: MPI_Group,
     n: c_int,
     r3: *mut [c_int; 3],
     newgroup: *mut MPI_Group,
-    f: fn(&[Gpid], &[[i32; 3]]) -> protean_core::Result<Vec<Gpid>>,
+    f: RangeFn,
     func: &str,
 ) -> c_int {
     let r = (|| {

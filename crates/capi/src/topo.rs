@@ -60,7 +60,11 @@ fn topology(comm: MPI_Comm) -> R<(Topology, i32, i32)> {
     })?
 }
 
-fn cart(comm: MPI_Comm) -> R<(Vec<i32>, Vec<bool>, Vec<i32>, i32)> {
+/// A Cartesian topology as the C calls report it: dimensions, periods, this process's
+/// coordinates, its rank.
+type CartView = (Vec<i32>, Vec<bool>, Vec<i32>, i32);
+
+fn cart(comm: MPI_Comm) -> R<CartView> {
     match topology(comm)? {
         (
             Topology::Cart {
@@ -200,7 +204,7 @@ pub unsafe extern "C" fn protean_MPI_Cart_rank(
         nonnull(rank, "rank")?;
         let (d, p, _, _) = cart(comm)?;
         let c = c_slice(coords, d.len() as c_int, "coordinates")?;
-        Ok(topo::cart_rank(&d, &p, c)?)
+        topo::cart_rank(&d, &p, c)
     })();
     ret(r, comm, "MPI_Cart_rank", |v| *rank = v)
 }
@@ -532,10 +536,10 @@ pub unsafe extern "C" fn protean_MPI_Graph_map(
 /// Weights of a distributed-graph argument: None for MPI_UNWEIGHTED, empty for
 /// MPI_WEIGHTS_EMPTY (degree 0 only).
 unsafe fn weights(p: *const c_int, n: c_int, what: &str) -> R<Option<Vec<i32>>> {
-    if p as usize == MPI_UNWEIGHTED as usize {
+    if std::ptr::eq(p, MPI_UNWEIGHTED) {
         return Ok(None);
     }
-    if p as usize == MPI_WEIGHTS_EMPTY as usize {
+    if std::ptr::eq(p, MPI_WEIGHTS_EMPTY) {
         if n > 0 {
             return Err(bad(
                 ErrorClass::Arg,
@@ -722,7 +726,11 @@ pub unsafe extern "C" fn protean_MPI_Dist_graph_create(
     }
 }
 
-fn dist_graph(comm: MPI_Comm) -> R<(Vec<i32>, Vec<i32>, Option<Vec<i32>>, Option<Vec<i32>>)> {
+/// A distributed graph as the C calls report it: sources, destinations and their weights
+/// (None when unweighted).
+type DistGraphView = (Vec<i32>, Vec<i32>, Option<Vec<i32>>, Option<Vec<i32>>);
+
+fn dist_graph(comm: MPI_Comm) -> R<DistGraphView> {
     match topology(comm)? {
         (
             Topology::DistGraph {
@@ -789,9 +797,7 @@ pub unsafe extern "C" fn protean_MPI_Dist_graph_neighbors(
         c_fill(sources, &s[..ni], "sources")?;
         c_fill(destinations, &d[..no], "destinations")?;
         let real = |p: *mut c_int| {
-            !p.is_null()
-                && p as usize != MPI_UNWEIGHTED as usize
-                && p as usize != MPI_WEIGHTS_EMPTY as usize
+            !p.is_null() && !std::ptr::eq(p, MPI_UNWEIGHTED) && !std::ptr::eq(p, MPI_WEIGHTS_EMPTY)
         };
         if let Some(w) = sw.filter(|_| real(sourceweights)) {
             c_fill(sourceweights, &w[..ni], "source weights")?;
