@@ -936,10 +936,23 @@ pub unsafe extern "C" fn protean_MPI_Type_dup(
     oldtype: MPI_Datatype,
     newtype: *mut MPI_Datatype,
 ) -> c_int {
-    construct(newtype, "MPI_Type_dup", false, |e| {
+    let rc = construct(newtype, "MPI_Type_dup", false, |e| {
         let (t, id) = old(e, oldtype)?;
         Ok(Datatype::dup(&t, id))
-    })
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // Attributes follow through their copy callbacks (outside the engine); if one fails the
+    // new type is freed again.
+    if let Err(code) = crate::attr::type_dup_attrs(oldtype, *newtype) {
+        if let Some(id) = dtype_id(*newtype) {
+            let _ = with(|e| e.dtypes[id as usize] = None);
+        }
+        *newtype = MPI_DATATYPE_NULL;
+        return code;
+    }
+    MPI_SUCCESS
 }
 
 fn order(o: c_int) -> Res<bool> {
@@ -1608,6 +1621,18 @@ pub unsafe extern "C" fn protean_MPI_Type_commit(datatype: *mut MPI_Datatype) ->
         );
     }
     let h = *datatype;
+    // Delete callbacks of the type's attributes run first (outside the engine); if one fails
+    // the type is not freed.
+    let user_type = with(|e| {
+        dtype_id(h)
+            .and_then(|id| e.dtype(id).ok())
+            .is_some_and(|d| !d.predefined)
+    });
+    if user_type.unwrap_or(false) {
+        if let Err(code) = crate::attr::type_free_attrs(h) {
+            return code;
+        }
+    }
     let r = with(|e| -> Res<()> {
         let id = dtype_id(h).ok_or_else(invalid_type)?;
         let slot = e
@@ -1635,6 +1660,18 @@ pub unsafe extern "C" fn protean_MPI_Type_free(datatype: *mut MPI_Datatype) -> c
         );
     }
     let h = *datatype;
+    // Delete callbacks of the type's attributes run first (outside the engine); if one fails
+    // the type is not freed.
+    let user_type = with(|e| {
+        dtype_id(h)
+            .and_then(|id| e.dtype(id).ok())
+            .is_some_and(|d| !d.predefined)
+    });
+    if user_type.unwrap_or(false) {
+        if let Err(code) = crate::attr::type_free_attrs(h) {
+            return code;
+        }
+    }
     let r = with(|e| -> Res<()> {
         let id = dtype_id(h).ok_or_else(invalid_type)?;
         let d = e.dtype(id)?;

@@ -1,7 +1,8 @@
 //! The environment (MPI-4.0 chapter 11 and parts of 7): start-up and shutdown, thread levels,
-//! processor name, abort, the size and rank of a communicator, predefined attributes.
+//! processor name, abort, the size and rank of a communicator. (Predefined attributes are in
+//! `attr.rs`.)
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int};
 
 use crate::abi::*;
 use crate::errors::{bad, raise};
@@ -95,6 +96,9 @@ pub extern "C" fn protean_MPI_Finalize() -> c_int {
             "MPI_Finalize",
         );
     }
+    // Attributes of MPI_COMM_SELF (then MPI_COMM_WORLD) are deleted first, while MPI is still
+    // fully usable (their delete callbacks are the standard's "at exit" hook).
+    crate::attr::finalize_attrs();
     let r = with(|e| e.finalize());
     let engine = global::uninstall();
     drop(engine);
@@ -240,89 +244,5 @@ pub unsafe extern "C" fn protean_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int)
 /// Profiling control: accepted at every level (the profiler will use it to mark phases).
 #[no_mangle]
 pub extern "C" fn protean_MPI_Pcontrol(_level: c_int) -> c_int {
-    MPI_SUCCESS
-}
-
-/// Storage for predefined attribute values (the standard returns pointers to them).
-static mut ATTR_TAG_UB: c_int = 0;
-static mut ATTR_HOST: c_int = 0;
-static mut ATTR_IO: c_int = 0;
-static mut ATTR_WTIME_IS_GLOBAL: c_int = 0;
-static mut ATTR_APPNUM: c_int = 0;
-static mut ATTR_UNIVERSE_SIZE: c_int = 0;
-static mut ATTR_LASTUSEDCODE: c_int = 0;
-
-/// Predefined communicator attributes (MPI-4.0 11.1); attribute caching by users comes with
-/// the communicator chapter.
-///
-/// # Safety
-/// `attribute_val` receives a pointer; `flag` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Comm_get_attr(
-    comm: MPI_Comm,
-    comm_keyval: c_int,
-    attribute_val: *mut c_void,
-    flag: *mut c_int,
-) -> c_int {
-    let info = with(|e| {
-        comm_id(comm)
-            .and_then(|c| e.comms.get(c as usize))
-            .and_then(|c| c.as_ref())
-            .map(|_| (e.size, e.appnum))
-    });
-    let (size, appnum) = match info {
-        Ok(Some(x)) => x,
-        Ok(None) => {
-            return raise(
-                comm,
-                bad(ErrorClass::Comm, "invalid communicator"),
-                "MPI_Comm_get_attr",
-            )
-        }
-        Err(e) => return raise(comm, e, "MPI_Comm_get_attr"),
-    };
-    if attribute_val.is_null() || flag.is_null() {
-        return raise(
-            comm,
-            bad(ErrorClass::Arg, "null argument"),
-            "MPI_Comm_get_attr",
-        );
-    }
-    let slot: *mut c_int = match comm_keyval {
-        MPI_TAG_UB => {
-            ATTR_TAG_UB = protean_core::mpi::p2p::TAG_UB;
-            &raw mut ATTR_TAG_UB
-        }
-        MPI_HOST => {
-            ATTR_HOST = MPI_PROC_NULL;
-            &raw mut ATTR_HOST
-        }
-        MPI_IO => {
-            ATTR_IO = MPI_ANY_SOURCE;
-            &raw mut ATTR_IO
-        }
-        MPI_WTIME_IS_GLOBAL => {
-            ATTR_WTIME_IS_GLOBAL = 0;
-            &raw mut ATTR_WTIME_IS_GLOBAL
-        }
-        MPI_APPNUM => {
-            ATTR_APPNUM = appnum;
-            &raw mut ATTR_APPNUM
-        }
-        MPI_UNIVERSE_SIZE => {
-            ATTR_UNIVERSE_SIZE = size as c_int;
-            &raw mut ATTR_UNIVERSE_SIZE
-        }
-        MPI_LASTUSEDCODE => {
-            ATTR_LASTUSEDCODE = crate::errhandler::last_used_code();
-            &raw mut ATTR_LASTUSEDCODE
-        }
-        _ => {
-            *flag = 0;
-            return MPI_SUCCESS;
-        }
-    };
-    *(attribute_val as *mut *mut c_int) = slot;
-    *flag = 1;
     MPI_SUCCESS
 }

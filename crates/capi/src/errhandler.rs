@@ -364,3 +364,39 @@ pub unsafe extern "C" fn protean_MPI_Comm_call_errhandler(
     // The handler ran (or aborted); the call itself succeeded.
     MPI_SUCCESS
 }
+
+/// MPI-1 name of MPI_Comm_create_errhandler (still in MPICH's ABI).
+///
+/// # Safety
+/// `errhandler` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Errhandler_create(
+    comm_errhandler_fn: Option<MPI_Comm_errhandler_function>,
+    errhandler: *mut MPI_Errhandler,
+) -> c_int {
+    protean_MPI_Comm_create_errhandler(comm_errhandler_fn, errhandler)
+}
+
+/// MPI-1 name of MPI_Comm_set_errhandler.
+///
+/// # Safety
+/// Plain handles.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Errhandler_set(
+    comm: MPI_Comm,
+    errhandler: MPI_Errhandler,
+) -> c_int {
+    protean_MPI_Comm_set_errhandler(comm, errhandler)
+}
+
+/// MPI-1 name of MPI_Comm_get_errhandler.
+///
+/// # Safety
+/// `errhandler` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Errhandler_get(
+    comm: MPI_Comm,
+    errhandler: *mut MPI_Errhandler,
+) -> c_int {
+    protean_MPI_Comm_get_errhandler(comm, errhandler)
+}

@@ -5,7 +5,10 @@
 //! with the engine id in the low 26 bits, so they never collide with a predefined value and a
 //! handle of one object type is never mistaken for another's.
 
+use std::ffi::c_int;
+
 use crate::abi::*;
+use protean_core::mpi::attr::ObjKind;
 use protean_core::mpi::comm::{COMM_SELF, COMM_WORLD, ERRH_ABORT, ERRH_FATAL, ERRH_RETURN};
 
 const ID_MASK: u32 = (1 << 26) - 1;
@@ -17,6 +20,11 @@ const DTYPE_CREATED: u32 = 0xcc00_0000;
 const REQUEST_DIRECT: u32 = 0xac00_0000;
 const MESSAGE_CREATED: u32 = 0xec00_0000;
 const ERRH_DIRECT: u32 = 0x9400_0000;
+const GROUP_DIRECT: u32 = 0x8800_0000;
+/// Created keyvals: MPICH's keyval kind bits (0xa4000000) with the object kind in bits 22-25
+/// (1 communicator, 2 datatype, 3 window) and the engine id below.
+const KEYVAL_DIRECT: u32 = 0xa400_0000;
+const KEYVAL_ID_MASK: u32 = (1 << 22) - 1;
 
 #[inline(always)]
 fn split(h: i32) -> (u32, u32) {
@@ -202,6 +210,45 @@ pub fn errh_handle(id: u32) -> MPI_Errhandler {
     }
 }
 
+/// Group handle -> engine id (MPI_GROUP_EMPTY is id 0).
+pub fn group_id(h: MPI_Group) -> Option<u32> {
+    match h {
+        MPI_GROUP_EMPTY => Some(protean_core::mpi::group::GROUP_EMPTY),
+        _ => match split(h) {
+            (GROUP_DIRECT, id) if id > 0 => Some(id),
+            _ => None,
+        },
+    }
+}
+
+pub fn group_handle(id: u32) -> MPI_Group {
+    if id == protean_core::mpi::group::GROUP_EMPTY {
+        MPI_GROUP_EMPTY
+    } else {
+        (GROUP_DIRECT | id) as i32
+    }
+}
+
+fn kind_bits(k: ObjKind) -> u32 {
+    match k {
+        ObjKind::Comm => 1,
+        ObjKind::Type => 2,
+        ObjKind::Win => 3,
+    }
+}
+
+/// Keyval handle -> engine id, for keyvals of object kind `k` (a keyval of another kind, a
+/// predefined keyval or garbage gives None).
+pub fn keyval_id(h: c_int, k: ObjKind) -> Option<u32> {
+    let h = h as u32;
+    (h & !(KEYVAL_ID_MASK | (0xf << 22)) == KEYVAL_DIRECT && (h >> 22) & 0xf == kind_bits(k))
+        .then_some(h & KEYVAL_ID_MASK)
+}
+
+pub fn keyval_handle(id: u32, k: ObjKind) -> c_int {
+    (KEYVAL_DIRECT | kind_bits(k) << 22 | id) as c_int
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +283,26 @@ mod tests {
         assert!(message_id(MPI_MESSAGE_NULL).is_err());
         assert_eq!(errh_id(MPI_ERRHANDLER_NULL), None);
         assert_eq!(comm_id(0x1234), None);
+        for id in [1u32, 77, ID_MASK] {
+            assert_eq!(group_id(group_handle(id)), Some(id));
+        }
+        assert_eq!(group_id(MPI_GROUP_EMPTY), Some(0));
+        assert_eq!(group_handle(0), MPI_GROUP_EMPTY);
+        assert_eq!(group_id(MPI_GROUP_NULL), None);
+        assert_eq!(group_id(comm_handle(3)), None);
+        for id in [0u32, 5, KEYVAL_ID_MASK] {
+            for k in [ObjKind::Comm, ObjKind::Type, ObjKind::Win] {
+                let h = keyval_handle(id, k);
+                assert_eq!(keyval_id(h, k), Some(id));
+                assert_ne!(h, MPI_KEYVAL_INVALID);
+            }
+            assert_eq!(
+                keyval_id(keyval_handle(id, ObjKind::Comm), ObjKind::Type),
+                None
+            );
+        }
+        for p in [MPI_KEYVAL_INVALID, MPI_TAG_UB, MPI_WIN_BASE, 0, -1] {
+            assert_eq!(keyval_id(p, ObjKind::Comm), None);
+        }
     }
 }

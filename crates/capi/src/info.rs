@@ -352,3 +352,25 @@ pub unsafe extern "C" fn protean_MPI_Info_free(info: *mut MPI_Info) -> c_int {
         }
     }
 }
+
+/// MPI_Info_create_env (MPI-4.0 11.2.3): a new info object with the keys of MPI_INFO_ENV.
+/// Callable before MPI_Init; argc/argv are not needed (the process's own arguments are read).
+///
+/// # Safety
+/// `info` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Info_create_env(
+    _argc: c_int,
+    _argv: *mut *mut c_char,
+    info: *mut MPI_Info,
+) -> c_int {
+    if info.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null info pointer"),
+            "MPI_Info_create_env",
+        );
+    }
+    *info = new_info(env_info());
+    MPI_SUCCESS
+}

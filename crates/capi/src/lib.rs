@@ -9,16 +9,20 @@
 #![allow(clippy::too_many_arguments)]
 
 pub mod abi;
+pub mod attr;
 pub mod coll;
+pub mod comm;
 pub mod datatype;
 pub mod env;
 pub mod errhandler;
 pub mod errors;
+pub mod group;
 pub mod handles;
 pub mod info;
 pub mod memory;
 pub mod mpit;
 pub mod p2p;
+pub mod topo;
 mod unimplemented;
 pub mod util;
 pub mod version;

@@ -4,6 +4,7 @@ use std::ffi::{c_char, c_int};
 
 use crate::abi::*;
 use crate::errors;
+use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::request::Status;
 
 /// Write `v` through `p` when `p` is not null.
@@ -105,6 +106,59 @@ pub fn status_cancelled(st: &MPI_Status) -> bool {
 /// As for [`write_status`].
 pub unsafe fn write_empty(st: *mut MPI_Status) {
     write_raw(st, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, false);
+}
+
+/// A C array of `n` elements as a slice: empty for `n == 0` (the pointer may then be
+/// anything), an MPI_ERR_ARG / MPI_ERR_COUNT error for a null pointer or a negative count.
+///
+/// # Safety
+/// When `n > 0` and `p` is not null, `p` points to `n` readable elements that outlive `'a`.
+pub unsafe fn c_slice<'a, T>(p: *const T, n: c_int, what: &str) -> Result<&'a [T], MpiError> {
+    if n < 0 {
+        return Err(MpiError::new(
+            ErrorClass::Count,
+            format!("negative number of {what} ({n})"),
+        ));
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(MpiError::new(
+            ErrorClass::Arg,
+            format!("null array of {n} {what}"),
+        ));
+    }
+    Ok(std::slice::from_raw_parts(p, n as usize))
+}
+
+/// Copy `v` into a C array, checking the pointer when there is something to write.
+///
+/// # Safety
+/// `p` is null or has room for `v.len()` elements.
+pub unsafe fn c_fill<T: Copy>(p: *mut T, v: &[T], what: &str) -> Result<(), MpiError> {
+    if v.is_empty() {
+        return Ok(());
+    }
+    if p.is_null() {
+        return Err(MpiError::new(
+            ErrorClass::Arg,
+            format!("null array for {} {what}", v.len()),
+        ));
+    }
+    std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len());
+    Ok(())
+}
+
+/// Check an output pointer: MPI_ERR_ARG naming it when null.
+pub fn nonnull<T>(p: *mut T, what: &str) -> Result<(), MpiError> {
+    if p.is_null() {
+        return Err(MpiError::new(
+            ErrorClass::Arg,
+            format!("null pointer for {what}"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

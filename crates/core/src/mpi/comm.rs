@@ -2,14 +2,30 @@
 //!
 //! A communicator is a group of processes (global process ids, in rank order), this process's
 //! rank in it, and a context id that separates its traffic from every other communicator's.
-//! Point-to-point traffic uses the context id itself, collective traffic `ctx + 1`, so context
-//! ids are allocated in steps of two.
+//! Context ids come in blocks of [`CTX_STRIDE`]:
+//!
+//! | context | traffic |
+//! |---|---|
+//! | `ctx` | point-to-point |
+//! | `ctx + 1` ([`Comm::coll_ctx`]) | collectives |
+//! | `ctx + 2` ([`Comm::mgmt_ctx`]) | communicator management (dup, split, ...: internal tags) |
+//! | `ctx + 3` ([`Comm::tagged_ctx`]) | management with user tags (MPI_Comm_create_group, the leaders of MPI_Intercomm_create) |
+//!
+//! Blocks are agreed by all members of a new communicator (see `mpi::cm`), so two
+//! communicators that share a process never share a block.
 
+use crate::mpi::topo::Topology;
 use crate::transport::Gpid;
 
-/// Context id of MPI_COMM_WORLD; MPI_COMM_SELF uses the next pair.
+/// Context ids per communicator.
+pub const CTX_STRIDE: u32 = 4;
+/// Context id of MPI_COMM_WORLD (block 0); MPI_COMM_SELF has block 1. Block 2 is reserved for
+/// operations that create communicators from groups alone (no parent communicator).
 pub const CTX_WORLD: u32 = 0;
-pub const CTX_SELF: u32 = 2;
+pub const CTX_SELF: u32 = CTX_STRIDE;
+pub const CTX_FROM_GROUP: u32 = 2 * CTX_STRIDE;
+/// Blocks that are never allocated.
+pub const CTX_RESERVED_BLOCKS: u32 = 3;
 
 /// Engine ids of the predefined communicators.
 pub const COMM_WORLD: u32 = 0;
@@ -20,6 +36,8 @@ pub const ERRH_FATAL: u32 = 0;
 pub const ERRH_RETURN: u32 = 1;
 pub const ERRH_ABORT: u32 = 2;
 
+/// A communicator. The point-to-point path reads `ctx`, `rank` and `group`/`remote` only; the
+/// other fields serve the communicator chapter.
 #[derive(Debug, Clone)]
 pub struct Comm {
     pub ctx: u32,
@@ -31,6 +49,15 @@ pub struct Comm {
     pub errhandler: u32,
     pub name: String,
     pub predefined: bool,
+    /// Cartesian, graph or distributed-graph topology.
+    pub topo: Option<Box<Topology>>,
+    /// Info hints set with MPI_Comm_set_info / dup_with_info (key, value), in order.
+    pub info: Vec<(String, String)>,
+    /// Management operations started on this communicator so far (every member starts them
+    /// in the same order, so this numbers them consistently: it becomes their tag).
+    pub mgmt_seq: u32,
+    /// Created by MPI_Comm_idup and not complete yet: not usable.
+    pub pending: bool,
 }
 
 impl Comm {
@@ -43,6 +70,19 @@ impl Comm {
             errhandler: ERRH_FATAL,
             name: name.to_string(),
             predefined: false,
+            topo: None,
+            info: Vec::new(),
+            mgmt_seq: 0,
+            pending: false,
+        }
+    }
+
+    /// The communicator's name for messages: its name, or "(unnamed, size n)".
+    pub fn label(&self) -> String {
+        if self.name.is_empty() {
+            format!("(unnamed, size {})", self.size())
+        } else {
+            self.name.clone()
         }
     }
 
@@ -65,6 +105,23 @@ impl Comm {
     #[inline]
     pub fn coll_ctx(&self) -> u32 {
         self.ctx + 1
+    }
+
+    /// Context of communicator-management messages (internal tags).
+    #[inline]
+    pub fn mgmt_ctx(&self) -> u32 {
+        self.ctx + 2
+    }
+
+    /// Context of management messages that carry a user's tag.
+    #[inline]
+    pub fn tagged_ctx(&self) -> u32 {
+        self.ctx + 3
+    }
+
+    /// Remote group size (intercommunicator), else the local size.
+    pub fn remote_size(&self) -> usize {
+        self.peers().len()
     }
 }
 

@@ -1,8 +1,13 @@
-//! MPI objects and semantics: communicators, datatypes, requests, matching, point-to-point.
+//! MPI objects and semantics: communicators, groups, attributes, topologies, datatypes,
+//! requests, matching, point-to-point.
 
+pub mod attr;
+pub mod cm;
 pub mod coll;
 pub mod comm;
 pub mod datatype;
+pub mod group;
 pub mod p2p;
 pub mod pml;
 pub mod request;
+pub mod topo;

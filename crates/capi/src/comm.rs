@@ -1,0 +1,690 @@
+//! Communicators (MPI-4.0 sections 7.4-7.6): creation (dup, idup, split, split_type, create,
+//! create_group, create_from_group, intercommunicators), destruction, comparison, names and
+//! info hints. The agreements themselves are `protean_core::mpi::cm`.
+//!
+//! Errors are raised on the communicator the call is made on (MPI_COMM_WORLD's handler when
+//! there is none). A new communicator inherits its parent's error handler (the local
+//! communicator's for MPI_Intercomm_create). MPI_Comm_dup copies attributes through their copy
+//! callbacks; if one fails, the new communicator is freed, the call returns the callback's
+//! error and the output handle is MPI_COMM_NULL.
+
+use std::ffi::{c_char, c_int, CStr};
+
+use crate::abi::*;
+use crate::attr::{self, report, Failure};
+use crate::errors::{bad, raise};
+use crate::group::members;
+use crate::handles::{comm_handle, comm_id, errh_id, request_handle};
+use crate::info::{new_info, with_info};
+use crate::util::{copy_cstr, nonnull, out};
+use protean_core::error::{ErrorClass, MpiError};
+use protean_core::mpi::attr::ObjKind;
+use protean_core::mpi::cm::{self, OpSpec};
+use protean_core::mpi::group::{self as grp, UNDEFINED};
+use protean_core::runtime::global::with;
+use protean_core::runtime::Engine;
+
+type R<T> = Result<T, MpiError>;
+
+/// Communicator hints Protean recognises (MPI-4.0 7.4.4), with their defaults. Other keys
+/// given to MPI_Comm_set_info or dup_with_info are ignored, as the standard allows.
+const HINTS: &[(&str, &str)] = &[
+    ("mpi_assert_no_any_tag", "false"),
+    ("mpi_assert_no_any_source", "false"),
+    ("mpi_assert_exact_length", "false"),
+    ("mpi_assert_allow_overtaking", "false"),
+];
+
+pub(crate) fn cid(comm: MPI_Comm) -> R<u32> {
+    comm_id(comm).ok_or_else(|| {
+        bad(
+            ErrorClass::Comm,
+            "invalid communicator (MPI_COMM_NULL or not a communicator)",
+        )
+    })
+}
+
+/// The recognised hints of an info object (None for MPI_INFO_NULL).
+fn hints_of(info: MPI_Info) -> R<Option<Vec<(String, String)>>> {
+    if info == MPI_INFO_NULL {
+        return Ok(None);
+    }
+    let pairs = with_info(info, |i| i.clone())?;
+    Ok(Some(
+        pairs
+            .into_iter()
+            .filter(|(k, _)| HINTS.iter().any(|(h, _)| h == k))
+            .collect(),
+    ))
+}
+
+/// Run a blocking operation built by `make` on the engine; the new communicator's handle.
+fn run(make: impl FnOnce(&mut Engine) -> R<OpSpec>) -> R<MPI_Comm> {
+    let spec = with(make)??;
+    Ok(cm::run(spec)?.map_or(MPI_COMM_NULL, comm_handle))
+}
+
+/// Write the result of a constructor, or raise its error (setting the output to
+/// MPI_COMM_NULL).
+unsafe fn finish(
+    r: Result<MPI_Comm, Failure>,
+    comm: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+    func: &str,
+) -> c_int {
+    match r {
+        Ok(h) => {
+            *newcomm = h;
+            MPI_SUCCESS
+        }
+        Err(f) => {
+            out(newcomm, MPI_COMM_NULL);
+            report(f, comm, func)
+        }
+    }
+}
+
+unsafe fn dup(comm: MPI_Comm, info: Option<MPI_Info>, newcomm: *mut MPI_Comm, func: &str) -> c_int {
+    let r = (|| -> Result<MPI_Comm, Failure> {
+        nonnull(newcomm, "newcomm")?;
+        let id = cid(comm)?;
+        let hints = match info {
+            Some(i) => Some(hints_of(i)?.unwrap_or_default()),
+            None => None,
+        };
+        let h = run(|e| e.op_dup(id, hints))?;
+        let new = comm_id(h).expect("dup yields a communicator");
+        if let Err(f) = attr::copy_attrs(ObjKind::Comm, comm, id, h, new) {
+            let _ = with(|e| e.free_comm(new));
+            return Err(f);
+        }
+        Ok(h)
+    })();
+    finish(r, comm, newcomm, func)
+}
+
+/// # Safety
+/// `newcomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    dup(comm, None, newcomm, "MPI_Comm_dup")
+}
+
+/// # Safety
+/// `newcomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_dup_with_info(
+    comm: MPI_Comm,
+    info: MPI_Info,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    dup(comm, Some(info), newcomm, "MPI_Comm_dup_with_info")
+}
+
+unsafe fn idup(
+    comm: MPI_Comm,
+    info: Option<MPI_Info>,
+    newcomm: *mut MPI_Comm,
+    request: *mut MPI_Request,
+    func: &str,
+) -> c_int {
+    let r = (|| -> Result<(), Failure> {
+        nonnull(newcomm, "newcomm")?;
+        nonnull(request, "request")?;
+        let id = cid(comm)?;
+        let hints = match info {
+            Some(i) => Some(hints_of(i)?.unwrap_or_default()),
+            None => None,
+        };
+        let (new, slot) = cm::start_nonblocking(id, |e| e.op_dup(id, hints))?;
+        // Attributes are copied now (the callbacks see the communicator as it is at the call).
+        attr::copy_attrs(ObjKind::Comm, comm, id, comm_handle(new), new)?;
+        *newcomm = comm_handle(new);
+        *request = request_handle(slot);
+        Ok(())
+    })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(f) => report(f, comm, func),
+    }
+}
+
+/// # Safety
+/// `newcomm` and `request` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_idup(
+    comm: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    idup(comm, None, newcomm, request, "MPI_Comm_idup")
+}
+
+/// # Safety
+/// `newcomm` and `request` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_idup_with_info(
+    comm: MPI_Comm,
+    info: MPI_Info,
+    newcomm: *mut MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    idup(
+        comm,
+        Some(info),
+        newcomm,
+        request,
+        "MPI_Comm_idup_with_info",
+    )
+}
+
+/// # Safety
+/// `newcomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_split(
+    comm: MPI_Comm,
+    color: c_int,
+    key: c_int,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    let r = (|| -> Result<MPI_Comm, Failure> {
+        nonnull(newcomm, "newcomm")?;
+        let id = cid(comm)?;
+        Ok(run(|e| e.op_split(id, color, key))?)
+    })();
+    finish(r, comm, newcomm, "MPI_Comm_split")
+}
+
+/// The value of key `k` in info `info` (None for MPI_INFO_NULL or an absent key).
+fn info_value(info: MPI_Info, k: &str) -> R<Option<String>> {
+    if info == MPI_INFO_NULL {
+        return Ok(None);
+    }
+    with_info(info, |i| {
+        i.iter().find(|(ik, _)| ik == k).map(|(_, v)| v.clone())
+    })
+}
+
+const HW_KEY: &str = "mpi_hw_resource_type";
+const HW_SHARED: &str = "mpi_shared_memory";
+
+/// # Safety
+/// `newcomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_split_type(
+    comm: MPI_Comm,
+    split_type: c_int,
+    key: c_int,
+    info: MPI_Info,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    let r = (|| -> Result<MPI_Comm, Failure> {
+        nonnull(newcomm, "newcomm")?;
+        let id = cid(comm)?;
+        // Processes on one host share memory: the color is the host.
+        let (host_color, spans_hosts) = with(|e| -> R<(i32, bool)> {
+            let c = e.live_comm(id)?;
+            let first = e.host_color(c.group[0]);
+            let spans = c.group.iter().any(|&p| e.host_color(p) != first);
+            Ok((e.host_color(e.rank), spans))
+        })??;
+        let color = match split_type {
+            MPI_UNDEFINED => UNDEFINED,
+            MPI_COMM_TYPE_SHARED => host_color,
+            MPI_COMM_TYPE_HW_GUIDED => match info_value(info, HW_KEY)?.as_deref() {
+                Some(HW_SHARED) => host_color,
+                // Unknown or absent resource types: no such level, MPI_COMM_NULL.
+                _ => UNDEFINED,
+            },
+            // The only hardware level below a set of hosts is the host: split there, once.
+            MPI_COMM_TYPE_HW_UNGUIDED if spans_hosts => host_color,
+            MPI_COMM_TYPE_HW_UNGUIDED => UNDEFINED,
+            MPIX_COMM_TYPE_NEIGHBORHOOD => UNDEFINED,
+            t => {
+                return Err(bad(
+                    ErrorClass::Arg,
+                    format!("split_type {t} is not MPI_COMM_TYPE_SHARED, MPI_COMM_TYPE_HW_GUIDED, MPI_COMM_TYPE_HW_UNGUIDED or MPI_UNDEFINED"),
+                )
+                .into())
+            }
+        };
+        let h = run(|e| e.op_split(id, color, key))?;
+        if split_type == MPI_COMM_TYPE_HW_UNGUIDED && h != MPI_COMM_NULL && info != MPI_INFO_NULL {
+            // Tell the caller which kind of resource the new communicator spans.
+            with_info(info, |i| match i.iter_mut().find(|(k, _)| k == HW_KEY) {
+                Some(e) => e.1 = HW_SHARED.into(),
+                None => i.push((HW_KEY.into(), HW_SHARED.into())),
+            })?;
+        }
+        Ok(h)
+    })();
+    finish(r, comm, newcomm, "MPI_Comm_split_type")
+}
+
+/// # Safety
+/// `newcomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_create(
+    comm: MPI_Comm,
+    group: MPI_Group,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    let r = (|| -> Result<MPI_Comm, Failure> {
+        nonnull(newcomm, "newcomm")?;
+        let id = cid(comm)?;
+        let g = members(group)?;
+        Ok(run(|e| e.op_create(id, g))?)
+    })();
+    finish(r, comm, newcomm, "MPI_Comm_create")
+}
+
+/// # Safety
+/// `newcomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_create_group(
+    comm: MPI_Comm,
+    group: MPI_Group,
+    tag: c_int,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    let r = (|| -> Result<MPI_Comm, Failure> {
+        nonnull(newcomm, "newcomm")?;
+        let id = cid(comm)?;
+        let g = members(group)?;
+        let me = with(|e| e.rank)?;
+        if !g.contains(&me) {
+            // Not a member: nothing to do (MPI-4.0 7.4.2 only has members call it; accept
+            // the call and return MPI_COMM_NULL like MPI_Comm_create would).
+            return Ok(MPI_COMM_NULL);
+        }
+        Ok(run(|e| e.op_create_group(id, g, tag))?)
+    })();
+    finish(r, comm, newcomm, "MPI_Comm_create_group")
+}
+
+unsafe fn string_tag(s: *const c_char) -> R<String> {
+    if s.is_null() {
+        return Err(bad(ErrorClass::Arg, "null string tag"));
+    }
+    Ok(CStr::from_ptr(s).to_string_lossy().into_owned())
+}
+
+fn errhandler_of(h: MPI_Errhandler) -> R<u32> {
+    if h == MPI_ERRHANDLER_NULL {
+        return Ok(protean_core::mpi::comm::ERRH_FATAL);
+    }
+    let id = errh_id(h).ok_or_else(|| bad(ErrorClass::Arg, "invalid error handler"))?;
+    with(|e| {
+        if e.errhandlers.get(id as usize).is_some_and(|x| x.is_some()) {
+            Ok(id)
+        } else {
+            Err(bad(ErrorClass::Arg, "invalid error handler (freed?)"))
+        }
+    })?
+}
+
+/// # Safety
+/// `stringtag` is a NUL-terminated string; `newcomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_create_from_group(
+    group: MPI_Group,
+    stringtag: *const c_char,
+    info: MPI_Info,
+    errhandler: MPI_Errhandler,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    let r = (|| -> Result<MPI_Comm, Failure> {
+        nonnull(newcomm, "newcomm")?;
+        let g = members(group)?;
+        let tag = string_tag(stringtag)?;
+        let eh = errhandler_of(errhandler)?;
+        let hints = hints_of(info)?;
+        let h = run(|e| e.op_from_group(g, &tag, eh))?;
+        if let (Some(hints), Some(id)) = (hints, comm_id(h)) {
+            with(|e| e.comm_mut_info(id, hints))??;
+        }
+        Ok(h)
+    })();
+    finish(r, MPI_COMM_WORLD, newcomm, "MPI_Comm_create_from_group")
+}
+
+/// # Safety
+/// `newintercomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Intercomm_create(
+    local_comm: MPI_Comm,
+    local_leader: c_int,
+    peer_comm: MPI_Comm,
+    remote_leader: c_int,
+    tag: c_int,
+    newintercomm: *mut MPI_Comm,
+) -> c_int {
+    let r = (|| -> Result<MPI_Comm, Failure> {
+        nonnull(newintercomm, "newintercomm")?;
+        let id = cid(local_comm)?;
+        // peer_comm is significant only at the local leader (it may be MPI_COMM_NULL
+        // elsewhere); the engine checks it there.
+        let peer = comm_id(peer_comm).map(|p| (p, remote_leader));
+        Ok(run(|e| e.op_intercomm(id, local_leader, peer, tag))?)
+    })();
+    finish(r, local_comm, newintercomm, "MPI_Intercomm_create")
+}
+
+/// # Safety
+/// `stringtag` is a NUL-terminated string; `newintercomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Intercomm_create_from_groups(
+    local_group: MPI_Group,
+    local_leader: c_int,
+    remote_group: MPI_Group,
+    remote_leader: c_int,
+    stringtag: *const c_char,
+    info: MPI_Info,
+    errhandler: MPI_Errhandler,
+    newintercomm: *mut MPI_Comm,
+) -> c_int {
+    let r = (|| -> Result<MPI_Comm, Failure> {
+        nonnull(newintercomm, "newintercomm")?;
+        let lg = members(local_group)?;
+        let rg = members(remote_group)?;
+        let tag = string_tag(stringtag)?;
+        let eh = errhandler_of(errhandler)?;
+        let hints = hints_of(info)?;
+        let h = run(|e| e.op_intercomm_from_groups(lg, local_leader, rg, remote_leader, &tag, eh))?;
+        if let (Some(hints), Some(id)) = (hints, comm_id(h)) {
+            with(|e| e.comm_mut_info(id, hints))??;
+        }
+        Ok(h)
+    })();
+    finish(
+        r,
+        MPI_COMM_WORLD,
+        newintercomm,
+        "MPI_Intercomm_create_from_groups",
+    )
+}
+
+/// # Safety
+/// `newintracomm` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Intercomm_merge(
+    intercomm: MPI_Comm,
+    high: c_int,
+    newintracomm: *mut MPI_Comm,
+) -> c_int {
+    let r = (|| -> Result<MPI_Comm, Failure> {
+        nonnull(newintracomm, "newintracomm")?;
+        let id = cid(intercomm)?;
+        Ok(run(|e| e.op_merge(id, high != 0))?)
+    })();
+    finish(r, intercomm, newintracomm, "MPI_Intercomm_merge")
+}
+
+unsafe fn free(comm: *mut MPI_Comm, func: &str) -> c_int {
+    let h = if comm.is_null() { MPI_COMM_NULL } else { *comm };
+    let r = (|| -> Result<(), Failure> {
+        nonnull(comm, "comm")?;
+        let id = cid(h)?;
+        with(|e| -> R<()> {
+            let c = e.comm(id)?;
+            if c.predefined {
+                return Err(bad(ErrorClass::Comm, format!("{} cannot be freed", c.name)));
+            }
+            e.live_comm(id).map(|_| ())
+        })??;
+        // Delete callbacks first: if one fails the communicator stays.
+        attr::comm_free_attrs(id)?;
+        with(|e| e.free_comm(id))??;
+        *comm = MPI_COMM_NULL;
+        Ok(())
+    })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(f) => report(f, h, func),
+    }
+}
+
+/// # Safety
+/// `comm` points to a handle.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
+    free(comm, "MPI_Comm_free")
+}
+
+/// Without dynamic processes, disconnecting is freeing (pending communication on the
+/// communicator completes normally either way).
+///
+/// # Safety
+/// `comm` points to a handle.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
+    free(comm, "MPI_Comm_disconnect")
+}
+
+/// No process of a Protean job was spawned: the parent is MPI_COMM_NULL.
+///
+/// # Safety
+/// `parent` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
+    if let Err(e) = nonnull(parent, "parent") {
+        return raise(MPI_COMM_WORLD, e, "MPI_Comm_get_parent");
+    }
+    *parent = MPI_COMM_NULL;
+    MPI_SUCCESS
+}
+
+/// # Safety
+/// `result` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_compare(
+    comm1: MPI_Comm,
+    comm2: MPI_Comm,
+    result: *mut c_int,
+) -> c_int {
+    let r = (|| -> R<c_int> {
+        nonnull(result, "result")?;
+        let a = cid(comm1)?;
+        let b = cid(comm2)?;
+        with(|e| -> R<c_int> {
+            let ca = e.live_comm(a)?;
+            let cb = e.live_comm(b)?;
+            if a == b {
+                return Ok(MPI_IDENT);
+            }
+            if ca.is_inter() != cb.is_inter() {
+                return Ok(MPI_UNEQUAL);
+            }
+            let mut worst = grp::compare(&ca.group, &cb.group);
+            if let (Some(ra), Some(rb)) = (&ca.remote, &cb.remote) {
+                worst = worst.max(grp::compare(ra, rb));
+            }
+            Ok(match worst {
+                grp::IDENT => MPI_CONGRUENT,
+                grp::SIMILAR => MPI_SIMILAR,
+                _ => MPI_UNEQUAL,
+            })
+        })?
+    })();
+    match r {
+        Ok(v) => {
+            *result = v;
+            MPI_SUCCESS
+        }
+        Err(e) => raise(comm1, e, "MPI_Comm_compare"),
+    }
+}
+
+/// # Safety
+/// `flag` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
+    let r = (|| -> R<bool> {
+        nonnull(flag, "flag")?;
+        let id = cid(comm)?;
+        with(|e| e.live_comm(id).map(|c| c.is_inter()))?
+    })();
+    match r {
+        Ok(v) => {
+            *flag = v as c_int;
+            MPI_SUCCESS
+        }
+        Err(e) => raise(comm, e, "MPI_Comm_test_inter"),
+    }
+}
+
+/// # Safety
+/// `size` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
+    let r = (|| -> R<usize> {
+        nonnull(size, "size")?;
+        let id = cid(comm)?;
+        with(|e| -> R<usize> {
+            let c = e.live_comm(id)?;
+            match &c.remote {
+                Some(r) => Ok(r.len()),
+                None => Err(bad(
+                    ErrorClass::Comm,
+                    "not an intercommunicator (MPI_Comm_remote_size needs one)",
+                )),
+            }
+        })?
+    })();
+    match r {
+        Ok(v) => {
+            *size = v as c_int;
+            MPI_SUCCESS
+        }
+        Err(e) => raise(comm, e, "MPI_Comm_remote_size"),
+    }
+}
+
+/// # Safety
+/// `comm_name` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_set_name(
+    comm: MPI_Comm,
+    comm_name: *const c_char,
+) -> c_int {
+    let r = (|| -> R<()> {
+        if comm_name.is_null() {
+            return Err(bad(ErrorClass::Arg, "null name"));
+        }
+        let id = cid(comm)?;
+        let mut name = CStr::from_ptr(comm_name).to_string_lossy().into_owned();
+        // Names are truncated to MPI_MAX_OBJECT_NAME - 1 characters.
+        let max = MPI_MAX_OBJECT_NAME as usize - 1;
+        if name.len() > max {
+            let mut n = max;
+            while !name.is_char_boundary(n) {
+                n -= 1;
+            }
+            name.truncate(n);
+        }
+        with(|e| -> R<()> {
+            e.live_comm(id)?;
+            e.comms[id as usize].as_mut().expect("live").name = name;
+            Ok(())
+        })?
+    })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => raise(comm, e, "MPI_Comm_set_name"),
+    }
+}
+
+/// # Safety
+/// `comm_name` has room for MPI_MAX_OBJECT_NAME chars; `resultlen` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_get_name(
+    comm: MPI_Comm,
+    comm_name: *mut c_char,
+    resultlen: *mut c_int,
+) -> c_int {
+    let r = (|| -> R<String> {
+        nonnull(comm_name, "comm_name")?;
+        nonnull(resultlen, "resultlen")?;
+        let id = cid(comm)?;
+        with(|e| e.live_comm(id).map(|c| c.name.clone()))?
+    })();
+    match r {
+        Ok(name) => {
+            let n = copy_cstr(&name, comm_name, MPI_MAX_OBJECT_NAME as usize);
+            *resultlen = n as c_int;
+            MPI_SUCCESS
+        }
+        Err(e) => raise(comm, e, "MPI_Comm_get_name"),
+    }
+}
+
+/// # Safety
+/// Plain handles.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
+    let r = (|| -> R<()> {
+        let id = cid(comm)?;
+        if info == MPI_INFO_NULL {
+            return Err(bad(ErrorClass::Info, "MPI_INFO_NULL is not an info object"));
+        }
+        let hints = hints_of(info)?.unwrap_or_default();
+        with(|e| e.comm_mut_info(id, hints))?
+    })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => raise(comm, e, "MPI_Comm_set_info"),
+    }
+}
+
+/// # Safety
+/// `info_used` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_get_info(
+    comm: MPI_Comm,
+    info_used: *mut MPI_Info,
+) -> c_int {
+    let r = (|| -> R<MPI_Info> {
+        nonnull(info_used, "info_used")?;
+        let id = cid(comm)?;
+        let set = with(|e| e.live_comm(id).map(|c| c.info.clone()))??;
+        // Every recognised hint, with the value set or its default.
+        let all = HINTS
+            .iter()
+            .map(|(k, d)| {
+                let v = set
+                    .iter()
+                    .find(|(sk, _)| sk == k)
+                    .map_or(d.to_string(), |(_, v)| v.clone());
+                (k.to_string(), v)
+            })
+            .collect();
+        Ok(new_info(all))
+    })();
+    match r {
+        Ok(h) => {
+            *info_used = h;
+            MPI_SUCCESS
+        }
+        Err(e) => raise(comm, e, "MPI_Comm_get_info"),
+    }
+}
+
+/// Helper for engine-side info updates.
+trait InfoUpdate {
+    fn comm_mut_info(&mut self, id: u32, hints: Vec<(String, String)>) -> R<()>;
+}
+
+impl InfoUpdate for Engine {
+    /// Set hints on a communicator (keys not given keep their values).
+    fn comm_mut_info(&mut self, id: u32, hints: Vec<(String, String)>) -> R<()> {
+        self.live_comm(id)?;
+        let c = self.comms[id as usize].as_mut().expect("live");
+        for (k, v) in hints {
+            match c.info.iter_mut().find(|(ck, _)| *ck == k) {
+                Some(e) => e.1 = v,
+                None => c.info.push((k, v)),
+            }
+        }
+        Ok(())
+    }
+}
