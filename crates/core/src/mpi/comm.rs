@@ -31,6 +31,9 @@ pub struct Comm {
     pub errhandler: u32,
     pub name: String,
     pub predefined: bool,
+    /// Collective state: the sequence number that tags each collective instance, and the
+    /// algorithms' views of the group (owned by `mpi::coll`).
+    pub coll: crate::mpi::coll::CommColl,
 }
 
 impl Comm {
@@ -43,6 +46,7 @@ impl Comm {
             errhandler: ERRH_FATAL,
             name: name.to_string(),
             predefined: false,
+            coll: Default::default(),
         }
     }
 

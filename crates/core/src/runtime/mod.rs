@@ -136,6 +136,8 @@ pub struct Engine {
     pub ncpus: usize,
     /// Processes of the job on this machine.
     pub node_procs: usize,
+    /// Reduction operations, running nonblocking and persistent collectives, decisions.
+    pub coll: crate::mpi::coll::State,
 }
 
 /// The CPUs this process may run on, as a bit set (bit i: CPU i).
@@ -479,6 +481,7 @@ impl Engine {
             .collect();
 
         pml.refresh_limits(&net);
+        let coll = crate::mpi::coll::State::new(&cfg)?;
         Ok(Engine {
             cfg,
             rank,
@@ -500,6 +503,7 @@ impl Engine {
             appnum,
             ncpus,
             node_procs,
+            coll,
         })
     }
 
@@ -512,6 +516,9 @@ impl Engine {
         }
         if self.bsend.as_ref().is_some_and(|b| !b.used.is_empty()) {
             self.reap_bsend();
+        }
+        if self.coll.busy() {
+            self.coll_progress();
         }
         n
     }
