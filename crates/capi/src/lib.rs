@@ -17,6 +17,7 @@ pub mod errors;
 pub mod handles;
 pub mod info;
 pub mod memory;
+pub mod mpit;
 pub mod p2p;
 mod unimplemented;
 pub mod util;

@@ -7,7 +7,7 @@
 //! - `protean-info`, which lists every tunable with its default and doc,
 //! - MPI_T control variables (read, and written at run time where `writable` is true).
 //!
-//! The engine reads tunables as plain struct fields (`config.shm_eager_limit`), so the hot path
+//! The engine reads tunables as plain struct fields (`config.shm_eager_max`), so the hot path
 //! pays nothing for the registry.
 
 use std::fmt;
@@ -235,12 +235,14 @@ tunables! {
         "Transports allowed between ranks, in order of preference: shm (same host), tcp. Ranks on one host use shm when allowed; 'tcp' alone forces TCP everywhere. The self transport always carries messages to the own rank.";
     protocol: usize = "static", Kind::Choice(PROTOCOLS), writable = true,
         "Point-to-point protocol policy: static (size thresholds per transport), or force eager, rendezvous or eager-rendezvous for every message.";
-    shm_eager_limit: i64 = "8192", SIZE, writable = true,
-        "Largest message (bytes) sent eagerly over shared memory; larger ones use rendezvous. Capped by the channel's largest frame.";
-    tcp_eager_limit: i64 = "65536", SIZE, writable = true,
-        "Largest message (bytes) sent eagerly over TCP; larger ones use rendezvous.";
-    self_eager_limit: i64 = "16384", SIZE, writable = true,
-        "Largest message (bytes) to the own rank copied eagerly; larger ones are copied once when matched.";
+    eager_limit: i64 = "-1", Kind::Int { min: -1, max: i64::MAX }, writable = true,
+        "Largest message (bytes) sent eagerly on every transport; -1 (the default) lets each transport use its own limit (shm_eager_max, tcp_eager_max, self_eager_max). Writable at run time: the next message follows it.";
+    shm_eager_max: i64 = "8192", SIZE, writable = true,
+        "Largest message (bytes) sent eagerly over shared memory when eager_limit is -1; larger ones use rendezvous. Capped by the channel's largest frame.";
+    tcp_eager_max: i64 = "65536", SIZE, writable = true,
+        "Largest message (bytes) sent eagerly over TCP when eager_limit is -1; larger ones use rendezvous.";
+    self_eager_max: i64 = "16384", SIZE, writable = true,
+        "Largest message (bytes) to the own rank copied eagerly when eager_limit is -1; larger ones are copied once when matched.";
     eager_rndv_prefix: i64 = "8192", SIZE, writable = true,
         "Bytes sent with the request-to-send under the eager-rendezvous protocol.";
     shm_single_copy: bool = "1", Kind::Bool, writable = true,
@@ -297,7 +299,31 @@ tunables! {
         "Segment size in bytes of pipelined collective algorithms (chain bcast).";
 }
 
+/// Values written (through MPI_T) before MPI_Init; the engine applies them at start-up.
+static BEFORE_INIT: std::sync::Mutex<Vec<(usize, Value)>> = std::sync::Mutex::new(Vec::new());
+
 impl Config {
+    /// Record a value for tunable `index` to take effect when MPI starts.
+    pub fn set_before_init(index: usize, v: Value) -> Result<(), String> {
+        let mut probe = Config::defaults();
+        probe.set(index, &v)?;
+        BEFORE_INIT
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((index, v));
+        Ok(())
+    }
+
+    /// The configuration as the engine will start with it: environment, then values written
+    /// before MPI_Init.
+    pub fn effective() -> Result<Config, String> {
+        let mut c = Config::from_env()?;
+        for (i, v) in BEFORE_INIT.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            c.set(*i, v)?;
+        }
+        Ok(c)
+    }
+
     /// Index of the tunable called `name`.
     pub fn index_of(name: &str) -> Option<usize> {
         TUNABLES.iter().position(|m| m.name == name)
@@ -378,7 +404,8 @@ mod tests {
     #[test]
     fn defaults_parse() {
         let c = Config::defaults();
-        assert_eq!(c.shm_eager_limit, 8192);
+        assert_eq!(c.shm_eager_max, 8192);
+        assert_eq!(c.eager_limit, -1);
         assert_eq!(c.transports, "shm,tcp");
         assert_eq!(PROTOCOLS[c.protocol], "static");
         assert!(c.shm_single_copy);
@@ -387,11 +414,11 @@ mod tests {
     #[test]
     fn env_overrides_with_suffixes() {
         let c = from(&[
-            ("PROTEAN_SHM_EAGER_LIMIT", "4k"),
+            ("PROTEAN_SHM_EAGER_MAX", "4k"),
             ("PROTEAN_PROTOCOL", "Rendezvous"),
         ])
         .unwrap();
-        assert_eq!(c.shm_eager_limit, 4096);
+        assert_eq!(c.shm_eager_max, 4096);
         assert_eq!(PROTOCOLS[c.protocol], "rendezvous");
     }
 
@@ -408,7 +435,7 @@ mod tests {
     #[test]
     fn get_set_roundtrip_through_values() {
         let mut c = Config::defaults();
-        let i = Config::index_of("tcp_eager_limit").unwrap();
+        let i = Config::index_of("tcp_eager_max").unwrap();
         c.set(i, &Value::Int(1234)).unwrap();
         assert_eq!(c.get(i), Some(Value::Int(1234)));
         assert!(c.set(i, &Value::Int(-1)).is_err());

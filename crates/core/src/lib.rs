@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod mem;
 pub mod mpi;
+pub mod profile;
 pub mod proto;
 pub mod runtime;
 pub mod transport;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use protean_capi::abi::{FUNCTIONS, MISSING, MPI_SUBVERSION, MPI_VERSION};
 use protean_capi::version::LIBRARY_VERSION;
 use protean_core::config::{Kind, PROTOCOLS, TUNABLES};
-use protean_core::mpi::pml::COUNTERS;
+use protean_core::profile::PVARS;
 
 struct Query {
     flag: &'static str,
@@ -133,8 +133,8 @@ fn tunables(out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn counters(out: &mut dyn Write) -> io::Result<()> {
-    for (name, doc) in COUNTERS {
-        writeln!(out, "{name}\n    {doc}")?;
+    for p in PVARS.iter() {
+        writeln!(out, "{}\n    {}", p.name, p.desc)?;
     }
     Ok(())
 }

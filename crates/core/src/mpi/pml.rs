@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 
 use crate::error::{ErrorClass, MpiError};
+use crate::profile::Counters;
 use crate::proto::frame::{Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
 use crate::proto::policy::{Plan, Policy, Route};
 use crate::transport::shm::coop::{CoopSlots, SlotPool};
@@ -55,50 +56,6 @@ pub trait Io {
         self.send(peer, hdr, &[], body, Token::NONE).is_ok()
     }
 }
-
-/// Counters kept per process (MPI_T performance variables).
-#[derive(Debug, Default, Clone)]
-pub struct Counters {
-    pub eager_sent: u64,
-    pub eager_bytes: u64,
-    pub rndv_sent: u64,
-    pub rndv_bytes: u64,
-    pub eager_rndv_sent: u64,
-    pub eager_rndv_bytes: u64,
-    pub unexpected: u64,
-    pub preposted: u64,
-    pub single_copy: u64,
-    pub bad_frames: u64,
-}
-
-/// Name and meaning of every counter in [`Counters`] (protean-info, MPI_T).
-pub const COUNTERS: &[(&str, &str)] = &[
-    ("eager_sent", "messages sent with the eager protocol"),
-    ("eager_bytes_sent", "bytes sent with the eager protocol"),
-    ("rndv_sent", "messages sent with the rendezvous protocol"),
-    ("rndv_bytes_sent", "bytes sent with the rendezvous protocol"),
-    (
-        "eager_rndv_sent",
-        "messages sent with the eager-rendezvous protocol",
-    ),
-    (
-        "eager_rndv_bytes_sent",
-        "bytes sent with the eager-rendezvous protocol",
-    ),
-    (
-        "unexpected",
-        "messages that arrived before their receive was posted",
-    ),
-    (
-        "preposted",
-        "messages that found their receive already posted",
-    ),
-    (
-        "single_copy",
-        "rendezvous messages read directly from the sender's memory",
-    ),
-    ("bad_frames", "malformed or stale frames dropped"),
-];
 
 /// An eager message a transport is writing straight into the receive it matched.
 #[derive(Debug, Clone, Copy)]
@@ -408,8 +365,9 @@ impl Pml {
             return false;
         }
         p.send_seq = p.send_seq.wrapping_add(1);
-        self.counters.eager_sent += 1;
-        self.counters.eager_bytes += data.len() as u64;
+        let c = self.counters.on(p.route);
+        c.eager_sent += 1;
+        c.eager_bytes += data.len() as u64;
         true
     }
 
@@ -480,8 +438,9 @@ impl Pml {
                 .encode();
                 let sent = io.send(peer, &hdr, &[], data, Token(wire))?;
                 p.send_seq = seq.wrapping_add(1);
-                self.counters.eager_sent += 1;
-                self.counters.eager_bytes += len as u64;
+                let c = self.counters.on(p.route);
+                c.eager_sent += 1;
+                c.eager_bytes += len as u64;
                 if sent == Sent::Pending {
                     r.inflight += 1;
                 }
@@ -539,11 +498,13 @@ impl Pml {
                 r.coop_slot = coop_slot.map_or(0, |c| c + 1);
                 p.send_seq = seq.wrapping_add(1);
                 if prefix > 0 {
-                    self.counters.eager_rndv_sent += 1;
-                    self.counters.eager_rndv_bytes += len as u64;
+                    let c = self.counters.on(p.route);
+                    c.split_sent += 1;
+                    c.split_bytes += len as u64;
                 } else {
-                    self.counters.rndv_sent += 1;
-                    self.counters.rndv_bytes += len as u64;
+                    let c = self.counters.on(p.route);
+                    c.rndv_sent += 1;
+                    c.rndv_bytes += len as u64;
                 }
                 if sent == Sent::Pending {
                     r.inflight += 1;
@@ -910,7 +871,7 @@ impl Pml {
                         r.status.error = Some(truncated(len, r.len));
                     }
                     r.recv_state = RecvState::Done;
-                    self.counters.single_copy += 1;
+                    self.counters.on(self.route(from)).single_copy += 1;
                     self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
                     self.finish(slot);
                     return;
@@ -973,7 +934,7 @@ impl Pml {
         };
         if let Some(i) = found {
             let mut p = take_at(&mut self.posted, i);
-            self.counters.preposted += 1;
+            self.counters.on(self.route(from)).preposted += 1;
             if p.slot == DIRECT {
                 let d = self.direct.as_mut().expect("a direct receive is posted");
                 if let Frame::Eager { sync, .. } = f {
@@ -1010,7 +971,7 @@ impl Pml {
             }
             return;
         }
-        self.counters.unexpected += 1;
+        self.counters.on(self.route(from)).unexpected += 1;
         let (len, data) = match f {
             Frame::Eager { sync, .. } => (
                 payload.len() as u64,
@@ -1129,7 +1090,7 @@ impl Pml {
             )));
         }
         r.recv_state = RecvState::Done;
-        self.counters.single_copy += 1;
+        self.counters.on(self.route(from)).single_copy += 1;
         self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
         self.finish(slot);
         true
@@ -1482,7 +1443,7 @@ impl FrameSink for Pml {
             r.recv_state = RecvState::Receiving;
         }
         self.peers[from as usize].recv_seq = seq.wrapping_add(1);
-        self.counters.preposted += 1;
+        self.counters.on(self.route(from)).preposted += 1;
         self.placing.push(Placing {
             from,
             slot,

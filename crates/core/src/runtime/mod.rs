@@ -259,7 +259,7 @@ fn sanitize(s: &str) -> String {
 impl Engine {
     /// MPI_Init / MPI_Init_thread. `thread_level` is the level provided.
     pub fn init(thread_level: i32) -> Result<Engine> {
-        let cfg = Config::from_env()
+        let cfg = Config::effective()
             .map_err(|e| MpiError::new(ErrorClass::Other, format!("configuration: {e}")))?;
         let mut pmi = PmiClient::from_env().map_err(pmi_err)?;
         let (rank, size, appnum) = match &pmi {
@@ -527,6 +527,7 @@ impl Engine {
     pub fn reconfigure(&mut self) {
         self.pml.policy = policy_from(&self.cfg);
         self.pml.refresh_limits(&self.net);
+        self.net.tcp_frag = self.cfg.tcp_frag_bytes as usize;
         self.pml.coop.min = self.cfg.shm_coop_min as usize;
         self.pml.coop.chunk = self.cfg.shm_coop_chunk as usize;
         self.pml.verbose = self.cfg.verbose > 0;
@@ -642,9 +643,21 @@ impl Engine {
 fn policy_from(cfg: &Config) -> Policy {
     Policy {
         protocol: Protocol::from_index(cfg.protocol),
-        eager_limit_shm: cfg.shm_eager_limit as usize,
-        eager_limit_tcp: cfg.tcp_eager_limit as usize,
-        eager_limit_self: cfg.self_eager_limit as usize,
+        eager_limit_shm: if cfg.eager_limit >= 0 {
+            cfg.eager_limit
+        } else {
+            cfg.shm_eager_max
+        } as usize,
+        eager_limit_tcp: if cfg.eager_limit >= 0 {
+            cfg.eager_limit
+        } else {
+            cfg.tcp_eager_max
+        } as usize,
+        eager_limit_self: if cfg.eager_limit >= 0 {
+            cfg.eager_limit
+        } else {
+            cfg.self_eager_max
+        } as usize,
         prefix: cfg.eager_rndv_prefix as usize,
     }
 }

@@ -182,7 +182,13 @@ fn eager_preposted_and_unexpected_keep_order() {
     let (r2, d) = recv(&mut t.b, &mut b2, 0, 6);
     assert!(d && done(&t.b, r2));
     assert_eq!(&b2[..6], b"second");
-    assert_eq!((t.b.counters.preposted, t.b.counters.unexpected), (1, 1));
+    assert_eq!(
+        (
+            t.b.counters.on(Route::Shm).preposted,
+            t.b.counters.on(Route::Shm).unexpected
+        ),
+        (1, 1)
+    );
 }
 
 #[test]
@@ -218,7 +224,7 @@ fn rendezvous_pipelined_with_truncation() {
     let st = status(&t.b, r);
     assert_eq!(st.error_class(), Some(ErrorClass::Truncate));
     assert_eq!(st.bytes, 700);
-    assert_eq!(t.a.counters.rndv_sent, 1);
+    assert_eq!(t.a.counters.on(Route::Shm).rndv_sent, 1);
 }
 
 #[test]
@@ -232,7 +238,7 @@ fn rendezvous_single_copy_within_one_process() {
     t.run();
     assert!(done(&t.a, s) && done(&t.b, r));
     assert_eq!(buf, data);
-    assert_eq!(t.b.counters.single_copy, 1);
+    assert_eq!(t.b.counters.on(Route::Shm).single_copy, 1);
 }
 
 #[test]
@@ -248,7 +254,7 @@ fn eager_rendezvous_sends_a_prefix() {
     t.run();
     assert!(done(&t.a, s) && done(&t.b, r));
     assert_eq!(buf, data);
-    assert_eq!(t.a.counters.eager_rndv_sent, 1);
+    assert_eq!(t.a.counters.on(Route::Shm).split_sent, 1);
 }
 
 #[test]
@@ -510,7 +516,7 @@ fn cooperative_copy_sender_helps() {
     t.run();
     assert!(done(&t.b, r) && done(&t.a, s));
     assert_eq!(buf, data);
-    assert_eq!(t.b.counters.single_copy, 1);
+    assert_eq!(t.b.counters.on(Route::Shm).single_copy, 1);
     assert_eq!(
         t.a.coop.pool.take(),
         Some(0),

@@ -1,0 +1,177 @@
+/*
+ * prepost: effective throughput between two ranks against the share of receives posted before
+ * their messages arrive (the MPI/CTP experiment).
+ *
+ * One round, for a message size S and a preposted share P%:
+ *   rank 1 posts P% of K receives (MPI_Irecv), then tells rank 0 it is ready;
+ *   rank 0 sends K messages (MPI_Isend), then a "done" message, and waits for its sends;
+ *   rank 1 receives "done" — by then every message has at least announced itself, so the
+ *   receives it posts now (the other 100-P%) find unexpected messages — posts them, waits for
+ *   all K, and acknowledges;
+ *   rank 0's clock runs from the "ready" to the acknowledgement.
+ * Effective throughput = K * S bytes over that time, MB/s (10^6 bytes/s); the printed value is
+ * the median over rounds. All messages carry one tag, so matching order decides which messages
+ * find preposted receives: the first P% of them.
+ *
+ * A mixed workload (-x) changes behaviour mid-run: rounds alternate between phases of 0% and
+ * 100% preposted receives (each phase -X rounds long, default 8) over sizes cycling through the
+ * -s list; one number, the total bytes over the total time, MB/s.
+ *
+ * Output: header lines starting with '#', then "<size_bytes> <percent> <MB_per_s>" per cell
+ * (or "mixed <MB_per_s>").
+ */
+#include "common.h"
+
+#define TAG_DATA 20
+#define TAG_READY 21
+#define TAG_DONE 22
+#define TAG_ACK 23
+
+/* One round; returns rank 0's time in seconds (0 on rank 1). */
+static double one_round(int rank, long size, int k, int npre, unsigned char *sbuf,
+                        unsigned char *rbufs, MPI_Request *reqs)
+{
+    int token = 0;
+    if (rank == 0) {
+        MPI_Recv(&token, 1, MPI_INT, 1, TAG_READY, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < k; i++)
+            MPI_Isend(sbuf, (int)size, MPI_BYTE, 1, TAG_DATA, MPI_COMM_WORLD, &reqs[i]);
+        MPI_Send(&token, 1, MPI_INT, 1, TAG_DONE, MPI_COMM_WORLD);
+        MPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
+        MPI_Recv(&token, 1, MPI_INT, 1, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return MPI_Wtime() - t0;
+    }
+    for (int i = 0; i < npre; i++)
+        MPI_Irecv(rbufs + (size_t)i * size, (int)size, MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD, &reqs[i]);
+    MPI_Send(&token, 1, MPI_INT, 0, TAG_READY, MPI_COMM_WORLD);
+    MPI_Recv(&token, 1, MPI_INT, 0, TAG_DONE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (int i = npre; i < k; i++)
+        MPI_Irecv(rbufs + (size_t)i * size, (int)size, MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD, &reqs[i]);
+    MPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
+    MPI_Send(&token, 1, MPI_INT, 0, TAG_ACK, MPI_COMM_WORLD);
+    return 0.0;
+}
+
+/* Messages per round: K, fewer for large sizes so a round moves at most 32 MiB. */
+static int msgs_for(long size, int k)
+{
+    long cap = size > 0 ? (32L << 20) / size : k;
+    if (cap < 4)
+        cap = 4;
+    return (int)(k < cap ? k : cap);
+}
+
+int main(int argc, char **argv)
+{
+    int rank, nranks;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+    /* Own flags first: -p percents, -k messages per round, -x mixed, -X phase length; the
+     * rest are the common flags of common.h (-s sizes, -r rounds, -w warm-up rounds). */
+    int percents[16] = {0, 10, 25, 50, 75, 90, 100}, npct = 7, k = 64, mixed = 0, phase = 8;
+    char *rest[64];
+    int nrest = 0;
+    rest[nrest++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-p") && i + 1 < argc) {
+            char buf[256];
+            npct = 0;
+            snprintf(buf, sizeof buf, "%s", argv[++i]);
+            for (char *t = strtok(buf, ","); t && npct < 16; t = strtok(NULL, ","))
+                percents[npct++] = atoi(t);
+        } else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
+            k = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-x")) {
+            mixed = 1;
+        } else if (!strcmp(argv[i], "-X") && i + 1 < argc) {
+            phase = atoi(argv[++i]);
+        } else if (nrest < 63) {
+            rest[nrest++] = argv[i];
+        }
+    }
+    struct bench_opts o = {.reps = 9, .warmup = 2, .target_ms = 1, .max_iters = 1};
+    if (bench_parse(nrest, rest, &o, 1024, 4L << 20, 0) != 0 || k < 1 || k > 4096 || phase < 1 ||
+        npct < 1) {
+        if (rank == 0)
+            bench_usage(argv[0], "throughput vs share of receives preposted; -p PERCENTS (default "
+                        "0,10,25,50,75,90,100), -k MSGS per round (64), -x mixed workload, "
+                        "-X rounds per phase (8); -r rounds per cell (9)",
+                        " [-p LIST] [-k MSGS] [-x] [-X ROUNDS]");
+        MPI_Finalize();
+        return 2;
+    }
+    if (nranks < 2) {
+        if (rank == 0)
+            fprintf(stderr, "prepost: needs 2 ranks\n");
+        MPI_Finalize();
+        return 2;
+    }
+    long maxsz = 1;
+    size_t rb_bytes = 1;
+    for (int i = 0; i < o.nsizes; i++) {
+        size_t b = (size_t)o.sizes[i] * (size_t)msgs_for(o.sizes[i], k);
+        if (o.sizes[i] > maxsz)
+            maxsz = o.sizes[i];
+        if (b > rb_bytes)
+            rb_bytes = b;
+    }
+    unsigned char *sbuf = calloc((size_t)maxsz, 1);
+    unsigned char *rbufs = calloc(rb_bytes, 1);
+    MPI_Request *reqs = malloc(sizeof(MPI_Request) * (size_t)k);
+    if (!sbuf || !rbufs || !reqs)
+        bench_die("out of memory");
+
+    if (rank == 0) {
+        print_header(mixed ? "prepost-mixed" : "prepost", nranks, &o);
+        printf("# measure: effective throughput, %d messages per round (fewer above 512 KiB), "
+               "median of rounds; MB/s (10^6 bytes/s), higher is better\n", k);
+        printf("# columns: %s\n", mixed ? "mixed MB_per_s" : "size_bytes percent_preposted MB_per_s");
+    }
+    if (rank < 2 && mixed) {
+        /* Phases of 0% and 100% preposted receives, sizes cycling phase by phase. */
+        double total_t = 0, total_b = 0;
+        int rounds = phase * 2 * o.reps;
+        for (int r = -o.warmup; r < rounds; r++) {
+            int rr = r < 0 ? 0 : r;
+            long size = o.sizes[(rr / (2 * phase)) % o.nsizes];
+            int kk = msgs_for(size, k);
+            int npre = ((rr / phase) % 2) ? kk : 0;
+            double t = one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+            if (r >= 0) {
+                total_t += t;
+                total_b += (double)size * kk;
+            }
+        }
+        if (rank == 0)
+            printf("mixed %.1f\n", total_b / total_t / 1e6);
+    } else if (rank < 2) {
+        double *v = malloc(sizeof(double) * (size_t)o.reps);
+        for (int si = 0; si < o.nsizes; si++) {
+            long size = o.sizes[si];
+            int kk = msgs_for(size, k);
+            for (int pi = 0; pi < npct; pi++) {
+                int npre = (int)((long)kk * percents[pi] / 100);
+                for (int w = 0; w < o.warmup; w++)
+                    one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                for (int r = 0; r < o.reps; r++) {
+                    double t = one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                    v[r] = t > 0 ? (double)size * kk / t / 1e6 : 0;
+                }
+                if (rank == 0) {
+                    printf("%ld %d %.1f\n", size, percents[pi], median(v, o.reps));
+                    fflush(stdout);
+                }
+            }
+        }
+        free(v);
+    }
+    bench_done(rank);
+    free(sbuf);
+    free(rbufs);
+    free(reqs);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,156 @@
+//! The profiler's counters: what the point-to-point engine observes, per transport.
+//!
+//! Every counter is kept per route (self, shm, tcp) and read as an aggregate too. The table
+//! [`PVARS`] is the single description of them: `protean-info --counters` prints it and the
+//! MPI_T interface exposes each entry as a performance variable (class COUNTER, continuous,
+//! read-only). Names of per-protocol counters contain the protocol's short name (`eager`,
+//! `rndv`, `split` for eager-rendezvous) and `sent`.
+
+use crate::proto::policy::Route;
+
+/// Counters of one route.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RouteCounters {
+    pub eager_sent: u64,
+    pub eager_bytes: u64,
+    pub rndv_sent: u64,
+    pub rndv_bytes: u64,
+    /// Eager-rendezvous: first part eager, rest by rendezvous.
+    pub split_sent: u64,
+    pub split_bytes: u64,
+    /// Messages that arrived before their receive was posted.
+    pub unexpected: u64,
+    /// Messages that found their receive already posted.
+    pub preposted: u64,
+    /// Rendezvous messages read straight from the sender's memory.
+    pub single_copy: u64,
+}
+
+/// All counters of the process.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    pub routes: [RouteCounters; 3],
+    /// Malformed or stale frames dropped.
+    pub bad_frames: u64,
+}
+
+/// Index of a route in [`Counters::routes`].
+#[inline(always)]
+pub fn route_index(r: Route) -> usize {
+    match r {
+        Route::SelfLoop => 0,
+        Route::Shm => 1,
+        Route::Tcp | Route::Unreachable => 2,
+    }
+}
+
+pub const ROUTE_NAMES: [&str; 3] = ["self", "shm", "tcp"];
+
+impl Counters {
+    #[inline(always)]
+    pub fn on(&mut self, r: Route) -> &mut RouteCounters {
+        &mut self.routes[route_index(r)]
+    }
+
+    /// The value of pvar `i` of [`PVARS`].
+    pub fn read(&self, i: usize) -> u64 {
+        let Some(p) = PVARS.get(i) else { return 0 };
+        match p.route {
+            Some(r) => (p.field)(&self.routes[r]),
+            None if p.name == "protean_bad_frames" => self.bad_frames,
+            None => self.routes.iter().map(p.field).sum(),
+        }
+    }
+}
+
+/// A counter as a performance variable.
+pub struct Pvar {
+    pub name: String,
+    pub desc: String,
+    /// None: the sum over routes.
+    pub route: Option<usize>,
+    pub field: fn(&RouteCounters) -> u64,
+}
+
+type Field = (&'static str, &'static str, fn(&RouteCounters) -> u64);
+
+/// Counter fields, in the order their variables are numbered.
+const FIELDS: &[Field] = &[
+    ("eager_sent", "messages sent with the eager protocol", |c| c.eager_sent),
+    ("rndv_sent", "messages sent with the rendezvous protocol", |c| c.rndv_sent),
+    ("split_sent", "messages sent with the eager-rendezvous protocol (first part eager, the rest by rendezvous)", |c| c.split_sent),
+    ("eager_bytes_sent", "bytes sent with the eager protocol", |c| c.eager_bytes),
+    ("rndv_bytes_sent", "bytes sent with the rendezvous protocol", |c| c.rndv_bytes),
+    ("split_bytes_sent", "bytes sent with the eager-rendezvous protocol", |c| c.split_bytes),
+    ("unexpected_recvd", "messages that arrived before their receive was posted", |c| c.unexpected),
+    ("preposted_recvd", "messages that found their receive already posted", |c| c.preposted),
+    ("single_copy_recvd", "rendezvous messages read straight from the sender's memory", |c| c.single_copy),
+];
+
+fn no_field(_: &RouteCounters) -> u64 {
+    0
+}
+
+/// Every performance variable: the aggregates first (`protean_<field>`), then per route
+/// (`protean_<field>_<route>`), then `protean_bad_frames`.
+pub static PVARS: std::sync::LazyLock<Vec<Pvar>> = std::sync::LazyLock::new(|| {
+    let mut v = Vec::new();
+    for (name, desc, field) in FIELDS {
+        v.push(Pvar {
+            name: format!("protean_{name}"),
+            desc: format!("{desc}, every transport"),
+            route: None,
+            field: *field,
+        });
+    }
+    for (r, rname) in ROUTE_NAMES.iter().enumerate() {
+        for (name, desc, field) in FIELDS {
+            v.push(Pvar {
+                name: format!("protean_{name}_{rname}"),
+                desc: format!("{desc}, over {rname}"),
+                route: Some(r),
+                field: *field,
+            });
+        }
+    }
+    v.push(Pvar {
+        name: "protean_bad_frames".into(),
+        desc: "malformed or stale frames dropped".into(),
+        route: None,
+        field: no_field,
+    });
+    v
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregates_sum_routes_and_names_are_unique() {
+        let mut c = Counters::default();
+        c.on(Route::Shm).eager_sent = 3;
+        c.on(Route::Tcp).eager_sent = 4;
+        c.on(Route::SelfLoop).rndv_bytes = 9;
+        c.bad_frames = 2;
+        let idx = |n: &str| PVARS.iter().position(|p| p.name == n).unwrap();
+        assert_eq!(c.read(idx("protean_eager_sent")), 7);
+        assert_eq!(c.read(idx("protean_eager_sent_tcp")), 4);
+        assert_eq!(c.read(idx("protean_rndv_bytes_sent")), 9);
+        assert_eq!(c.read(idx("protean_bad_frames")), 2);
+        let mut names: Vec<_> = PVARS.iter().map(|p| &p.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), PVARS.len());
+        // The first variable naming each protocol and "sent" counts that protocol's messages.
+        let first = |a: &str| {
+            PVARS
+                .iter()
+                .find(|p| p.name.contains(a) && p.name.contains("sent"))
+                .unwrap()
+        };
+        assert_eq!(first("eager").name, "protean_eager_sent");
+        assert_eq!(first("rndv").name, "protean_rndv_sent");
+        assert_eq!(c.read(PVARS.len()), 0);
+    }
+}
