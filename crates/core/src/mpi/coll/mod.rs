@@ -303,6 +303,13 @@ impl Engine {
         if let Some(a) = self.coll.file.lookup(coll, ranks, bytes) {
             return (a, false);
         }
+        // Oversubscribed (more ranks on this machine than CPUs): a process waiting for a peer
+        // that is not running costs a time slice per round, so small allreduces take the one
+        // round algorithm (everyone sends its vector to everyone, and reduces in rank order).
+        // Measured at 8 ranks on 2 cores: 31 us against 40 us for recursive doubling.
+        if coll == Coll::Allreduce && ranks > 2 && bytes <= 256 && self.node_procs > self.ncpus {
+            return ("allgather_reduce", false);
+        }
         (
             self.coll
                 .builtin
