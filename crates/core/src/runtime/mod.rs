@@ -353,16 +353,8 @@ impl Engine {
             .filter(|&r| hosts[r as usize] == hostname)
             .collect();
 
-        // Shared memory among the processes of this host. The PMI barriers below are global,
-        // so a process alone on its host still enters them when some other host shares memory.
+        // Shared memory among the processes of this host.
         let mut shm = None;
-        let shared_elsewhere = (0..size as usize)
-            .any(|r| hosts[r] != hostname && hosts.iter().filter(|h| **h == hosts[r]).count() > 1);
-        if allow_shm && local.len() <= 1 && shared_elsewhere {
-            let p = pmi.as_mut().expect("several processes imply PMI");
-            p.barrier().map_err(pmi_err)?;
-            p.barrier().map_err(pmi_err)?;
-        }
         if allow_shm && local.len() > 1 {
             let g = Geometry::new(
                 cfg.shm_fast_channels as usize,
