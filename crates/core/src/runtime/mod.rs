@@ -353,25 +353,42 @@ impl Engine {
             .filter(|&r| hosts[r as usize] == hostname)
             .collect();
 
-        // Shared memory among the processes of this host.
+        // Shared memory among the processes of this host. The PMI barriers are collective over
+        // the whole job: every process takes part when any host has several processes, also
+        // one alone on its host (with three processes on two hosts, the single one's absence
+        // would stop the other two forever).
         let mut shm = None;
-        if allow_shm && local.len() > 1 {
-            let g = Geometry::new(
-                cfg.shm_fast_channels as usize,
-                cfg.shm_ring_bytes as usize,
-                cfg.shm_queue_cells as usize,
-                cfg.shm_cell_bytes as usize,
-                COOP_SLOTS,
-            );
-            let p = pmi.as_mut().expect("several local processes imply PMI");
-            let mut s = Shm::create(&jobid, me, &local, g)
-                .map_err(|e| io_err("cannot create the shared-memory segment", e))?;
+        let shared_somewhere = {
+            let mut h: Vec<&String> = hosts.iter().collect();
+            h.sort();
+            h.windows(2).any(|w| w[0] == w[1])
+        };
+        if allow_shm && shared_somewhere {
+            let p = pmi.as_mut().expect("several processes on a host imply PMI");
+            let mut s = None;
+            if local.len() > 1 {
+                let g = Geometry::new(
+                    cfg.shm_fast_channels as usize,
+                    cfg.shm_ring_bytes as usize,
+                    cfg.shm_queue_cells as usize,
+                    cfg.shm_cell_bytes as usize,
+                    COOP_SLOTS,
+                );
+                s = Some(
+                    Shm::create(&jobid, me, &local, g)
+                        .map_err(|e| io_err("cannot create the shared-memory segment", e))?,
+                );
+            }
             p.barrier().map_err(pmi_err)?;
-            s.attach(&local, size as usize)
-                .map_err(|e| io_err("cannot map a peer's shared-memory segment", e))?;
+            if let Some(s) = s.as_mut() {
+                s.attach(&local, size as usize)
+                    .map_err(|e| io_err("cannot map a peer's shared-memory segment", e))?;
+            }
             p.barrier().map_err(pmi_err)?;
-            s.unlink();
-            shm = Some(s);
+            if let Some(s) = s.as_mut() {
+                s.unlink();
+            }
+            shm = s;
         }
 
         // Routes.
