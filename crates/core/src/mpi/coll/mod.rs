@@ -304,11 +304,19 @@ impl Engine {
             return (a, false);
         }
         // Oversubscribed (more ranks on this machine than CPUs): a process waiting for a peer
-        // that is not running costs a time slice per round, so small allreduces take the one
-        // round algorithm (everyone sends its vector to everyone, and reduces in rank order).
-        // Measured at 8 ranks on 2 cores: 31 us against 40 us for recursive doubling.
-        if coll == Coll::Allreduce && ranks > 2 && bytes <= 256 && self.node_procs > self.ncpus {
-            return ("allgather_reduce", false);
+        // that is not running costs a time slice per round, so small calls take the
+        // algorithms with the fewest dependent rounds. Measured at 8 ranks on 2 cores (see
+        // docs/collectives.md): allreduce of 8 B in one round (everyone sends its vector to
+        // everyone, and reduces in rank order) 31 us against 40 us for recursive doubling;
+        // linear barrier 15 us against 32 us for dissemination; linear reduce of 8 B 8 us
+        // against 50 us for binomial.
+        if ranks > 2 && self.node_procs > self.ncpus {
+            match coll {
+                Coll::Allreduce if bytes <= 256 => return ("allgather_reduce", false),
+                Coll::Barrier => return ("linear", false),
+                Coll::Reduce if bytes <= 4096 => return ("linear", false),
+                _ => {}
+            }
         }
         (
             self.coll
