@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::decide::Coll;
-use super::op::{Op, Reducer};
+use super::op::{Builtin, Op, Reducer};
 use super::sched::{post_recv, post_send};
 use super::{byte_type, in_place, Args};
 use crate::error::Result;
@@ -270,6 +270,14 @@ pub unsafe fn try_blocking(comm: u32, a: &Args) -> Option<Result<()>> {
             dt,
             root,
         } => bcast(comm, *buf, *count, *dt, *root),
+        Args::Reduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+            root,
+        } => reduce(comm, *sbuf, *rbuf, *count, *dt, *op, *root),
         _ => None,
     }
 }
@@ -504,6 +512,107 @@ unsafe fn allreduce(
                     rcap: bytes,
                 })?;
             }
+        }
+        Ok(())
+    })())
+}
+
+/// Binomial reduce to `root` for predefined operations (all commutative, so the tree may be
+/// rotated to the root): partial results in a stack buffer, the root's in its receive buffer.
+unsafe fn reduce(
+    comm: u32,
+    sbuf: *const u8,
+    rbuf: *mut u8,
+    count: i64,
+    dt: u32,
+    op: u32,
+    root: i32,
+) -> Option<Result<()>> {
+    let prep = with(|e| {
+        let (call, n, me, views) = begin(e, comm)?;
+        let o = e.coll_op(op).ok()?;
+        if !matches!(o, Op::Builtin(b) if !matches!(b, Builtin::Replace | Builtin::NoOp)) {
+            return None;
+        }
+        let d = e.coll_dtype(dt).ok()?;
+        let count = usize::try_from(count).ok()?;
+        let bytes = contiguous_small(&d, count)?;
+        if root < 0 || root as usize >= n {
+            return None;
+        }
+        let root = root as usize;
+        let at_root = me == root;
+        if bytes > 0 {
+            let ip = in_place(sbuf);
+            if (ip && !at_root)
+                || (!ip && sbuf.is_null())
+                || (at_root && (rbuf.is_null() || std::ptr::eq(sbuf, rbuf)))
+            {
+                return None;
+            }
+        }
+        let red = Reducer::new(o, dt, &e.dtypes).ok()?;
+        let (alg, auto) = e.coll_choose(Coll::Reduce, n, bytes);
+        if alg != "binomial" || (views.nodes.count() > 1 && auto) {
+            return None;
+        }
+        Some((call, n, me, views, bytes, count, red, root))
+    });
+    let (mut call, n, me, views, bytes, count, red, root) = match prep {
+        Ok(Some(x)) => x,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some((|| -> Result<()> {
+        call.tag = with(|e| e.coll_tag(comm))?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let m = &views.local.members;
+        let mut tmp = [0u128; FAST_MAX / 16];
+        let mut part = [0u128; FAST_MAX / 16];
+        let t = tmp.as_mut_ptr() as *mut u8;
+        let dest = if me == root {
+            rbuf
+        } else {
+            part.as_mut_ptr() as *mut u8
+        };
+        let mut acc = if in_place(sbuf) {
+            rbuf as *const u8
+        } else {
+            sbuf
+        };
+        let v = (me + n - root) % n;
+        let mut mask = 1;
+        while mask < n {
+            if v & mask != 0 {
+                call.round(Round {
+                    to: Some(m[(v - mask + root) % n].0),
+                    sdata: acc,
+                    slen: bytes,
+                    from: None,
+                    rbuf: std::ptr::null_mut(),
+                    rcap: 0,
+                })?;
+                return Ok(());
+            }
+            if v + mask < n {
+                call.round(Round {
+                    to: None,
+                    sdata: std::ptr::null(),
+                    slen: 0,
+                    from: Some(m[(v + mask + root) % n].1),
+                    rbuf: t,
+                    rcap: bytes,
+                })?;
+                red.apply(t, acc, dest, count);
+                acc = dest;
+            }
+            mask <<= 1;
+        }
+        // The root: its result is in `dest` (its receive buffer) unless nothing arrived.
+        if !std::ptr::eq(acc, rbuf) {
+            crate::mem::copy(acc, rbuf, bytes);
         }
         Ok(())
     })())
