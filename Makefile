@@ -21,7 +21,7 @@ PREFIX  ?= $(BUILD)
 RUSTDIR := $(CURDIR)/target/release
 LIBVER  := 12
 
-BINS    := mpirun protean-info
+BINS    := mpirun protean-info protean-tune
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit ctest clients bench fmt clippy clean deps \
         abi-check wrappers-check
@@ -49,6 +49,7 @@ bin: rust
 	cp -f $(RUSTDIR)/mpirun $(BUILD)/bin/mpirun
 	ln -sf mpirun $(BUILD)/bin/mpiexec
 	cp -f $(RUSTDIR)/protean-info $(BUILD)/bin/protean-info
+	cp -f $(RUSTDIR)/protean-tune $(BUILD)/bin/protean-tune
 
 include:
 	@mkdir -p $(BUILD)/include

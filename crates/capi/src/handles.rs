@@ -25,6 +25,10 @@ const GROUP_DIRECT: u32 = 0x8800_0000;
 /// (1 communicator, 2 datatype, 3 window) and the engine id below.
 const KEYVAL_DIRECT: u32 = 0xa400_0000;
 const KEYVAL_ID_MASK: u32 = (1 << 22) - 1;
+/// MPICH's predefined operations are builtin-kind handles 0x58000001..=0x5800000e; created
+/// operations use the direct kind of the same object type.
+const OP_BUILTIN: u32 = 0x5800_0000;
+const OP_DIRECT: u32 = 0x9800_0000;
 
 #[inline(always)]
 fn split(h: i32) -> (u32, u32) {
@@ -186,6 +190,25 @@ pub fn message_handle(id: Option<u32>) -> MPI_Message {
     }
 }
 
+/// Operation handle -> engine id (None for MPI_OP_NULL and garbage).
+#[inline(always)]
+pub fn op_id(h: MPI_Op) -> Option<u32> {
+    use protean_core::mpi::coll::op::NPREDEFINED;
+    match split(h) {
+        (OP_BUILTIN, i) if (1..=NPREDEFINED).contains(&i) => Some(i - 1),
+        (OP_DIRECT, id) if id >= NPREDEFINED => Some(id),
+        _ => None,
+    }
+}
+
+pub fn op_handle(id: u32) -> MPI_Op {
+    if id < protean_core::mpi::coll::op::NPREDEFINED {
+        (OP_BUILTIN | (id + 1)) as i32
+    } else {
+        (OP_DIRECT | id) as i32
+    }
+}
+
 /// Error handler handle -> engine id.
 pub fn errh_id(h: MPI_Errhandler) -> Option<u32> {
     match h {
@@ -304,5 +327,20 @@ mod tests {
         for p in [MPI_KEYVAL_INVALID, MPI_TAG_UB, MPI_WIN_BASE, 0, -1] {
             assert_eq!(keyval_id(p, ObjKind::Comm), None);
         }
+    }
+
+    #[test]
+    fn op_handles_follow_mpich() {
+        assert_eq!(op_id(MPI_MAX), Some(0));
+        assert_eq!(op_id(MPI_SUM), Some(protean_core::mpi::coll::op::OP_SUM));
+        assert_eq!(op_id(MPI_NO_OP), Some(13));
+        assert_eq!(op_id(MPI_OP_NULL), None);
+        assert_eq!(op_handle(2), MPI_SUM);
+        assert_eq!(op_handle(13), MPI_NO_OP);
+        for id in [14u32, 15, 999] {
+            assert_eq!(op_id(op_handle(id)), Some(id));
+        }
+        assert_eq!(op_id(comm_handle(20)), None);
+        assert_eq!(MPI_IN_PLACE as *const u8, protean_core::mpi::coll::IN_PLACE);
     }
 }

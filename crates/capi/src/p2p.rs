@@ -528,6 +528,8 @@ pub unsafe extern "C" fn protean_MPI_Test(
     flag: *mut c_int,
     status: *mut MPI_Status,
 ) -> c_int {
+    // A nonblocking collective may be waiting for a user reduction, run out here.
+    protean_core::mpi::coll::run_deferred();
     if request.is_null() || flag.is_null() {
         return raise(
             MPI_COMM_WORLD,
@@ -713,6 +715,8 @@ pub unsafe extern "C" fn protean_MPI_Testall(
     flag: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
+    // A nonblocking collective may be waiting for a user reduction, run out here.
+    protean_core::mpi::coll::run_deferred();
     let s = match request_array(count, array_of_requests, "MPI_Testall") {
         Ok(s) => s,
         Err(rc) => return rc,
@@ -819,6 +823,8 @@ pub unsafe extern "C" fn protean_MPI_Testany(
     flag: *mut c_int,
     status: *mut MPI_Status,
 ) -> c_int {
+    // A nonblocking collective may be waiting for a user reduction, run out here.
+    protean_core::mpi::coll::run_deferred();
     let s = match request_array(count, array_of_requests, "MPI_Testany") {
         Ok(s) => active(&s),
         Err(rc) => return rc,
@@ -951,6 +957,8 @@ pub unsafe extern "C" fn protean_MPI_Testsome(
     array_of_indices: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
+    // A nonblocking collective may be waiting for a user reduction, run out here.
+    protean_core::mpi::coll::run_deferred();
     let s = match request_array(incount, array_of_requests, "MPI_Testsome") {
         Ok(s) => active(&s),
         Err(rc) => return rc,
@@ -982,6 +990,8 @@ pub unsafe extern "C" fn protean_MPI_Request_get_status(
     flag: *mut c_int,
     status: *mut MPI_Status,
 ) -> c_int {
+    // A nonblocking collective may be waiting for a user reduction, run out here.
+    protean_core::mpi::coll::run_deferred();
     if request == MPI_REQUEST_NULL {
         out(flag, 1);
         write_empty(status);

@@ -12,6 +12,11 @@
 
 use std::fmt;
 
+use crate::mpi::coll::decide::{
+    ALLGATHER_ALGS, ALLREDUCE_ALGS, ALLTOALL_ALGS, BARRIER_ALGS, BCAST_ALGS, GATHER_ALGS,
+    REDUCE_ALGS, REDUCE_SCATTER_ALGS, SCAN_ALGS, SCATTER_ALGS,
+};
+
 /// The type and the accepted values of a tunable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -278,6 +283,30 @@ tunables! {
         "Host identity used to decide which ranks share memory (default: the kernel's host name). Tests set it per rank to emulate several hosts.";
     verbose: i64 = "0", Kind::Int { min: 0, max: 9 }, writable = true,
         "Diagnostic output to stderr: 0 none, 1 connections and reconfigurations, 2+ more.";
+    coll_barrier: usize = "auto", Kind::Choice(BARRIER_ALGS), writable = true,
+        "MPI_Barrier algorithm: auto (decision file, then the built-in table), dissemination, two_level (gather within each host, dissemination among hosts, release), linear.";
+    coll_bcast: usize = "auto", Kind::Choice(BCAST_ALGS), writable = true,
+        "MPI_Bcast algorithm: auto, binomial, scatter_allgather (binomial scatter then ring allgather), chain (pipelined in coll_segment pieces), two_level (among hosts, then within each), linear.";
+    coll_reduce: usize = "auto", Kind::Choice(REDUCE_ALGS), writable = true,
+        "MPI_Reduce algorithm: auto, binomial, linear, two_level (commutative operations).";
+    coll_allreduce: usize = "auto", Kind::Choice(ALLREDUCE_ALGS), writable = true,
+        "MPI_Allreduce algorithm: auto, recursive_doubling, rabenseifner (reduce-scatter by recursive halving + allgather by recursive doubling), ring, reduce_bcast, two_level (reduce within each host, allreduce among hosts, bcast within each).";
+    coll_gather: usize = "auto", Kind::Choice(GATHER_ALGS), writable = true,
+        "MPI_Gather algorithm: auto, linear, binomial.";
+    coll_scatter: usize = "auto", Kind::Choice(SCATTER_ALGS), writable = true,
+        "MPI_Scatter algorithm: auto, linear, binomial.";
+    coll_allgather: usize = "auto", Kind::Choice(ALLGATHER_ALGS), writable = true,
+        "MPI_Allgather algorithm: auto, ring, recursive_doubling (power-of-two sizes), bruck, linear.";
+    coll_alltoall: usize = "auto", Kind::Choice(ALLTOALL_ALGS), writable = true,
+        "MPI_Alltoall algorithm: auto, linear (every message at once), pairwise (one peer per round), bruck (log rounds, small messages).";
+    coll_reduce_scatter: usize = "auto", Kind::Choice(REDUCE_SCATTER_ALGS), writable = true,
+        "MPI_Reduce_scatter(_block) algorithm: auto, reduce_scatterv, ring (commutative operations).";
+    coll_scan: usize = "auto", Kind::Choice(SCAN_ALGS), writable = true,
+        "MPI_Scan/MPI_Exscan algorithm: auto, recursive_doubling, linear.";
+    coll_decision_file: String = "", Kind::Str, writable = false,
+        "Decision file (written by protean-tune) choosing collective algorithms by communicator size and message size; empty: the built-in table.";
+    coll_segment: i64 = "65536", Kind::Int { min: 512, max: 1 << 30 }, writable = true,
+        "Segment size in bytes of pipelined collective algorithms (chain bcast).";
 }
 
 /// Values written (through MPI_T) before MPI_Init; the engine applies them at start-up.

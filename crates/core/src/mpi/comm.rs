@@ -58,6 +58,9 @@ pub struct Comm {
     pub mgmt_seq: u32,
     /// Created by MPI_Comm_idup and not complete yet: not usable.
     pub pending: bool,
+    /// Collective state: the sequence number that tags each collective instance, and the
+    /// algorithms' views of the group (owned by `mpi::coll`).
+    pub coll: crate::mpi::coll::CommColl,
 }
 
 impl Comm {
@@ -70,6 +73,7 @@ impl Comm {
             errhandler: ERRH_FATAL,
             name: name.to_string(),
             predefined: false,
+            coll: Default::default(),
             topo: None,
             info: Vec::new(),
             mgmt_seq: 0,

@@ -422,6 +422,7 @@ impl Engine {
         }
         let done = r.complete || (r.persist.is_some() && !r.active);
         if done {
+            self.coll_forget(slot);
             self.pml.release(slot);
         } else {
             r.user_freed = true;
@@ -584,6 +585,9 @@ impl Engine {
 
     /// MPI_Start.
     pub fn start(&mut self, slot: u32) -> Result<()> {
+        if self.coll_owns(slot) {
+            return self.coll_start(slot);
+        }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
         let p = match &r.persist {
             Some(p) if !r.active => (**p).clone(),

@@ -133,6 +133,8 @@ pub fn wait_until(mut done: impl FnMut(&mut Engine) -> bool) -> Result<()> {
         if d {
             return Ok(());
         }
+        // Nonblocking collectives may wait for a user reduction that only runs out here.
+        crate::mpi::coll::run_deferred();
         idle();
     }
 }

@@ -144,6 +144,8 @@ pub struct Engine {
     pub ncpus: usize,
     /// Processes of the job on this machine.
     pub node_procs: usize,
+    /// Reduction operations, running nonblocking and persistent collectives, decisions.
+    pub coll: crate::mpi::coll::State,
 }
 
 /// The CPUs this process may run on, as a bit set (bit i: CPU i).
@@ -514,6 +516,7 @@ impl Engine {
             .collect();
 
         pml.refresh_limits(&net);
+        let coll = crate::mpi::coll::State::new(&cfg)?;
         Ok(Engine {
             cfg,
             rank,
@@ -538,6 +541,7 @@ impl Engine {
             appnum,
             ncpus,
             node_procs,
+            coll,
         })
     }
 
@@ -553,6 +557,9 @@ impl Engine {
         }
         if self.cm.live > 0 {
             self.cm_progress();
+        }
+        if self.coll.busy() {
+            self.coll_progress();
         }
         n
     }

@@ -1,0 +1,354 @@
+//! Choosing a collective algorithm per call.
+//!
+//! Three sources, first match wins:
+//! 1. a per-collective override from the configuration registry (`coll_allreduce=ring`, i.e.
+//!    `PROTEAN_COLL_ALLREDUCE=ring` or `mpirun --set coll_allreduce=ring`; `auto` defers);
+//! 2. the decision file named by `coll_decision_file` (written by `protean-tune`);
+//! 3. the built-in table below.
+//!
+//! A rule maps (collective, communicator size range, message size range) to an algorithm. The
+//! message size is the bytes one process contributes: the whole buffer for bcast, reduce,
+//! allreduce and scan; one block for gather, scatter, allgather and alltoall; the whole input
+//! for reduce_scatter. An algorithm that cannot serve a particular call (ring allreduce with a
+//! non-commutative operation, recursive doubling allgather on a size that is not a power of
+//! two, ...) falls back to one that can; see each builder.
+//!
+//! Decision file format, one rule per line (`#` comments):
+//!
+//! ```text
+//! # collective  ranks  bytes        algorithm
+//! allreduce     2-2    0-2048       recursive_doubling
+//! allreduce     2-*    2049-*       rabenseifner
+//! ```
+//!
+//! `lo-hi` ranges are inclusive; `*` is unbounded; a single number is an exact value.
+
+use std::fmt::Write as _;
+
+/// The collectives with a choice of algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Coll {
+    Barrier,
+    Bcast,
+    Reduce,
+    Allreduce,
+    Gather,
+    Scatter,
+    Allgather,
+    Alltoall,
+    ReduceScatter,
+    Scan,
+}
+
+impl Coll {
+    pub const ALL: [Coll; 10] = [
+        Coll::Barrier,
+        Coll::Bcast,
+        Coll::Reduce,
+        Coll::Allreduce,
+        Coll::Gather,
+        Coll::Scatter,
+        Coll::Allgather,
+        Coll::Alltoall,
+        Coll::ReduceScatter,
+        Coll::Scan,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Coll::Barrier => "barrier",
+            Coll::Bcast => "bcast",
+            Coll::Reduce => "reduce",
+            Coll::Allreduce => "allreduce",
+            Coll::Gather => "gather",
+            Coll::Scatter => "scatter",
+            Coll::Allgather => "allgather",
+            Coll::Alltoall => "alltoall",
+            Coll::ReduceScatter => "reduce_scatter",
+            Coll::Scan => "scan",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Coll> {
+        Coll::ALL.iter().copied().find(|c| c.name() == s)
+    }
+
+    /// The algorithms of this collective; index 0 is `auto` (the registry's choices).
+    pub fn algorithms(self) -> &'static [&'static str] {
+        match self {
+            Coll::Barrier => BARRIER_ALGS,
+            Coll::Bcast => BCAST_ALGS,
+            Coll::Reduce => REDUCE_ALGS,
+            Coll::Allreduce => ALLREDUCE_ALGS,
+            Coll::Gather => GATHER_ALGS,
+            Coll::Scatter => SCATTER_ALGS,
+            Coll::Allgather => ALLGATHER_ALGS,
+            Coll::Alltoall => ALLTOALL_ALGS,
+            Coll::ReduceScatter => REDUCE_SCATTER_ALGS,
+            Coll::Scan => SCAN_ALGS,
+        }
+    }
+
+    /// The override tunable's current value (index into [`Coll::algorithms`]).
+    pub fn configured(self, cfg: &crate::config::Config) -> usize {
+        match self {
+            Coll::Barrier => cfg.coll_barrier,
+            Coll::Bcast => cfg.coll_bcast,
+            Coll::Reduce => cfg.coll_reduce,
+            Coll::Allreduce => cfg.coll_allreduce,
+            Coll::Gather => cfg.coll_gather,
+            Coll::Scatter => cfg.coll_scatter,
+            Coll::Allgather => cfg.coll_allgather,
+            Coll::Alltoall => cfg.coll_alltoall,
+            Coll::ReduceScatter => cfg.coll_reduce_scatter,
+            Coll::Scan => cfg.coll_scan,
+        }
+    }
+
+    /// Set the override (tools and tests).
+    pub fn set_configured(self, cfg: &mut crate::config::Config, alg: usize) {
+        let f = match self {
+            Coll::Barrier => &mut cfg.coll_barrier,
+            Coll::Bcast => &mut cfg.coll_bcast,
+            Coll::Reduce => &mut cfg.coll_reduce,
+            Coll::Allreduce => &mut cfg.coll_allreduce,
+            Coll::Gather => &mut cfg.coll_gather,
+            Coll::Scatter => &mut cfg.coll_scatter,
+            Coll::Allgather => &mut cfg.coll_allgather,
+            Coll::Alltoall => &mut cfg.coll_alltoall,
+            Coll::ReduceScatter => &mut cfg.coll_reduce_scatter,
+            Coll::Scan => &mut cfg.coll_scan,
+        };
+        *f = alg;
+    }
+}
+
+pub const BARRIER_ALGS: &[&str] = &["auto", "dissemination", "two_level", "linear"];
+pub const BCAST_ALGS: &[&str] = &[
+    "auto",
+    "binomial",
+    "scatter_allgather",
+    "chain",
+    "two_level",
+    "linear",
+];
+pub const REDUCE_ALGS: &[&str] = &["auto", "binomial", "linear", "two_level"];
+pub const ALLREDUCE_ALGS: &[&str] = &[
+    "auto",
+    "recursive_doubling",
+    "allgather_reduce",
+    "rabenseifner",
+    "ring",
+    "reduce_bcast",
+    "two_level",
+];
+pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial"];
+pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial"];
+pub const ALLGATHER_ALGS: &[&str] = &["auto", "ring", "recursive_doubling", "bruck", "linear"];
+pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck"];
+pub const REDUCE_SCATTER_ALGS: &[&str] = &["auto", "reduce_scatterv", "ring"];
+pub const SCAN_ALGS: &[&str] = &["auto", "recursive_doubling", "linear"];
+
+/// An inclusive range; `hi == usize::MAX` is unbounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub lo: usize,
+    pub hi: usize,
+}
+
+impl Range {
+    pub const ANY: Range = Range {
+        lo: 0,
+        hi: usize::MAX,
+    };
+
+    fn contains(&self, v: usize) -> bool {
+        self.lo <= v && v <= self.hi
+    }
+
+    fn parse(s: &str) -> Option<Range> {
+        let num = |t: &str| -> Option<usize> {
+            if t == "*" {
+                Some(usize::MAX)
+            } else {
+                crate::config::parse_size(t).and_then(|v| usize::try_from(v).ok())
+            }
+        };
+        if s == "*" {
+            return Some(Range::ANY);
+        }
+        match s.split_once('-') {
+            Some((a, b)) => {
+                let lo = if a == "*" { 0 } else { num(a)? };
+                let hi = num(b)?;
+                (lo <= hi).then_some(Range { lo, hi })
+            }
+            None => {
+                let v = num(s)?;
+                Some(Range { lo: v, hi: v })
+            }
+        }
+    }
+
+    fn show(&self) -> String {
+        let f = |v: usize| {
+            if v == usize::MAX {
+                "*".to_string()
+            } else {
+                v.to_string()
+            }
+        };
+        if self.lo == self.hi {
+            f(self.lo)
+        } else {
+            format!("{}-{}", f(self.lo), f(self.hi))
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub coll: Coll,
+    pub ranks: Range,
+    pub bytes: Range,
+    pub alg: &'static str,
+}
+
+/// An ordered list of rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Table {
+    pub rules: Vec<Rule>,
+}
+
+impl Table {
+    pub fn lookup(&self, coll: Coll, ranks: usize, bytes: usize) -> Option<&'static str> {
+        self.rules
+            .iter()
+            .find(|r| r.coll == coll && r.ranks.contains(ranks) && r.bytes.contains(bytes))
+            .map(|r| r.alg)
+    }
+
+    /// Parse a decision file's text; errors name the line.
+    pub fn parse(text: &str) -> Result<Table, String> {
+        let mut rules = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let at = |m: String| format!("line {}: {m}", n + 1);
+            if f.len() != 4 {
+                return Err(at(format!(
+                    "expected 'collective ranks bytes algorithm', found '{line}'"
+                )));
+            }
+            let coll = Coll::from_name(f[0]).ok_or_else(|| {
+                at(format!(
+                    "unknown collective '{}' (known: {})",
+                    f[0],
+                    Coll::ALL.map(|c| c.name()).join(", ")
+                ))
+            })?;
+            let ranks = Range::parse(f[1])
+                .ok_or_else(|| at(format!("bad rank range '{}' (use lo-hi, N or *)", f[1])))?;
+            let bytes = Range::parse(f[2])
+                .ok_or_else(|| at(format!("bad byte range '{}' (use lo-hi, N or *)", f[2])))?;
+            let algs = coll.algorithms();
+            let alg = algs[1..]
+                .iter()
+                .copied()
+                .find(|a| *a == f[3])
+                .ok_or_else(|| {
+                    at(format!(
+                        "unknown {} algorithm '{}' (known: {})",
+                        coll.name(),
+                        f[3],
+                        algs[1..].join(", ")
+                    ))
+                })?;
+            rules.push(Rule {
+                coll,
+                ranks,
+                bytes,
+                alg,
+            });
+        }
+        Ok(Table { rules })
+    }
+
+    /// The file form of the table.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for r in &self.rules {
+            let _ = writeln!(
+                s,
+                "{:<15} {:<8} {:<18} {}",
+                r.coll.name(),
+                r.ranks.show(),
+                r.bytes.show(),
+                r.alg
+            );
+        }
+        s
+    }
+}
+
+/// The built-in table (measured on a 2-core machine, shared memory; see docs/collectives.md).
+pub fn builtin() -> Table {
+    let text = "
+        barrier         *      *              dissemination
+        bcast           1-3    *              binomial
+        bcast           4-*    0-16383        binomial
+        bcast           4-*    16384-*        scatter_allgather
+        reduce          *      *              binomial
+        allreduce       *      0-4096         recursive_doubling
+        allreduce       *      4097-*         rabenseifner
+        gather          *      *              linear
+        scatter         *      *              linear
+        allgather       1-7    *              linear
+        allgather       8-*    0-1024         bruck
+        allgather       8-*    1025-*         ring
+        alltoall        1-7    *              linear
+        alltoall        8-*    0-256          bruck
+        alltoall        8-*    257-32768      linear
+        alltoall        8-*    32769-*        pairwise
+        reduce_scatter  *      *              ring
+        scan            *      *              recursive_doubling
+    ";
+    Table::parse(text).expect("the built-in decision table parses")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_covers_every_collective() {
+        let t = builtin();
+        for c in Coll::ALL {
+            for n in [1, 2, 3, 8, 100] {
+                for b in [0, 8, 5000, 1 << 20] {
+                    assert!(t.lookup(c, n, b).is_some(), "{c:?} {n} {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parse_render_roundtrip_and_errors() {
+        let t = Table::parse("allreduce 2-4 0-8k ring # x\n\nbcast * 100 chain\n").unwrap();
+        assert_eq!(t.lookup(Coll::Allreduce, 3, 8192), Some("ring"));
+        assert_eq!(t.lookup(Coll::Allreduce, 5, 8), None);
+        assert_eq!(t.lookup(Coll::Bcast, 77, 100), Some("chain"));
+        assert_eq!(t.lookup(Coll::Bcast, 77, 101), None);
+        assert_eq!(Table::parse(&t.render()).unwrap(), t);
+        let e = Table::parse("allreduce 2 8 fastest").unwrap_err();
+        assert!(e.contains("line 1") && e.contains("fastest"), "{e}");
+        assert!(Table::parse("gossip * * x")
+            .unwrap_err()
+            .contains("unknown collective"));
+        assert!(Table::parse("bcast 4-2 * binomial").is_err());
+        assert!(Table::parse("bcast *").is_err());
+    }
+}

@@ -1,0 +1,619 @@
+//! Direct paths for small blocking collectives: the same algorithms as the schedules
+//! (dissemination barrier, binomial broadcast, recursive doubling allreduce), run inline with
+//! request-free eager sends and the blocking receive without a request (`Pml::post_direct`),
+//! scratch on the stack, and the reduction done between rounds. No allocation, and one engine
+//! borrow per round plus the waiting loop.
+//!
+//! Taken only when the algorithm chosen for the call is the one implemented here, the data is
+//! small and contiguous, the operation predefined, the communicator an intracommunicator, and
+//! the thread level below MPI_THREAD_MULTIPLE (the direct receive is one per process).
+
+use std::sync::Arc;
+
+use super::decide::Coll;
+use super::op::{Builtin, Op, Reducer};
+use super::sched::{post_recv, post_send};
+use super::{byte_type, in_place, Args};
+use crate::error::Result;
+use crate::mpi::datatype::Datatype;
+use crate::mpi::pml::DirectPost;
+use crate::mpi::request::Status;
+use crate::proto::frame::Envelope;
+use crate::runtime::global::{self, with};
+use crate::runtime::Engine;
+use crate::transport::Gpid;
+
+/// Largest buffer (bytes) the direct paths take.
+const FAST_MAX: usize = 2048;
+
+/// What a round does: optionally send `slen` bytes to a process, optionally receive up to
+/// `rcap` bytes from a rank.
+struct Round {
+    to: Option<Gpid>,
+    sdata: *const u8,
+    slen: usize,
+    from: Option<i32>,
+    rbuf: *mut u8,
+    rcap: usize,
+}
+
+/// A small collective in progress: communicator, context, our rank, the tag.
+struct Call {
+    comm: u32,
+    ctx: u32,
+    src: i32,
+    tag: i32,
+}
+
+/// Where a round's receive is.
+enum Recv {
+    Nothing,
+    Done(Status),
+    /// Posted as the direct receive.
+    Direct,
+    /// Posted with a request.
+    Req(u32),
+}
+
+impl Call {
+    unsafe fn round(&self, r: Round) -> Result<()> {
+        let byte = byte_type();
+        let (sreq, recv) = with(|e| {
+            let recv = match r.from {
+                Some(src) => {
+                    let spec = Envelope {
+                        ctx: self.ctx,
+                        src,
+                        tag: self.tag,
+                    };
+                    match e.pml.post_direct(spec, r.rbuf, r.rcap) {
+                        DirectPost::Done(st) => Recv::Done(st),
+                        DirectPost::Posted => Recv::Direct,
+                        DirectPost::UseRequest => {
+                            Recv::Req(post_recv(e, self.comm, spec, r.rbuf, r.rcap, &byte))
+                        }
+                    }
+                }
+                None => Recv::Nothing,
+            };
+            let sreq = match r.to {
+                Some(peer) => {
+                    let env = Envelope {
+                        ctx: self.ctx,
+                        src: self.src,
+                        tag: self.tag,
+                    };
+                    post_send(e, self.comm, peer, env, r.sdata, r.slen, &byte)
+                }
+                None => None,
+            };
+            if e.pml.busy() {
+                e.pml.flush(&mut e.net);
+            }
+            (sreq, recv)
+        })?;
+        match recv {
+            Recv::Direct => {
+                let got = loop {
+                    let t = with(|e| {
+                        if !e.pml.direct_ready() {
+                            e.progress();
+                        }
+                        if e.pml.direct_ready() {
+                            e.pml.take_direct()
+                        } else {
+                            None
+                        }
+                    })?;
+                    match t {
+                        Some(x) => break x,
+                        None => {
+                            super::run_deferred();
+                            global::idle();
+                        }
+                    }
+                };
+                match got {
+                    Ok(st) => status_ok(st)?,
+                    Err(slot) => status_ok(crate::mpi::p2p::wait(slot)?)?,
+                }
+            }
+            Recv::Done(st) => status_ok(st)?,
+            Recv::Req(slot) => status_ok(crate::mpi::p2p::wait(slot)?)?,
+            Recv::Nothing => {}
+        }
+        if let Some(slot) = sreq {
+            status_ok(crate::mpi::p2p::wait(slot)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Call {
+    /// Every process sends its contribution to every other and reduces all of them in rank
+    /// order: one round, which matters when processes share cores.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn allgather_reduce(
+        &self,
+        m: &[(Gpid, i32)],
+        me: usize,
+        sbuf: *const u8,
+        rbuf: *mut u8,
+        bytes: usize,
+        count: usize,
+        red: &Reducer,
+    ) -> Result<()> {
+        let n = m.len();
+        if n == 1 {
+            if !std::ptr::eq(sbuf, rbuf) {
+                crate::mem::copy(sbuf, rbuf, bytes);
+            }
+            return Ok(());
+        }
+        let byte = byte_type();
+        let mut tmp = [0u128; FAST_MAX / 16];
+        let t = tmp.as_mut_ptr() as *mut u8;
+        let slot = |i: usize| t.add(i * bytes);
+        let mut reqs = [0u32; FAST_MAX];
+        let nreq = with(|e| {
+            let mut k = 0;
+            for (i, (_, src)) in m.iter().enumerate() {
+                if i != me {
+                    let spec = Envelope {
+                        ctx: self.ctx,
+                        src: *src,
+                        tag: self.tag,
+                    };
+                    reqs[k] = post_recv(e, self.comm, spec, slot(i), bytes, &byte);
+                    k += 1;
+                }
+            }
+            let env = Envelope {
+                ctx: self.ctx,
+                src: self.src,
+                tag: self.tag,
+            };
+            for j in 1..n {
+                let (peer, _) = m[(me + j) % n];
+                if let Some(s) = post_send(e, self.comm, peer, env, sbuf, bytes, &byte) {
+                    reqs[k] = s;
+                    k += 1;
+                }
+            }
+            if e.pml.busy() {
+                e.pml.flush(&mut e.net);
+            }
+            k
+        })?;
+        let reqs = &reqs[..nreq];
+        global::wait_until(|e| {
+            reqs.iter()
+                .all(|&s| e.pml.reqs.get(s).is_none_or(|r| r.complete))
+        })?;
+        let mut err = None;
+        with(|e| {
+            for &s in reqs {
+                if let Some(r) = e.pml.release(s) {
+                    if let Some(x) = r.status.error {
+                        err.get_or_insert(*x);
+                    }
+                }
+            }
+        })?;
+        if let Some(x) = err {
+            return Err(x);
+        }
+        let own = if std::ptr::eq(sbuf, rbuf) {
+            // In place: our contribution must survive the first partial result in rbuf.
+            crate::mem::copy(sbuf, slot(me), bytes);
+            slot(me) as *const u8
+        } else {
+            sbuf
+        };
+        let src = |i: usize| if i == me { own } else { slot(i) as *const u8 };
+        red.apply(src(0), src(1), rbuf, count);
+        for i in 2..n {
+            red.apply(rbuf, src(i), rbuf, count);
+        }
+        Ok(())
+    }
+}
+
+fn status_ok(st: Status) -> Result<()> {
+    match st.error {
+        Some(e) => Err(*e),
+        None => Ok(()),
+    }
+}
+
+/// Start a small collective: the checks the schedule builder would make, then the tag.
+fn begin(e: &mut Engine, comm: u32) -> Option<(Call, usize, usize, Arc<super::Views>)> {
+    if global::is_multithreaded() {
+        return None;
+    }
+    let c = e.comm(comm).ok()?;
+    if c.is_inter() {
+        return None;
+    }
+    let (ctx, src) = (c.coll_ctx(), c.rank);
+    let views = e.coll_views(comm).ok()?;
+    Some((
+        Call {
+            comm,
+            ctx,
+            src,
+            tag: 0,
+        },
+        views.local.size(),
+        views.local.me,
+        views,
+    ))
+}
+
+/// Run `a` without a schedule when a direct path serves it; None otherwise.
+///
+/// # Safety
+/// As for [`super::blocking`].
+pub unsafe fn try_blocking(comm: u32, a: &Args) -> Option<Result<()>> {
+    match a {
+        Args::Allreduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+        } => allreduce(comm, *sbuf, *rbuf, *count, *dt, *op),
+        Args::Barrier => barrier(comm),
+        Args::Bcast {
+            buf,
+            count,
+            dt,
+            root,
+        } => bcast(comm, *buf, *count, *dt, *root),
+        Args::Reduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+            root,
+        } => reduce(comm, *sbuf, *rbuf, *count, *dt, *op, *root),
+        _ => None,
+    }
+}
+
+fn contiguous_small(d: &Datatype, count: usize) -> Option<usize> {
+    let bytes = count.checked_mul(d.size)?;
+    (d.contig && d.committed && bytes <= FAST_MAX).then_some(bytes)
+}
+
+unsafe fn barrier(comm: u32) -> Option<Result<()>> {
+    let (mut call, n, me) = match with(|e| {
+        let (call, n, me, _) = begin(e, comm)?;
+        let (alg, _) = e.coll_choose(Coll::Barrier, n, 0);
+        let multi = e.coll_views(comm).ok()?.nodes.count() > 1;
+        if alg != "dissemination" || multi {
+            return None;
+        }
+        Some((call, n, me))
+    }) {
+        Ok(Some(x)) => x,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some((|| {
+        let members = with(|e| {
+            call.tag = e.coll_tag(comm);
+            e.coll_views(comm).map(|v| v.local.members.clone())
+        })??;
+        let mut k = 1;
+        while k < n {
+            let to = members[(me + k) % n].0;
+            let from = members[(me + n - k) % n].1;
+            call.round(Round {
+                to: Some(to),
+                sdata: std::ptr::null(),
+                slen: 0,
+                from: Some(from),
+                rbuf: std::ptr::null_mut(),
+                rcap: 0,
+            })?;
+            k *= 2;
+        }
+        Ok(())
+    })())
+}
+
+unsafe fn bcast(comm: u32, buf: *mut u8, count: i64, dt: u32, root: i32) -> Option<Result<()>> {
+    let prep = with(|e| {
+        let (call, n, me, views) = begin(e, comm)?;
+        let d = e.coll_dtype(dt).ok()?;
+        let count = usize::try_from(count).ok()?;
+        let bytes = contiguous_small(&d, count)?;
+        if root < 0 || root as usize >= n || (bytes > 0 && buf.is_null()) {
+            return None;
+        }
+        let (alg, auto) = e.coll_choose(Coll::Bcast, n, bytes);
+        let multi = views.nodes.count() > 1;
+        if alg != "binomial" || (multi && auto) {
+            return None;
+        }
+        Some((call, n, me, views, bytes))
+    });
+    let (mut call, n, me, views, bytes) = match prep {
+        Ok(Some(x)) => x,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some((|| {
+        call.tag = with(|e| e.coll_tag(comm))?;
+        if n == 1 || bytes == 0 {
+            return Ok(());
+        }
+        let root = root as usize;
+        let m = &views.local.members;
+        let v = (me + n - root) % n;
+        let mut mask = 1;
+        while mask < n {
+            if v & mask != 0 {
+                call.round(Round {
+                    to: None,
+                    sdata: std::ptr::null(),
+                    slen: 0,
+                    from: Some(m[(v - mask + root) % n].1),
+                    rbuf: buf,
+                    rcap: bytes,
+                })?;
+                break;
+            }
+            mask <<= 1;
+        }
+        mask >>= 1;
+        while mask > 0 {
+            if v + mask < n {
+                call.round(Round {
+                    to: Some(m[(v + mask + root) % n].0),
+                    sdata: buf,
+                    slen: bytes,
+                    from: None,
+                    rbuf: std::ptr::null_mut(),
+                    rcap: 0,
+                })?;
+            }
+            mask >>= 1;
+        }
+        Ok(())
+    })())
+}
+
+unsafe fn allreduce(
+    comm: u32,
+    sbuf: *const u8,
+    rbuf: *mut u8,
+    count: i64,
+    dt: u32,
+    op: u32,
+) -> Option<Result<()>> {
+    let prep = with(|e| {
+        let (call, n, me, views) = begin(e, comm)?;
+        let o = e.coll_op(op).ok()?;
+        if matches!(o, Op::User { .. }) {
+            return None;
+        }
+        let d = e.coll_dtype(dt).ok()?;
+        let count = usize::try_from(count).ok()?;
+        let bytes = contiguous_small(&d, count)?;
+        if bytes > 0 && (rbuf.is_null() || sbuf.is_null() || std::ptr::eq(sbuf, rbuf)) {
+            return None;
+        }
+        let red = Reducer::new(o, dt, &e.dtypes).ok()?;
+        let (alg, auto) = e.coll_choose(Coll::Allreduce, n, bytes);
+        let multi = views.nodes.count() > 1;
+        if multi && auto && red.commutative() {
+            return None;
+        }
+        let gather = match alg {
+            "recursive_doubling" => false,
+            "allgather_reduce" if n * bytes <= FAST_MAX && n <= 512 => true,
+            _ => return None,
+        };
+        Some((call, n, me, views, bytes, count, red, gather))
+    });
+    let (mut call, n, me, views, bytes, count, red, gather) = match prep {
+        Ok(Some(x)) => x,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some((|| -> Result<()> {
+        call.tag = with(|e| e.coll_tag(comm))?;
+        let sbuf = if in_place(sbuf) {
+            rbuf as *const u8
+        } else {
+            sbuf
+        };
+        let m = &views.local.members;
+        if gather {
+            return call.allgather_reduce(m, me, sbuf, rbuf, bytes, count, &red);
+        }
+        let mut tmp = [0u128; FAST_MAX / 16];
+        let t = tmp.as_mut_ptr() as *mut u8;
+        let pof2: usize = 1 << (usize::BITS - 1 - n.leading_zeros());
+        let rem = n - pof2;
+        let mut acc = sbuf;
+        let newrank = if me < 2 * rem {
+            if me % 2 == 0 {
+                call.round(Round {
+                    to: Some(m[me + 1].0),
+                    sdata: acc,
+                    slen: bytes,
+                    from: None,
+                    rbuf: std::ptr::null_mut(),
+                    rcap: 0,
+                })?;
+                None
+            } else {
+                call.round(Round {
+                    to: None,
+                    sdata: std::ptr::null(),
+                    slen: 0,
+                    from: Some(m[me - 1].1),
+                    rbuf: t,
+                    rcap: bytes,
+                })?;
+                red.apply(t, acc, rbuf, count);
+                acc = rbuf;
+                Some(me / 2)
+            }
+        } else {
+            Some(me - rem)
+        };
+        if let Some(nr) = newrank {
+            let mut mask = 1;
+            while mask < pof2 {
+                let pr = nr ^ mask;
+                let dst = if pr < rem { 2 * pr + 1 } else { pr + rem };
+                call.round(Round {
+                    to: Some(m[dst].0),
+                    sdata: acc,
+                    slen: bytes,
+                    from: Some(m[dst].1),
+                    rbuf: t,
+                    rcap: bytes,
+                })?;
+                if dst < me {
+                    red.apply(t, acc, rbuf, count);
+                } else {
+                    red.apply(acc, t, rbuf, count);
+                }
+                acc = rbuf;
+                mask <<= 1;
+            }
+            if !std::ptr::eq(acc, rbuf) {
+                crate::mem::copy(acc, rbuf, bytes);
+            }
+        }
+        if me < 2 * rem {
+            if me % 2 == 1 {
+                call.round(Round {
+                    to: Some(m[me - 1].0),
+                    sdata: rbuf,
+                    slen: bytes,
+                    from: None,
+                    rbuf: std::ptr::null_mut(),
+                    rcap: 0,
+                })?;
+            } else {
+                call.round(Round {
+                    to: None,
+                    sdata: std::ptr::null(),
+                    slen: 0,
+                    from: Some(m[me + 1].1),
+                    rbuf,
+                    rcap: bytes,
+                })?;
+            }
+        }
+        Ok(())
+    })())
+}
+
+/// Binomial reduce to `root` for predefined operations (all commutative, so the tree may be
+/// rotated to the root): partial results in a stack buffer, the root's in its receive buffer.
+unsafe fn reduce(
+    comm: u32,
+    sbuf: *const u8,
+    rbuf: *mut u8,
+    count: i64,
+    dt: u32,
+    op: u32,
+    root: i32,
+) -> Option<Result<()>> {
+    let prep = with(|e| {
+        let (call, n, me, views) = begin(e, comm)?;
+        let o = e.coll_op(op).ok()?;
+        if !matches!(o, Op::Builtin(b) if !matches!(b, Builtin::Replace | Builtin::NoOp)) {
+            return None;
+        }
+        let d = e.coll_dtype(dt).ok()?;
+        let count = usize::try_from(count).ok()?;
+        let bytes = contiguous_small(&d, count)?;
+        if root < 0 || root as usize >= n {
+            return None;
+        }
+        let root = root as usize;
+        let at_root = me == root;
+        if bytes > 0 {
+            let ip = in_place(sbuf);
+            if (ip && !at_root)
+                || (!ip && sbuf.is_null())
+                || (at_root && (rbuf.is_null() || std::ptr::eq(sbuf, rbuf)))
+            {
+                return None;
+            }
+        }
+        let red = Reducer::new(o, dt, &e.dtypes).ok()?;
+        let (alg, auto) = e.coll_choose(Coll::Reduce, n, bytes);
+        if alg != "binomial" || (views.nodes.count() > 1 && auto) {
+            return None;
+        }
+        Some((call, n, me, views, bytes, count, red, root))
+    });
+    let (mut call, n, me, views, bytes, count, red, root) = match prep {
+        Ok(Some(x)) => x,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some((|| -> Result<()> {
+        call.tag = with(|e| e.coll_tag(comm))?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let m = &views.local.members;
+        let mut tmp = [0u128; FAST_MAX / 16];
+        let mut part = [0u128; FAST_MAX / 16];
+        let t = tmp.as_mut_ptr() as *mut u8;
+        let dest = if me == root {
+            rbuf
+        } else {
+            part.as_mut_ptr() as *mut u8
+        };
+        let mut acc = if in_place(sbuf) {
+            rbuf as *const u8
+        } else {
+            sbuf
+        };
+        let v = (me + n - root) % n;
+        let mut mask = 1;
+        while mask < n {
+            if v & mask != 0 {
+                call.round(Round {
+                    to: Some(m[(v - mask + root) % n].0),
+                    sdata: acc,
+                    slen: bytes,
+                    from: None,
+                    rbuf: std::ptr::null_mut(),
+                    rcap: 0,
+                })?;
+                return Ok(());
+            }
+            if v + mask < n {
+                call.round(Round {
+                    to: None,
+                    sdata: std::ptr::null(),
+                    slen: 0,
+                    from: Some(m[(v + mask + root) % n].1),
+                    rbuf: t,
+                    rcap: bytes,
+                })?;
+                red.apply(t, acc, dest, count);
+                acc = dest;
+            }
+            mask <<= 1;
+        }
+        // The root: its result is in `dest` (its receive buffer) unless nothing arrived.
+        if !std::ptr::eq(acc, rbuf) {
+            crate::mem::copy(acc, rbuf, bytes);
+        }
+        Ok(())
+    })())
+}

@@ -1,0 +1,472 @@
+//! Data movement algorithms (MPI-4.0 sections 6.5-6.8): gather, scatter, allgather, alltoall,
+//! their v and w forms, and the neighbourhood collectives (section 8.6).
+//!
+//! A process's blocks are described by [`Blk`]s (address, count, datatype), so the uniform,
+//! v and w forms share one implementation; algorithms that need equal blocks (binomial trees,
+//! recursive doubling, Bruck) move packed bytes, whose length is the same on every process by
+//! MPI's type-matching rule.
+
+use std::sync::Arc;
+
+use super::byte_type;
+use super::sched::{Sched, Team};
+use crate::mpi::datatype::Datatype;
+
+/// One block of a collective buffer.
+#[derive(Debug, Clone)]
+pub struct Blk {
+    pub ptr: *mut u8,
+    pub count: usize,
+    pub dt: Arc<Datatype>,
+}
+
+impl Blk {
+    pub fn new(ptr: *const u8, count: usize, dt: &Arc<Datatype>) -> Blk {
+        Blk {
+            ptr: ptr as *mut u8,
+            count,
+            dt: dt.clone(),
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.count * self.dt.size
+    }
+}
+
+/// `n` blocks of `count` elements each, one after the other.
+pub fn uniform(buf: *const u8, count: usize, dt: &Arc<Datatype>, n: usize) -> Vec<Blk> {
+    let step = count as isize * dt.extent();
+    (0..n)
+        .map(|i| Blk::new(buf.wrapping_offset(i as isize * step), count, dt))
+        .collect()
+}
+
+fn send_blk(s: &mut Sched, t: &Team, to: usize, b: &Blk) {
+    s.send(t, to, b.ptr, b.count, &b.dt);
+}
+
+fn recv_blk(s: &mut Sched, t: &Team, from: usize, b: &Blk) {
+    s.recv(t, from, b.ptr, b.count, &b.dt);
+}
+
+fn copy_blk(s: &mut Sched, from: &Blk, to: &Blk) {
+    s.copy(from.ptr, from.count, &from.dt, to.ptr, to.count, &to.dt);
+}
+
+/// Size of the binomial subtree of virtual rank `v` among `n`.
+fn subtree(v: usize, n: usize) -> usize {
+    if v == 0 {
+        n
+    } else {
+        (v & v.wrapping_neg()).min(n - v)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gather and scatter
+
+/// Linear gather: the root receives every block. `own` is None with MPI_IN_PLACE.
+pub fn gather_linear(s: &mut Sched, t: &Team, own: Option<&Blk>, recv: &[Blk], root: usize) {
+    if t.me == root {
+        for (i, b) in recv.iter().enumerate() {
+            if i != root {
+                recv_blk(s, t, i, b);
+            }
+        }
+        if let Some(o) = own {
+            copy_blk(s, o, &recv[root]);
+        }
+    } else if let Some(o) = own {
+        send_blk(s, t, root, o);
+    }
+    s.fence();
+}
+
+/// Binomial gather of equal blocks of `blk` packed bytes: each process forwards its subtree's
+/// blocks, packed in virtual-rank order. `recv` is only used at the root.
+pub fn gather_binomial(
+    s: &mut Sched,
+    t: &Team,
+    own: Option<&Blk>,
+    recv: &[Blk],
+    blk: usize,
+    root: usize,
+) {
+    let n = t.size();
+    let v = (t.me + n - root) % n;
+    let real = |x: usize| (x + root) % n;
+    let byte = byte_type();
+    let sub = subtree(v, n);
+    let low = if v == 0 {
+        n.next_power_of_two()
+    } else {
+        v & v.wrapping_neg()
+    };
+    if sub == 1 && v != 0 {
+        // A leaf sends its own block straight from the user's buffer.
+        let o = own.expect("non-root processes send");
+        send_blk(s, t, real(v - low), o);
+        s.fence();
+        return;
+    }
+    let tbuf = s.alloc(sub * blk);
+    if v != 0 {
+        let o = own.expect("non-root processes send");
+        s.copy(o.ptr, o.count, &o.dt, tbuf, blk, &byte);
+    }
+    let mut m = 1;
+    while m < low {
+        if v + m < n {
+            let c = v + m;
+            s.recv(
+                t,
+                real(c),
+                tbuf.wrapping_add(m * blk),
+                subtree(c, n) * blk,
+                &byte,
+            );
+        }
+        m <<= 1;
+    }
+    s.fence();
+    if v != 0 {
+        s.send(t, real(v - low), tbuf, sub * blk, &byte);
+        s.fence();
+        return;
+    }
+    // The root unpacks the blocks in rank order (its own is already in place).
+    for u in 0..n {
+        let r = real(u);
+        if u == 0 {
+            continue;
+        }
+        let b = &recv[r];
+        s.copy(
+            tbuf.wrapping_add(u * blk),
+            blk,
+            &byte,
+            b.ptr,
+            b.count,
+            &b.dt,
+        );
+    }
+    if let Some(o) = own {
+        copy_blk(s, o, &recv[root]);
+    }
+}
+
+/// Linear scatter: the root sends every block. `own` (the root's receive block) is None with
+/// MPI_IN_PLACE.
+pub fn scatter_linear(s: &mut Sched, t: &Team, send: &[Blk], own: Option<&Blk>, root: usize) {
+    if t.me == root {
+        for (i, b) in send.iter().enumerate() {
+            if i != root {
+                send_blk(s, t, i, b);
+            }
+        }
+        if let Some(o) = own {
+            copy_blk(s, &send[root], o);
+        }
+    } else if let Some(o) = own {
+        recv_blk(s, t, root, o);
+    }
+    s.fence();
+}
+
+/// Binomial scatter of equal blocks of `blk` packed bytes (the mirror of [`gather_binomial`]).
+pub fn scatter_binomial(
+    s: &mut Sched,
+    t: &Team,
+    send: &[Blk],
+    own: Option<&Blk>,
+    blk: usize,
+    root: usize,
+) {
+    let n = t.size();
+    let v = (t.me + n - root) % n;
+    let real = |x: usize| (x + root) % n;
+    let byte = byte_type();
+    let sub = subtree(v, n);
+    let low = if v == 0 {
+        n.next_power_of_two()
+    } else {
+        v & v.wrapping_neg()
+    };
+    if sub == 1 && v != 0 {
+        let o = own.expect("non-root processes receive");
+        recv_blk(s, t, real(v - low), o);
+        s.fence();
+        return;
+    }
+    let tbuf = s.alloc(sub * blk);
+    if v == 0 {
+        for u in 1..n {
+            let b = &send[real(u)];
+            s.copy(
+                b.ptr,
+                b.count,
+                &b.dt,
+                tbuf.wrapping_add(u * blk),
+                blk,
+                &byte,
+            );
+        }
+    } else {
+        s.recv(t, real(v - low), tbuf, sub * blk, &byte);
+        s.fence();
+    }
+    let mut m = low >> 1;
+    while m >= 1 {
+        if v + m < n {
+            let c = v + m;
+            s.send(
+                t,
+                real(c),
+                tbuf.wrapping_add(m * blk),
+                subtree(c, n) * blk,
+                &byte,
+            );
+        }
+        m >>= 1;
+    }
+    if let Some(o) = own {
+        if v == 0 {
+            copy_blk(s, &send[root], o);
+        } else {
+            s.copy(tbuf, blk, &byte, o.ptr, o.count, &o.dt);
+        }
+    }
+    s.fence();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allgather
+
+/// Ring allgather (any block sizes): n-1 steps passing blocks to the right.
+pub fn allgather_ring(s: &mut Sched, t: &Team, own: Option<&Blk>, recv: &[Blk]) {
+    let n = t.size();
+    let me = t.me;
+    if let Some(o) = own {
+        copy_blk(s, o, &recv[me]);
+    }
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    for j in 0..n.saturating_sub(1) {
+        send_blk(s, t, right, &recv[(me + n - j) % n]);
+        recv_blk(s, t, left, &recv[(me + 2 * n - j - 1) % n]);
+        s.fence();
+    }
+}
+
+/// Linear allgather: every block to every process at once.
+pub fn allgather_linear(s: &mut Sched, t: &Team, own: Option<&Blk>, recv: &[Blk]) {
+    let n = t.size();
+    let me = t.me;
+    if let Some(o) = own {
+        copy_blk(s, o, &recv[me]);
+    }
+    for i in (0..n).filter(|&i| i != me) {
+        send_blk(s, t, i, &recv[me]);
+        recv_blk(s, t, i, &recv[i]);
+    }
+    s.fence();
+}
+
+/// Recursive doubling allgather for a power-of-two size and uniform blocks laid out one after
+/// the other in `rbuf`.
+pub fn allgather_recursive_doubling(
+    s: &mut Sched,
+    t: &Team,
+    own: Option<&Blk>,
+    rbuf: *mut u8,
+    rcount: usize,
+    rdt: &Arc<Datatype>,
+) {
+    let n = t.size();
+    let me = t.me;
+    let recv = uniform(rbuf, rcount, rdt, n);
+    if let Some(o) = own {
+        copy_blk(s, o, &recv[me]);
+    }
+    let mut d = 1;
+    while d < n {
+        let partner = me ^ d;
+        let mine = me & !(d - 1);
+        let theirs = partner & !(d - 1);
+        s.send(t, partner, recv[mine].ptr, d * rcount, rdt);
+        s.recv(t, partner, recv[theirs].ptr, d * rcount, rdt);
+        s.fence();
+        d *= 2;
+    }
+}
+
+/// Bruck allgather for uniform blocks: ceil(log2 n) steps on a rotated copy, then one
+/// rotation back.
+pub fn allgather_bruck(
+    s: &mut Sched,
+    t: &Team,
+    own: Option<&Blk>,
+    rbuf: *mut u8,
+    rcount: usize,
+    rdt: &Arc<Datatype>,
+) {
+    let n = t.size();
+    let me = t.me;
+    let recv = uniform(rbuf, rcount, rdt, n);
+    let tmp = s.tmp_of(n * rcount, rdt);
+    let tblk = uniform(tmp, rcount, rdt, n);
+    match own {
+        Some(o) => copy_blk(s, o, &tblk[0]),
+        None => copy_blk(s, &recv[me], &tblk[0]),
+    }
+    let mut d = 1;
+    while d < n {
+        let k = d.min(n - d);
+        s.send(t, (me + n - d) % n, tblk[0].ptr, k * rcount, rdt);
+        s.recv(t, (me + d) % n, tblk[d].ptr, k * rcount, rdt);
+        s.fence();
+        d *= 2;
+    }
+    // tmp block i holds the block of rank me+i.
+    for (i, b) in tblk.iter().enumerate() {
+        let r = (me + i) % n;
+        if r == me && own.is_none() {
+            continue;
+        }
+        copy_blk(s, b, &recv[r]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Alltoall
+
+/// With MPI_IN_PLACE the outgoing blocks are the receive blocks as they were: copy them aside.
+pub fn in_place_sends(s: &mut Sched, recv: &[Blk], me: usize) -> Vec<Blk> {
+    recv.iter()
+        .enumerate()
+        .map(|(i, b)| {
+            if i == me {
+                b.clone()
+            } else {
+                let p = s.tmp_of(b.count, &b.dt);
+                let c = Blk::new(p, b.count, &b.dt);
+                copy_blk(s, b, &c);
+                c
+            }
+        })
+        .collect()
+}
+
+/// Linear alltoall: every message posted at once.
+pub fn alltoall_linear(s: &mut Sched, t: &Team, send: &[Blk], recv: &[Blk], in_place: bool) {
+    let n = t.size();
+    let me = t.me;
+    if !in_place {
+        copy_blk(s, &send[me], &recv[me]);
+    }
+    for k in 1..n {
+        let to = (me + k) % n;
+        let from = (me + n - k) % n;
+        recv_blk(s, t, from, &recv[from]);
+        send_blk(s, t, to, &send[to]);
+    }
+    s.fence();
+}
+
+/// Pairwise alltoall: in round k, send to me+k and receive from me-k.
+pub fn alltoall_pairwise(s: &mut Sched, t: &Team, send: &[Blk], recv: &[Blk], in_place: bool) {
+    let n = t.size();
+    let me = t.me;
+    if !in_place {
+        copy_blk(s, &send[me], &recv[me]);
+    }
+    for k in 1..n {
+        let to = (me + k) % n;
+        let from = (me + n - k) % n;
+        send_blk(s, t, to, &send[to]);
+        recv_blk(s, t, from, &recv[from]);
+        s.fence();
+    }
+}
+
+/// Bruck alltoall for equal blocks of `blk` packed bytes: ceil(log2 n) rounds, each moving
+/// the blocks whose index has bit k set, packed.
+pub fn alltoall_bruck(s: &mut Sched, t: &Team, send: &[Blk], recv: &[Blk], blk: usize) {
+    let n = t.size();
+    let me = t.me;
+    let byte = byte_type();
+    // Rotate: slot i holds the block for rank me+i.
+    let tmp = s.alloc(n * blk);
+    for i in 0..n {
+        let b = &send[(me + i) % n];
+        s.copy(b.ptr, b.count, &b.dt, tmp.wrapping_add(i * blk), blk, &byte);
+    }
+    let pack = s.alloc(n.div_ceil(2) * blk);
+    let unpack = s.alloc(n.div_ceil(2) * blk);
+    let mut d = 1;
+    while d < n {
+        let idx: Vec<usize> = (0..n).filter(|i| i & d != 0).collect();
+        for (j, &i) in idx.iter().enumerate() {
+            s.copy(
+                tmp.wrapping_add(i * blk),
+                blk,
+                &byte,
+                pack.wrapping_add(j * blk),
+                blk,
+                &byte,
+            );
+        }
+        s.send(t, (me + d) % n, pack, idx.len() * blk, &byte);
+        s.recv(t, (me + n - d) % n, unpack, idx.len() * blk, &byte);
+        s.fence();
+        for (j, &i) in idx.iter().enumerate() {
+            s.copy(
+                unpack.wrapping_add(j * blk),
+                blk,
+                &byte,
+                tmp.wrapping_add(i * blk),
+                blk,
+                &byte,
+            );
+        }
+        d *= 2;
+    }
+    // Slot i now holds the block from rank me-i.
+    for i in 0..n {
+        let r = (me + n - i) % n;
+        let b = &recv[r];
+        s.copy(tmp.wrapping_add(i * blk), blk, &byte, b.ptr, b.count, &b.dt);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Neighbourhood collectives
+
+/// Neighbourhood exchange: block `send[i]` to out-neighbour `dests[i]`, `recv[j]` from
+/// in-neighbour `sources[j]`; MPI_PROC_NULL neighbours (None) are skipped. `tags` gives, per
+/// send and per receive, a tag offset that pairs them when the same two processes are
+/// neighbours in several ways (Cartesian topologies on short periodic dimensions).
+#[allow(dead_code)] // used once communicators with process topologies exist (branch comm)
+pub fn neighbor_exchange(
+    s: &mut Sched,
+    t: &Team,
+    send: &[(Option<usize>, Blk, i32)],
+    recv: &[(Option<usize>, Blk, i32)],
+) {
+    let base = s.tag;
+    for (src, b, off) in recv {
+        if let Some(r) = src {
+            s.tag = super::subtag(base, *off);
+            recv_blk(s, t, *r, b);
+        }
+    }
+    for (dst, b, off) in send {
+        if let Some(r) = dst {
+            s.tag = super::subtag(base, *off);
+            send_blk(s, t, *r, b);
+        }
+    }
+    s.tag = base;
+    s.fence();
+}

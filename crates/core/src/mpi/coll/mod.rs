@@ -1,0 +1,1386 @@
+//! Collective operations (MPI-4.0 chapter 6; neighbourhood collectives, section 8.6).
+//!
+//! Read first: MPI-4.0 sections 6.2 (semantics: all processes call collectives on a
+//! communicator in the same order; a collective may or may not synchronise), 6.9 (reduction
+//! order), 6.12 (nonblocking collectives: matched in call order, never with point-to-point),
+//! 6.13 (persistent collectives).
+//!
+//! Structure:
+//! - [`op`]: reduction operations and their kernels;
+//! - [`sched`]: compiled schedules (rounds of local steps and messages) and their executor;
+//! - `bcast.rs`, `reduce.rs`, `gather.rs`, `inter.rs`: the algorithms, as schedule builders;
+//! - [`decide`]: which algorithm serves a call (overrides, decision file, built-in table);
+//! - this file: argument checking, the per-communicator state, and the entry points for the
+//!   blocking, nonblocking (`start`) and persistent (`init`) forms, which all build the same
+//!   schedules. A few blocking calls on small buffers take a direct path without a schedule
+//!   (`fast.rs`).
+//!
+//! Matching: collective messages use the communicator's collective context (`ctx + 1`) and a
+//! tag made of the communicator's collective sequence number (bits 0-23, counted identically
+//! by every member because collectives are called in the same order), a sub-tag (bits 24-29,
+//! used by neighbourhood collectives) and, on an intercommunicator, bit 30 for traffic inside
+//! the local group. Concurrent nonblocking collectives therefore never confuse messages.
+//!
+//! Progress: nonblocking and persistent schedules are advanced by `Engine::progress`; their
+//! user-function reductions are deferred to [`run_deferred`], which every waiting loop calls
+//! outside the engine.
+
+pub mod decide;
+pub mod op;
+pub mod sched;
+
+mod bcast;
+mod fast;
+mod gather;
+mod inter;
+mod reduce;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::err;
+use crate::error::Result;
+use crate::mpi::datatype::{predefined_index, Datatype};
+use crate::mpi::request::{Kind, Mode, Persist, Request, Status};
+use crate::runtime::global::with;
+use crate::runtime::Engine;
+use decide::{Coll, Table};
+use gather::Blk;
+use op::{Op, Reducer};
+use sched::{Adv, Sched, Team, UserStep};
+
+/// MPI_IN_PLACE in the MPICH ABI: `(void *)-1`.
+pub const IN_PLACE: *const u8 = usize::MAX as *const u8;
+
+const SEQ_MASK: i32 = (1 << 24) - 1;
+/// Tag bit of messages inside the local group of an intercommunicator.
+pub const LOCAL_BIT: i32 = 1 << 30;
+
+/// A tag with sub-tag `off` (0..63).
+#[inline]
+pub fn subtag(base: i32, off: i32) -> i32 {
+    (base & !(63 << 24)) | ((off & 63) << 24)
+}
+
+#[inline]
+fn in_place(p: *const u8) -> bool {
+    p == IN_PLACE
+}
+
+/// MPI_BYTE, for messages of packed bytes.
+pub fn byte_type() -> Arc<Datatype> {
+    static B: OnceLock<Arc<Datatype>> = OnceLock::new();
+    B.get_or_init(|| {
+        let i = predefined_index("MPI_BYTE").expect("MPI_BYTE is predefined");
+        Arc::new(crate::mpi::datatype::predefined().swap_remove(i))
+    })
+    .clone()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-communicator state
+
+/// A communicator's collective state (a field of `Comm`).
+#[derive(Debug, Clone, Default)]
+pub struct CommColl {
+    /// Sequence number of the next collective on this communicator.
+    pub seq: u32,
+    /// The algorithms' views of the group, built at the first collective.
+    pub views: Option<Arc<Views>>,
+}
+
+/// How algorithms see a communicator.
+#[derive(Debug)]
+pub struct Views {
+    /// The local group (the whole communicator for an intracommunicator).
+    pub local: Team,
+    /// The remote group of an intercommunicator.
+    pub remote: Option<Team>,
+    /// Which members share a host (the local group).
+    pub nodes: Nodes,
+}
+
+/// The local group cut by host.
+#[derive(Debug, Clone)]
+pub struct Nodes {
+    /// Node index of each member.
+    pub node_of: Vec<usize>,
+    /// Members of each node, ascending.
+    pub members: Vec<Vec<usize>>,
+    pub my_node: usize,
+}
+
+impl Nodes {
+    fn new(hosts: &[&str], me: usize) -> Nodes {
+        let mut names: Vec<&str> = Vec::new();
+        let mut node_of = Vec::with_capacity(hosts.len());
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for (i, h) in hosts.iter().enumerate() {
+            let k = match names.iter().position(|n| n == h) {
+                Some(k) => k,
+                None => {
+                    names.push(h);
+                    members.push(Vec::new());
+                    names.len() - 1
+                }
+            };
+            node_of.push(k);
+            members[k].push(i);
+        }
+        let my_node = node_of.get(me).copied().unwrap_or(0);
+        Nodes {
+            node_of,
+            members,
+            my_node,
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.members.len()
+    }
+
+    fn leader(&self, k: usize, root: Option<usize>) -> usize {
+        match root {
+            Some(r) if self.node_of[r] == k => r,
+            _ => self.members[k][0],
+        }
+    }
+
+    /// The members of node `k` as a team of `t`'s members, leader first (the root when it is
+    /// on this node, else the lowest rank).
+    pub fn sub_team(&self, t: &Team, k: usize, root: Option<usize>) -> Team {
+        let lead = self.leader(k, root);
+        let order: Vec<usize> = std::iter::once(lead)
+            .chain(self.members[k].iter().copied().filter(|&m| m != lead))
+            .collect();
+        Team {
+            me: order.iter().position(|&m| m == t.me).unwrap_or(usize::MAX),
+            members: order.iter().map(|&m| t.members[m]).collect(),
+            bit: t.bit,
+        }
+    }
+
+    /// The nodes' leaders as a team (member i leads node i).
+    pub fn leaders_team(&self, t: &Team, root: Option<usize>) -> Team {
+        let leads: Vec<usize> = (0..self.count()).map(|k| self.leader(k, root)).collect();
+        Team {
+            me: leads.iter().position(|&m| m == t.me).unwrap_or(usize::MAX),
+            members: leads.iter().map(|&m| t.members[m]).collect(),
+            bit: t.bit,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine state
+
+/// A nonblocking or persistent collective in the engine.
+struct Running {
+    id: u64,
+    slot: u32,
+    sched: Box<Sched>,
+    active: bool,
+    /// Waiting for a deferred user reduction.
+    blocked: bool,
+    persistent: bool,
+}
+
+struct Deferred {
+    id: u64,
+    step: UserStep,
+}
+
+// SAFETY: see `Sched`: raw pointers into buffers MPI keeps valid, touched under the engine's
+// rules only.
+unsafe impl Send for Deferred {}
+
+/// Collective state of the engine.
+pub struct State {
+    /// Reduction operations by engine id (predefined first).
+    pub ops: Vec<Option<Op>>,
+    running: Vec<Running>,
+    /// Running entries that are active.
+    nactive: usize,
+    deferred: Vec<Deferred>,
+    next_id: u64,
+    /// Rules from the decision file (empty without one).
+    pub file: Table,
+    pub builtin: Table,
+}
+
+/// Deferred user reductions exist (checked by waiting loops without taking the engine).
+static DEFERRED: AtomicBool = AtomicBool::new(false);
+
+impl State {
+    /// Collective state for a new engine; reads the decision file if one is configured.
+    pub fn new(cfg: &crate::config::Config) -> Result<State> {
+        let file = if cfg.coll_decision_file.is_empty() {
+            Table::default()
+        } else {
+            let path = &cfg.coll_decision_file;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| crate::mpi_error!(Other, "PROTEAN_COLL_DECISION_FILE={path}: {e}"))?;
+            Table::parse(&text)
+                .map_err(|e| crate::mpi_error!(Other, "PROTEAN_COLL_DECISION_FILE={path}: {e}"))?
+        };
+        Ok(State {
+            ops: op::predefined_ops(),
+            running: Vec::new(),
+            nactive: 0,
+            deferred: Vec::new(),
+            next_id: 1,
+            file,
+            builtin: decide::builtin(),
+        })
+    }
+
+    /// Are nonblocking collectives waiting for progress?
+    #[inline]
+    pub fn busy(&self) -> bool {
+        self.nactive > 0
+    }
+}
+
+impl Engine {
+    fn coll_views(&mut self, comm: u32) -> Result<Arc<Views>> {
+        let c = self.comm(comm)?;
+        if let Some(v) = &c.coll.views {
+            return Ok(v.clone());
+        }
+        let bit = if c.is_inter() { LOCAL_BIT } else { 0 };
+        let local = Team {
+            members: c
+                .group
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (*g, i as i32))
+                .collect(),
+            me: c.rank as usize,
+            bit,
+        };
+        let remote = c.remote.as_ref().map(|r| Team {
+            members: r.iter().enumerate().map(|(i, g)| (*g, i as i32)).collect(),
+            me: usize::MAX,
+            bit: 0,
+        });
+        let hosts: Vec<&str> = c
+            .group
+            .iter()
+            .map(|g| self.hosts.get(*g as usize).map_or("", |h| h.as_str()))
+            .collect();
+        let nodes = Nodes::new(&hosts, c.rank as usize);
+        let v = Arc::new(Views {
+            local,
+            remote,
+            nodes,
+        });
+        if let Some(Some(c)) = self.comms.get_mut(comm as usize) {
+            c.coll.views = Some(v.clone());
+        }
+        Ok(v)
+    }
+
+    /// The tag of the next collective on `comm` (every member counts the same).
+    fn coll_tag(&mut self, comm: u32) -> i32 {
+        match self.comms.get_mut(comm as usize) {
+            Some(Some(c)) => {
+                let s = c.coll.seq;
+                c.coll.seq = s.wrapping_add(1);
+                (s as i32) & SEQ_MASK
+            }
+            _ => 0,
+        }
+    }
+
+    /// The algorithm for a call: override, then decision file, then built-in table. The
+    /// second value says whether the built-in table chose (host-aware variants may then
+    /// replace the choice).
+    fn coll_choose(&self, coll: Coll, ranks: usize, bytes: usize) -> (&'static str, bool) {
+        let i = coll.configured(&self.cfg);
+        if i != 0 {
+            return (coll.algorithms()[i], false);
+        }
+        if let Some(a) = self.coll.file.lookup(coll, ranks, bytes) {
+            return (a, false);
+        }
+        // Oversubscribed (more ranks on this machine than CPUs): a process waiting for a peer
+        // that is not running costs a time slice per round, so small calls take the
+        // algorithms with the fewest dependent rounds. Measured at 8 ranks on 2 cores (see
+        // docs/collectives.md): allreduce of 8 B in one round (everyone sends its vector to
+        // everyone, and reduces in rank order) 31 us against 40 us for recursive doubling;
+        // linear barrier 15 us against 32 us for dissemination; linear reduce of 8 B 8 us
+        // against 50 us for binomial.
+        if ranks > 2 && self.node_procs > self.ncpus {
+            match coll {
+                Coll::Allreduce if bytes <= 256 => return ("allgather_reduce", false),
+                Coll::Barrier => return ("linear", false),
+                Coll::Reduce if bytes <= 4096 => return ("linear", false),
+                _ => {}
+            }
+        }
+        (
+            self.coll
+                .builtin
+                .lookup(coll, ranks, bytes)
+                .unwrap_or("auto"),
+            true,
+        )
+    }
+
+    /// One progress pass over the running nonblocking and persistent collectives.
+    pub fn coll_progress(&mut self) {
+        let mut list = std::mem::take(&mut self.coll.running);
+        let mut i = 0;
+        while i < list.len() {
+            let r = &mut list[i];
+            if !r.active || r.blocked {
+                i += 1;
+                continue;
+            }
+            match r.sched.advance(self) {
+                Adv::Pending => i += 1,
+                Adv::User => {
+                    r.blocked = true;
+                    self.coll.deferred.push(Deferred {
+                        id: r.id,
+                        step: r.sched.user_step(),
+                    });
+                    DEFERRED.store(true, Ordering::Release);
+                    i += 1;
+                }
+                Adv::Done => {
+                    r.active = false;
+                    self.coll.nactive -= 1;
+                    let err = r.sched.take_error();
+                    let slot = r.slot;
+                    let mut drop_it = !r.persistent;
+                    if let Some(req) = self.pml.reqs.get_mut(slot) {
+                        req.complete = true;
+                        req.status = Status::EMPTY;
+                        req.status.error = err.map(Box::new);
+                        if req.user_freed {
+                            self.pml.reqs.remove(slot);
+                            drop_it = true;
+                        }
+                    }
+                    if drop_it {
+                        list.swap_remove(i);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+        }
+        list.append(&mut self.coll.running);
+        self.coll.running = list;
+    }
+
+    /// Is `slot` a persistent collective request?
+    pub fn coll_owns(&self, slot: u32) -> bool {
+        self.coll
+            .running
+            .iter()
+            .any(|r| r.slot == slot && r.persistent)
+    }
+
+    /// MPI_Start on a persistent collective.
+    pub fn coll_start(&mut self, slot: u32) -> Result<()> {
+        let Some(req) = self.pml.reqs.get_mut(slot) else {
+            return err!(Request, "invalid request");
+        };
+        if req.active {
+            return err!(
+                Request,
+                "MPI_Start on a persistent collective request that is already active"
+            );
+        }
+        req.active = true;
+        req.complete = false;
+        req.status = Status::EMPTY;
+        let Some(i) = self.coll.running.iter().position(|r| r.slot == slot) else {
+            return err!(Intern, "persistent collective without a schedule");
+        };
+        let mut r = self.coll.running.swap_remove(i);
+        r.sched.rewind();
+        r.active = true;
+        self.coll.nactive += 1;
+        self.coll.running.push(r);
+        self.coll_progress();
+        Ok(())
+    }
+
+    /// A persistent collective request was freed while inactive: drop its schedule.
+    pub fn coll_forget(&mut self, slot: u32) {
+        if let Some(i) = self
+            .coll
+            .running
+            .iter()
+            .position(|r| r.slot == slot && r.persistent && !r.active)
+        {
+            self.coll.running.swap_remove(i);
+        }
+    }
+
+    fn coll_register(&mut self, comm: u32, sched: Sched, persistent: bool) -> u32 {
+        let mut req = Request::new(Kind::Done, comm);
+        if persistent {
+            req.persist = Some(Box::new(Persist {
+                user_buf: std::ptr::null_mut(),
+                count: 0,
+                dtype: 0,
+                rank: 0,
+                tag: 0,
+                comm,
+                mode: Mode::Standard,
+                is_send: false,
+            }));
+            req.active = false;
+            req.complete = true;
+        }
+        let slot = self.pml.reqs.insert(req);
+        let id = self.coll.next_id;
+        self.coll.next_id += 1;
+        self.coll.running.push(Running {
+            id,
+            slot,
+            sched: Box::new(sched),
+            active: !persistent,
+            blocked: false,
+            persistent,
+        });
+        if !persistent {
+            self.coll.nactive += 1;
+            self.coll_progress();
+        }
+        slot
+    }
+}
+
+/// Run the user reductions that nonblocking collectives deferred. Called by waiting loops,
+/// outside the engine.
+pub fn run_deferred() {
+    if !DEFERRED.load(Ordering::Acquire) {
+        return;
+    }
+    DEFERRED.store(false, Ordering::Release);
+    let Ok(items) = with(|e| std::mem::take(&mut e.coll.deferred)) else {
+        return;
+    };
+    for d in &items {
+        // SAFETY: outside the engine; the schedule is blocked on this step, so its buffers
+        // are alive and untouched by anyone else.
+        unsafe { d.step.run() };
+    }
+    let _ = with(|e| {
+        for d in &items {
+            if let Some(r) = e.coll.running.iter_mut().find(|r| r.id == d.id) {
+                r.sched.user_done();
+                r.blocked = false;
+            }
+        }
+        e.coll_progress();
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+
+/// Per-process counts of a v/w collective, or one count for all.
+#[derive(Debug, Clone)]
+pub enum Counts {
+    Uniform(i64),
+    /// Counts and displacements (in extents of the datatype, or bytes with [`Types::Each`]).
+    Varied {
+        counts: Vec<i64>,
+        displs: Vec<isize>,
+    },
+}
+
+/// One datatype for all blocks, or one per block (the w forms).
+#[derive(Debug, Clone)]
+pub enum Types {
+    One(u32),
+    Each(Vec<u32>),
+}
+
+/// The arguments of a collective call, as the C layer passes them (buffers may be
+/// [`IN_PLACE`]; arguments that are not significant at a process are ignored there).
+#[derive(Debug, Clone)]
+pub enum Args {
+    Barrier,
+    Bcast {
+        buf: *mut u8,
+        count: i64,
+        dt: u32,
+        root: i32,
+    },
+    Reduce {
+        sbuf: *const u8,
+        rbuf: *mut u8,
+        count: i64,
+        dt: u32,
+        op: u32,
+        root: i32,
+    },
+    Allreduce {
+        sbuf: *const u8,
+        rbuf: *mut u8,
+        count: i64,
+        dt: u32,
+        op: u32,
+    },
+    /// MPI_Reduce_scatter_block (`Counts::Uniform`) and MPI_Reduce_scatter.
+    ReduceScatter {
+        sbuf: *const u8,
+        rbuf: *mut u8,
+        counts: Counts,
+        dt: u32,
+        op: u32,
+    },
+    Scan {
+        sbuf: *const u8,
+        rbuf: *mut u8,
+        count: i64,
+        dt: u32,
+        op: u32,
+        exclusive: bool,
+    },
+    Gather {
+        sbuf: *const u8,
+        scount: i64,
+        sdt: u32,
+        rbuf: *mut u8,
+        rcounts: Counts,
+        rdt: u32,
+        root: i32,
+    },
+    Scatter {
+        sbuf: *const u8,
+        scounts: Counts,
+        sdt: u32,
+        rbuf: *mut u8,
+        rcount: i64,
+        rdt: u32,
+        root: i32,
+    },
+    Allgather {
+        sbuf: *const u8,
+        scount: i64,
+        sdt: u32,
+        rbuf: *mut u8,
+        rcounts: Counts,
+        rdt: u32,
+    },
+    Alltoall {
+        sbuf: *const u8,
+        scounts: Counts,
+        sdt: Types,
+        rbuf: *mut u8,
+        rcounts: Counts,
+        rdt: Types,
+    },
+    NeighborAllgather {
+        sbuf: *const u8,
+        scount: i64,
+        sdt: u32,
+        rbuf: *mut u8,
+        rcounts: Counts,
+        rdt: u32,
+    },
+    NeighborAlltoall {
+        sbuf: *const u8,
+        scounts: Counts,
+        sdt: Types,
+        rbuf: *mut u8,
+        rcounts: Counts,
+        rdt: Types,
+    },
+}
+
+// SAFETY: the raw pointers are the caller's buffers, used under MPI's rules.
+unsafe impl Send for Args {}
+
+fn count_of(c: i64, what: &str) -> Result<usize> {
+    if c < 0 {
+        return err!(Count, "negative {what} {c}");
+    }
+    Ok(c as usize)
+}
+
+impl Engine {
+    fn coll_dtype(&self, id: u32) -> Result<Arc<Datatype>> {
+        let d = self.dtype(id)?;
+        if !d.committed {
+            return err!(
+                Type,
+                "datatype {} has not been committed (call MPI_Type_commit)",
+                if d.name.is_empty() {
+                    "(derived)"
+                } else {
+                    &d.name
+                }
+            );
+        }
+        Ok(d.clone())
+    }
+
+    fn coll_op(&self, id: u32) -> Result<Op> {
+        match self.coll.ops.get(id as usize) {
+            Some(Some(o)) => Ok(*o),
+            _ => err!(Op, "invalid reduction operation (MPI_OP_NULL or freed)"),
+        }
+    }
+
+    fn coll_reducer(&self, op: u32, dt: u32) -> Result<Reducer> {
+        let o = self.coll_op(op)?;
+        self.coll_dtype(dt)?;
+        Reducer::new(o, dt, &self.dtypes)
+    }
+}
+
+fn check_buf(p: *const u8, count: usize, dt: &Datatype, what: &str) -> Result<()> {
+    if count > 0 && dt.size > 0 && p.is_null() && dt.predefined && dt.true_lb >= 0 {
+        return err!(
+            Buffer,
+            "null {what} for {count} elements of {}",
+            if dt.name.is_empty() {
+                "a type"
+            } else {
+                &dt.name
+            }
+        );
+    }
+    Ok(())
+}
+
+fn check_root(root: i32, n: usize) -> Result<usize> {
+    if root < 0 || root as usize >= n {
+        return err!(
+            Root,
+            "root {root} is out of range for a communicator of size {n}"
+        );
+    }
+    Ok(root as usize)
+}
+
+fn no_alias(sbuf: *const u8, rbuf: *const u8, bytes: usize) -> Result<()> {
+    if bytes > 0 && sbuf == rbuf && !sbuf.is_null() {
+        return err!(
+            Buffer,
+            "the send and receive buffers are the same (use MPI_IN_PLACE)"
+        );
+    }
+    Ok(())
+}
+
+/// Blocks of a buffer, one per process, checked.
+fn blocks(
+    e: &Engine,
+    buf: *const u8,
+    counts: &Counts,
+    types: &Types,
+    n: usize,
+    what: &str,
+) -> Result<Vec<Blk>> {
+    match (counts, types) {
+        (Counts::Uniform(c), Types::One(t)) => {
+            let c = count_of(*c, what)?;
+            let dt = e.coll_dtype(*t)?;
+            check_buf(buf, c, &dt, what)?;
+            Ok(gather::uniform(buf, c, &dt, n))
+        }
+        (Counts::Varied { counts, displs }, types) => {
+            if counts.len() < n || displs.len() < n {
+                return err!(Arg, "{what}: {} counts for {n} processes", counts.len());
+            }
+            let mut v = Vec::with_capacity(n);
+            for i in 0..n {
+                let c = count_of(counts[i], what)?;
+                let (dt, off) = match types {
+                    Types::One(t) => {
+                        let dt = e.coll_dtype(*t)?;
+                        let off = displs[i].wrapping_mul(dt.extent());
+                        (dt, off)
+                    }
+                    Types::Each(ts) => {
+                        let t = *ts
+                            .get(i)
+                            .ok_or_else(|| crate::mpi_error!(Arg, "{what}: missing datatype"))?;
+                        (e.coll_dtype(t)?, displs[i])
+                    }
+                };
+                check_buf(buf, c, &dt, what)?;
+                v.push(Blk::new(buf.wrapping_offset(off), c, &dt));
+            }
+            Ok(v)
+        }
+        (Counts::Uniform(_), Types::Each(_)) => err!(Intern, "uniform counts with w types"),
+    }
+}
+
+fn avg_bytes(b: &[Blk]) -> usize {
+    if b.is_empty() {
+        0
+    } else {
+        b.iter().map(|x| x.bytes()).sum::<usize>() / b.len()
+    }
+}
+
+fn all_equal(b: &[Blk]) -> Option<usize> {
+    let first = b.first()?.bytes();
+    b.iter().all(|x| x.bytes() == first).then_some(first)
+}
+
+/// Check a call's arguments, choose the algorithm and compile the schedule.
+///
+/// # Safety
+/// The buffers follow MPI's rules for the collective.
+unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
+    if e.comm(comm)?.is_inter() {
+        return inter::build(e, comm, a);
+    }
+    let views = e.coll_views(comm)?;
+    let t = &views.local;
+    let n = t.size();
+    let me = t.me;
+    let (ctx, rank) = {
+        let c = e.comm(comm)?;
+        (c.coll_ctx(), c.rank)
+    };
+    // Every check happens before the tag is taken: a call that fails on every process leaves
+    // the sequence in step.
+    macro_rules! sched {
+        () => {{
+            let tag = e.coll_tag(comm);
+            Sched::new(comm, ctx, rank, tag)
+        }};
+    }
+    let multi = views.nodes.count() > 1;
+    match a {
+        Args::Barrier => {
+            let mut s = sched!();
+            let (alg, auto) = e.coll_choose(Coll::Barrier, n, 0);
+            match alg {
+                _ if multi && (alg == "two_level" || auto) => {
+                    bcast::barrier_two_level(&mut s, t, &views.nodes)
+                }
+                "linear" => bcast::barrier_linear(&mut s, t),
+                _ => bcast::barrier_dissemination(&mut s, t),
+            }
+            Ok(s)
+        }
+        Args::Bcast {
+            buf,
+            count,
+            dt,
+            root,
+        } => {
+            let count = count_of(*count, "count")?;
+            let d = e.coll_dtype(*dt)?;
+            let root = check_root(*root, n)?;
+            check_buf(*buf, count, &d, "buffer")?;
+            let mut s = sched!();
+            let bytes = count * d.size;
+            if n == 1 || bytes == 0 {
+                return Ok(s);
+            }
+            let (alg, auto) = e.coll_choose(Coll::Bcast, n, bytes);
+            let seg = e.cfg.coll_segment as usize;
+            bcast_body(
+                &mut s,
+                t,
+                &views.nodes,
+                *buf,
+                count,
+                &d,
+                root,
+                alg,
+                auto,
+                seg,
+            );
+            Ok(s)
+        }
+        Args::Reduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+            root,
+        } => {
+            let count = count_of(*count, "count")?;
+            let red = e.coll_reducer(*op, *dt)?;
+            let root = check_root(*root, n)?;
+            let d = red.dt.clone();
+            let mut sbuf = *sbuf;
+            if in_place(sbuf) {
+                if me != root {
+                    return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
+                }
+                sbuf = *rbuf;
+            } else if me == root {
+                no_alias(sbuf, *rbuf, count * d.size)?;
+            }
+            check_buf(sbuf, count, &d, "send buffer")?;
+            if me == root {
+                check_buf(*rbuf, count, &d, "receive buffer")?;
+            }
+            let mut s = sched!();
+            let commutative = red.commutative();
+            s.red = Some(red);
+            let (alg, auto) = e.coll_choose(Coll::Reduce, n, count * d.size);
+            match alg {
+                _ if multi && commutative && (alg == "two_level" || auto) => {
+                    reduce::reduce_two_level(&mut s, t, &views.nodes, sbuf, *rbuf, count, root)
+                }
+                "linear" => reduce::reduce_linear(&mut s, t, sbuf, *rbuf, count, root),
+                _ => reduce::reduce_binomial(&mut s, t, sbuf, *rbuf, count, root),
+            }
+            Ok(s)
+        }
+        Args::Allreduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+        } => {
+            let count = count_of(*count, "count")?;
+            let red = e.coll_reducer(*op, *dt)?;
+            let d = red.dt.clone();
+            let sbuf = if in_place(*sbuf) {
+                *rbuf as *const u8
+            } else {
+                no_alias(*sbuf, *rbuf, count * d.size)?;
+                *sbuf
+            };
+            check_buf(sbuf, count, &d, "send buffer")?;
+            check_buf(*rbuf, count, &d, "receive buffer")?;
+            let mut s = sched!();
+            let commutative = red.commutative();
+            s.red = Some(red);
+            let bytes = count * d.size;
+            let (alg, auto) = e.coll_choose(Coll::Allreduce, n, bytes);
+            allreduce_body(
+                &mut s,
+                t,
+                &views.nodes,
+                sbuf,
+                *rbuf,
+                count,
+                alg,
+                auto,
+                commutative,
+                bytes,
+            );
+            Ok(s)
+        }
+        Args::ReduceScatter {
+            sbuf,
+            rbuf,
+            counts,
+            dt,
+            op,
+        } => {
+            let red = e.coll_reducer(*op, *dt)?;
+            let d = red.dt.clone();
+            let counts: Vec<usize> = match counts {
+                Counts::Uniform(c) => vec![count_of(*c, "recvcount")?; n],
+                Counts::Varied { counts, .. } => {
+                    if counts.len() < n {
+                        return err!(
+                            Arg,
+                            "recvcounts: {} entries for {n} processes",
+                            counts.len()
+                        );
+                    }
+                    counts[..n]
+                        .iter()
+                        .map(|c| count_of(*c, "recvcount"))
+                        .collect::<Result<_>>()?
+                }
+            };
+            let total: usize = counts.iter().sum();
+            let ip = in_place(*sbuf);
+            let input = if ip { *rbuf as *const u8 } else { *sbuf };
+            if !ip {
+                no_alias(*sbuf, *rbuf, total * d.size)?;
+            }
+            check_buf(input, total, &d, "send buffer")?;
+            check_buf(*rbuf, counts[me], &d, "receive buffer")?;
+            let mut s = sched!();
+            let commutative = red.commutative();
+            s.red = Some(red);
+            let (alg, _) = e.coll_choose(Coll::ReduceScatter, n, total * d.size);
+            if alg == "ring" && commutative && n > 1 {
+                let input = if ip {
+                    let tmp = s.tmp(total);
+                    s.copy_red(input, tmp, total);
+                    tmp as *const u8
+                } else {
+                    input
+                };
+                reduce::reduce_scatter_ring(&mut s, t, input, *rbuf, &counts);
+            } else {
+                reduce::reduce_scatter_via_reduce(&mut s, t, input, *rbuf, &counts);
+            }
+            Ok(s)
+        }
+        Args::Scan {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+            exclusive,
+        } => {
+            let count = count_of(*count, "count")?;
+            let red = e.coll_reducer(*op, *dt)?;
+            let d = red.dt.clone();
+            let sbuf = if in_place(*sbuf) {
+                *rbuf as *const u8
+            } else {
+                no_alias(*sbuf, *rbuf, count * d.size)?;
+                *sbuf
+            };
+            check_buf(sbuf, count, &d, "send buffer")?;
+            check_buf(*rbuf, count, &d, "receive buffer")?;
+            let mut s = sched!();
+            s.red = Some(red);
+            let (alg, _) = e.coll_choose(Coll::Scan, n, count * d.size);
+            match (alg, exclusive) {
+                ("linear", x) => reduce::scan_linear(&mut s, t, sbuf, *rbuf, count, *x),
+                (_, false) => reduce::scan_recursive_doubling(&mut s, t, sbuf, *rbuf, count),
+                (_, true) => reduce::exscan_recursive_doubling(&mut s, t, sbuf, *rbuf, count),
+            }
+            Ok(s)
+        }
+        Args::Gather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+            root,
+        } => {
+            let root = check_root(*root, n)?;
+            let ip = in_place(*sbuf);
+            if ip && me != root {
+                return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
+            }
+            let own = if ip {
+                None
+            } else {
+                let c = count_of(*scount, "sendcount")?;
+                let d = e.coll_dtype(*sdt)?;
+                check_buf(*sbuf, c, &d, "send buffer")?;
+                Some(Blk::new(*sbuf, c, &d))
+            };
+            let recv = if me == root {
+                let r = blocks(e, *rbuf, rcounts, &Types::One(*rdt), n, "receive buffer")?;
+                if let Some(o) = &own {
+                    no_alias(o.ptr, *rbuf, o.bytes())?;
+                }
+                r
+            } else {
+                Vec::new()
+            };
+            let blk = match &own {
+                Some(o) if me != root => Some(o.bytes()),
+                _ => all_equal(&recv),
+            };
+            let mut s = sched!();
+            let bytes = blk.unwrap_or_else(|| avg_bytes(&recv));
+            let (alg, _) = e.coll_choose(Coll::Gather, n, bytes);
+            let uniform = matches!(rcounts, Counts::Uniform(_));
+            match (alg, blk) {
+                ("binomial", Some(b)) if uniform && n > 1 => {
+                    gather::gather_binomial(&mut s, t, own.as_ref(), &recv, b, root)
+                }
+                _ => gather::gather_linear(&mut s, t, own.as_ref(), &recv, root),
+            }
+            Ok(s)
+        }
+        Args::Scatter {
+            sbuf,
+            scounts,
+            sdt,
+            rbuf,
+            rcount,
+            rdt,
+            root,
+        } => {
+            let root = check_root(*root, n)?;
+            let ip = in_place(*rbuf);
+            if ip && me != root {
+                return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
+            }
+            let own = if ip {
+                None
+            } else {
+                let c = count_of(*rcount, "recvcount")?;
+                let d = e.coll_dtype(*rdt)?;
+                check_buf(*rbuf, c, &d, "receive buffer")?;
+                Some(Blk::new(*rbuf, c, &d))
+            };
+            let send = if me == root {
+                let b = blocks(e, *sbuf, scounts, &Types::One(*sdt), n, "send buffer")?;
+                if let Some(o) = &own {
+                    no_alias(*sbuf, o.ptr, o.bytes())?;
+                }
+                b
+            } else {
+                Vec::new()
+            };
+            let blk = match &own {
+                Some(o) if me != root => Some(o.bytes()),
+                _ => all_equal(&send),
+            };
+            let mut s = sched!();
+            let bytes = blk.unwrap_or_else(|| avg_bytes(&send));
+            let (alg, _) = e.coll_choose(Coll::Scatter, n, bytes);
+            let uniform = matches!(scounts, Counts::Uniform(_));
+            match (alg, blk) {
+                ("binomial", Some(b)) if uniform && n > 1 => {
+                    gather::scatter_binomial(&mut s, t, &send, own.as_ref(), b, root)
+                }
+                _ => gather::scatter_linear(&mut s, t, &send, own.as_ref(), root),
+            }
+            Ok(s)
+        }
+        Args::Allgather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+        } => {
+            let recv = blocks(e, *rbuf, rcounts, &Types::One(*rdt), n, "receive buffer")?;
+            let own = if in_place(*sbuf) {
+                None
+            } else {
+                let c = count_of(*scount, "sendcount")?;
+                let d = e.coll_dtype(*sdt)?;
+                check_buf(*sbuf, c, &d, "send buffer")?;
+                no_alias(*sbuf, *rbuf, c * d.size)?;
+                Some(Blk::new(*sbuf, c, &d))
+            };
+            let mut s = sched!();
+            let (alg, _) = e.coll_choose(Coll::Allgather, n, avg_bytes(&recv));
+            let uniform = match rcounts {
+                Counts::Uniform(c) => Some((*c as usize, e.coll_dtype(*rdt)?)),
+                _ => None,
+            };
+            match (alg, uniform) {
+                ("recursive_doubling", Some((c, d))) if n.is_power_of_two() => {
+                    gather::allgather_recursive_doubling(&mut s, t, own.as_ref(), *rbuf, c, &d)
+                }
+                ("bruck", Some((c, d))) => {
+                    gather::allgather_bruck(&mut s, t, own.as_ref(), *rbuf, c, &d)
+                }
+                ("linear", _) => gather::allgather_linear(&mut s, t, own.as_ref(), &recv),
+                _ => gather::allgather_ring(&mut s, t, own.as_ref(), &recv),
+            }
+            Ok(s)
+        }
+        Args::Alltoall {
+            sbuf,
+            scounts,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+        } => {
+            let recv = blocks(e, *rbuf, rcounts, rdt, n, "receive buffer")?;
+            let ip = in_place(*sbuf);
+            let send = if ip {
+                Vec::new()
+            } else {
+                let b = blocks(e, *sbuf, scounts, sdt, n, "send buffer")?;
+                let sb: usize = b.iter().map(|x| x.bytes()).sum();
+                no_alias(*sbuf, *rbuf, sb)?;
+                b
+            };
+            let mut s = sched!();
+            let bytes = avg_bytes(&recv);
+            let (alg, _) = e.coll_choose(Coll::Alltoall, n, bytes);
+            let equal = all_equal(&recv).filter(|_| ip || all_equal(&send).is_some());
+            match (alg, equal) {
+                ("bruck", Some(b)) if n > 1 => {
+                    let send = if ip { &recv } else { &send };
+                    gather::alltoall_bruck(&mut s, t, send, &recv, b)
+                }
+                _ => {
+                    let send = if ip {
+                        gather::in_place_sends(&mut s, &recv, me)
+                    } else {
+                        send
+                    };
+                    if alg == "pairwise" {
+                        gather::alltoall_pairwise(&mut s, t, &send, &recv, ip)
+                    } else {
+                        gather::alltoall_linear(&mut s, t, &send, &recv, ip)
+                    }
+                }
+            }
+            Ok(s)
+        }
+        Args::NeighborAllgather { .. } | Args::NeighborAlltoall { .. } => {
+            inter::build_neighbor(e, comm, a, views.clone())
+        }
+    }
+}
+
+/// The broadcast algorithms, shared by the intracommunicator and intercommunicator forms.
+#[allow(clippy::too_many_arguments)]
+fn bcast_body(
+    s: &mut Sched,
+    t: &Team,
+    nodes: &Nodes,
+    buf: *mut u8,
+    count: usize,
+    d: &Arc<Datatype>,
+    root: usize,
+    alg: &str,
+    auto: bool,
+    seg: usize,
+) {
+    let multi = nodes.count() > 1 && t.bit == 0;
+    if multi && (alg == "two_level" || auto) {
+        return bcast::bcast_two_level(s, t, nodes, buf, count, d, root);
+    }
+    match alg {
+        "scatter_allgather" | "chain" => {
+            // Pieces are cut in bytes, so that processes with different (count, type) pairs
+            // of the same signature agree; non-contiguous data travels packed.
+            let bytes = count * d.size;
+            let byte = byte_type();
+            let (p, packed) = if d.contig {
+                (buf, false)
+            } else {
+                let tmp = s.alloc(bytes);
+                if t.me == root {
+                    s.copy(buf, count, d, tmp, bytes, &byte);
+                }
+                (tmp, true)
+            };
+            if alg == "chain" {
+                bcast::bcast_chain(s, t, p, bytes, &byte, root, seg);
+            } else {
+                bcast::bcast_scatter_allgather(s, t, p, bytes, &byte, root);
+            }
+            if packed && t.me != root {
+                s.copy(p, bytes, &byte, buf, count, d);
+            }
+        }
+        "linear" => bcast::bcast_linear(s, t, buf, count, d, root),
+        _ => bcast::bcast_binomial(s, t, buf, count, d, root),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn allreduce_body(
+    s: &mut Sched,
+    t: &Team,
+    nodes: &Nodes,
+    sbuf: *const u8,
+    rbuf: *mut u8,
+    count: usize,
+    alg: &str,
+    auto: bool,
+    commutative: bool,
+    bytes: usize,
+) {
+    let multi = nodes.count() > 1 && t.bit == 0;
+    if multi && commutative && (alg == "two_level" || auto) {
+        return reduce::allreduce_two_level(s, t, nodes, sbuf, rbuf, count, bytes > 4096);
+    }
+    match alg {
+        "rabenseifner" if commutative => reduce::allreduce_rabenseifner(s, t, sbuf, rbuf, count),
+        "ring" if commutative => reduce::allreduce_ring(s, t, sbuf, rbuf, count),
+        "reduce_bcast" => reduce::allreduce_reduce_bcast(s, t, sbuf, rbuf, count),
+        "allgather_reduce" => reduce::allreduce_allgather(s, t, sbuf, rbuf, count),
+        _ => reduce::allreduce_recursive_doubling(s, t, sbuf, rbuf, count),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry points
+
+/// A blocking collective.
+///
+/// # Safety
+/// The buffers follow MPI's rules for the collective.
+pub unsafe fn blocking(comm: u32, a: &Args) -> Result<()> {
+    if let Some(r) = fast::try_blocking(comm, a) {
+        return r;
+    }
+    let mut s = with(|e| build(e, comm, a))??;
+    sched::run(&mut s)
+}
+
+/// A nonblocking collective: its request slot.
+///
+/// # Safety
+/// The buffers follow MPI's rules and stay valid until the request completes.
+pub unsafe fn start(comm: u32, a: &Args) -> Result<u32> {
+    with(|e| {
+        let s = build(e, comm, a)?;
+        Ok(e.coll_register(comm, s, false))
+    })?
+}
+
+/// A persistent collective (MPI_X_init): an inactive request that MPI_Start runs.
+///
+/// # Safety
+/// The buffers follow MPI's rules and stay valid until the request is freed.
+pub unsafe fn init(comm: u32, a: &Args) -> Result<u32> {
+    with(|e| {
+        let s = build(e, comm, a)?;
+        Ok(e.coll_register(comm, s, true))
+    })?
+}
+
+/// MPI_Barrier.
+pub fn barrier(comm: u32) -> Result<()> {
+    // SAFETY: a barrier has no buffers.
+    unsafe { blocking(comm, &Args::Barrier) }
+}
+
+/// MPI_Bcast.
+///
+/// # Safety
+/// `buf` holds `count` elements of the datatype.
+pub unsafe fn bcast(buf: *mut u8, count: i64, dt: u32, root: i32, comm: u32) -> Result<()> {
+    blocking(
+        comm,
+        &Args::Bcast {
+            buf,
+            count,
+            dt,
+            root,
+        },
+    )
+}
+
+/// MPI_Allreduce.
+///
+/// # Safety
+/// The buffers hold `count` elements of the datatype.
+pub unsafe fn allreduce(
+    sbuf: *const u8,
+    rbuf: *mut u8,
+    count: i64,
+    dt: u32,
+    op: u32,
+    comm: u32,
+) -> Result<()> {
+    blocking(
+        comm,
+        &Args::Allreduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+        },
+    )
+}
+
+/// MPI_Reduce_local: `inout = in op inout`.
+///
+/// # Safety
+/// Both buffers hold `count` elements of the datatype.
+pub unsafe fn reduce_local(
+    inbuf: *const u8,
+    inout: *mut u8,
+    count: i64,
+    dt: u32,
+    op: u32,
+) -> Result<()> {
+    let count = count_of(count, "count")?;
+    let red = with(|e| e.coll_reducer(op, dt))??;
+    check_buf(inbuf, count, &red.dt, "input buffer")?;
+    check_buf(inout, count, &red.dt, "inout buffer")?;
+    if count == 0 {
+        return Ok(());
+    }
+    if red.is_user() {
+        // Outside the engine: the function may call MPI.
+        red.call_user(inbuf, inout, count);
+    } else {
+        red.apply(inbuf, inout, inout, count);
+    }
+    Ok(())
+}
+
+/// MPI_Op_create / MPI_Op_create_c: the new operation's engine id.
+pub fn op_create(func: usize, big: bool, commute: bool) -> Result<u32> {
+    with(|e| {
+        let o = Some(Op::User { func, big, commute });
+        let ops = &mut e.coll.ops;
+        match ops
+            .iter()
+            .skip(op::NPREDEFINED as usize)
+            .position(|x| x.is_none())
+        {
+            Some(i) => {
+                let id = i + op::NPREDEFINED as usize;
+                ops[id] = o;
+                id as u32
+            }
+            None => {
+                ops.push(o);
+                (ops.len() - 1) as u32
+            }
+        }
+    })
+}
+
+/// MPI_Op_free.
+pub fn op_free(id: u32) -> Result<()> {
+    with(|e| {
+        if id < op::NPREDEFINED {
+            return err!(Op, "predefined operations cannot be freed");
+        }
+        match e.coll.ops.get_mut(id as usize) {
+            Some(o @ Some(_)) => {
+                *o = None;
+                Ok(())
+            }
+            _ => err!(Op, "invalid reduction operation (MPI_OP_NULL or freed)"),
+        }
+    })?
+}
+
+/// MPI_Op_commutative.
+pub fn op_commutative(id: u32) -> Result<bool> {
+    with(|e| e.coll_op(id).map(|o| o.commutative()))?
+}
+
+/// What the C layer needs to know to read a collective's array arguments: our rank, the size
+/// of the local group, and of the remote group for an intercommunicator.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub rank: usize,
+    pub size: usize,
+    pub remote: Option<usize>,
+}
+
+/// In- and out-degree of a communicator's process topology (neighbourhood collectives).
+pub fn neighbor_degrees(comm: u32) -> Result<(usize, usize)> {
+    with(|e| inter::neighbors(e, comm).map(|(s, d)| (s.len(), d.len())))?
+}
+
+pub fn shape(comm: u32) -> Result<Shape> {
+    with(|e| {
+        let c = e.comm(comm)?;
+        Ok(Shape {
+            rank: c.rank as usize,
+            size: c.size(),
+            remote: c.remote.as_ref().map(|r| r.len()),
+        })
+    })?
+}

@@ -1,0 +1,629 @@
+//! Compiled collective schedules.
+//!
+//! Every collective algorithm is written once, as a builder that emits a [`Sched`]: rounds of
+//! local steps (typed copies, reductions) followed by sends and receives. A round's local steps
+//! run first, in order; then its sends and receives are posted together; the next round starts
+//! when all of them have completed. A blocking collective runs its schedule to the end
+//! ([`run`]); a nonblocking one is advanced by every progress pass of the engine and completes
+//! an ordinary request; a persistent one keeps its schedule and replays it at each start.
+//!
+//! Invariants:
+//! - Messages travel in the communicator's collective context (`ctx + 1`) with the tag of the
+//!   collective instance (see `mod.rs`), so concurrent collectives never match each other's
+//!   messages; within one instance, messages between two processes match in the order they
+//!   were posted (MPI's non-overtaking rule), which the round structure makes deterministic.
+//! - User reduction functions never run while the engine is borrowed: [`Sched::advance`] stops
+//!   at such a step and returns [`Adv::User`]; the caller runs it outside `with` and calls
+//!   [`Sched::user_done`].
+//! - Buffers are raw pointers: the user's (valid until the operation completes, MPI's rule) or
+//!   scratch owned by the schedule (boxed, so moving the schedule does not move them).
+
+use std::sync::Arc;
+
+use crate::error::{MpiError, Result};
+use crate::mpi::coll::op::{copy_typed, Reducer};
+use crate::mpi::datatype::Datatype;
+use crate::mpi::request::{Kind, Packed, Request};
+use crate::proto::frame::Envelope;
+use crate::runtime::global::{self, with};
+use crate::runtime::Engine;
+use crate::transport::Gpid;
+
+/// The processes an algorithm runs over, in its own numbering: member `i` is a process and
+/// the rank it puts in the envelopes it sends (its rank in its own group).
+#[derive(Debug, Clone, Default)]
+pub struct Team {
+    pub members: Vec<(Gpid, i32)>,
+    /// Our index, or usize::MAX when we only talk to the team (the remote group).
+    pub me: usize,
+    /// Tag bit of this team's traffic (the local group of an intercommunicator).
+    pub bit: i32,
+}
+
+impl Team {
+    #[inline]
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+}
+
+#[derive(Debug)]
+enum Step {
+    Send {
+        peer: Gpid,
+        env: Envelope,
+        buf: *const u8,
+        count: usize,
+        dt: Arc<Datatype>,
+    },
+    Recv {
+        spec: Envelope,
+        buf: *mut u8,
+        count: usize,
+        dt: Arc<Datatype>,
+    },
+    /// Typed copy from (scount, sdt) to (rcount, rdt).
+    Copy {
+        src: *const u8,
+        scount: usize,
+        sdt: Arc<Datatype>,
+        dst: *mut u8,
+        rcount: usize,
+        rdt: Arc<Datatype>,
+    },
+    /// `d = a op b`, predefined operation.
+    Reduce {
+        a: *const u8,
+        b: *const u8,
+        d: *mut u8,
+        count: usize,
+    },
+    /// `b = a op b` with the user's function.
+    UserReduce {
+        a: *const u8,
+        b: *mut u8,
+        count: usize,
+    },
+}
+
+impl Step {
+    fn is_local(&self) -> bool {
+        !matches!(self, Step::Send { .. } | Step::Recv { .. })
+    }
+}
+
+/// What [`Sched::advance`] left to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adv {
+    Done,
+    /// Waiting for messages.
+    Pending,
+    /// The next step is a user reduction: run [`Sched::run_user`] outside the engine, then
+    /// [`Sched::user_done`].
+    User,
+}
+
+/// A user reduction to run outside the engine: `b = a op b`.
+#[derive(Debug, Clone)]
+pub struct UserStep {
+    pub red: Reducer,
+    pub a: *const u8,
+    pub b: *mut u8,
+    pub count: usize,
+}
+
+/// A compiled collective.
+#[derive(Debug)]
+pub struct Sched {
+    steps: Vec<Step>,
+    /// Index of the first step of each round.
+    rounds: Vec<usize>,
+    /// The last round already has sends or receives (a local step now opens a new round).
+    open_comm: bool,
+    scratch: Vec<Box<[u128]>>,
+    pub red: Option<Reducer>,
+    /// Engine id of the communicator (requests report errors on it).
+    pub comm: u32,
+    pub ctx: u32,
+    /// Our rank in our group: the source of every message we send.
+    pub src: i32,
+    pub tag: i32,
+    // Execution state.
+    round: usize,
+    pc: usize,
+    posted: bool,
+    waiting: Vec<u32>,
+    err: Option<MpiError>,
+}
+
+// SAFETY: a schedule's raw pointers refer to buffers that MPI's rules keep valid until the
+// operation completes, and to its own scratch; under MPI_THREAD_MULTIPLE it is only touched
+// with the engine lock held.
+unsafe impl Send for Sched {}
+
+impl Sched {
+    pub fn new(comm: u32, ctx: u32, src: i32, tag: i32) -> Sched {
+        Sched {
+            steps: Vec::new(),
+            rounds: vec![0],
+            open_comm: false,
+            scratch: Vec::new(),
+            red: None,
+            comm,
+            ctx,
+            src,
+            tag,
+            round: 0,
+            pc: 0,
+            posted: false,
+            waiting: Vec::new(),
+            err: None,
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Building
+
+    /// End the current round: later steps wait for its messages.
+    pub fn fence(&mut self) {
+        if self.rounds.last() != Some(&self.steps.len()) {
+            self.rounds.push(self.steps.len());
+        }
+        self.open_comm = false;
+    }
+
+    fn push_local(&mut self, s: Step) {
+        if self.open_comm {
+            self.fence();
+        }
+        self.steps.push(s);
+    }
+
+    fn push_comm(&mut self, s: Step) {
+        self.open_comm = true;
+        self.steps.push(s);
+    }
+
+    /// Send `count` elements at `buf` to member `to` of `team`.
+    pub fn send(
+        &mut self,
+        team: &Team,
+        to: usize,
+        buf: *const u8,
+        count: usize,
+        dt: &Arc<Datatype>,
+    ) {
+        let (peer, _) = team.members[to];
+        self.push_comm(Step::Send {
+            peer,
+            env: Envelope {
+                ctx: self.ctx,
+                src: self.src,
+                tag: self.tag | team.bit,
+            },
+            buf,
+            count,
+            dt: dt.clone(),
+        });
+    }
+
+    /// Receive `count` elements into `buf` from member `from` of `team`.
+    pub fn recv(
+        &mut self,
+        team: &Team,
+        from: usize,
+        buf: *mut u8,
+        count: usize,
+        dt: &Arc<Datatype>,
+    ) {
+        let (_, src) = team.members[from];
+        self.push_comm(Step::Recv {
+            spec: Envelope {
+                ctx: self.ctx,
+                src,
+                tag: self.tag | team.bit,
+            },
+            buf,
+            count,
+            dt: dt.clone(),
+        });
+    }
+
+    /// Typed copy (the type signatures must agree; a longer source is a truncation error).
+    pub fn copy(
+        &mut self,
+        src: *const u8,
+        scount: usize,
+        sdt: &Arc<Datatype>,
+        dst: *mut u8,
+        rcount: usize,
+        rdt: &Arc<Datatype>,
+    ) {
+        if std::ptr::eq(src, dst) && Arc::ptr_eq(sdt, rdt) && scount == rcount {
+            return;
+        }
+        self.push_local(Step::Copy {
+            src,
+            scount,
+            sdt: sdt.clone(),
+            dst,
+            rcount,
+            rdt: rdt.clone(),
+        });
+    }
+
+    /// Copy `count` elements of the reduction's datatype.
+    pub fn copy_red(&mut self, src: *const u8, dst: *mut u8, count: usize) {
+        let dt = self.red.as_ref().expect("reduction schedule").dt.clone();
+        self.copy(src, count, &dt, dst, count, &dt);
+    }
+
+    /// `d = a op b` over `count` elements of the reduction's datatype (`a` holds the lower
+    /// ranks' contributions). `d` may be `a` or `b`; for a user operation, a `d` equal to `a`
+    /// goes through scratch.
+    pub fn reduce(&mut self, a: *const u8, b: *const u8, d: *mut u8, count: usize) {
+        let red = self.red.as_ref().expect("reduction schedule");
+        if !red.is_user() {
+            self.push_local(Step::Reduce { a, b, d, count });
+            return;
+        }
+        if std::ptr::eq(d, b) {
+            self.push_local(Step::UserReduce { a, b: d, count });
+        } else if std::ptr::eq(d, a) {
+            let t = self.tmp(count);
+            self.copy_red(b, t, count);
+            self.push_local(Step::UserReduce { a, b: t, count });
+            self.copy_red(t, d, count);
+        } else {
+            self.copy_red(b, d, count);
+            self.push_local(Step::UserReduce { a, b: d, count });
+        }
+    }
+
+    /// Scratch memory of `bytes` bytes, 16-byte aligned, owned by the schedule.
+    pub fn alloc(&mut self, bytes: usize) -> *mut u8 {
+        let words = bytes.div_ceil(16).max(1);
+        let mut b = vec![0u128; words].into_boxed_slice();
+        let p = b.as_mut_ptr() as *mut u8;
+        self.scratch.push(b);
+        p
+    }
+
+    /// Scratch for `count` elements of `dt`, returned as the address of element 0 (which may
+    /// lie before the allocation when the type's true lower bound is positive, or after it
+    /// when negative: the type map itself is always inside).
+    pub fn tmp_of(&mut self, count: usize, dt: &Datatype) -> *mut u8 {
+        if count == 0 {
+            return self.alloc(0);
+        }
+        let last = (count as isize - 1) * dt.extent();
+        let lo = dt.true_lb + last.min(0);
+        let hi = dt.true_ub + last.max(0);
+        let base = self.alloc((hi - lo).max(0) as usize);
+        base.wrapping_offset(-lo)
+    }
+
+    /// Scratch for `count` elements of the reduction's datatype.
+    pub fn tmp(&mut self, count: usize) -> *mut u8 {
+        let dt = self.red.as_ref().expect("reduction schedule").dt.clone();
+        self.tmp_of(count, &dt)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Running
+
+    /// Prepare to run again from the start (persistent collectives).
+    pub fn rewind(&mut self) {
+        self.round = 0;
+        self.pc = 0;
+        self.posted = false;
+        self.waiting.clear();
+        self.err = None;
+    }
+
+    fn round_end(&self, r: usize) -> usize {
+        self.rounds.get(r + 1).copied().unwrap_or(self.steps.len())
+    }
+
+    /// Run as far as possible without waiting.
+    pub fn advance(&mut self, e: &mut Engine) -> Adv {
+        loop {
+            if self.round >= self.rounds.len() {
+                return Adv::Done;
+            }
+            let end = self.round_end(self.round);
+            while self.pc < end && self.steps[self.pc].is_local() {
+                match &self.steps[self.pc] {
+                    Step::UserReduce { .. } => return Adv::User,
+                    step => {
+                        // SAFETY: the builder only emits copies and reductions over buffers
+                        // that hold their counts (module doc).
+                        if let Err(err) = unsafe { run_local(step, self.red.as_ref()) } {
+                            self.err.get_or_insert(err);
+                        }
+                    }
+                }
+                self.pc += 1;
+            }
+            if !self.posted {
+                self.posted = true;
+                while self.pc < end {
+                    // SAFETY: as above, for message buffers.
+                    match unsafe { post(e, self.comm, &self.steps[self.pc]) } {
+                        Ok(Some(slot)) => self.waiting.push(slot),
+                        Ok(None) => {}
+                        Err(err) => {
+                            self.err.get_or_insert(err);
+                        }
+                    }
+                    self.pc += 1;
+                }
+                if e.pml.busy() {
+                    e.pml.flush(&mut e.net);
+                }
+            }
+            let done = self
+                .waiting
+                .iter()
+                .all(|&s| e.pml.reqs.get(s).is_none_or(|r| r.complete));
+            if !done {
+                return Adv::Pending;
+            }
+            for s in self.waiting.drain(..) {
+                if let Some(r) = e.pml.release(s) {
+                    if let Some(err) = r.status.error {
+                        self.err.get_or_insert(*err);
+                    }
+                }
+            }
+            self.round += 1;
+            self.pc = end;
+            self.posted = false;
+        }
+    }
+
+    /// The user reduction [`Sched::advance`] stopped at.
+    pub fn user_step(&self) -> UserStep {
+        match &self.steps[self.pc] {
+            Step::UserReduce { a, b, count } => UserStep {
+                red: self.red.clone().expect("reduction schedule"),
+                a: *a,
+                b: *b,
+                count: *count,
+            },
+            s => unreachable!("not a user step: {s:?}"),
+        }
+    }
+
+    /// The user reduction has run.
+    pub fn user_done(&mut self) {
+        self.pc += 1;
+    }
+
+    /// The first error any step met.
+    pub fn take_error(&mut self) -> Option<MpiError> {
+        self.err.take()
+    }
+
+    /// Give back the requests of a round in flight (the schedule is abandoned).
+    pub fn abandon(&mut self, e: &mut Engine) {
+        for s in self.waiting.drain(..) {
+            if let Some(r) = e.pml.reqs.get_mut(s) {
+                if r.complete {
+                    e.pml.release(s);
+                } else {
+                    r.user_freed = true;
+                }
+            }
+        }
+    }
+}
+
+impl UserStep {
+    /// Run the user's function.
+    ///
+    /// # Safety
+    /// Outside `runtime::global::with`; the buffers are the schedule's (still alive).
+    pub unsafe fn run(&self) {
+        self.red.call_user(self.a, self.b, self.count);
+    }
+}
+
+/// Run a copy or a predefined reduction.
+unsafe fn run_local(step: &Step, red: Option<&Reducer>) -> Result<()> {
+    match step {
+        Step::Copy {
+            src,
+            scount,
+            sdt,
+            dst,
+            rcount,
+            rdt,
+        } => copy_between(*src, *scount, sdt, *dst, *rcount, rdt),
+        Step::Reduce { a, b, d, count } => {
+            red.expect("reduction schedule").apply(*a, *b, *d, *count);
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Copy (scount, sdt) at `src` into (rcount, rdt) at `dst` as a message would travel: the
+/// packed bytes of the source fill the destination's type map in order.
+///
+/// # Safety
+/// The buffers hold their counts of elements.
+pub unsafe fn copy_between(
+    src: *const u8,
+    scount: usize,
+    sdt: &Datatype,
+    dst: *mut u8,
+    rcount: usize,
+    rdt: &Datatype,
+) -> Result<()> {
+    let sbytes = sdt.size * scount;
+    let rbytes = rdt.size * rcount;
+    if sbytes > rbytes {
+        return crate::err!(
+            Truncate,
+            "{sbytes} bytes sent to a buffer of {rbytes} bytes"
+        );
+    }
+    if sbytes == 0 {
+        return Ok(());
+    }
+    if std::ptr::eq(sdt, rdt) && scount == rcount {
+        copy_typed(src, dst, scount, sdt);
+        return Ok(());
+    }
+    match (sdt.contig, rdt.contig) {
+        (true, true) => crate::mem::copy(src, dst, sbytes),
+        (true, false) => {
+            rdt.unpack(std::slice::from_raw_parts(src, sbytes), dst, rcount);
+        }
+        (false, true) => {
+            let mut v = Vec::with_capacity(sbytes);
+            sdt.pack(src, scount, &mut v);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), dst, sbytes);
+        }
+        (false, false) => {
+            let mut v = Vec::with_capacity(sbytes);
+            sdt.pack(src, scount, &mut v);
+            rdt.unpack(&v, dst, rcount);
+        }
+    }
+    Ok(())
+}
+
+/// Post a send or receive step; Some(request slot) when it is in flight.
+unsafe fn post(e: &mut Engine, comm: u32, step: &Step) -> Result<Option<u32>> {
+    match step {
+        Step::Send {
+            peer,
+            env,
+            buf,
+            count,
+            dt,
+        } => Ok(post_send(e, comm, *peer, *env, *buf, *count, dt)),
+        Step::Recv {
+            spec,
+            buf,
+            count,
+            dt,
+        } => Ok(Some(post_recv(e, comm, *spec, *buf, *count, dt))),
+        _ => Ok(None),
+    }
+}
+
+/// Start sending `count` elements of `dt` at `buf` to process `peer`; None when the message
+/// went out at once and needs no request.
+///
+/// # Safety
+/// The buffer holds the elements until the send completes.
+pub unsafe fn post_send(
+    e: &mut Engine,
+    comm: u32,
+    peer: Gpid,
+    env: Envelope,
+    buf: *const u8,
+    count: usize,
+    dt: &Arc<Datatype>,
+) -> Option<u32> {
+    let len = dt.size * count;
+    let mut r = Request::new(Kind::Send, comm);
+    if dt.contig {
+        let data = if len == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(buf, len)
+        };
+        if e.pml.try_eager(peer, env, data, &mut e.net) {
+            return None;
+        }
+        r.buf = buf as *mut u8;
+    } else {
+        let mut v = Vec::with_capacity(len);
+        dt.pack(buf, count, &mut v);
+        let mut p = Box::new(Packed {
+            data: v,
+            user_buf: buf as *mut u8,
+            count,
+            dtype: dt.clone(),
+        });
+        r.buf = p.data.as_mut_ptr();
+        r.packed = Some(p);
+    }
+    r.peer = peer;
+    r.env = env;
+    r.len = len;
+    let slot = e.pml.reqs.insert(r);
+    e.pml.start_send(slot, &mut e.net);
+    Some(slot)
+}
+
+/// Post a receive of up to `count` elements of `dt` into `buf`.
+///
+/// # Safety
+/// The buffer holds the elements until the receive completes.
+pub unsafe fn post_recv(
+    e: &mut Engine,
+    comm: u32,
+    spec: Envelope,
+    buf: *mut u8,
+    count: usize,
+    dt: &Arc<Datatype>,
+) -> u32 {
+    let len = dt.size * count;
+    let mut r = Request::new(Kind::Recv, comm);
+    r.env = spec;
+    r.len = len;
+    if dt.contig {
+        r.buf = buf;
+    } else {
+        let mut p = Box::new(Packed {
+            data: vec![0u8; len],
+            user_buf: buf,
+            count,
+            dtype: dt.clone(),
+        });
+        r.buf = p.data.as_mut_ptr();
+        r.packed = Some(p);
+    }
+    let slot = e.pml.reqs.insert(r);
+    e.pml.post_recv(slot);
+    slot
+}
+
+/// Run a schedule to completion (blocking collectives).
+pub fn run(s: &mut Sched) -> Result<()> {
+    loop {
+        let a = with(|e| match s.advance(e) {
+            Adv::Pending => {
+                e.progress();
+                s.advance(e)
+            }
+            a => a,
+        })?;
+        match a {
+            Adv::Done => break,
+            Adv::User => {
+                let u = s.user_step();
+                // SAFETY: outside the engine; the schedule (and its buffers) is alive.
+                unsafe { u.run() };
+                s.user_done();
+            }
+            Adv::Pending => {
+                super::run_deferred();
+                global::idle();
+            }
+        }
+    }
+    match s.take_error() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
