@@ -351,25 +351,42 @@ impl Engine {
             .filter(|&r| hosts[r as usize] == hostname)
             .collect();
 
-        // Shared memory among the processes of this host.
+        // Shared memory among the processes of this host. The PMI barriers are collective over
+        // the whole job, so every process takes part when any host has several processes, also
+        // one alone on its host (else 3 ranks on hosts {0,2} and {1} deadlock).
         let mut shm = None;
-        if allow_shm && local.len() > 1 {
-            let g = Geometry::new(
-                cfg.shm_fast_channels as usize,
-                cfg.shm_ring_bytes as usize,
-                cfg.shm_queue_cells as usize,
-                cfg.shm_cell_bytes as usize,
-                COOP_SLOTS,
-            );
+        let shm_anywhere = allow_shm
+            && hosts
+                .iter()
+                .enumerate()
+                .any(|(i, h)| hosts[..i].contains(h));
+        if shm_anywhere {
             let p = pmi.as_mut().expect("several local processes imply PMI");
-            let mut s = Shm::create(&jobid, me, &local, g)
-                .map_err(|e| io_err("cannot create the shared-memory segment", e))?;
+            let mut s = if local.len() > 1 {
+                let g = Geometry::new(
+                    cfg.shm_fast_channels as usize,
+                    cfg.shm_ring_bytes as usize,
+                    cfg.shm_queue_cells as usize,
+                    cfg.shm_cell_bytes as usize,
+                    COOP_SLOTS,
+                );
+                Some(
+                    Shm::create(&jobid, me, &local, g)
+                        .map_err(|e| io_err("cannot create the shared-memory segment", e))?,
+                )
+            } else {
+                None
+            };
             p.barrier().map_err(pmi_err)?;
-            s.attach(&local, size as usize)
-                .map_err(|e| io_err("cannot map a peer's shared-memory segment", e))?;
+            if let Some(s) = s.as_mut() {
+                s.attach(&local, size as usize)
+                    .map_err(|e| io_err("cannot map a peer's shared-memory segment", e))?;
+            }
             p.barrier().map_err(pmi_err)?;
-            s.unlink();
-            shm = Some(s);
+            if let Some(s) = s.as_mut() {
+                s.unlink();
+            }
+            shm = s;
         }
 
         // Routes.
