@@ -7,8 +7,9 @@ use std::process::ExitCode;
 
 use protean_capi::abi::{FUNCTIONS, MISSING, MPI_SUBVERSION, MPI_VERSION};
 use protean_capi::version::LIBRARY_VERSION;
-use protean_core::config::{Kind, PROTOCOLS, TUNABLES};
+use protean_core::config::{Config, Kind, PROTOCOLS, TUNABLES};
 use protean_core::profile::PVARS;
+use protean_core::proto::policy::Protocol;
 
 struct Query {
     flag: &'static str,
@@ -90,9 +91,30 @@ fn components(out: &mut dyn Write) -> io::Result<()> {
         out,
         "  eager-rendezvous   the first part with the request-to-send, the rest by rendezvous"
     )?;
-    writeln!(out, "policies (tunable 'protocol'):")?;
+    writeln!(
+        out,
+        "policies (tunable 'protocol', info key 'protean_protocol'; default {}):",
+        TUNABLES[Config::index_of("protocol").expect("protocol tunable")].default
+    )?;
     for p in PROTOCOLS {
-        writeln!(out, "  {p}")?;
+        let doc = match Protocol::from_name(p) {
+            Some(Protocol::Static) => "size thresholds per transport (shm_eager_max, tcp_eager_max, self_eager_max; eager_limit, eager_limit_peers override)",
+            Some(Protocol::Adaptive) => "per peer, the protocol with the lowest expected cost given how that peer's receives were posted lately (reported back on every frame) and the cost model of the route (adaptive_costs_*)",
+            Some(Protocol::Eager) => "every message eager (up to the channel's largest frame, eager-rendezvous above)",
+            Some(Protocol::Rendezvous) => "every message by rendezvous",
+            Some(Protocol::EagerRendezvous) => "every message by eager-rendezvous (prefix eager_rndv_prefix bytes)",
+            None => "",
+        };
+        writeln!(out, "  {p:<18} {doc}")?;
+    }
+    writeln!(out, "adaptive cost models (ns = fixed + per_byte * bytes):")?;
+    for (route, name) in [
+        ("shm", "adaptive_costs_shm"),
+        ("tcp", "adaptive_costs_tcp"),
+        ("self", "adaptive_costs_self"),
+    ] {
+        let i = Config::index_of(name).expect("cost tunable");
+        writeln!(out, "  {route:<6} {}", TUNABLES[i].default)?;
     }
     Ok(())
 }

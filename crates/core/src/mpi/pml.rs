@@ -26,6 +26,7 @@ use crate::transport::shm::{cma, Shm};
 use crate::transport::{FrameSink, Gpid, Sent, Token};
 
 use super::request::*;
+use crate::proto::machine::{Outcome, RecvAction, SendAction, SendEvent};
 
 /// Why a transport did not take a frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -465,7 +466,12 @@ impl Pml {
         if !p.backlog.is_empty() {
             p.backlog.push_back(slot);
             self.backlogged += 1;
-            self.reqs.get_mut(slot).expect("slot").send_state = SendState::Backlogged;
+            let _ = self
+                .reqs
+                .get_mut(slot)
+                .expect("slot")
+                .send
+                .on(SendEvent::NotNow);
             return false;
         }
         match self.emit_first(slot, io) {
@@ -473,7 +479,12 @@ impl Pml {
             Err(SendError::NotNow) => {
                 self.peers[peer as usize].backlog.push_back(slot);
                 self.backlogged += 1;
-                self.reqs.get_mut(slot).expect("slot").send_state = SendState::Backlogged;
+                let _ = self
+                    .reqs
+                    .get_mut(slot)
+                    .expect("slot")
+                    .send
+                    .on(SendEvent::NotNow);
                 false
             }
             Err(SendError::Failed(why)) => {
@@ -536,11 +547,7 @@ impl Pml {
                 if sent == Sent::Pending {
                     r.inflight += 1;
                 }
-                r.send_state = if sync {
-                    SendState::WaitAck
-                } else {
-                    SendState::Done
-                };
+                let _ = r.send.on(SendEvent::FirstSent { plan, sync });
             }
             Plan::Rendezvous | Plan::EagerRendezvous { .. } => {
                 let prefix = match plan {
@@ -604,7 +611,7 @@ impl Pml {
                     r.inflight += 1;
                 }
                 r.off = prefix;
-                r.send_state = SendState::WaitCts;
+                let _ = r.send.on(SendEvent::FirstSent { plan, sync: false });
             }
         }
         Ok(self.maybe_complete_send(slot))
@@ -614,7 +621,7 @@ impl Pml {
     #[inline]
     fn maybe_complete_send(&mut self, slot: u32) -> bool {
         let r = self.reqs.get_mut(slot).expect("slot");
-        if r.send_state == SendState::Done && r.inflight == 0 {
+        if r.send.is_done() && r.inflight == 0 {
             self.finish(slot);
             true
         } else {
@@ -643,8 +650,8 @@ impl Pml {
     fn fail(&mut self, slot: u32, e: MpiError) {
         let r = self.reqs.get_mut(slot).expect("slot");
         r.status.error = Some(Box::new(e));
-        r.send_state = SendState::Done;
-        r.recv_state = RecvState::Done;
+        let _ = r.send.on(SendEvent::Failed);
+        r.recv.fail();
         r.inflight = 0;
         self.finish(slot);
     }
@@ -731,7 +738,7 @@ impl Pml {
         let Some(r) = self.reqs.get_mut(slot) else {
             return true;
         };
-        if r.send_state != SendState::Streaming {
+        if r.send.state() != SendState::Streaming {
             return true;
         }
         let peer = r.peer;
@@ -765,7 +772,7 @@ impl Pml {
                 }
             }
         }
-        r.send_state = SendState::Done;
+        let _ = r.send.on(SendEvent::AllDataQueued);
         self.maybe_complete_send(slot);
         true
     }
@@ -828,7 +835,9 @@ impl Pml {
             return self.reqs.get(slot).is_none_or(|r| r.complete);
         }
         let r = self.reqs.get_mut(slot).expect("slot");
-        r.recv_state = RecvState::Posted;
+        if let Err(e) = r.recv.post() {
+            debug_assert!(false, "{e}");
+        }
         self.posted.push_back(Posted { spec, slot });
         false
     }
@@ -854,9 +863,10 @@ impl Pml {
     fn eager_into(&mut self, slot: u32, from: Gpid, env: Envelope, data: &[u8]) {
         let r = self.reqs.get_mut(slot).expect("recv slot");
         r.peer = from;
-        r.status = copy_eager(r.buf, r.len, env, data);
-        r.recv_state = RecvState::Done;
-        self.finish(slot);
+        if let Ok(RecvAction::Complete(_)) = r.recv.eager(data.len(), r.len) {
+            r.status = copy_eager(r.buf, r.len, env, data);
+            self.finish(slot);
+        }
     }
 
     /// Start receiving a rendezvous message into a matched receive.
@@ -881,23 +891,32 @@ impl Pml {
         r.msg_len = len;
         r.status.source = env.src;
         r.status.tag = env.tag;
-        let take = len.min(r.len);
-        let pre = prefix.len().min(take);
+        let action = r.recv.rendezvous(len, prefix.len(), r.len);
+        let pre = prefix.len().min(len.min(r.len));
         if pre > 0 {
             // SAFETY: `pre <= r.len` bytes of the receive buffer.
             unsafe { std::ptr::copy_nonoverlapping(prefix.as_ptr(), r.buf, pre) };
         }
-        if prefix.len() >= len {
-            // Everything came with the request (an empty message): nothing to move.
-            r.status.bytes = take as u64;
-            if len > r.len {
-                r.status.error = Some(truncated(len, r.len));
+        let take = match action {
+            Ok(RecvAction::Fetch { take, .. }) => take,
+            Ok(RecvAction::Complete(o)) => {
+                // Everything came with the request (an empty message): nothing to move.
+                r.status = status_of(env, len, r.len, o);
+                self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
+                self.finish(slot);
+                return;
             }
-            r.recv_state = RecvState::Done;
-            self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
-            self.finish(slot);
-            return;
-        }
+            Ok(_) | Err(_) => {
+                let e = MpiError::new(
+                    ErrorClass::Other,
+                    format!("malformed request-to-send from process {from}: {len} bytes with a prefix of {}", prefix.len()),
+                );
+                r.status.error = Some(Box::new(e));
+                r.recv.fail();
+                self.finish(slot);
+                return;
+            }
+        };
         if info.pid != 0 && info.addr != 0 && single_copy && info.slot != 0 {
             let rest = take.saturating_sub(prefix.len());
             let chunk = info.chunk as usize;
@@ -912,7 +931,6 @@ impl Pml {
             {
                 let buf = r.buf;
                 r.off = prefix.len();
-                r.recv_state = RecvState::Receiving;
                 self.coop.jobs.push(CoopJob::Recv {
                     slot,
                     from,
@@ -958,11 +976,9 @@ impl Pml {
             };
             match res {
                 Ok(()) => {
-                    r.status.bytes = take as u64;
-                    if len > r.len {
-                        r.status.error = Some(truncated(len, r.len));
+                    if let Ok(RecvAction::Complete(o)) = r.recv.fetched() {
+                        r.status = status_of(env, len, r.len, o);
                     }
-                    r.recv_state = RecvState::Done;
                     self.counters.on(self.route(from)).single_copy += 1;
                     self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
                     self.finish(slot);
@@ -978,7 +994,6 @@ impl Pml {
         }
         let r = self.reqs.get_mut(slot).expect("recv slot");
         r.off = prefix.len();
-        r.recv_state = RecvState::Receiving;
         self.outbox
             .push_back(Ctrl::new(from, Frame::Cts { sreq, rreq: wire }));
     }
@@ -990,7 +1005,7 @@ impl Pml {
             return;
         };
         let r = self.reqs.get_mut(slot).expect("slot");
-        if r.recv_state != RecvState::Receiving {
+        if r.recv.state() != RecvState::Receiving {
             return;
         }
         if let Some(d) = data {
@@ -1002,12 +1017,11 @@ impl Pml {
             }
         }
         r.off += n;
-        if r.off >= r.msg_len {
-            r.status.bytes = r.msg_len.min(r.len) as u64;
-            if r.msg_len > r.len {
+        if let Ok(RecvAction::Complete(o)) = r.recv.data(n) {
+            r.status.bytes = o.bytes as u64;
+            if o.truncated {
                 r.status.error = Some(truncated(r.msg_len, r.len));
             }
-            r.recv_state = RecvState::Done;
             self.finish(slot);
         }
     }
@@ -1176,9 +1190,11 @@ impl Pml {
             copy(k);
         }
         let r = self.reqs.get_mut(slot).expect("slot");
-        r.status.bytes = take as u64;
-        if r.msg_len > r.len {
-            r.status.error = Some(truncated(r.msg_len, r.len));
+        if let Ok(RecvAction::Complete(o)) = r.recv.fetched() {
+            r.status.bytes = o.bytes as u64;
+            if o.truncated {
+                r.status.error = Some(truncated(r.msg_len, r.len));
+            }
         }
         if let Some(e) = failed {
             r.status.error = Some(Box::new(MpiError::new(
@@ -1186,7 +1202,6 @@ impl Pml {
                 format!("single-copy read from process {from} failed: {e}"),
             )));
         }
-        r.recv_state = RecvState::Done;
         self.counters.on(self.route(from)).single_copy += 1;
         self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
         self.finish(slot);
@@ -1298,30 +1313,26 @@ impl Pml {
         }
         match r.kind {
             Kind::Recv => {
-                if r.recv_state == RecvState::Posted {
+                if r.recv.cancel() == RecvAction::CompleteCancelled {
                     self.posted.retain(|p| p.slot != slot);
                     r.status.cancelled = true;
                     r.status.bytes = 0;
-                    r.recv_state = RecvState::Done;
                     self.finish(slot);
                     return true;
                 }
                 false
             }
-            Kind::Send => match r.send_state {
-                SendState::Backlogged => {
+            Kind::Send => match r.send.on(SendEvent::Cancel) {
+                Ok(SendAction::Unbacklog) => {
                     let peer = r.peer as usize;
                     r.status.cancelled = true;
-                    r.send_state = SendState::Done;
                     let before = self.peers[peer].backlog.len();
                     self.peers[peer].backlog.retain(|s| *s != slot);
                     self.backlogged -= before - self.peers[peer].backlog.len();
                     self.maybe_complete_send(slot)
                 }
-                SendState::WaitAck | SendState::WaitCts => {
+                Ok(SendAction::AskCancel) => {
                     let peer = r.peer;
-                    r.pre_cancel = r.send_state;
-                    r.send_state = SendState::Cancelling;
                     self.outbox
                         .push_back(Ctrl::new(peer, Frame::CancelReq { sreq: wire, seq: 0 }));
                     false
@@ -1340,7 +1351,7 @@ impl Pml {
             copy.complete = true;
             return Some(copy);
         }
-        if r.kind == Kind::Recv && r.recv_state == RecvState::Posted {
+        if r.kind == Kind::Recv && r.recv.state() == RecvState::Posted {
             self.posted.retain(|p| p.slot != slot);
         }
         self.reqs.remove(slot)
@@ -1360,16 +1371,22 @@ impl Pml {
 /// Copy an eager message into a receive buffer of `cap` bytes; the receive's status.
 #[inline]
 fn copy_eager(buf: *mut u8, cap: usize, env: Envelope, data: &[u8]) -> Status {
-    let n = data.len().min(cap);
-    if n > 0 {
+    let o = Outcome::of(data.len(), cap);
+    if o.bytes > 0 {
         // SAFETY: the receive buffer has `cap` writable bytes until the receive completes.
-        unsafe { crate::mem::copy(data.as_ptr(), buf, n) };
+        unsafe { crate::mem::copy(data.as_ptr(), buf, o.bytes) };
     }
+    status_of(env, data.len(), cap, o)
+}
+
+/// The status of a receive that ended with `o`.
+#[inline]
+fn status_of(env: Envelope, len: usize, cap: usize, o: Outcome) -> Status {
     Status {
         source: env.src,
         tag: env.tag,
-        error: (data.len() > cap).then(|| truncated(data.len(), cap)),
-        bytes: n as u64,
+        error: o.truncated.then(|| truncated(len, cap)),
+        bytes: o.bytes as u64,
         cancelled: false,
     }
 }
@@ -1410,9 +1427,8 @@ impl FrameSink for Pml {
                     return;
                 };
                 let r = self.reqs.get_mut(slot).expect("slot");
-                if matches!(r.send_state, SendState::WaitCts | SendState::Cancelling) {
+                if let Ok(SendAction::Stream) = r.send.on(SendEvent::Cts) {
                     r.remote = rreq;
-                    r.send_state = SendState::Streaming;
                     self.streaming.push(slot);
                 }
             }
@@ -1428,11 +1444,12 @@ impl FrameSink for Pml {
                     self.coop.pool.put(r.coop_slot - 1);
                     r.coop_slot = 0;
                 }
-                if matches!(
-                    r.send_state,
-                    SendState::WaitAck | SendState::WaitCts | SendState::Cancelling
-                ) {
-                    r.send_state = SendState::Done;
+                let ev = if matches!(f, Frame::Fin { .. }) {
+                    SendEvent::Fin
+                } else {
+                    SendEvent::SyncAck
+                };
+                if let Ok(SendAction::Complete) = r.send.on(ev) {
                     self.maybe_complete_send(slot);
                 }
             }
@@ -1440,8 +1457,8 @@ impl FrameSink for Pml {
                 let Some(slot) = self.reqs.from_wire(sreq) else {
                     return;
                 };
-                let r = self.reqs.get(slot).expect("slot");
-                if r.send_state != SendState::WaitCts || r.coop_slot == 0 {
+                let r = self.reqs.get_mut(slot).expect("slot");
+                if r.coop_slot == 0 || r.send.on(SendEvent::Help).is_err() {
                     return;
                 }
                 match HelpInfo::decode(payload) {
@@ -1482,16 +1499,13 @@ impl FrameSink for Pml {
                     return;
                 };
                 let r = self.reqs.get_mut(slot).expect("slot");
-                if r.send_state != SendState::Cancelling {
-                    return; // completed meanwhile (ack or finish arrived first)
-                }
-                if cancelled {
+                // Not cancelled (matched already): the protocol goes on where it was. Stale
+                // (an ack or finish arrived first): nothing to do.
+                if let Ok(SendAction::CompleteCancelled) =
+                    r.send.on(SendEvent::CancelAnswer { cancelled })
+                {
                     r.status.cancelled = true;
-                    r.send_state = SendState::Done;
                     self.maybe_complete_send(slot);
-                } else {
-                    // Matched already: the protocol goes on where it was.
-                    r.send_state = r.pre_cancel;
                 }
             }
         }
@@ -1501,7 +1515,7 @@ impl FrameSink for Pml {
     fn data_target(&mut self, rreq: u32, offset: u64, len: usize) -> Option<*mut u8> {
         let slot = self.reqs.from_wire(rreq)?;
         let r = self.reqs.get(slot)?;
-        if r.recv_state != RecvState::Receiving || offset as usize + len > r.len {
+        if !r.recv.accepts(offset as usize, len) {
             return None;
         }
         // SAFETY: offset + len <= r.len: inside the receive buffer.
@@ -1538,10 +1552,10 @@ impl FrameSink for Pml {
         if cap < len {
             return None; // truncation: the ordinary path reports it
         }
-        take_at(&mut self.posted, i);
         if let Some(r) = self.reqs.get_mut(slot) {
-            r.recv_state = RecvState::Receiving;
+            r.recv.eager_placing(len, cap).ok()?;
         }
+        take_at(&mut self.posted, i);
         self.peers[from as usize].recv_seq = seq.wrapping_add(1);
         self.counters.on(self.route(from)).preposted += 1;
         self.take_feedback(from, hdr);
@@ -1576,7 +1590,7 @@ impl FrameSink for Pml {
         } else if let Some(r) = self.reqs.get_mut(pl.slot) {
             r.peer = from;
             r.status = st;
-            r.recv_state = RecvState::Done;
+            let _ = r.recv.fetched();
             self.finish(pl.slot);
         }
         if pl.sync {

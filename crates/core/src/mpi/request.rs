@@ -67,35 +67,7 @@ pub enum Kind {
     Done,
 }
 
-/// Where a send is in its protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendState {
-    /// Waiting behind earlier frames to the same peer (transport said "not now").
-    Backlogged,
-    /// Eager frame handed to a transport that still references the buffer.
-    WaitSent,
-    /// Synchronous eager message delivered; waiting for the receiver's match.
-    WaitAck,
-    /// Request-to-send delivered; waiting for clear-to-send or for the single-copy finish.
-    WaitCts,
-    /// Sending Data frames from `off`.
-    Streaming,
-    /// Every Data frame handed over; waiting for the transport to release the last ones.
-    Draining,
-    /// A cancel request is on its way to the receiver.
-    Cancelling,
-    Done,
-}
-
-/// Where a receive is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecvState {
-    /// In the posted queue.
-    Posted,
-    /// Matched a rendezvous; Data frames arriving (`off` bytes so far).
-    Receiving,
-    Done,
-}
+pub use crate::proto::machine::{Receiver, RecvState, SendState, Sender};
 
 /// Parameters kept by a persistent request to restart it.
 #[derive(Debug, Clone)]
@@ -137,10 +109,9 @@ pub struct Request {
     pub len: usize,
     pub packed: Option<Box<Packed>>,
     pub mode: Mode,
-    pub send_state: SendState,
-    /// The state a send was in when a cancel was requested, to resume if it fails.
-    pub pre_cancel: SendState,
-    pub recv_state: RecvState,
+    /// The protocol state of a send / a receive.
+    pub send: Sender,
+    pub recv: Receiver,
     /// Rendezvous: the receiver's request id (on the sender), the sender's (on the receiver).
     pub remote: u32,
     /// Rendezvous progress in bytes (sent or received).
@@ -181,9 +152,8 @@ impl Request {
             len: 0,
             packed: None,
             mode: Mode::Standard,
-            send_state: SendState::Done,
-            pre_cancel: SendState::Done,
-            recv_state: RecvState::Done,
+            send: Sender::default(),
+            recv: Receiver::default(),
             remote: 0,
             off: 0,
             msg_len: 0,

@@ -1,4 +1,6 @@
-//! Protocols without I/O: frame formats, the per-message protocol policy.
+//! Protocols without I/O: frame formats, the protocols' state machines, the per-message
+//! protocol policy.
 
 pub mod frame;
+pub mod machine;
 pub mod policy;

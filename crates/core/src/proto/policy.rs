@@ -238,9 +238,11 @@ impl Costs {
                 "pressure" => c.pressure = num(k, v)?.max(1.0),
                 "split" => c.split = num(k, v)?,
                 "hide" => c.hide = num(k, v)?,
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "unknown cost '{other}' (have eager, unexpected, pressure, rndv, split, hide)"
-                )),
+                ))
+                }
             }
         }
         for (name, v) in [
