@@ -4,8 +4,9 @@
  * size, remote size, remote group; point-to-point across (every process sends to every
  * remote rank, with MPI_ANY_SOURCE receives too); MPI_Comm_dup of the intercommunicator;
  * MPI_Intercomm_merge with high chosen so the odd side comes first, and with both sides
- * passing the same value (then the group with the lower leader... is unspecified, so only
- * sizes and the rank order within a side are checked); MPI_Comm_split_type with
+ * passing the same value (then which side comes first is unspecified, so only sizes and
+ * the rank order within a side are checked); 300 Intercomm_create + merge + free cycles
+ * with traffic now and then; MPI_Comm_split_type with
  * MPI_COMM_TYPE_SHARED (the processes of one host; over the emulated hosts of the hosts2
  * variant, the ranks of one parity; all members report the same processor name) and
  * MPI_UNDEFINED. 2 or more processes.
@@ -137,6 +138,34 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Barrier(merged));
     }
     CHECK_MPI(MPI_Comm_free(&merged));
+
+    /* Many creations and frees: context ids of intercommunicators are reused without
+     * collisions (a message on each of two live ones lands on its own). */
+    for (i = 0; i < 300; i++) {
+        MPI_Comm a, b;
+        int va = -1, vb = -1, one = 1, two = 2;
+        MPI_Request rq[2];
+        CHECK_MPI(MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, 1 - side, 100 + i % 7, &a));
+        CHECK_MPI(MPI_Intercomm_merge(a, side, &b));
+        if (i % 50 == 0) {
+            int br, ar;
+            CHECK_MPI(MPI_Comm_rank(b, &br));
+            CHECK_MPI(MPI_Comm_rank(a, &ar));
+            if (ar == 0) {
+                /* the two leaders exchange on the intercommunicator */
+                CHECK_MPI(MPI_Irecv(&va, 1, MPI_INT, 0, 9, a, &rq[0]));
+                CHECK_MPI(MPI_Send(&one, 1, MPI_INT, 0, 9, a));
+                CHECK_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+                CHECK_EQ(va, 1);
+            }
+            /* ring on the merged communicator */
+            CHECK_MPI(MPI_Sendrecv(&two, 1, MPI_INT, (br + 1) % n, 9, &vb, 1, MPI_INT,
+                                   (br + n - 1) % n, 9, b, MPI_STATUS_IGNORE));
+            CHECK_EQ(vb, 2);
+        }
+        CHECK_MPI(MPI_Comm_free(&b));
+        CHECK_MPI(MPI_Comm_free(&a));
+    }
 
     CHECK_MPI(MPI_Comm_free(&ic));
     CHECK_MPI(MPI_Comm_free(&local));
