@@ -227,10 +227,9 @@ struct Peer {
     /// The peer's last report on how our messages arrive (raw header field; 0: none yet).
     fb_in: u16,
     /// What we see of the messages from this peer, and the report we stamp on every frame
-    /// to it; `fb_told`: the report that last went out.
+    /// to it.
     rx: RxStats,
     fb_out: u16,
-    fb_told: u16,
     send_seq: u32,
     recv_seq: u32,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
@@ -294,7 +293,6 @@ impl Pml {
                 fb_in: 0,
                 rx: RxStats::default(),
                 fb_out: 0,
-                fb_told: 0,
                 send_seq: 0,
                 recv_seq: 0,
                 early: Vec::new(),
@@ -389,16 +387,9 @@ impl Pml {
     #[inline(always)]
     fn note_arrival(&mut self, from: Gpid, preposted: bool, bytes: usize) {
         let p = &mut self.peers[from as usize];
+        // The report rides on the next frame of any kind that goes back to the peer.
         if let Some((share, level)) = p.rx.note(preposted, bytes) {
             p.fb_out = frame::feedback_word(share, level);
-            // Most traffic carries the report back by itself; when little goes that way and
-            // the report moved a lot since it last went out, send it on its own.
-            let told = frame::feedback_of(p.fb_told);
-            let far = told.is_none_or(|(s, l)| s.abs_diff(share) >= 8 || l.abs_diff(level) >= 2);
-            if far && p.lost.is_none() {
-                p.fb_told = p.fb_out;
-                self.outbox.push_back(Ctrl::new(from, Frame::Feedback));
-            }
         }
     }
 
@@ -444,7 +435,6 @@ impl Pml {
         if !io.try_send(peer, &hdr, data) {
             return false;
         }
-        p.fb_told = p.fb_out;
         p.send_seq = p.send_seq.wrapping_add(1);
         let c = self.counters.on(p.route);
         c.eager_sent += 1;
@@ -539,7 +529,6 @@ impl Pml {
                 .encode();
                 frame::set_feedback(&mut hdr, fb);
                 let sent = io.send(peer, &hdr, &[], data, Token(wire))?;
-                p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
                 let c = self.counters.on(p.route);
                 c.eager_sent += 1;
@@ -596,7 +585,6 @@ impl Pml {
                     }
                 };
                 r.coop_slot = coop_slot.map_or(0, |c| c + 1);
-                p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
                 if prefix > 0 {
                     let c = self.counters.on(p.route);
@@ -718,8 +706,7 @@ impl Pml {
     /// Ok: sent and taken off the outbox.
     fn send_ctrl<I: Io>(&mut self, io: &mut I) -> Result<(), SendError> {
         let c = self.outbox.front_mut().expect("outbox not empty");
-        let p = &mut self.peers[c.peer as usize];
-        frame::set_feedback(&mut c.hdr, p.fb_out);
+        frame::set_feedback(&mut c.hdr, self.peers[c.peer as usize].fb_out);
         io.send(
             c.peer,
             &c.hdr,
@@ -727,7 +714,6 @@ impl Pml {
             &[],
             Token::NONE,
         )?;
-        p.fb_told = p.fb_out;
         self.outbox.pop_front();
         Ok(())
     }
@@ -1411,7 +1397,6 @@ impl FrameSink for Pml {
         self.take_feedback(from, hdr);
         let p = &mut self.peers[from as usize];
         match f {
-            Frame::Feedback => {}
             Frame::Eager { seq, .. } | Frame::Rts { seq, .. } => {
                 if seq != p.recv_seq {
                     // Ahead of its turn (it came over another channel): hold it.
