@@ -33,6 +33,9 @@ const HINTS: &[(&str, &str)] = &[
     ("mpi_assert_no_any_source", "false"),
     ("mpi_assert_exact_length", "false"),
     ("mpi_assert_allow_overtaking", "false"),
+    // Protean: the point-to-point protocol setting for this communicator (static, eager,
+    // rendezvous, eager-rendezvous, adaptive); empty: the process's (tunable `protocol`).
+    ("protean_protocol", ""),
 ];
 
 pub(crate) fn cid(comm: MPI_Comm) -> R<u32> {
@@ -679,12 +682,14 @@ impl InfoUpdate for Engine {
     fn comm_mut_info(&mut self, id: u32, hints: Vec<(String, String)>) -> R<()> {
         self.live_comm(id)?;
         let c = self.comms[id as usize].as_mut().expect("live");
+        let mut info = c.info.clone();
         for (k, v) in hints {
-            match c.info.iter_mut().find(|(ck, _)| *ck == k) {
+            match info.iter_mut().find(|(ck, _)| *ck == k) {
                 Some(e) => e.1 = v,
-                None => c.info.push((k, v)),
+                None => info.push((k, v)),
             }
         }
+        c.set_info(info);
         Ok(())
     }
 }

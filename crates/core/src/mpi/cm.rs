@@ -1312,7 +1312,7 @@ impl Engine {
                 c.mgmt_seq = 0;
                 c.pending = false;
                 if let Some(i) = info {
-                    c.info = i.clone();
+                    c.set_info(i.clone());
                 }
                 c
             }

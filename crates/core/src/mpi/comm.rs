@@ -53,6 +53,9 @@ pub struct Comm {
     pub topo: Option<Box<Topology>>,
     /// Info hints set with MPI_Comm_set_info / dup_with_info (key, value), in order.
     pub info: Vec<(String, String)>,
+    /// The `protean_protocol` hint: the protocol setting for point-to-point sends on this
+    /// communicator, when it overrides the process's.
+    pub protocol: Option<crate::proto::policy::Protocol>,
     /// Management operations started on this communicator so far (every member starts them
     /// in the same order, so this numbers them consistently: it becomes their tag).
     pub mgmt_seq: u32,
@@ -76,9 +79,21 @@ impl Comm {
             coll: Default::default(),
             topo: None,
             info: Vec::new(),
+            protocol: None,
             mgmt_seq: 0,
             pending: false,
         }
+    }
+
+    /// Set the hints, and what they mean to the engine (`protean_protocol`; a value that
+    /// names no protocol setting is ignored, as the standard asks of hints).
+    pub fn set_info(&mut self, info: Vec<(String, String)>) {
+        self.protocol = info
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "protean_protocol")
+            .and_then(|(_, v)| crate::proto::policy::Protocol::from_name(v));
+        self.info = info;
     }
 
     /// The communicator's name for messages: its name, or "(unnamed, size n)".

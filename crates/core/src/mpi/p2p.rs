@@ -225,6 +225,7 @@ impl Engine {
             src: c.rank,
             tag,
         };
+        let protocol = c.protocol;
         let mut r = Request::new(Kind::Send, comm);
         r.peer = peer;
         r.env = env;
@@ -232,6 +233,7 @@ impl Engine {
         r.len = len;
         r.packed = packed;
         r.mode = mode;
+        r.protocol = protocol;
         let slot = self.pml.reqs.insert(r);
         self.pml.start_send(slot, &mut self.net);
         Ok(slot)
@@ -261,7 +263,7 @@ impl Engine {
         ) else {
             return Ok(false);
         };
-        if !d.contig || !d.committed || !(0..=TAG_UB).contains(&tag) {
+        if !d.contig || !d.committed || !(0..=TAG_UB).contains(&tag) || c.protocol.is_some() {
             return Ok(false);
         }
         let Some(&peer) = c.peers().get(dest as usize).filter(|_| dest >= 0) else {
