@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use crate::error::{ErrorClass, MpiError};
 use crate::profile::Counters;
 use crate::proto::frame::{self, Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
-use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats, RTS_INFO};
+use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats};
 use crate::transport::shm::coop::{CoopSlots, SlotPool};
 use crate::transport::shm::{cma, Shm};
 use crate::transport::{FrameSink, Gpid, Sent, Token};
@@ -239,6 +239,16 @@ struct Peer {
     lost: Option<String>,
 }
 
+impl Peer {
+    /// The limits for messages to this peer (`id`) under the setting `protocol` (the policy's
+    /// own, or a communicator's info hint), given its last report.
+    fn limits_under(&self, policy: &Policy, protocol: Protocol, id: Gpid) -> Limits {
+        let fb = frame::feedback_of(self.fb_in)
+            .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
+        policy.limits(protocol, id, self.route, self.max_payload, fb)
+    }
+}
+
 /// Remove entry `i` of a queue; the front (the common case) without shifting anything.
 #[inline]
 fn take_at<T>(q: &mut VecDeque<T>, i: usize) -> T {
@@ -339,25 +349,9 @@ impl Pml {
     }
 
     fn update_limits(&mut self, peer: Gpid) {
-        let p = &mut self.peers[peer as usize];
-        let fb = frame::feedback_of(p.fb_in)
-            .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
-        p.limits = self
-            .policy
-            .limits(self.policy.protocol, peer, p.route, p.max_payload, fb);
-    }
-
-    /// The limits for a message to `peer` under the setting `protocol` of its communicator
-    /// (an info hint), when that differs from the policy's own.
-    fn limits_for(&self, peer: Gpid, protocol: Protocol) -> Limits {
         let p = &self.peers[peer as usize];
-        if protocol == self.policy.protocol {
-            return p.limits;
-        }
-        let fb = frame::feedback_of(p.fb_in)
-            .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
-        self.policy
-            .limits(protocol, peer, p.route, p.max_payload, fb)
+        let limits = p.limits_under(&self.policy, self.policy.protocol, peer);
+        self.peers[peer as usize].limits = limits;
     }
 
     /// The limits in use for messages to `peer` (protean-info, tests).
@@ -368,7 +362,7 @@ impl Pml {
     /// A header arrived from `from`: take in the feedback it carries.
     #[inline(always)]
     fn take_feedback(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN]) {
-        let w = u16::from_le_bytes([hdr[2], hdr[3]]);
+        let w = frame::feedback_field(hdr);
         if w == 0 {
             return;
         }
@@ -494,21 +488,16 @@ impl Pml {
     #[inline]
     fn emit_first<I: Io>(&mut self, slot: u32, io: &mut I) -> Result<bool, SendError> {
         let wire = self.reqs.wire_id(slot);
-        let r = self.reqs.get(slot).expect("send slot");
-        let (peer, len) = (r.peer, r.len);
-        let limits = match r.protocol {
-            Some(pr) => self.limits_for(peer, pr),
-            None => self.peers[peer as usize].limits,
-        };
-        let max = io.max_payload(peer);
-        // The limits follow the channel; should it have changed since, the frame still fits.
-        let plan = match limits.plan(len) {
-            Plan::Eager if len > max => Plan::Rendezvous,
-            Plan::EagerRendezvous { prefix } if prefix + RTS_INFO > max => Plan::Rendezvous,
-            plan => plan,
-        };
         let r = self.reqs.get_mut(slot).expect("send slot");
+        let (peer, len) = (r.peer, r.len);
         let p = &mut self.peers[peer as usize];
+        // The limits were computed for the channel in use (refresh_limits runs when it
+        // changes), so the plan's frames fit it.
+        let plan = match r.protocol {
+            Some(pr) if pr != self.policy.protocol => p.limits_under(&self.policy, pr, peer),
+            _ => p.limits,
+        }
+        .plan(len);
         let seq = p.send_seq;
         let fb = p.fb_out;
         // SAFETY: the send buffer holds `len` bytes and stays valid until the request completes.

@@ -43,7 +43,13 @@ pub const FEEDBACK_SHARE_MAX: u16 = 63;
 /// 0..=63), or None when the sender put none.
 #[inline(always)]
 pub fn feedback(hdr: &[u8; HEADER_LEN]) -> Option<(u16, u16)> {
-    feedback_of(u16::from_le_bytes([hdr[2], hdr[3]]))
+    feedback_of(feedback_field(hdr))
+}
+
+/// The raw feedback field of a header (0: none).
+#[inline(always)]
+pub fn feedback_field(hdr: &[u8; HEADER_LEN]) -> u16 {
+    u16::from_le_bytes([hdr[2], hdr[3]])
 }
 
 /// The same, from the field's value.

@@ -105,9 +105,7 @@ impl Feedback {
         preposted: 1.0,
         unexpected_bytes: 0.0,
     };
-}
 
-impl Feedback {
     /// From a header's feedback field (`frame::feedback`): share 0..=63, bit length of the
     /// unexpected bytes (taken as the middle of its power-of-two range).
     pub fn from_field(share: u16, level: u16) -> Feedback {
