@@ -198,7 +198,7 @@ impl Costs {
         "eager=100+0.05,unexpected=0+0.1,pressure=1048576,rndv=700+0.028,split=100,hide=0";
     /// TCP over loopback, fitted the same way.
     pub const TCP: &'static str =
-        "eager=2400+0.095,unexpected=0+0.2,pressure=4194304,rndv=5000+0.1,split=300,hide=0";
+        "eager=2400+0.105,unexpected=0+0.2,pressure=4194304,rndv=5000+0.1,split=300,hide=0";
     /// Messages to the own process: eager copies twice, rendezvous once.
     pub const SELF: &'static str =
         "eager=50+0.06,unexpected=0+0.06,pressure=1048576,rndv=300+0.03,split=50,hide=0";
