@@ -227,9 +227,10 @@ struct Peer {
     /// The peer's last report on how our messages arrive (raw header field; 0: none yet).
     fb_in: u16,
     /// What we see of the messages from this peer, and the report we stamp on every frame
-    /// to it.
+    /// to it; `fb_told`: the report that last went out.
     rx: RxStats,
     fb_out: u16,
+    fb_told: u16,
     send_seq: u32,
     recv_seq: u32,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
@@ -303,6 +304,7 @@ impl Pml {
                 fb_in: 0,
                 rx: RxStats::default(),
                 fb_out: 0,
+                fb_told: 0,
                 send_seq: 0,
                 recv_seq: 0,
                 early: Vec::new(),
@@ -381,9 +383,16 @@ impl Pml {
     #[inline(always)]
     fn note_arrival(&mut self, from: Gpid, preposted: bool, bytes: usize) {
         let p = &mut self.peers[from as usize];
-        // The report rides on the next frame of any kind that goes back to the peer.
         if let Some((share, level)) = p.rx.note(preposted, bytes) {
             p.fb_out = frame::feedback_word(share, level);
+            // Most traffic carries the report back by itself; when little goes that way and
+            // the report moved a lot since it last went out, send it on its own.
+            let told = frame::feedback_of(p.fb_told);
+            let far = told.is_none_or(|(s, l)| s.abs_diff(share) >= 8 || l.abs_diff(level) >= 2);
+            if far && p.lost.is_none() {
+                p.fb_told = p.fb_out;
+                self.outbox.push_back(Ctrl::new(from, Frame::Feedback));
+            }
         }
     }
 
@@ -429,6 +438,7 @@ impl Pml {
         if !io.try_send(peer, &hdr, data) {
             return false;
         }
+        p.fb_told = p.fb_out;
         p.send_seq = p.send_seq.wrapping_add(1);
         let c = self.counters.on(p.route);
         c.eager_sent += 1;
@@ -518,6 +528,7 @@ impl Pml {
                 .encode();
                 frame::set_feedback(&mut hdr, fb);
                 let sent = io.send(peer, &hdr, &[], data, Token(wire))?;
+                p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
                 let c = self.counters.on(p.route);
                 c.eager_sent += 1;
@@ -574,6 +585,7 @@ impl Pml {
                     }
                 };
                 r.coop_slot = coop_slot.map_or(0, |c| c + 1);
+                p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
                 if prefix > 0 {
                     let c = self.counters.on(p.route);
@@ -696,7 +708,8 @@ impl Pml {
     /// Ok: sent and taken off the outbox.
     fn send_ctrl<I: Io>(&mut self, io: &mut I) -> Result<(), SendError> {
         let c = self.outbox.front_mut().expect("outbox not empty");
-        frame::set_feedback(&mut c.hdr, self.peers[c.peer as usize].fb_out);
+        let p = &mut self.peers[c.peer as usize];
+        frame::set_feedback(&mut c.hdr, p.fb_out);
         io.send(
             c.peer,
             &c.hdr,
@@ -704,6 +717,7 @@ impl Pml {
             &[],
             Token::NONE,
         )?;
+        p.fb_told = p.fb_out;
         self.outbox.pop_front();
         Ok(())
     }
@@ -1406,6 +1420,7 @@ impl FrameSink for Pml {
         self.take_feedback(from, hdr);
         let p = &mut self.peers[from as usize];
         match f {
+            Frame::Feedback => {}
             Frame::Eager { seq, .. } | Frame::Rts { seq, .. } => {
                 if seq != p.recv_seq {
                     // Ahead of its turn (it came over another channel): hold it.

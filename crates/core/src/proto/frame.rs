@@ -23,7 +23,7 @@
 //! the messages they send are received (see `policy::Feedback`): bit 15 set when present, bits
 //! 0–5 the share of recent messages that found their receive posted (0..=63 for 0..=1), bits
 //! 6–11 the bit length of the bytes of recent messages that arrived unexpected; bits 12–14
-//! are zero.
+//! are zero. A `Feedback` frame carries nothing else, for when no other frame goes that way.
 //!
 //! Rendezvous (`Rts`) payloads start with [`RndvInfo`] (24 bytes) and may carry the first part
 //! of the message after it (eager-rendezvous). `Help` payloads are a [`HelpInfo`].
@@ -96,6 +96,8 @@ pub enum FrameKind {
     /// The receiver matched a cooperative-copy message and asks the sender to copy chunks
     /// too; payload is [`HelpInfo`].
     Help = 9,
+    /// Nothing but the feedback field.
+    Feedback = 10,
 }
 
 impl FrameKind {
@@ -110,6 +112,7 @@ impl FrameKind {
             7 => FrameKind::CancelReq,
             8 => FrameKind::CancelResp,
             9 => FrameKind::Help,
+            10 => FrameKind::Feedback,
             _ => return None,
         })
     }
@@ -169,6 +172,7 @@ pub enum Frame {
         sreq: u32,
         rreq: u32,
     },
+    Feedback,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,6 +220,7 @@ impl Frame {
             Frame::CancelReq { .. } => FrameKind::CancelReq,
             Frame::CancelResp { .. } => FrameKind::CancelResp,
             Frame::Help { .. } => FrameKind::Help,
+            Frame::Feedback => FrameKind::Feedback,
         }
     }
 
@@ -250,6 +255,7 @@ impl Frame {
             Frame::CancelReq { sreq, seq } => (0, seq, 0, 0, 0, sreq, 0),
             Frame::CancelResp { sreq, cancelled } => (0, 0, 0, cancelled as u32, 0, sreq, 0),
             Frame::Help { sreq, rreq } => (0, 0, rreq, 0, 0, sreq, 0),
+            Frame::Feedback => (0, 0, 0, 0, 0, 0, 0),
         };
         b[1] = flags;
         put32(&mut b, 4, seq);
@@ -302,6 +308,7 @@ impl Frame {
             },
             FrameKind::Fin => Frame::Fin { sreq },
             FrameKind::SyncAck => Frame::SyncAck { sreq },
+            FrameKind::Feedback => Frame::Feedback,
             FrameKind::CancelReq => Frame::CancelReq { sreq, seq },
             FrameKind::CancelResp => Frame::CancelResp {
                 sreq,
@@ -464,6 +471,7 @@ mod tests {
                 cancelled: true,
             },
             Frame::Help { sreq: 5, rreq: 9 },
+            Frame::Feedback,
         ];
         for f in frames {
             assert_eq!(Frame::decode(&f.encode()), Ok(f));
@@ -474,7 +482,7 @@ mod tests {
             assert_eq!(Frame::decode(&b), Ok(f));
             assert_eq!(feedback(&b), Some((40, 17)));
         }
-        let mut b = Frame::Fin { sreq: 1 }.encode();
+        let mut b = Frame::Feedback.encode();
         set_feedback(&mut b, feedback_word(1000, 1000));
         assert_eq!(feedback(&b), Some((FEEDBACK_SHARE_MAX, 63)));
         set_feedback(&mut b, feedback_word(0, 0));
