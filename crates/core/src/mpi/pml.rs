@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use crate::error::{ErrorClass, MpiError};
 use crate::profile::Counters;
 use crate::proto::frame::{self, Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
-use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats};
+use crate::proto::policy::{Feedback, Handshake, Limits, Plan, Policy, Protocol, Route, RxStats};
 use crate::transport::shm::coop::{CoopSlots, SlotPool};
 use crate::transport::shm::{cma, Shm};
 use crate::transport::{FrameSink, Gpid, Sent, Token};
@@ -213,6 +213,16 @@ impl Ctrl {
             small_len: 0,
         }
     }
+
+    /// A receiver's answer to a request-to-send (Cts or Fin); `posted`: the receive was
+    /// waiting when the request came, so the sender may time the handshake by it.
+    fn answer(peer: Gpid, f: Frame, posted: bool) -> Ctrl {
+        let mut c = Ctrl::new(peer, f);
+        if posted {
+            frame::set_posted(&mut c.hdr);
+        }
+        c
+    }
 }
 
 /// Per-peer protocol state.
@@ -231,6 +241,8 @@ struct Peer {
     rx: RxStats,
     fb_out: u16,
     fb_told: u16,
+    /// The rendezvous handshake with this peer as we measure it.
+    handshake: Handshake,
     send_seq: u32,
     recv_seq: u32,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
@@ -244,8 +256,11 @@ impl Peer {
     /// The limits for messages to this peer (`id`) under the setting `protocol` (the policy's
     /// own, or a communicator's info hint), given its last report.
     fn limits_under(&self, policy: &Policy, protocol: Protocol, id: Gpid) -> Limits {
-        let fb = frame::feedback_of(self.fb_in)
-            .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
+        let fb = Feedback {
+            handshake_ns: self.handshake.estimate(),
+            ..frame::feedback_of(self.fb_in)
+                .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l))
+        };
         policy.limits(protocol, id, self.route, self.max_payload, fb)
     }
 }
@@ -287,6 +302,8 @@ pub struct Pml {
     pub verbose: bool,
     /// Set once Finalize has begun: lost peers are expected then.
     pub finalizing: bool,
+    /// Origin of the handshake timestamps (`Request::rts_at`).
+    epoch: std::time::Instant,
 }
 
 impl Pml {
@@ -305,6 +322,7 @@ impl Pml {
                 rx: RxStats::default(),
                 fb_out: 0,
                 fb_told: 0,
+                handshake: Handshake::default(),
                 send_seq: 0,
                 recv_seq: 0,
                 early: Vec::new(),
@@ -338,6 +356,7 @@ impl Pml {
             free_messages: Vec::new(),
             verbose: false,
             finalizing: false,
+            epoch: std::time::Instant::now(),
         }
     }
 
@@ -585,6 +604,12 @@ impl Pml {
                     }
                 };
                 r.coop_slot = coop_slot.map_or(0, |c| c + 1);
+                if self
+                    .policy
+                    .uses_feedback(r.protocol.unwrap_or(self.policy.protocol))
+                {
+                    r.rts_at = (self.epoch.elapsed().as_nanos() as u64).max(1);
+                }
                 p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
                 if prefix > 0 {
@@ -843,7 +868,7 @@ impl Pml {
                 }
             }
             UnexpectedData::Rts { info, prefix } => {
-                self.rndv_into(slot, u.from, u.env, u.sreq, u.len, info, &prefix);
+                self.rndv_into(slot, u.from, u.env, u.sreq, u.len, info, &prefix, false);
             }
         }
     }
@@ -861,6 +886,7 @@ impl Pml {
 
     /// Start receiving a rendezvous message into a matched receive.
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
     fn rndv_into(
         &mut self,
         slot: u32,
@@ -870,6 +896,7 @@ impl Pml {
         len: u64,
         info: RndvInfo,
         prefix: &[u8],
+        posted: bool,
     ) {
         let wire = self.reqs.wire_id(slot);
         let single_copy = self.single_copy;
@@ -892,7 +919,8 @@ impl Pml {
             Ok(RecvAction::Complete(o)) => {
                 // Everything came with the request (an empty message): nothing to move.
                 r.status = status_of(env, len, r.len, o);
-                self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
+                self.outbox
+                    .push_back(Ctrl::answer(from, Frame::Fin { sreq }, posted));
                 self.finish(slot);
                 return;
             }
@@ -970,7 +998,8 @@ impl Pml {
                         r.status = status_of(env, len, r.len, o);
                     }
                     self.counters.on(self.route(from)).single_copy += 1;
-                    self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
+                    self.outbox
+                        .push_back(Ctrl::answer(from, Frame::Fin { sreq }, posted));
                     self.finish(slot);
                     return;
                 }
@@ -985,7 +1014,7 @@ impl Pml {
         let r = self.reqs.get_mut(slot).expect("recv slot");
         r.off = prefix.len();
         self.outbox
-            .push_back(Ctrl::new(from, Frame::Cts { sreq, rreq: wire }));
+            .push_back(Ctrl::answer(from, Frame::Cts { sreq, rreq: wire }, posted));
     }
 
     /// Data of a rendezvous message arrived (bytes `offset..offset+n` were written already
@@ -1064,7 +1093,7 @@ impl Pml {
                 }
                 Frame::Rts { len, .. } => match RndvInfo::decode(payload) {
                     Ok((info, prefix)) => {
-                        self.rndv_into(p.slot, from, env, sreq, len, info, prefix)
+                        self.rndv_into(p.slot, from, env, sreq, len, info, prefix, true)
                     }
                     Err(e) => self.bad_frame(from, &e.to_string()),
                 },
@@ -1196,6 +1225,27 @@ impl Pml {
         self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
         self.finish(slot);
         true
+    }
+
+    /// The answer to a request-to-send came, and its receive had been posted: how long the
+    /// handshake took (less the modelled time of the `moved` bytes the answer also waited
+    /// for) is a sample of the peer's handshake; a new estimate re-plans the peer's limits.
+    fn time_handshake(&mut self, slot: u32, moved: usize) {
+        let Some(r) = self.reqs.get_mut(slot) else {
+            return;
+        };
+        if r.rts_at == 0 || r.kind != Kind::Send {
+            return;
+        }
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let waited = now.saturating_sub(r.rts_at);
+        r.rts_at = 0;
+        let peer = r.peer;
+        let p = &mut self.peers[peer as usize];
+        let copy = self.policy.costs(p.route).rndv.1 * moved as f64;
+        if p.handshake.sample(waited.saturating_sub(copy as u64)) {
+            self.update_limits(peer);
+        }
     }
 
     /// A send is done with its copy slot (its receiver finished, or the send ended): the slot
@@ -1435,6 +1485,9 @@ impl FrameSink for Pml {
                 let Some(slot) = self.reqs.from_wire(sreq) else {
                     return;
                 };
+                if frame::posted(hdr) {
+                    self.time_handshake(slot, 0);
+                }
                 let r = self.reqs.get_mut(slot).expect("slot");
                 if let Ok(SendAction::Stream) = r.send.on(SendEvent::Cts) {
                     r.remote = rreq;
@@ -1448,6 +1501,12 @@ impl FrameSink for Pml {
                 let Some(slot) = self.reqs.from_wire(sreq) else {
                     return;
                 };
+                if frame::posted(hdr) {
+                    // A single-copy Fin also waited for the receiver's copy of the rest.
+                    let r = self.reqs.get(slot).expect("slot");
+                    let moved = r.len.saturating_sub(r.off);
+                    self.time_handshake(slot, moved);
+                }
                 self.release_coop(slot);
                 let r = self.reqs.get_mut(slot).expect("slot");
                 let ev = if matches!(f, Frame::Fin { .. }) {

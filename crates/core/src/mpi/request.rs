@@ -143,6 +143,9 @@ pub struct Request {
     /// Send: the protocol setting of its communicator when it differs from the process's
     /// (the `protean_protocol` info hint).
     pub protocol: Option<crate::proto::policy::Protocol>,
+    /// Rendezvous send timed for the handshake estimate: when its request-to-send went out
+    /// (ns since the engine's epoch), until the answer comes; 0 otherwise.
+    pub rts_at: u64,
 }
 
 impl Request {
@@ -173,6 +176,7 @@ impl Request {
             active: true,
             permanent: false,
             protocol: None,
+            rts_at: 0,
         }
     }
 }
