@@ -7,6 +7,13 @@
 //! one process to another stay in order even when both connected to each other at once; each
 //! side reads from every connection.
 //!
+//! A connection in the middle of a large payload (read straight into the receiver's memory)
+//! is read only when an epoll set (level triggered, asked without waiting) says it is
+//! readable: a receiver that keeps calling `recv` to find the socket dry takes the socket
+//! lock every time and slows the sender's softirq, which is delivering that very payload on
+//! the other core. Between frames every connection is simply tried with `recv`, which costs
+//! one system call less per small message than asking epoll first.
+//!
 //! Stream framing: `payload_len: u32` (little endian), the 32-byte frame header, the payload.
 //! Reads go into a per-connection buffer from which small frames are delivered in place; the
 //! payload of a rendezvous `Data` frame is read straight into the receive buffer when the
@@ -17,7 +24,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -84,6 +91,11 @@ struct Conn {
     /// Payload bytes the frame at the front of the buffer still needs (0: unknown).
     want: usize,
     closed: bool,
+    /// While placing a payload directly: the epoll set said so since we last read, or the
+    /// last read stopped before the socket ran dry: read it this pass.
+    readable: bool,
+    /// Not in the epoll set (adding it failed): read every pass.
+    unwatched: bool,
 }
 
 struct Incoming {
@@ -107,6 +119,8 @@ pub struct Tcp {
     verbose: bool,
     /// Progress passes since the listener was last checked.
     since_accept: u32,
+    /// The epoll set of our connections (event data: the connection index).
+    ep: OwnedFd,
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -134,6 +148,13 @@ impl Tcp {
             .local_addr()?
             .as_socket()
             .ok_or_else(|| io::Error::other("listener has no IP address"))?;
+        // SAFETY: plain system call; the descriptor it returns is ours alone.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `ep` is a fresh descriptor nothing else owns.
+        let ep = unsafe { OwnedFd::from_raw_fd(ep) };
         Ok(Tcp {
             me,
             listener,
@@ -147,6 +168,7 @@ impl Tcp {
             sockbuf,
             verbose,
             since_accept: 0,
+            ep,
         })
     }
 
@@ -181,6 +203,19 @@ impl Tcp {
 
     fn add_conn(&mut self, sock: Socket, peer: Gpid) -> usize {
         let i = self.conns.len();
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: i as u64,
+        };
+        // SAFETY: both descriptors are open and ours; `ev` is a valid event.
+        let watched = unsafe {
+            libc::epoll_ctl(
+                self.ep.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                sock.as_raw_fd(),
+                &mut ev,
+            )
+        } == 0;
         self.conns.push(Conn {
             sock,
             peer,
@@ -191,6 +226,9 @@ impl Tcp {
             rx: RxState::Frames,
             want: 0,
             closed: false,
+            // The hello may have brought frames along: look once.
+            readable: true,
+            unwatched: !watched,
         });
         if self.send_conn.len() <= peer as usize {
             self.send_conn.resize(peer as usize + 1, None);
@@ -569,6 +607,8 @@ impl Tcp {
             return delivered;
         }
         let _ = me;
+        // Stopped with data possibly left in the socket: read again next pass.
+        c.readable = true;
         delivered
     }
 
@@ -662,6 +702,13 @@ impl Tcp {
             self.since_accept = 0;
             self.accept_all();
         }
+        if self
+            .conns
+            .iter()
+            .any(|c| matches!(c.rx, RxState::Direct { .. }))
+        {
+            self.find_readable();
+        }
         let mut n = 0;
         for ci in 0..self.conns.len() {
             if !self.conns[ci].out.is_empty() {
@@ -673,12 +720,53 @@ impl Tcp {
                     sink.on_peer_lost(peer, &format!("send failed: {e}"));
                 }
             }
-            n += self.read_conn(ci, sink);
+            let c = &mut self.conns[ci];
+            if c.readable || c.unwatched || matches!(c.rx, RxState::Frames) {
+                c.readable = false;
+                n += self.read_conn(ci, sink);
+            }
         }
         for t in self.done.drain(..) {
             sink.on_sent(t);
         }
         n
+    }
+
+    /// Mark the connections the epoll set reports readable (or closed). A full batch may
+    /// leave some unreported: then every connection is read this pass.
+    fn find_readable(&mut self) {
+        const BATCH: usize = 32;
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
+        // SAFETY: `evs` has room for BATCH events; a zero timeout never blocks.
+        let n = unsafe { libc::epoll_wait(self.ep.as_raw_fd(), evs.as_mut_ptr(), BATCH as i32, 0) };
+        if n < 0 {
+            // EINTR and the like: read everything rather than miss data.
+            self.conns.iter_mut().for_each(|c| c.readable = true);
+            return;
+        }
+        for e in &evs[..n as usize] {
+            let ci = e.u64 as usize;
+            let Some(c) = self.conns.get_mut(ci) else {
+                continue;
+            };
+            if c.closed {
+                // Level triggered: a closed socket would be reported on every pass.
+                // SAFETY: the socket is open (we keep it until the transport drops).
+                unsafe {
+                    libc::epoll_ctl(
+                        self.ep.as_raw_fd(),
+                        libc::EPOLL_CTL_DEL,
+                        c.sock.as_raw_fd(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                continue;
+            }
+            c.readable = true;
+        }
+        if n as usize == BATCH {
+            self.conns.iter_mut().for_each(|c| c.readable = true);
+        }
     }
 
     /// Frames or bytes still waiting to be written.
