@@ -33,7 +33,7 @@ use super::{Caps, FrameSink, Gpid, NotNow, Sent, Token, Transport};
 use crate::proto::frame::HEADER_LEN;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"PROTEAN1");
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const SEG_HDR: usize = 4096;
 
 /// Geometry of a segment; every segment records its own in its header.
