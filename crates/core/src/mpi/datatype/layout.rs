@@ -465,6 +465,36 @@ pub unsafe fn exec_count<const PACK: bool>(
     p
 }
 
+/// Every contiguous block of one element of a program, as (byte offset from `base`, length),
+/// in packing order (a reduction over a derived type applies its kernel block by block).
+pub fn for_each_block(ops: &[Op], base: isize, f: &mut impl FnMut(isize, usize)) {
+    for op in ops {
+        match *op {
+            Op::Run {
+                off,
+                len,
+                count,
+                stride,
+            } => {
+                for j in 0..count as isize {
+                    f(base + off + j * stride, len);
+                }
+            }
+            Op::Loop {
+                off,
+                count,
+                stride,
+                ref body,
+                ..
+            } => {
+                for j in 0..count as isize {
+                    for_each_block(body, base + off + j * stride, f);
+                }
+            }
+        }
+    }
+}
+
 /// A window of the packed stream: skip the first `skip` bytes, then copy at most `budget`.
 pub struct Window {
     pub skip: usize,
