@@ -774,11 +774,13 @@ impl Pml {
     // frame (`Request::streamed`). The first frame packs what it carries: everything for an
     // eager message or a message to ourselves (which then is an ordinary packed send), the
     // eager prefix for a rendezvous. The rest waits for the receiver's clear-to-send and goes
-    // in Data frames of at most `STREAM_PIECE` bytes, each packed into a staging area just
-    // before it is handed to the transport; the receiver unpacks each one as it lands
-    // (`unpack_arrived`). Packing thus overlaps the transfer and the receiver's unpacking, and
-    // neither side holds a packed copy of the whole message. Single copy is not offered for
-    // such a message: the receiver could only read it once it is packed whole.
+    // in Data frames of an eighth of the message (8 to 64 KiB), each packed into a staging
+    // area just before it is handed to the transport; the receiver unpacks each one as it
+    // lands (`unpack_arrived`). Packing thus overlaps the transfer and the receiver's
+    // unpacking; the sender never holds a packed copy of the whole message, and the
+    // receiver's packed copy (kept for what lands whole: eager data, a prefix, a single-copy
+    // read from a contiguous sender) is not touched by these frames. Single copy is not
+    // offered for such a message: the receiver could read it only once it is packed whole.
 
     /// Before the first frame of a streamed send (planned as `plan`): pack what that frame
     /// carries and lay out the staging area. Runs again if the frame has to be retried.
@@ -826,7 +828,12 @@ impl Pml {
     fn pump_packed<I: Io>(&mut self, slot: u32, io: &mut I) -> bool {
         let r = self.reqs.get_mut(slot).expect("send slot");
         let peer = r.peer;
-        let piece = io.max_payload(peer).clamp(1, STREAM_PIECE);
+        // At least 8 pieces where the message allows, so that packing and unpacking overlap
+        // also for messages of a few pieces.
+        let piece = (r.len / 8)
+            .clamp(STREAM_PIECE_MIN, STREAM_PIECE)
+            .min(io.max_payload(peer))
+            .max(1);
         let fb = self.peers[peer as usize].fb_out;
         let Request {
             packed: Some(pk),
@@ -1478,6 +1485,8 @@ impl Pml {
 
 /// Largest piece of a streamed non-contiguous send (one Data frame).
 const STREAM_PIECE: usize = 64 * 1024;
+/// Smallest piece of a streamed send (unless the channel's frames are smaller).
+const STREAM_PIECE_MIN: usize = 8 * 1024;
 
 /// Data frame bytes `off..off + n` of a non-contiguous receive arrived (in `data`, or already
 /// written to the packed copy when `data` is None): unpack the part inside the receive now.
