@@ -832,9 +832,9 @@ fn streamed_noncontiguous_sends_under_every_protocol() {
         let what = format!("{protocol:?} refuse {refuse} pending {pending} truncate {truncate}");
         assert!(done(&t.a, s) && done(&t.b, r), "{what}");
         let got = rt.size;
-        for k in 0..n {
+        for (k, w) in want.iter().enumerate() {
             let at = k / 7 * 9 + k % 7;
-            let expect = if k < got { want[k] } else { 0xee };
+            let expect = if k < got { *w } else { 0xee };
             assert_eq!(dst[at], expect, "{what}: byte {k}");
         }
         for (i, b) in dst.iter().enumerate() {
