@@ -21,7 +21,7 @@ use crate::error::{ErrorClass, MpiError};
 use crate::mpi::datatype::pool;
 use crate::profile::Counters;
 use crate::proto::frame::{self, Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
-use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats};
+use crate::proto::policy::{Feedback, Handshake, Limits, Plan, Policy, Protocol, Route, RxStats};
 use crate::transport::shm::coop::{CoopSlots, SlotPool};
 use crate::transport::shm::{cma, Shm};
 use crate::transport::{FrameSink, Gpid, Sent, Token};
@@ -214,6 +214,16 @@ impl Ctrl {
             small_len: 0,
         }
     }
+
+    /// A receiver's answer to a request-to-send (Cts or Fin); `posted`: the receive was
+    /// waiting when the request came, so the sender may time the handshake by it.
+    fn answer(peer: Gpid, f: Frame, posted: bool) -> Ctrl {
+        let mut c = Ctrl::new(peer, f);
+        if posted {
+            frame::set_posted(&mut c.hdr);
+        }
+        c
+    }
 }
 
 /// Per-peer protocol state.
@@ -228,9 +238,12 @@ struct Peer {
     /// The peer's last report on how our messages arrive (raw header field; 0: none yet).
     fb_in: u16,
     /// What we see of the messages from this peer, and the report we stamp on every frame
-    /// to it.
+    /// to it; `fb_told`: the report that last went out.
     rx: RxStats,
     fb_out: u16,
+    fb_told: u16,
+    /// The rendezvous handshake with this peer as we measure it.
+    handshake: Handshake,
     send_seq: u32,
     recv_seq: u32,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
@@ -244,8 +257,11 @@ impl Peer {
     /// The limits for messages to this peer (`id`) under the setting `protocol` (the policy's
     /// own, or a communicator's info hint), given its last report.
     fn limits_under(&self, policy: &Policy, protocol: Protocol, id: Gpid) -> Limits {
-        let fb = frame::feedback_of(self.fb_in)
-            .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
+        let fb = Feedback {
+            handshake_ns: self.handshake.estimate(),
+            ..frame::feedback_of(self.fb_in)
+                .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l))
+        };
         policy.limits(protocol, id, self.route, self.max_payload, fb)
     }
 }
@@ -287,6 +303,8 @@ pub struct Pml {
     pub verbose: bool,
     /// Set once Finalize has begun: lost peers are expected then.
     pub finalizing: bool,
+    /// Origin of the handshake timestamps (`Request::rts_at`).
+    epoch: std::time::Instant,
 }
 
 impl Pml {
@@ -304,6 +322,8 @@ impl Pml {
                 fb_in: 0,
                 rx: RxStats::default(),
                 fb_out: 0,
+                fb_told: 0,
+                handshake: Handshake::default(),
                 send_seq: 0,
                 recv_seq: 0,
                 early: Vec::new(),
@@ -337,6 +357,7 @@ impl Pml {
             free_messages: Vec::new(),
             verbose: false,
             finalizing: false,
+            epoch: std::time::Instant::now(),
         }
     }
 
@@ -382,9 +403,16 @@ impl Pml {
     #[inline(always)]
     fn note_arrival(&mut self, from: Gpid, preposted: bool, bytes: usize) {
         let p = &mut self.peers[from as usize];
-        // The report rides on the next frame of any kind that goes back to the peer.
         if let Some((share, level)) = p.rx.note(preposted, bytes) {
             p.fb_out = frame::feedback_word(share, level);
+            // Most traffic carries the report back by itself; when little goes that way and
+            // the report moved a lot since it last went out, send it on its own.
+            let told = frame::feedback_of(p.fb_told);
+            let far = told.is_none_or(|(s, l)| s.abs_diff(share) >= 8 || l.abs_diff(level) >= 2);
+            if far && p.lost.is_none() {
+                p.fb_told = p.fb_out;
+                self.outbox.push_back(Ctrl::new(from, Frame::Feedback));
+            }
         }
     }
 
@@ -430,6 +458,7 @@ impl Pml {
         if !io.try_send(peer, &hdr, data) {
             return false;
         }
+        p.fb_told = p.fb_out;
         p.send_seq = p.send_seq.wrapping_add(1);
         let c = self.counters.on(p.route);
         c.eager_sent += 1;
@@ -524,6 +553,7 @@ impl Pml {
                 .encode();
                 frame::set_feedback(&mut hdr, fb);
                 let sent = io.send(peer, &hdr, &[], data, Token(wire))?;
+                p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
                 let c = self.counters.on(p.route);
                 c.eager_sent += 1;
@@ -583,6 +613,13 @@ impl Pml {
                     }
                 };
                 r.coop_slot = coop_slot.map_or(0, |c| c + 1);
+                if self
+                    .policy
+                    .uses_feedback(r.protocol.unwrap_or(self.policy.protocol))
+                {
+                    r.rts_at = (self.epoch.elapsed().as_nanos() as u64).max(1);
+                }
+                p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
                 if prefix > 0 {
                     let c = self.counters.on(p.route);
@@ -637,6 +674,7 @@ impl Pml {
     }
 
     fn fail(&mut self, slot: u32, e: MpiError) {
+        self.release_coop(slot);
         let r = self.reqs.get_mut(slot).expect("slot");
         r.status.error = Some(Box::new(e));
         let _ = r.send.on(SendEvent::Failed);
@@ -707,7 +745,8 @@ impl Pml {
     /// Ok: sent and taken off the outbox.
     fn send_ctrl<I: Io>(&mut self, io: &mut I) -> Result<(), SendError> {
         let c = self.outbox.front_mut().expect("outbox not empty");
-        frame::set_feedback(&mut c.hdr, self.peers[c.peer as usize].fb_out);
+        let p = &mut self.peers[c.peer as usize];
+        frame::set_feedback(&mut c.hdr, p.fb_out);
         io.send(
             c.peer,
             &c.hdr,
@@ -715,6 +754,7 @@ impl Pml {
             &[],
             Token::NONE,
         )?;
+        p.fb_told = p.fb_out;
         self.outbox.pop_front();
         Ok(())
     }
@@ -966,7 +1006,7 @@ impl Pml {
                 }
             }
             UnexpectedData::Rts { info, prefix } => {
-                self.rndv_into(slot, u.from, u.env, u.sreq, u.len, info, &prefix);
+                self.rndv_into(slot, u.from, u.env, u.sreq, u.len, info, &prefix, false);
             }
         }
     }
@@ -984,6 +1024,7 @@ impl Pml {
 
     /// Start receiving a rendezvous message into a matched receive.
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
     fn rndv_into(
         &mut self,
         slot: u32,
@@ -993,6 +1034,7 @@ impl Pml {
         len: u64,
         info: RndvInfo,
         prefix: &[u8],
+        posted: bool,
     ) {
         let wire = self.reqs.wire_id(slot);
         let single_copy = self.single_copy;
@@ -1015,7 +1057,8 @@ impl Pml {
             Ok(RecvAction::Complete(o)) => {
                 // Everything came with the request (an empty message): nothing to move.
                 r.status = status_of(env, len, r.len, o);
-                self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
+                self.outbox
+                    .push_back(Ctrl::answer(from, Frame::Fin { sreq }, posted));
                 self.finish(slot);
                 return;
             }
@@ -1093,7 +1136,8 @@ impl Pml {
                         r.status = status_of(env, len, r.len, o);
                     }
                     self.counters.on(self.route(from)).single_copy += 1;
-                    self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
+                    self.outbox
+                        .push_back(Ctrl::answer(from, Frame::Fin { sreq }, posted));
                     self.finish(slot);
                     return;
                 }
@@ -1108,7 +1152,7 @@ impl Pml {
         let r = self.reqs.get_mut(slot).expect("recv slot");
         r.off = prefix.len();
         self.outbox
-            .push_back(Ctrl::new(from, Frame::Cts { sreq, rreq: wire }));
+            .push_back(Ctrl::answer(from, Frame::Cts { sreq, rreq: wire }, posted));
     }
 
     /// Data of a rendezvous message arrived (bytes `offset..offset+n` were written already
@@ -1189,7 +1233,7 @@ impl Pml {
                 }
                 Frame::Rts { len, .. } => match RndvInfo::decode(payload) {
                     Ok((info, prefix)) => {
-                        self.rndv_into(p.slot, from, env, sreq, len, info, prefix)
+                        self.rndv_into(p.slot, from, env, sreq, len, info, prefix, true)
                     }
                     Err(e) => self.bad_frame(from, &e.to_string()),
                 },
@@ -1323,6 +1367,43 @@ impl Pml {
         true
     }
 
+    /// The answer to a request-to-send came, and its receive had been posted: how long the
+    /// handshake took (less the modelled time of the `moved` bytes the answer also waited
+    /// for) is a sample of the peer's handshake; a new estimate re-plans the peer's limits.
+    fn time_handshake(&mut self, slot: u32, moved: usize) {
+        let Some(r) = self.reqs.get_mut(slot) else {
+            return;
+        };
+        if r.rts_at == 0 || r.kind != Kind::Send {
+            return;
+        }
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let waited = now.saturating_sub(r.rts_at);
+        r.rts_at = 0;
+        let peer = r.peer;
+        let p = &mut self.peers[peer as usize];
+        let copy = self.policy.costs(p.route).rndv.1 * moved as f64;
+        if p.handshake.sample(waited.saturating_sub(copy as u64)) {
+            self.update_limits(peer);
+        }
+    }
+
+    /// A send is done with its copy slot (its receiver finished, or the send ended): the slot
+    /// goes back to the pool, and our help job for it, if any, goes away first. A Help that
+    /// arrived in the same batch as the Fin would otherwise copy into a receive buffer that is
+    /// no longer the message's, and claim chunks of the slot's next message.
+    fn release_coop(&mut self, slot: u32) {
+        let r = self.reqs.get_mut(slot).expect("slot");
+        if r.coop_slot == 0 {
+            return;
+        }
+        self.coop.pool.put(r.coop_slot - 1);
+        r.coop_slot = 0;
+        self.coop
+            .jobs
+            .retain(|j| !matches!(*j, CoopJob::Help { slot: s, .. } if s == slot));
+    }
+
     /// Our side of a cooperative send: copy chunks while any is left. Always finishes (the
     /// send itself completes when the receiver's Fin arrives).
     fn coop_help(&mut self, job: CoopJob) -> bool {
@@ -1342,6 +1423,9 @@ impl Pml {
         let (Some(own), Some(r)) = (self.coop.own, self.reqs.get(slot)) else {
             return true;
         };
+        if r.coop_slot != cslot + 1 {
+            return true; // the send let go of the slot (see `release_coop`)
+        }
         let buf = r.buf;
         while let Some(k) = own.claim(cslot, chunks) {
             let (at, n) = chunk_range(k, chunk, prefix, take);
@@ -1553,6 +1637,7 @@ impl FrameSink for Pml {
         self.take_feedback(from, hdr);
         let p = &mut self.peers[from as usize];
         match f {
+            Frame::Feedback => {}
             Frame::Eager { seq, .. } | Frame::Rts { seq, .. } => {
                 if seq != p.recv_seq {
                     // Ahead of its turn (it came over another channel): hold it.
@@ -1567,6 +1652,9 @@ impl FrameSink for Pml {
                 let Some(slot) = self.reqs.from_wire(sreq) else {
                     return;
                 };
+                if frame::posted(hdr) {
+                    self.time_handshake(slot, 0);
+                }
                 let r = self.reqs.get_mut(slot).expect("slot");
                 if let Ok(SendAction::Stream) = r.send.on(SendEvent::Cts) {
                     r.remote = rreq;
@@ -1580,11 +1668,14 @@ impl FrameSink for Pml {
                 let Some(slot) = self.reqs.from_wire(sreq) else {
                     return;
                 };
-                let r = self.reqs.get_mut(slot).expect("slot");
-                if r.coop_slot != 0 {
-                    self.coop.pool.put(r.coop_slot - 1);
-                    r.coop_slot = 0;
+                if frame::posted(hdr) {
+                    // A single-copy Fin also waited for the receiver's copy of the rest.
+                    let r = self.reqs.get(slot).expect("slot");
+                    let moved = r.len.saturating_sub(r.off);
+                    self.time_handshake(slot, moved);
                 }
+                self.release_coop(slot);
+                let r = self.reqs.get_mut(slot).expect("slot");
                 let ev = if matches!(f, Frame::Fin { .. }) {
                     SendEvent::Fin
                 } else {
@@ -1646,6 +1737,7 @@ impl FrameSink for Pml {
                     r.send.on(SendEvent::CancelAnswer { cancelled })
                 {
                     r.status.cancelled = true;
+                    self.release_coop(slot);
                     self.maybe_complete_send(slot);
                 }
             }

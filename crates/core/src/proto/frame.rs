@@ -8,6 +8,7 @@
 //! offset size  field
 //!  0      1    kind        FrameKind
 //!  1      1    flags       SYNC (0x1): eager message sent in synchronous mode, ack when matched
+//!                          POSTED (0x2) on Cts/Fin: the receive was posted when the Rts came
 //!  2      2    feedback    the sender's report on what it receives from the destination
 //!  4      4    seq         per (sender, receiver) sequence number of matchable frames
 //!  8      4    w0          Eager/Rts: context id      Cts/Data/Help: receiver request  other: 0
@@ -23,7 +24,7 @@
 //! the messages they send are received (see `policy::Feedback`): bit 15 set when present, bits
 //! 0–5 the share of recent messages that found their receive posted (0..=63 for 0..=1), bits
 //! 6–11 the bit length of the bytes of recent messages that arrived unexpected; bits 12–14
-//! are zero.
+//! are zero. A `Feedback` frame carries nothing else, for when no other frame goes that way.
 //!
 //! Rendezvous (`Rts`) payloads start with [`RndvInfo`] (24 bytes) and may carry the first part
 //! of the message after it (eager-rendezvous). `Help` payloads are a [`HelpInfo`].
@@ -72,7 +73,21 @@ pub fn set_feedback(hdr: &mut [u8; HEADER_LEN], word: u16) {
 
 /// Flag: the eager message was sent with MPI_Ssend/Issend; the receiver acks when it matches.
 pub const FLAG_SYNC: u8 = 0x1;
-const KNOWN_FLAGS: u8 = FLAG_SYNC;
+/// Flag on a Cts or Fin: the receive was already posted when the request-to-send arrived, so
+/// the time the sender waited for this answer is the handshake, not the application's delay.
+pub const FLAG_POSTED: u8 = 0x2;
+
+/// Mark a Cts or Fin header with [`FLAG_POSTED`].
+#[inline(always)]
+pub fn set_posted(hdr: &mut [u8; HEADER_LEN]) {
+    hdr[1] |= FLAG_POSTED;
+}
+
+/// Does a (valid) header carry [`FLAG_POSTED`]?
+#[inline(always)]
+pub fn posted(hdr: &[u8; HEADER_LEN]) -> bool {
+    hdr[1] & FLAG_POSTED != 0
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -96,6 +111,8 @@ pub enum FrameKind {
     /// The receiver matched a cooperative-copy message and asks the sender to copy chunks
     /// too; payload is [`HelpInfo`].
     Help = 9,
+    /// Nothing but the feedback field.
+    Feedback = 10,
 }
 
 impl FrameKind {
@@ -110,6 +127,7 @@ impl FrameKind {
             7 => FrameKind::CancelReq,
             8 => FrameKind::CancelResp,
             9 => FrameKind::Help,
+            10 => FrameKind::Feedback,
             _ => return None,
         })
     }
@@ -169,6 +187,7 @@ pub enum Frame {
         sreq: u32,
         rreq: u32,
     },
+    Feedback,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,6 +235,7 @@ impl Frame {
             Frame::CancelReq { .. } => FrameKind::CancelReq,
             Frame::CancelResp { .. } => FrameKind::CancelResp,
             Frame::Help { .. } => FrameKind::Help,
+            Frame::Feedback => FrameKind::Feedback,
         }
     }
 
@@ -250,6 +270,7 @@ impl Frame {
             Frame::CancelReq { sreq, seq } => (0, seq, 0, 0, 0, sreq, 0),
             Frame::CancelResp { sreq, cancelled } => (0, 0, 0, cancelled as u32, 0, sreq, 0),
             Frame::Help { sreq, rreq } => (0, 0, rreq, 0, 0, sreq, 0),
+            Frame::Feedback => (0, 0, 0, 0, 0, 0, 0),
         };
         b[1] = flags;
         put32(&mut b, 4, seq);
@@ -265,7 +286,12 @@ impl Frame {
     pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Frame, FrameError> {
         let kind = FrameKind::from_u8(b[0]).ok_or(FrameError::BadKind(b[0]))?;
         let flags = b[1];
-        if flags & !KNOWN_FLAGS != 0 || (flags != 0 && kind != FrameKind::Eager) {
+        let allowed = match kind {
+            FrameKind::Eager => FLAG_SYNC,
+            FrameKind::Cts | FrameKind::Fin => FLAG_POSTED,
+            _ => 0,
+        };
+        if flags & !allowed != 0 {
             return Err(FrameError::BadFlags(flags));
         }
         if b[3] & FEEDBACK_RESERVED_HI != 0 {
@@ -302,6 +328,7 @@ impl Frame {
             },
             FrameKind::Fin => Frame::Fin { sreq },
             FrameKind::SyncAck => Frame::SyncAck { sreq },
+            FrameKind::Feedback => Frame::Feedback,
             FrameKind::CancelReq => Frame::CancelReq { sreq, seq },
             FrameKind::CancelResp => Frame::CancelResp {
                 sreq,
@@ -464,6 +491,7 @@ mod tests {
                 cancelled: true,
             },
             Frame::Help { sreq: 5, rreq: 9 },
+            Frame::Feedback,
         ];
         for f in frames {
             assert_eq!(Frame::decode(&f.encode()), Ok(f));
@@ -474,7 +502,7 @@ mod tests {
             assert_eq!(Frame::decode(&b), Ok(f));
             assert_eq!(feedback(&b), Some((40, 17)));
         }
-        let mut b = Frame::Fin { sreq: 1 }.encode();
+        let mut b = Frame::Feedback.encode();
         set_feedback(&mut b, feedback_word(1000, 1000));
         assert_eq!(feedback(&b), Some((FEEDBACK_SHARE_MAX, 63)));
         set_feedback(&mut b, feedback_word(0, 0));
@@ -500,6 +528,15 @@ mod tests {
         .encode();
         b[1] = 0x80;
         assert_eq!(Frame::decode(&b), Err(FrameError::BadFlags(0x80)));
+        b[1] = FLAG_POSTED;
+        assert_eq!(Frame::decode(&b), Err(FrameError::BadFlags(FLAG_POSTED)));
+        for f in [Frame::Fin { sreq: 3 }, Frame::Cts { sreq: 3, rreq: 4 }] {
+            let mut h = f.encode();
+            assert!(!posted(&h));
+            set_posted(&mut h);
+            assert!(posted(&h));
+            assert_eq!(Frame::decode(&h), Ok(f), "POSTED is valid on Cts and Fin");
+        }
         b[1] = 0;
         b[3] = 0x10;
         assert_eq!(Frame::decode(&b), Err(FrameError::Reserved));

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::mpi::datatype::{predefined, predefined_index, Datatype};
-use crate::proto::policy::{Costs, Protocol};
+use crate::proto::policy::{Costs, Handshake, Protocol};
 
 /// Frames in flight from one side to the other.
 #[derive(Default)]
@@ -563,6 +563,77 @@ fn cooperative_copy_receiver_alone_and_given_back_chunks() {
 }
 
 #[test]
+fn cooperative_help_that_arrives_with_the_fin_copies_nothing() {
+    // The receiver copies every chunk itself, so its Help and its Fin reach the sender in
+    // one batch; the copy slot then goes to the next message. The stale Help must not copy
+    // into the finished receive nor claim the new message's chunks.
+    let (mut t, _ma, _mb) = coop_pair(1000);
+    let data_a: Vec<u8> = (0..6000u32).map(|i| (i * 7) as u8).collect();
+    let data_b: Vec<u8> = (0..6000u32).map(|i| (i * 11 + 3) as u8).collect();
+    let mut buf_a = vec![0u8; data_a.len()];
+    let (ra, _) = recv(&mut t.b, &mut buf_a, 0, 1);
+    let (sa, _) = send(&mut t.a, &mut t.ab, &data_a, 1, Mode::Standard);
+    let (h, p) = t.ab.frames.pop_front().unwrap();
+    t.b.on_frame(0, &h, &p);
+    t.b.flush(&mut t.ba);
+    assert!(done(&t.b, ra), "the receiver claimed every chunk");
+    assert_eq!(buf_a, data_a);
+    assert_eq!(t.ba.frames.len(), 2, "Help and Fin");
+    while let Some((h, p)) = t.ba.frames.pop_front() {
+        t.a.on_frame(1, &h, &p);
+    }
+    assert!(done(&t.a, sa));
+    buf_a.fill(0xee);
+    let mut buf_b = vec![0u8; data_b.len()];
+    let (rb, _) = recv(&mut t.b, &mut buf_b, 0, 2);
+    let (sb, _) = send(&mut t.a, &mut t.ab, &data_b, 2, Mode::Standard);
+    t.a.run_coop();
+    t.run();
+    assert!(done(&t.b, rb) && done(&t.a, sb));
+    assert!(
+        buf_a.iter().all(|b| *b == 0xee),
+        "nothing written after completion"
+    );
+    assert_eq!(buf_b, data_b);
+}
+
+#[test]
+fn adaptive_sender_times_handshakes_of_posted_receives_only() {
+    for single_copy in [false, true] {
+        let mut t = Pair::new(Protocol::Adaptive, single_copy);
+        let data = vec![5u8; 1000];
+        // Receives posted late: their answers carry no timing.
+        for i in 0..Handshake::WINDOW as i32 {
+            let (s, _) = send(&mut t.a, &mut t.ab, &data, i, Mode::Standard);
+            t.run();
+            let mut buf = vec![0u8; 1000];
+            let (r, _) = recv(&mut t.b, &mut buf, 0, i);
+            t.run();
+            assert!(done(&t.a, s) && done(&t.b, r));
+            assert_eq!(buf, data);
+        }
+        assert_eq!(t.a.peers[1].handshake.estimate(), None);
+        // Posted receives: a window of samples makes an estimate.
+        for i in 0..Handshake::WINDOW as i32 {
+            let mut buf = vec![0u8; 1000];
+            let (r, _) = recv(&mut t.b, &mut buf, 0, i);
+            let (s, _) = send(&mut t.a, &mut t.ab, &data, i, Mode::Standard);
+            t.run();
+            assert!(done(&t.a, s) && done(&t.b, r));
+        }
+        assert!(
+            t.a.peers[1].handshake.estimate().is_some(),
+            "single copy {single_copy}"
+        );
+        assert_eq!(
+            t.b.peers[0].handshake.estimate(),
+            None,
+            "receivers do not time"
+        );
+    }
+}
+
+#[test]
 fn blocking_receive_without_a_request() {
     let mut t = Pair::new(Protocol::Static, false);
     let any = Envelope {
@@ -677,20 +748,6 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
     assert_eq!(small, [7u8; 16]);
 }
 
-/// An empty message from b to a (its header carries b's report).
-fn reply(t: &mut Pair) {
-    let mut r = Request::new(Kind::Send, 0);
-    r.peer = 0;
-    r.env = Envelope {
-        ctx: 0,
-        src: 1,
-        tag: 1,
-    };
-    let slot = t.b.reqs.insert(r);
-    t.b.start_send(slot, &mut t.ba);
-    t.run();
-}
-
 /// Receivers report how messages arrive; an adaptive sender moves its eager boundary when
 /// they stop finding receives posted, and back when they find them again.
 #[test]
@@ -716,13 +773,7 @@ fn adaptive_sender_follows_the_receivers_reports() {
     }
     t.run();
     assert_eq!(t.a.counters.on(Route::Shm).eager_sent, 64);
-    assert_eq!(
-        t.a.limits(1).unwrap().eager_max,
-        Some(100),
-        "nothing went back yet"
-    );
-    reply(&mut t);
-    // The receiver told the sender on the reply.
+    // The receiver told the sender (on a frame of its own: nothing else went that way).
     // (at 5 bytes eager and rendezvous cost the same, bar the unexpected data's pressure)
     assert!(matches!(t.a.limits(1).unwrap().eager_max, Some(4 | 5)));
     let (s, _) = send(&mut t.a, &mut t.ab, &data, 64, Mode::Standard);
@@ -747,7 +798,16 @@ fn adaptive_sender_follows_the_receivers_reports() {
         t.run();
         assert!(done(&t.b, r));
         // Replies carry the report back at no cost.
-        reply(&mut t);
+        let mut r = Request::new(Kind::Send, 0);
+        r.peer = 0;
+        r.env = Envelope {
+            ctx: 0,
+            src: 1,
+            tag: 1,
+        };
+        let slot = t.b.reqs.insert(r);
+        t.b.start_send(slot, &mut t.ba);
+        t.run();
     }
     // A static sender ignores reports.
     let mut s = Pair::new(Protocol::Static, false);
