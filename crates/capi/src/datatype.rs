@@ -335,6 +335,37 @@ pub unsafe extern "C" fn protean_MPI_Type_set_name(
 // -------------------------------------------------------------------------------------------
 // Constructors
 
+/// Defines a constructor and its `_c` twin (MPI_Count arguments) from one body. The body sees
+/// the arguments under the same names in both functions (integers go to the shared helper
+/// with `.into()`, arrays as generic pointers), `large` (false, then true: the arguments are
+/// recorded as a `_c` constructor's) and `func` (the MPI name, for errors).
+macro_rules! twins {
+    ($name:ident, $name_c:ident, ($($a:ident: $t:ty),* $(,)?), ($($ac:ident: $tc:ty),* $(,)?),
+     |$large:ident, $func:ident| $body:expr) => {
+        /// # Safety
+        /// Arguments as the MPI standard requires: arrays hold the entries the counts name,
+        /// `newtype` is writable.
+        #[no_mangle]
+        // The body widens every integer argument with `.into()`; some are wide already.
+        #[allow(clippy::useless_conversion)]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
+            let $large = false;
+            let $func = &stringify!($name)["protean_".len()..];
+            $body
+        }
+
+        /// # Safety
+        /// As for the function without `_c`.
+        #[no_mangle]
+        #[allow(clippy::useless_conversion)]
+        pub unsafe extern "C" fn $name_c($($ac: $tc),*) -> c_int {
+            let $large = true;
+            let $func = &stringify!($name_c)["protean_".len()..];
+            $body
+        }
+    };
+}
+
 /// Build a type from the engine's types and store it; write its handle to `newtype`. With
 /// `large`, the arguments are recorded as a `_c` constructor's.
 unsafe fn construct(
@@ -506,93 +537,20 @@ unsafe fn structure<B: Copy + Into<i64>, D: Copy + Into<i64>>(
     })
 }
 
-/// # Safety
-/// `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_contiguous(
-    count: c_int,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    contiguous(count.into(), oldtype, newtype, false, "MPI_Type_contiguous")
-}
+twins!(protean_MPI_Type_contiguous, protean_MPI_Type_contiguous_c,
+    (count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    (count: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| contiguous(count.into(), oldtype, newtype, large, func));
 
-/// # Safety
-/// `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_contiguous_c(
-    count: MPI_Count,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    contiguous(count, oldtype, newtype, true, "MPI_Type_contiguous_c")
-}
+twins!(protean_MPI_Type_vector, protean_MPI_Type_vector_c,
+    (count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    (count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| vector(count.into(), blocklength.into(), stride.into(), false, oldtype, newtype, large, func));
 
-/// # Safety
-/// `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_vector(
-    count: c_int,
-    blocklength: c_int,
-    stride: c_int,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    vector(
-        count.into(),
-        blocklength.into(),
-        stride.into(),
-        false,
-        oldtype,
-        newtype,
-        false,
-        "MPI_Type_vector",
-    )
-}
-
-/// # Safety
-/// `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_vector_c(
-    count: MPI_Count,
-    blocklength: MPI_Count,
-    stride: MPI_Count,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    vector(
-        count,
-        blocklength,
-        stride,
-        false,
-        oldtype,
-        newtype,
-        true,
-        "MPI_Type_vector_c",
-    )
-}
-
-/// # Safety
-/// `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_hvector(
-    count: c_int,
-    blocklength: c_int,
-    stride: MPI_Aint,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    vector(
-        count.into(),
-        blocklength.into(),
-        stride,
-        true,
-        oldtype,
-        newtype,
-        false,
-        "MPI_Type_create_hvector",
-    )
-}
+twins!(protean_MPI_Type_create_hvector, protean_MPI_Type_create_hvector_c,
+    (count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    (count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| vector(count.into(), blocklength.into(), stride.into(), true, oldtype, newtype, large, func));
 
 /// # Safety
 /// `newtype` is writable.
@@ -616,93 +574,15 @@ pub unsafe extern "C" fn protean_MPI_Type_hvector(
     )
 }
 
-/// # Safety
-/// `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_hvector_c(
-    count: MPI_Count,
-    blocklength: MPI_Count,
-    stride: MPI_Count,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    vector(
-        count,
-        blocklength,
-        stride,
-        true,
-        oldtype,
-        newtype,
-        true,
-        "MPI_Type_create_hvector_c",
-    )
-}
+twins!(protean_MPI_Type_indexed, protean_MPI_Type_indexed_c,
+    (count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    (count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| indexed(count.into(), array_of_blocklengths, array_of_displacements, false, oldtype, newtype, large, func));
 
-/// # Safety
-/// The arrays hold `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_indexed(
-    count: c_int,
-    array_of_blocklengths: *const c_int,
-    array_of_displacements: *const c_int,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    indexed(
-        count.into(),
-        array_of_blocklengths,
-        array_of_displacements,
-        false,
-        oldtype,
-        newtype,
-        false,
-        "MPI_Type_indexed",
-    )
-}
-
-/// # Safety
-/// The arrays hold `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_indexed_c(
-    count: MPI_Count,
-    array_of_blocklengths: *const MPI_Count,
-    array_of_displacements: *const MPI_Count,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    indexed(
-        count,
-        array_of_blocklengths,
-        array_of_displacements,
-        false,
-        oldtype,
-        newtype,
-        true,
-        "MPI_Type_indexed_c",
-    )
-}
-
-/// # Safety
-/// The arrays hold `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_hindexed(
-    count: c_int,
-    array_of_blocklengths: *const c_int,
-    array_of_displacements: *const MPI_Aint,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    indexed(
-        count.into(),
-        array_of_blocklengths,
-        array_of_displacements,
-        true,
-        oldtype,
-        newtype,
-        false,
-        "MPI_Type_create_hindexed",
-    )
-}
+twins!(protean_MPI_Type_create_hindexed, protean_MPI_Type_create_hindexed_c,
+    (count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    (count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| indexed(count.into(), array_of_blocklengths, array_of_displacements, true, oldtype, newtype, large, func));
 
 /// # Safety
 /// The arrays hold `count` entries; `newtype` is writable.
@@ -726,136 +606,20 @@ pub unsafe extern "C" fn protean_MPI_Type_hindexed(
     )
 }
 
-/// # Safety
-/// The arrays hold `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_hindexed_c(
-    count: MPI_Count,
-    array_of_blocklengths: *const MPI_Count,
-    array_of_displacements: *const MPI_Count,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    indexed(
-        count,
-        array_of_blocklengths,
-        array_of_displacements,
-        true,
-        oldtype,
-        newtype,
-        true,
-        "MPI_Type_create_hindexed_c",
-    )
-}
+twins!(protean_MPI_Type_create_indexed_block, protean_MPI_Type_create_indexed_block_c,
+    (count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    (count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| indexed_block(count.into(), blocklength.into(), array_of_displacements, false, oldtype, newtype, large, func));
 
-/// # Safety
-/// `array_of_displacements` holds `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_indexed_block(
-    count: c_int,
-    blocklength: c_int,
-    array_of_displacements: *const c_int,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    indexed_block(
-        count.into(),
-        blocklength.into(),
-        array_of_displacements,
-        false,
-        oldtype,
-        newtype,
-        false,
-        "MPI_Type_create_indexed_block",
-    )
-}
+twins!(protean_MPI_Type_create_hindexed_block, protean_MPI_Type_create_hindexed_block_c,
+    (count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    (count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| indexed_block(count.into(), blocklength.into(), array_of_displacements, true, oldtype, newtype, large, func));
 
-/// # Safety
-/// `array_of_displacements` holds `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_indexed_block_c(
-    count: MPI_Count,
-    blocklength: MPI_Count,
-    array_of_displacements: *const MPI_Count,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    indexed_block(
-        count,
-        blocklength,
-        array_of_displacements,
-        false,
-        oldtype,
-        newtype,
-        true,
-        "MPI_Type_create_indexed_block_c",
-    )
-}
-
-/// # Safety
-/// `array_of_displacements` holds `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_hindexed_block(
-    count: c_int,
-    blocklength: c_int,
-    array_of_displacements: *const MPI_Aint,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    indexed_block(
-        count.into(),
-        blocklength.into(),
-        array_of_displacements,
-        true,
-        oldtype,
-        newtype,
-        false,
-        "MPI_Type_create_hindexed_block",
-    )
-}
-
-/// # Safety
-/// `array_of_displacements` holds `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_hindexed_block_c(
-    count: MPI_Count,
-    blocklength: MPI_Count,
-    array_of_displacements: *const MPI_Count,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    indexed_block(
-        count,
-        blocklength,
-        array_of_displacements,
-        true,
-        oldtype,
-        newtype,
-        true,
-        "MPI_Type_create_hindexed_block_c",
-    )
-}
-
-/// # Safety
-/// The arrays hold `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_struct(
-    count: c_int,
-    array_of_blocklengths: *const c_int,
-    array_of_displacements: *const MPI_Aint,
-    array_of_types: *const MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    structure(
-        count.into(),
-        array_of_blocklengths,
-        array_of_displacements,
-        array_of_types,
-        newtype,
-        false,
-        "MPI_Type_create_struct",
-    )
-}
+twins!(protean_MPI_Type_create_struct, protean_MPI_Type_create_struct_c,
+    (count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype),
+    (count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| structure(count.into(), array_of_blocklengths, array_of_displacements, array_of_types, newtype, large, func));
 
 /// # Safety
 /// The arrays hold `count` entries; `newtype` is writable.
@@ -878,56 +642,13 @@ pub unsafe extern "C" fn protean_MPI_Type_struct(
     )
 }
 
-/// # Safety
-/// The arrays hold `count` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_struct_c(
-    count: MPI_Count,
-    array_of_blocklengths: *const MPI_Count,
-    array_of_displacements: *const MPI_Count,
-    array_of_types: *const MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    structure(
-        count,
-        array_of_blocklengths,
-        array_of_displacements,
-        array_of_types,
-        newtype,
-        true,
-        "MPI_Type_create_struct_c",
-    )
-}
-
-/// # Safety
-/// `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_resized(
-    oldtype: MPI_Datatype,
-    lb: MPI_Aint,
-    extent: MPI_Aint,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    construct(newtype, "MPI_Type_create_resized", false, |e| {
-        let (t, id) = old(e, oldtype)?;
-        Datatype::resized(&t, lb as isize, extent as isize, id)
-    })
-}
-
-/// # Safety
-/// `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_resized_c(
-    oldtype: MPI_Datatype,
-    lb: MPI_Count,
-    extent: MPI_Count,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    construct(newtype, "MPI_Type_create_resized_c", true, |e| {
-        let (t, id) = old(e, oldtype)?;
-        Datatype::resized(&t, lb as isize, extent as isize, id)
-    })
-}
+twins!(protean_MPI_Type_create_resized, protean_MPI_Type_create_resized_c,
+(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype),
+(oldtype: MPI_Datatype, lb: MPI_Count, extent: MPI_Count, newtype: *mut MPI_Datatype),
+|large, func| construct(newtype, func, large, |e| {
+    let (t, id) = old(e, oldtype)?;
+    Datatype::resized(&t, lb as isize, extent as isize, id)
+}));
 
 /// # Safety
 /// `newtype` is writable.
@@ -1010,55 +731,10 @@ unsafe fn subarray<C: Copy + Into<i64>>(
     })
 }
 
-/// # Safety
-/// The arrays hold `ndims` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_subarray(
-    ndims: c_int,
-    array_of_sizes: *const c_int,
-    array_of_subsizes: *const c_int,
-    array_of_starts: *const c_int,
-    order: c_int,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    subarray(
-        ndims,
-        array_of_sizes,
-        array_of_subsizes,
-        array_of_starts,
-        order,
-        oldtype,
-        newtype,
-        false,
-        "MPI_Type_create_subarray",
-    )
-}
-
-/// # Safety
-/// The arrays hold `ndims` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_subarray_c(
-    ndims: c_int,
-    array_of_sizes: *const MPI_Count,
-    array_of_subsizes: *const MPI_Count,
-    array_of_starts: *const MPI_Count,
-    order: c_int,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    subarray(
-        ndims,
-        array_of_sizes,
-        array_of_subsizes,
-        array_of_starts,
-        order,
-        oldtype,
-        newtype,
-        true,
-        "MPI_Type_create_subarray_c",
-    )
-}
+twins!(protean_MPI_Type_create_subarray, protean_MPI_Type_create_subarray_c,
+    (ndims: c_int, array_of_sizes: *const c_int, array_of_subsizes: *const c_int, array_of_starts: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    (ndims: c_int, array_of_sizes: *const MPI_Count, array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| subarray(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, large, func));
 
 #[allow(clippy::too_many_arguments)]
 unsafe fn darray<G: Copy + Into<i64>>(
@@ -1140,67 +816,10 @@ unsafe fn darray<G: Copy + Into<i64>>(
     })
 }
 
-/// # Safety
-/// The arrays hold `ndims` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_darray(
-    size: c_int,
-    rank: c_int,
-    ndims: c_int,
-    array_of_gsizes: *const c_int,
-    array_of_distribs: *const c_int,
-    array_of_dargs: *const c_int,
-    array_of_psizes: *const c_int,
-    order: c_int,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    darray(
-        size,
-        rank,
-        ndims,
-        array_of_gsizes,
-        array_of_distribs,
-        array_of_dargs,
-        array_of_psizes,
-        order,
-        oldtype,
-        newtype,
-        false,
-        "MPI_Type_create_darray",
-    )
-}
-
-/// # Safety
-/// The arrays hold `ndims` entries; `newtype` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Type_create_darray_c(
-    size: c_int,
-    rank: c_int,
-    ndims: c_int,
-    array_of_gsizes: *const MPI_Count,
-    array_of_distribs: *const c_int,
-    array_of_dargs: *const c_int,
-    array_of_psizes: *const c_int,
-    order: c_int,
-    oldtype: MPI_Datatype,
-    newtype: *mut MPI_Datatype,
-) -> c_int {
-    darray(
-        size,
-        rank,
-        ndims,
-        array_of_gsizes,
-        array_of_distribs,
-        array_of_dargs,
-        array_of_psizes,
-        order,
-        oldtype,
-        newtype,
-        true,
-        "MPI_Type_create_darray_c",
-    )
-}
+twins!(protean_MPI_Type_create_darray, protean_MPI_Type_create_darray_c,
+    (size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    (size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype),
+    |large, func| darray(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, large, func));
 
 // -------------------------------------------------------------------------------------------
 // Fortran 90 parameterized types and MPI_Type_match_size

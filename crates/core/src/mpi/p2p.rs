@@ -20,6 +20,21 @@ pub const TAG_UB: i32 = i32::MAX;
 /// Bytes a buffered send reserves in the attached buffer beyond its data (MPI_BSEND_OVERHEAD).
 pub const BSEND_OVERHEAD: usize = 96;
 
+/// Non-contiguous sends of at least this many bytes are packed piece by piece as their frames
+/// go out (pipelined with the receiver's unpacking) rather than whole before the first frame.
+pub const STREAM_MIN: usize = 32 * 1024;
+
+/// When a non-contiguous buffer is packed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Packing {
+    /// A send packed whole now.
+    Now,
+    /// A send packed by the engine as its frames go out.
+    Later,
+    /// A receive: unpacked as it arrives or on completion.
+    Unpack,
+}
+
 /// A request handle value that is not a live request.
 fn bad_request() -> MpiError {
     MpiError::new(
@@ -56,7 +71,7 @@ impl Engine {
         buf: *mut u8,
         count: usize,
         d: &Arc<Datatype>,
-        pack: bool,
+        pack: Packing,
     ) -> Result<(*mut u8, usize, Option<Box<Packed>>)> {
         let len = d
             .packed_size(count)
@@ -71,13 +86,16 @@ impl Engine {
         }
         // Packed copies come from a per-thread pool (see datatype::pool) and go back to it when
         // the request drops them.
-        let data = if pack {
-            let mut v = pool::take_empty(len);
-            // SAFETY: the caller guarantees the buffer holds `count` elements of the type.
-            unsafe { d.pack(buf, count, &mut v) };
-            v
-        } else {
-            pool::take_filled(len)
+        let data = match pack {
+            Packing::Now => {
+                let mut v = pool::take_empty(len);
+                // SAFETY: the caller guarantees the buffer holds `count` elements of the type.
+                unsafe { d.pack(buf, count, &mut v) };
+                v
+            }
+            // The engine packs what each frame carries when it sends it.
+            Packing::Later => Vec::new(),
+            Packing::Unpack => pool::take_filled(len),
         };
         let mut p = Box::new(Packed {
             data,
@@ -85,17 +103,27 @@ impl Engine {
             count,
             dtype: d.clone(),
         });
-        let ptr = p.data.as_mut_ptr();
+        let ptr = match pack {
+            Packing::Later => std::ptr::null_mut(),
+            _ => p.data.as_mut_ptr(),
+        };
         Ok((ptr, len, Some(p)))
     }
 
+    /// A send's data: pointer, bytes, the packed copy, and whether the message is packed
+    /// piece by piece as it goes out (large non-contiguous data, see `Pml::pump_packed`).
+    #[allow(clippy::type_complexity)]
     fn send_data(
         &self,
         buf: *const u8,
         count: usize,
         d: &Arc<Datatype>,
-    ) -> Result<(*mut u8, usize, Option<Box<Packed>>)> {
-        self.buffer_view(buf as *mut u8, count, d, true)
+    ) -> Result<(*mut u8, usize, Option<Box<Packed>>, bool)> {
+        let stream = d.packed_size(count).is_some_and(|l| l >= STREAM_MIN);
+        let how = if stream { Packing::Later } else { Packing::Now };
+        let (ptr, len, packed) = self.buffer_view(buf as *mut u8, count, d, how)?;
+        let streamed = stream && packed.is_some();
+        Ok((ptr, len, packed, streamed))
     }
 
     fn recv_data(
@@ -104,7 +132,7 @@ impl Engine {
         count: usize,
         d: &Arc<Datatype>,
     ) -> Result<(*mut u8, usize, Option<Box<Packed>>)> {
-        self.buffer_view(buf, count, d, false)
+        self.buffer_view(buf, count, d, Packing::Unpack)
     }
 
     /// Resolve a destination rank to a process; None for MPI_PROC_NULL.
@@ -218,7 +246,7 @@ impl Engine {
             let d = d.clone();
             return self.bsend_start(buf, count, &d, dest, tag, comm);
         }
-        let (ptr, len, packed) = self.send_data(buf, count, d)?;
+        let (ptr, len, packed, streamed) = self.send_data(buf, count, d)?;
         let c = self.comm(comm)?;
         let env = Envelope {
             ctx: c.ctx + ctx_offset,
@@ -232,6 +260,7 @@ impl Engine {
         r.buf = ptr;
         r.len = len;
         r.packed = packed;
+        r.streamed = streamed;
         r.mode = mode;
         r.protocol = protocol;
         let slot = self.pml.reqs.insert(r);
@@ -623,7 +652,7 @@ impl Engine {
                     nr.complete = true;
                 }
                 Some(peer) => {
-                    let (ptr, len, packed) = self.send_data(p.user_buf, p.count, &d)?;
+                    let (ptr, len, packed, streamed) = self.send_data(p.user_buf, p.count, &d)?;
                     let c = self.comm(p.comm)?;
                     nr.peer = peer;
                     nr.env = Envelope {
@@ -634,6 +663,7 @@ impl Engine {
                     nr.buf = ptr;
                     nr.len = len;
                     nr.packed = packed;
+                    nr.streamed = streamed;
                     nr.mode = p.mode;
                 }
             }

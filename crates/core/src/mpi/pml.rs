@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 
 use crate::error::{ErrorClass, MpiError};
+use crate::mpi::datatype::pool;
 use crate::profile::Counters;
 use crate::proto::frame::{self, Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
 use crate::proto::policy::{Feedback, Handshake, Limits, Plan, Policy, Protocol, Route, RxStats};
@@ -527,6 +528,11 @@ impl Pml {
             _ => p.limits,
         }
         .plan(len);
+        if r.streamed {
+            self.prepare_streamed(slot, plan);
+        }
+        let r = self.reqs.get_mut(slot).expect("send slot");
+        let p = &mut self.peers[peer as usize];
         let seq = p.send_seq;
         let fb = p.fb_out;
         // SAFETY: the send buffer holds `len` bytes and stays valid until the request completes.
@@ -562,7 +568,10 @@ impl Pml {
                     Plan::EagerRendezvous { prefix } => prefix,
                     _ => 0,
                 };
-                let offer = self.single_copy && matches!(p.route, Route::Shm | Route::SelfLoop);
+                // A streamed message is packed as it goes: the receiver cannot read it whole.
+                let offer = self.single_copy
+                    && !r.streamed
+                    && matches!(p.route, Route::Shm | Route::SelfLoop);
                 let coop = &mut self.coop;
                 let coop_slot = match coop.own {
                     Some(own)
@@ -650,7 +659,10 @@ impl Pml {
         r.complete = true;
         if r.kind == Kind::Recv {
             if let Some(pk) = r.packed.take() {
-                let n = (r.status.bytes as usize).min(pk.data.len());
+                // Bytes from `unpacked_from` on were unpacked as their frames arrived.
+                let n = (r.status.bytes as usize)
+                    .min(pk.data.len())
+                    .min(r.unpacked_from);
                 // SAFETY: the user's buffer holds `count` elements of the type until the
                 // receive completes, which is now.
                 unsafe { pk.dtype.unpack(&pk.data[..n], pk.user_buf, pk.count) };
@@ -756,6 +768,9 @@ impl Pml {
         if r.send.state() != SendState::Streaming {
             return true;
         }
+        if r.streamed {
+            return self.pump_packed(slot, io);
+        }
         let peer = r.peer;
         let frag = io.max_payload(peer).max(1);
         let fb = self.peers[peer as usize].fb_out;
@@ -786,6 +801,129 @@ impl Pml {
                     return true;
                 }
             }
+        }
+        let _ = r.send.on(SendEvent::AllDataQueued);
+        self.maybe_complete_send(slot);
+        true
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Large non-contiguous sends, packed as they go
+    //
+    // A non-contiguous send of at least `p2p::STREAM_MIN` bytes is not packed before its first
+    // frame (`Request::streamed`). The first frame packs what it carries: everything for an
+    // eager message or a message to ourselves (which then is an ordinary packed send), the
+    // eager prefix for a rendezvous. The rest waits for the receiver's clear-to-send and goes
+    // in Data frames of an eighth of the message (8 to 64 KiB), each packed into a staging
+    // area just before it is handed to the transport; the receiver unpacks each one as it
+    // lands (`unpack_arrived`). Packing thus overlaps the transfer and the receiver's
+    // unpacking; the sender never holds a packed copy of the whole message, and the
+    // receiver's packed copy (kept for what lands whole: eager data, a prefix, a single-copy
+    // read from a contiguous sender) is not touched by these frames. Single copy is not
+    // offered for such a message: the receiver could read it only once it is packed whole.
+
+    /// Before the first frame of a streamed send (planned as `plan`): pack what that frame
+    /// carries and lay out the staging area. Runs again if the frame has to be retried.
+    #[cold]
+    fn prepare_streamed(&mut self, slot: u32, plan: Plan) {
+        let r = self.reqs.get_mut(slot).expect("send slot");
+        let route = self.peers[r.peer as usize].route;
+        let Some(pk) = r.packed.as_mut() else {
+            r.streamed = false;
+            return;
+        };
+        let prefix = match plan {
+            Plan::Eager => None,
+            Plan::EagerRendezvous { prefix } => Some(prefix),
+            Plan::Rendezvous => Some(0),
+        };
+        match prefix {
+            Some(prefix) if route != Route::SelfLoop => {
+                // [prefix | one staged piece]; the buffer never grows afterwards, so a
+                // transport may keep referencing the prefix while pieces are staged.
+                let mut v = pool::take_filled(prefix + STREAM_PIECE);
+                // SAFETY: the user's buffer holds `count` elements of the type until the
+                // request completes; the window is inside the message.
+                unsafe {
+                    pk.dtype
+                        .pack_window(pk.user_buf, pk.count, 0, &mut v[..prefix])
+                };
+                pk.data = v;
+            }
+            _ => {
+                // Sent whole: pack it now and continue as an ordinary packed send.
+                let mut v = pool::take_empty(r.len);
+                // SAFETY: as above, for the whole message.
+                unsafe { pk.dtype.pack(pk.user_buf, pk.count, &mut v) };
+                pk.data = v;
+                r.streamed = false;
+            }
+        }
+        r.buf = pk.data.as_mut_ptr();
+        r.staged = 0;
+    }
+
+    /// Send Data frames of a streamed send, packing each piece just before it goes. Returns
+    /// true when no more frames are needed.
+    fn pump_packed<I: Io>(&mut self, slot: u32, io: &mut I) -> bool {
+        let r = self.reqs.get_mut(slot).expect("send slot");
+        let peer = r.peer;
+        // At least 8 pieces where the message allows, so that packing and unpacking overlap
+        // also for messages of a few pieces.
+        let piece = (r.len / 8)
+            .clamp(STREAM_PIECE_MIN, STREAM_PIECE)
+            .min(io.max_payload(peer))
+            .max(1);
+        let fb = self.peers[peer as usize].fb_out;
+        let Request {
+            packed: Some(pk),
+            off,
+            len,
+            staged,
+            remote,
+            ..
+        } = r
+        else {
+            return true;
+        };
+        let stage = pk.data.len() - STREAM_PIECE;
+        let mut failed = None;
+        while *off < *len {
+            let n = piece.min(*len - *off);
+            let body = &mut pk.data[stage..stage + n];
+            if *staged != n {
+                // SAFETY: the user's buffer holds `count` elements of the type until the
+                // request completes; the window `off..off + n` is inside the message.
+                unsafe { pk.dtype.pack_window(pk.user_buf, pk.count, *off, body) };
+                *staged = n;
+            }
+            let mut hdr = Frame::Data {
+                rreq: *remote,
+                offset: *off as u64,
+            }
+            .encode();
+            frame::set_feedback(&mut hdr, fb);
+            // Token::NONE: a transport that cannot write the piece at once copies it, so the
+            // staging area is free again when send returns.
+            match io.send(peer, &hdr, &[], body, Token::NONE) {
+                Ok(_) => {
+                    *off += n;
+                    *staged = 0;
+                }
+                Err(SendError::NotNow) => return false,
+                Err(SendError::Failed(why)) => {
+                    failed = Some(why);
+                    break;
+                }
+            }
+        }
+        if let Some(why) = failed {
+            let e = MpiError::new(
+                ErrorClass::Other,
+                format!("cannot send to process {peer}: {why}"),
+            );
+            self.fail(slot, e);
+            return true;
         }
         let _ = r.send.on(SendEvent::AllDataQueued);
         self.maybe_complete_send(slot);
@@ -1027,8 +1165,10 @@ impl Pml {
         if r.recv.state() != RecvState::Receiving {
             return;
         }
-        if let Some(d) = data {
-            let off = offset as usize;
+        let off = offset as usize;
+        if r.packed.is_some() {
+            unpack_arrived(r, off, data, n);
+        } else if let Some(d) = data {
             if off < r.len {
                 let k = d.len().min(r.len - off);
                 // SAFETY: `off + k <= r.len`, inside the receive buffer.
@@ -1425,6 +1565,33 @@ impl Pml {
     pub fn peer_lost(&self, peer: Gpid) -> Option<&str> {
         self.peers.get(peer as usize)?.lost.as_deref()
     }
+}
+
+/// Largest piece of a streamed non-contiguous send (one Data frame).
+const STREAM_PIECE: usize = 64 * 1024;
+/// Smallest piece of a streamed send (unless the channel's frames are smaller).
+const STREAM_PIECE_MIN: usize = 8 * 1024;
+
+/// Data frame bytes `off..off + n` of a non-contiguous receive arrived (in `data`, or already
+/// written to the packed copy when `data` is None): unpack the part inside the receive now.
+fn unpack_arrived(r: &mut Request, off: usize, data: Option<&[u8]>, n: usize) {
+    let Some(pk) = r.packed.as_ref() else {
+        return;
+    };
+    if off >= r.len {
+        return;
+    }
+    let k = n.min(r.len - off);
+    let src = match data {
+        Some(d) => &d[..k.min(d.len())],
+        // SAFETY: the transport wrote `n` bytes at `off` of the packed copy, which holds
+        // `r.len` bytes.
+        None => unsafe { std::slice::from_raw_parts(r.buf.add(off), k) },
+    };
+    // SAFETY: the user's buffer holds `count` elements of the type until the receive
+    // completes; the window lies inside the message.
+    unsafe { pk.dtype.unpack_window(src, off, pk.user_buf, pk.count) };
+    r.unpacked_from = r.unpacked_from.min(off);
 }
 
 /// Copy an eager message into a receive buffer of `cap` bytes; the receive's status.

@@ -143,6 +143,17 @@ pub struct Request {
     /// Send: the protocol setting of its communicator when it differs from the process's
     /// (the `protean_protocol` info hint).
     pub protocol: Option<crate::proto::policy::Protocol>,
+    /// Send of non-contiguous data packed piece by piece as it goes out (`Pml::pump_packed`)
+    /// rather than whole before the first frame: `packed.data` then holds the eager prefix
+    /// and one staged piece.
+    pub streamed: bool,
+    /// Streamed send: bytes of the piece at `off` already packed into the staging area (0:
+    /// none).
+    pub staged: usize,
+    /// Non-contiguous receive: message bytes from this offset on were unpacked into the
+    /// user's buffer as their Data frames arrived (usize::MAX: none); completion unpacks only
+    /// the bytes before it.
+    pub unpacked_from: usize,
     /// Rendezvous send timed for the handshake estimate: when its request-to-send went out
     /// (ns since the engine's epoch), until the answer comes; 0 otherwise.
     pub rts_at: u64,
@@ -176,6 +187,9 @@ impl Request {
             active: true,
             permanent: false,
             protocol: None,
+            streamed: false,
+            staged: 0,
+            unpacked_from: usize::MAX,
             rts_at: 0,
         }
     }

@@ -19,7 +19,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::error::Result;
-use crate::mpi::datatype::layout::Op as LayoutOp;
+use crate::mpi::datatype::layout::for_each_block;
 use crate::mpi::datatype::{predefined_index, Basic, Datatype, PREDEFINED_NAMES};
 use crate::{err, mpi_error};
 
@@ -605,36 +605,6 @@ pub unsafe fn copy_typed(src: *const u8, dst: *mut u8, count: usize, dt: &Dataty
         for_each_block(&dt.ops, i * ext, &mut |off, len| {
             crate::mem::copy(src.offset(off), dst.offset(off), len)
         });
-    }
-}
-
-/// Every contiguous block of one element of a type's layout, as (byte offset from `base`,
-/// length), in layout order.
-fn for_each_block(ops: &[LayoutOp], base: isize, f: &mut impl FnMut(isize, usize)) {
-    for op in ops {
-        match op {
-            LayoutOp::Run {
-                off,
-                len,
-                count,
-                stride,
-            } => {
-                for j in 0..*count as isize {
-                    f(base + off + j * stride, *len);
-                }
-            }
-            LayoutOp::Loop {
-                off,
-                count,
-                stride,
-                body,
-                ..
-            } => {
-                for j in 0..*count as isize {
-                    for_each_block(body, base + off + j * stride, f);
-                }
-            }
-        }
     }
 }
 

@@ -465,6 +465,36 @@ pub unsafe fn exec_count<const PACK: bool>(
     p
 }
 
+/// Every contiguous block of one element of a program, as (byte offset from `base`, length),
+/// in packing order (a reduction over a derived type applies its kernel block by block).
+pub fn for_each_block(ops: &[Op], base: isize, f: &mut impl FnMut(isize, usize)) {
+    for op in ops {
+        match *op {
+            Op::Run {
+                off,
+                len,
+                count,
+                stride,
+            } => {
+                for j in 0..count as isize {
+                    f(base + off + j * stride, len);
+                }
+            }
+            Op::Loop {
+                off,
+                count,
+                stride,
+                ref body,
+                ..
+            } => {
+                for j in 0..count as isize {
+                    for_each_block(body, base + off + j * stride, f);
+                }
+            }
+        }
+    }
+}
+
 /// A window of the packed stream: skip the first `skip` bytes, then copy at most `budget`.
 pub struct Window {
     pub skip: usize,
@@ -505,6 +535,12 @@ pub unsafe fn exec_window<const PACK: bool>(ops: &[Op], base: usize, w: &mut Win
         let size = op.size();
         if w.skip >= size {
             w.skip -= size;
+            continue;
+        }
+        if w.skip == 0 && w.budget >= size {
+            // Wholly inside the window: the plain copy, without window arithmetic per block.
+            w.p = exec::<PACK>(std::slice::from_ref(op), base, w.p);
+            w.budget -= size;
             continue;
         }
         match *op {
@@ -576,14 +612,26 @@ pub unsafe fn exec_count_window<const PACK: bool>(
         return 0;
     }
     let mut w = Window { skip, budget, p };
-    let first = w.skip / elem_size;
+    let mut i = w.skip / elem_size;
     w.skip %= elem_size;
-    let mut b = base.wrapping_add((first as isize).wrapping_mul(extent) as usize);
-    for _ in first..count {
+    let mut b = base.wrapping_add((i as isize).wrapping_mul(extent) as usize);
+    // A partial first element, whole elements by the plain copy, a partial last element.
+    if w.skip > 0 && i < count {
         if exec_window::<PACK>(ops, b, &mut w) {
-            break;
+            return budget - w.budget;
         }
+        i += 1;
         b = b.wrapping_add(extent as usize);
+    }
+    let whole = count.saturating_sub(i).min(w.budget / elem_size);
+    if whole > 0 {
+        w.p = exec_count::<PACK>(ops, whole, extent, b, w.p);
+        w.budget -= whole * elem_size;
+        i += whole;
+        b = b.wrapping_add((whole as isize).wrapping_mul(extent) as usize);
+    }
+    if i < count && w.budget > 0 {
+        exec_window::<PACK>(ops, b, &mut w);
     }
     budget - w.budget
 }

@@ -694,6 +694,36 @@ proptest! {
             let k = unsafe { d.pack_window(src.ptr(), count, skip, &mut part) };
             prop_assert_eq!(&part[..k], &want[skip..skip + len]);
         }
+        // Blocks of one element (reductions over derived types): the type map's bytes, in
+        // order.
+        let mut blocks = vec![];
+        super::layout::for_each_block(&d.ops, 0, &mut |off, len| {
+            blocks.extend((0..len as isize).map(|j| off + j))
+        });
+        let bytes: Vec<isize> = n
+            .map
+            .iter()
+            .flat_map(|(o, b)| (0..b.size() as isize).map(move |j| o + j))
+            .collect();
+        prop_assert_eq!(&blocks, &bytes, "blocks of {:?}", s);
+        // The pipelined path: packed piece by piece, each piece unpacked where it belongs,
+        // gives the whole message.
+        if !want.is_empty() {
+            let piece = 1 + cut % want.len();
+            let mut whole = Buf::new(&n, count, |_| 0xee);
+            naive_unpack(&n, &want, &mut whole, count);
+            let mut pieces = Buf::new(&n, count, |_| 0xee);
+            let mut at = 0;
+            while at < want.len() {
+                let mut part = vec![0u8; piece.min(want.len() - at)];
+                let k = unsafe { d.pack_window(src.ptr(), count, at, &mut part) };
+                prop_assert_eq!(k, part.len());
+                let used = unsafe { d.unpack_window(&part, at, pieces.ptr(), count) };
+                prop_assert_eq!(used, k);
+                at += k;
+            }
+            prop_assert!(whole.mem == pieces.mem, "pieces of {} bytes of {:?}", piece, s);
+        }
         // Unpack, whole and a prefix (a short message).
         let cut = if want.is_empty() { 0 } else { cut % (want.len() + 1) };
         for take in [want.len(), cut] {

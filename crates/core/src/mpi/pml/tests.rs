@@ -1,7 +1,10 @@
 //! The protocols driven by hand: two engines joined by a recording transport that can refuse
 //! frames (backpressure), hold them (pending tokens) and reorder them.
 
+use std::sync::Arc;
+
 use super::*;
+use crate::mpi::datatype::{predefined, predefined_index, Datatype};
 use crate::proto::policy::{Costs, Handshake, Protocol};
 
 /// Frames in flight from one side to the other.
@@ -813,4 +816,100 @@ fn adaptive_sender_follows_the_receivers_reports() {
     }
     s.run();
     assert_eq!(s.a.limits(1).unwrap().eager_max, Some(64));
+}
+
+/// A non-contiguous send of `count` elements of `dt` at `buf`, streamed (packed as it goes).
+fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> u32 {
+    let mut r = Request::new(Kind::Send, 0);
+    r.peer = 1;
+    r.env = env(tag);
+    r.len = dt.size * count;
+    r.packed = Some(Box::new(Packed {
+        data: Vec::new(),
+        user_buf: buf.as_ptr() as *mut u8,
+        count,
+        dtype: dt.clone(),
+    }));
+    r.streamed = true;
+    let slot = t.a.reqs.insert(r);
+    t.a.start_send(slot, &mut t.ab);
+    slot
+}
+
+/// A non-contiguous receive of `count` elements of `dt` into `buf` (packed copy as p2p makes).
+fn recv_packed(t: &mut Pair, buf: &mut [u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> u32 {
+    let mut r = Request::new(Kind::Recv, 0);
+    r.env = Envelope {
+        ctx: 0,
+        src: 0,
+        tag,
+    };
+    r.len = dt.size * count;
+    let mut pk = Box::new(Packed {
+        data: vec![0u8; r.len],
+        user_buf: buf.as_mut_ptr(),
+        count,
+        dtype: dt.clone(),
+    });
+    r.buf = pk.data.as_mut_ptr();
+    r.packed = Some(pk);
+    let slot = t.b.reqs.insert(r);
+    t.b.post_recv(slot);
+    slot
+}
+
+#[test]
+fn streamed_noncontiguous_sends_under_every_protocol() {
+    let byte = Arc::new(predefined()[predefined_index("MPI_BYTE").unwrap()].clone());
+    // Sender: blocks of 3 bytes, 5 apart; receiver: blocks of 7 bytes, 9 apart (same signature).
+    let n = 3 * 7 * 40;
+    let st = Arc::new(Datatype::vector(n / 3, 3, 5, false, &byte, 0).unwrap());
+    let rt = Arc::new(Datatype::vector(n / 7, 7, 9, false, &byte, 0).unwrap());
+    let src: Vec<u8> = (0..5 * n / 3).map(|i| (i * 13 + 1) as u8).collect();
+    let want: Vec<u8> = (0..n).map(|k| src[k / 3 * 5 + k % 3]).collect();
+    for (protocol, refuse, pending, truncate) in [
+        (Protocol::Rendezvous, 0, false, false),
+        (Protocol::Rendezvous, 5, true, false),
+        (Protocol::EagerRendezvous, 2, true, false),
+        (Protocol::Eager, 1, false, false),
+        (Protocol::Rendezvous, 3, false, true),
+    ] {
+        let mut t = Pair::new(protocol, true);
+        t.ab.pending = pending;
+        let rcount = if truncate { 1 } else { n / 7 };
+        let rt = if truncate {
+            Arc::new(Datatype::vector(n / 7 - 10, 7, 9, false, &byte, 0).unwrap())
+        } else {
+            rt.clone()
+        };
+        let mut dst = vec![0xeeu8; 9 * n / 7];
+        let r = recv_packed(&mut t, &mut dst, if truncate { rcount } else { 1 }, &rt, 4);
+        let s = send_streamed(&mut t, &src, 1, &st, 4);
+        t.ab.refuse = refuse;
+        t.run();
+        t.release_tokens();
+        t.run();
+        let what = format!("{protocol:?} refuse {refuse} pending {pending} truncate {truncate}");
+        assert!(done(&t.a, s) && done(&t.b, r), "{what}");
+        let got = rt.size;
+        for (k, w) in want.iter().enumerate() {
+            let at = k / 7 * 9 + k % 7;
+            let expect = if k < got { *w } else { 0xee };
+            assert_eq!(dst[at], expect, "{what}: byte {k}");
+        }
+        for (i, b) in dst.iter().enumerate() {
+            if i % 9 >= 7 {
+                assert_eq!(*b, 0xee, "{what}: gap byte {i} written");
+            }
+        }
+        let st_r = status(&t.b, r);
+        assert_eq!(st_r.bytes as usize, got, "{what}");
+        assert_eq!(
+            st_r.error_class(),
+            truncate.then_some(ErrorClass::Truncate),
+            "{what}"
+        );
+        // Single copy was allowed but never offered for a streamed send.
+        assert_eq!(t.b.counters.on(Route::Shm).single_copy, 0, "{what}");
+    }
 }
