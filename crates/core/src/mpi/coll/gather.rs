@@ -447,7 +447,6 @@ pub fn alltoall_bruck(s: &mut Sched, t: &Team, send: &[Blk], recv: &[Blk], blk: 
 /// in-neighbour `sources[j]`; MPI_PROC_NULL neighbours (None) are skipped. `tags` gives, per
 /// send and per receive, a tag offset that pairs them when the same two processes are
 /// neighbours in several ways (Cartesian topologies on short periodic dimensions).
-#[allow(dead_code)] // used once communicators with process topologies exist (branch comm)
 pub fn neighbor_exchange(
     s: &mut Sched,
     t: &Team,
