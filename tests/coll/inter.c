@@ -88,6 +88,8 @@ static void bcast(int c)
     for (int g = 0; g < 2; g++) {
         int rootsize = g == grp ? lsize : rsize;
         for (int r = 0; r < rootsize; r++) {
+            if (r > 0 && mode != BLOCKING && tu_quirk("inter_nb_bcast_root"))
+                break;
             int arg = root_arg(g, r);
             int *b = ints(c, FILLER);
             if (arg == MPI_ROOT)
@@ -484,11 +486,11 @@ static void errors(void)
         MPI_Error_class(rc, &cls);                                                        \
         CHECK_MSG(cls == MPI_ERR_BUFFER || cls == MPI_ERR_ARG, "%s: class %d", #call, cls); \
     } while (0)
-    CHECK_ERROR(MPI_Allreduce(MPI_IN_PLACE, y, 1, MPI_INT, MPI_SUM, ic));
-    if (!tu_quirk("inter_in_place_allgather"))
+    if (!tu_quirk("inter_in_place")) {
+        CHECK_ERROR(MPI_Allreduce(MPI_IN_PLACE, y, 1, MPI_INT, MPI_SUM, ic));
         CHECK_ERROR(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, y, 1, MPI_INT, ic));
-    if (!tu_quirk("inter_in_place_alltoall"))
         CHECK_ERROR(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, y, 1, MPI_INT, ic));
+    }
     /* A root that is not a rank of the remote group. */
     if (!tu_quirk("inter_root")) {
         rc = MPI_Bcast(x, 1, MPI_INT, rsize + 3, ic);
@@ -542,10 +544,11 @@ int main(int argc, char **argv)
             STEP(reduce(c, first));
             STEP(allreduce(c, first));
             STEP(gather(c));
-            STEP(scatter(c));
+            if (!(mode == PERSISTENT && tu_quirk("inter_persistent_local")))
+                STEP(scatter(c));
             STEP(allgather(c));
             STEP(alltoall(c));
-            if (c <= 1000)
+            if (c <= 1000 && !(mode == PERSISTENT && tu_quirk("inter_persistent_local")))
                 STEP(reduce_scatter(c));
         }
         errors();

@@ -43,8 +43,8 @@ use super::decide::Coll;
 use super::gather::{neighbor_exchange, Blk};
 use super::sched::{Sched, Team};
 use super::{
-    bcast, bcast_body, blocks, byte_type, check_buf, count_of, in_place, reduce, Args, Counts,
-    Types, Views,
+    bcast, bcast_body, blocks, byte_type, check_buf, count_of, in_place, own_blk, reduce, Args,
+    Counts, Types, Views,
 };
 use crate::err;
 use crate::error::Result;
@@ -460,14 +460,6 @@ fn counts_of(counts: &Counts, n: usize) -> Result<Vec<usize>> {
                 .collect()
         }
     }
-}
-
-/// A process's own block of a gather or scatter (`what`: "send" or "recv"), checked.
-fn own_blk(e: &Engine, buf: *const u8, count: i64, dt: u32, what: &str) -> Result<Blk> {
-    let c = count_of(count, &format!("{what}count"))?;
-    let d = e.coll_dtype(dt)?;
-    check_buf(buf, c, &d, &format!("{what} buffer"))?;
-    Ok(Blk::new(buf, c, &d))
 }
 
 // ---------------------------------------------------------------------------------------------
