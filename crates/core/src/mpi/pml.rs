@@ -625,6 +625,7 @@ impl Pml {
     }
 
     fn fail(&mut self, slot: u32, e: MpiError) {
+        self.release_coop(slot);
         let r = self.reqs.get_mut(slot).expect("slot");
         r.status.error = Some(Box::new(e));
         let _ = r.send.on(SendEvent::Failed);
@@ -1183,6 +1184,22 @@ impl Pml {
         true
     }
 
+    /// A send is done with its copy slot (its receiver finished, or the send ended): the slot
+    /// goes back to the pool, and our help job for it, if any, goes away first. A Help that
+    /// arrived in the same batch as the Fin would otherwise copy into a receive buffer that is
+    /// no longer the message's, and claim chunks of the slot's next message.
+    fn release_coop(&mut self, slot: u32) {
+        let r = self.reqs.get_mut(slot).expect("slot");
+        if r.coop_slot == 0 {
+            return;
+        }
+        self.coop.pool.put(r.coop_slot - 1);
+        r.coop_slot = 0;
+        self.coop
+            .jobs
+            .retain(|j| !matches!(*j, CoopJob::Help { slot: s, .. } if s == slot));
+    }
+
     /// Our side of a cooperative send: copy chunks while any is left. Always finishes (the
     /// send itself completes when the receiver's Fin arrives).
     fn coop_help(&mut self, job: CoopJob) -> bool {
@@ -1202,6 +1219,9 @@ impl Pml {
         let (Some(own), Some(r)) = (self.coop.own, self.reqs.get(slot)) else {
             return true;
         };
+        if r.coop_slot != cslot + 1 {
+            return true; // the send let go of the slot (see `release_coop`)
+        }
         let buf = r.buf;
         while let Some(k) = own.claim(cslot, chunks) {
             let (at, n) = chunk_range(k, chunk, prefix, take);
@@ -1413,11 +1433,8 @@ impl FrameSink for Pml {
                 let Some(slot) = self.reqs.from_wire(sreq) else {
                     return;
                 };
+                self.release_coop(slot);
                 let r = self.reqs.get_mut(slot).expect("slot");
-                if r.coop_slot != 0 {
-                    self.coop.pool.put(r.coop_slot - 1);
-                    r.coop_slot = 0;
-                }
                 let ev = if matches!(f, Frame::Fin { .. }) {
                     SendEvent::Fin
                 } else {
@@ -1479,6 +1496,7 @@ impl FrameSink for Pml {
                     r.send.on(SendEvent::CancelAnswer { cancelled })
                 {
                     r.status.cancelled = true;
+                    self.release_coop(slot);
                     self.maybe_complete_send(slot);
                 }
             }

@@ -560,6 +560,41 @@ fn cooperative_copy_receiver_alone_and_given_back_chunks() {
 }
 
 #[test]
+fn cooperative_help_that_arrives_with_the_fin_copies_nothing() {
+    // The receiver copies every chunk itself, so its Help and its Fin reach the sender in
+    // one batch; the copy slot then goes to the next message. The stale Help must not copy
+    // into the finished receive nor claim the new message's chunks.
+    let (mut t, _ma, _mb) = coop_pair(1000);
+    let data_a: Vec<u8> = (0..6000u32).map(|i| (i * 7) as u8).collect();
+    let data_b: Vec<u8> = (0..6000u32).map(|i| (i * 11 + 3) as u8).collect();
+    let mut buf_a = vec![0u8; data_a.len()];
+    let (ra, _) = recv(&mut t.b, &mut buf_a, 0, 1);
+    let (sa, _) = send(&mut t.a, &mut t.ab, &data_a, 1, Mode::Standard);
+    let (h, p) = t.ab.frames.pop_front().unwrap();
+    t.b.on_frame(0, &h, &p);
+    t.b.flush(&mut t.ba);
+    assert!(done(&t.b, ra), "the receiver claimed every chunk");
+    assert_eq!(buf_a, data_a);
+    assert_eq!(t.ba.frames.len(), 2, "Help and Fin");
+    while let Some((h, p)) = t.ba.frames.pop_front() {
+        t.a.on_frame(1, &h, &p);
+    }
+    assert!(done(&t.a, sa));
+    buf_a.fill(0xee);
+    let mut buf_b = vec![0u8; data_b.len()];
+    let (rb, _) = recv(&mut t.b, &mut buf_b, 0, 2);
+    let (sb, _) = send(&mut t.a, &mut t.ab, &data_b, 2, Mode::Standard);
+    t.a.run_coop();
+    t.run();
+    assert!(done(&t.b, rb) && done(&t.a, sb));
+    assert!(
+        buf_a.iter().all(|b| *b == 0xee),
+        "nothing written after completion"
+    );
+    assert_eq!(buf_b, data_b);
+}
+
+#[test]
 fn blocking_receive_without_a_request() {
     let mut t = Pair::new(Protocol::Static, false);
     let any = Envelope {

@@ -11,12 +11,18 @@
 //! header, then `len` payload bytes; the first line therefore holds 24 payload bytes and an
 //! 8-byte message travels in one cache line. `stamp` is the record's absolute line position
 //! plus one (truncated to 32 bits); the producer writes it last with release ordering, and the
-//! consumer polls for exactly that value, so a line left over from an earlier lap never looks
-//! fresh. A record never wraps: when it does not fit before the end, the producer writes a
-//! `WRAP` record and continues at line 0.
+//! consumer polls for exactly that value. A record never wraps: when it does not fit before the
+//! end, the producer writes a `WRAP` record and continues at line 0.
+//!
+//! A line the consumer waits on must never hold an old value that looks fresh. Old record
+//! stamps cannot (they name an earlier lap), but a line that was the *middle* of an earlier
+//! record holds payload bytes, and those can be anything, including the awaited stamp. So the
+//! producer clears the stamp of the line after each record before it publishes the record,
+//! and publishes a `WRAP` only after the record at line 0 that follows it.
 //!
 //! Invariants: only the owner process writes records and only the receiving process writes
-//! `head`; the producer never has more than `lines` lines outstanding (`tail - head <= lines`).
+//! `head`; the producer never has more than `lines - 1` lines outstanding (`tail - head <
+//! lines`), so the line after the last record is always free to clear.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -147,35 +153,38 @@ impl Tx {
         let need = lines_for(len);
         let to_end = self.ch.lines - (self.tail & (self.ch.lines - 1));
         let wrap = if need > to_end { to_end } else { 0 };
-        if !self.room(need + wrap) {
+        // One line more than the record: the line after it, whose stamp we clear.
+        if !self.room(need + wrap + 1) {
             return false;
         }
-        if wrap != 0 {
-            let p = self.ch.line(self.tail);
-            // SAFETY: the line is inside the ring and not visible to the consumer until the
-            // stamp is published below.
-            unsafe { (p.add(4) as *mut u32).write(WRAP) };
-            self.ch
-                .stamp(self.tail)
-                .store((self.tail as u32).wrapping_add(1), Ordering::Release);
-            self.tail += wrap;
-        }
-        let p = self.ch.line(self.tail);
+        let at = self.tail + wrap;
+        let p = self.ch.line(at);
         // SAFETY: `need` lines from `p` are inside the ring (no wrap) and owned by the producer
-        // until the stamp store publishes them.
+        // until the stamp store publishes them; so is the line after them (room above).
         unsafe {
             (p.add(4) as *mut u32).write(len as u32);
             std::ptr::copy_nonoverlapping(hdr.as_ptr(), p.add(8), HEADER_LEN);
-            let mut at = p.add(RECORD_HDR);
+            let mut dst = p.add(RECORD_HDR);
             for part in parts {
-                crate::mem::copy(part.as_ptr(), at, part.len());
-                at = at.add(part.len());
+                crate::mem::copy(part.as_ptr(), dst, part.len());
+                dst = dst.add(part.len());
             }
         }
+        self.ch.stamp(at + need).store(0, Ordering::Relaxed);
         self.ch
-            .stamp(self.tail)
-            .store((self.tail as u32).wrapping_add(1), Ordering::Release);
-        self.tail += need;
+            .stamp(at)
+            .store((at as u32).wrapping_add(1), Ordering::Release);
+        if wrap != 0 {
+            // Published last: the consumer moves to line 0 only once the record there is.
+            let w = self.ch.line(self.tail);
+            // SAFETY: the line is inside the ring and not visible to the consumer until its
+            // stamp is published.
+            unsafe { (w.add(4) as *mut u32).write(WRAP) };
+            self.ch
+                .stamp(self.tail)
+                .store((self.tail as u32).wrapping_add(1), Ordering::Release);
+        }
+        self.tail = at + need;
         true
     }
 
@@ -348,6 +357,34 @@ mod tests {
         }
         assert_eq!(got, sent);
         assert!(!rx.ready());
+    }
+
+    #[test]
+    fn stale_payload_never_passes_for_a_stamp() {
+        // Lap 1: a record whose payload puts, at the start of each line it covers, the stamp
+        // that line will await one lap later. Lap 2 stops right at one of those lines.
+        let mut mem = Box::new(Mem([0; CHANNEL_HDR + 4096]));
+        let base = mem.0.as_mut_ptr();
+        unsafe { init_channel(base, 4096) };
+        let mut tx = unsafe { Tx::new(base, 4096) };
+        let mut rx = unsafe { Rx::new(base, 4096) };
+        let lines = 64u32;
+        let mut big = vec![0u8; 10 * LINE - RECORD_HDR];
+        for l in 1..10u32 {
+            let at = (l as usize) * LINE - RECORD_HDR;
+            big[at..at + 4].copy_from_slice(&(lines + l + 1).to_le_bytes());
+        }
+        assert!(tx.push(&hdr(0), &[&big]));
+        assert!(rx.pop(|_, p| assert_eq!(p.len(), big.len())));
+        for i in 10..lines {
+            assert!(tx.push(&hdr(i), &[&[i as u8; 8]]));
+            assert!(rx.pop(|_, _| {}));
+        }
+        // Lap 2: one 5-line record, after which the consumer waits at line 64 + 5.
+        assert!(tx.push(&hdr(1), &[&[7u8; 5 * LINE - RECORD_HDR]]));
+        assert!(rx.pop(|_, p| assert_eq!(p, &[7u8; 5 * LINE - RECORD_HDR][..])));
+        assert!(!rx.ready(), "old payload read as a fresh record");
+        assert!(!rx.pop(|_, _| panic!("old payload read as a fresh record")));
     }
 
     #[test]
