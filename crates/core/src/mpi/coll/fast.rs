@@ -1,5 +1,6 @@
 //! Direct paths for small blocking collectives: the same algorithms as the schedules
-//! (dissemination barrier, binomial broadcast, recursive doubling allreduce), run inline with
+//! (dissemination barrier, binomial broadcast, recursive doubling allreduce, and the single
+//! exchange that allgather and alltoall are between two processes), run inline with
 //! request-free eager sends and the blocking receive without a request (`Pml::post_direct`),
 //! scratch on the stack, and the reduction done between rounds. No allocation, and one engine
 //! borrow per round plus the waiting loop.
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use super::decide::Coll;
 use super::op::{Builtin, Op, Reducer};
 use super::sched::{post_recv, post_send};
-use super::{byte_type, in_place, Args};
+use super::{byte_type, in_place, Args, Counts, Types};
 use crate::error::Result;
 use crate::mpi::datatype::Datatype;
 use crate::mpi::pml::DirectPost;
@@ -278,8 +279,75 @@ pub unsafe fn try_blocking(comm: u32, a: &Args) -> Option<Result<()>> {
             op,
             root,
         } => reduce(comm, *sbuf, *rbuf, *count, *dt, *op, *root),
+        Args::Allgather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts: Counts::Uniform(rcount),
+            rdt,
+        } => pair_exchange(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt), false),
+        Args::Alltoall {
+            sbuf,
+            scounts: Counts::Uniform(scount),
+            sdt: Types::One(sdt),
+            rbuf,
+            rcounts: Counts::Uniform(rcount),
+            rdt: Types::One(rdt),
+        } => pair_exchange(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt), true),
         _ => None,
     }
+}
+
+/// Allgather (`alltoall` false) or alltoall of small contiguous blocks between two
+/// processes: every algorithm comes down to one exchange there, so copy our own block and
+/// trade the other in one round. Anything unusual (MPI_IN_PLACE, differing block sizes, null
+/// buffers, other sizes) takes the schedule, which also reports the errors.
+unsafe fn pair_exchange(
+    comm: u32,
+    sbuf: *const u8,
+    (scount, sdt): (i64, u32),
+    rbuf: *mut u8,
+    (rcount, rdt): (i64, u32),
+    alltoall: bool,
+) -> Option<Result<()>> {
+    let prep = with(|e| {
+        let (call, n, me, views) = begin(e, comm)?;
+        if n != 2 || in_place(sbuf) {
+            return None;
+        }
+        let sd = e.coll_dtype(sdt).ok()?;
+        let rd = e.coll_dtype(rdt).ok()?;
+        let bytes = contiguous_small(&sd, usize::try_from(scount).ok()?)?;
+        if contiguous_small(&rd, usize::try_from(rcount).ok()?)? != bytes {
+            return None;
+        }
+        if bytes > 0 && (sbuf.is_null() || rbuf.is_null() || std::ptr::eq(sbuf, rbuf)) {
+            return None;
+        }
+        let peer = views.local.members[1 - me];
+        Some((call, me, peer, bytes))
+    });
+    let (mut call, me, (to, from), bytes) = match prep {
+        Ok(Some(x)) => x,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some((|| {
+        call.tag = with(|e| e.coll_tag(comm))?;
+        let block = |i: usize| if alltoall { i * bytes } else { 0 };
+        if bytes > 0 {
+            crate::mem::copy(sbuf.add(block(me)), rbuf.add(me * bytes), bytes);
+        }
+        call.round(Round {
+            to: Some(to),
+            sdata: sbuf.add(block(1 - me)),
+            slen: bytes,
+            from: Some(from),
+            rbuf: rbuf.add((1 - me) * bytes),
+            rcap: bytes,
+        })
+    })())
 }
 
 fn contiguous_small(d: &Datatype, count: usize) -> Option<usize> {

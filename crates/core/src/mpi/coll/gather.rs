@@ -66,19 +66,73 @@ fn subtree(v: usize, n: usize) -> usize {
 // ---------------------------------------------------------------------------------------------
 // Gather and scatter
 
+/// A process's place in the binomial tree of gathers and scatters rooted at `root`, shared by
+/// the two mirror-image algorithms: its virtual rank (distance from the root), the size of its
+/// subtree, and its lowest set bit (the distance to its parent; above n at the root).
+struct Tree {
+    n: usize,
+    v: usize,
+    sub: usize,
+    low: usize,
+}
+
+impl Tree {
+    fn new(t: &Team, root: usize) -> Tree {
+        let n = t.size();
+        let v = (t.me + n - root) % n;
+        Tree {
+            n,
+            v,
+            sub: subtree(v, n),
+            low: if v == 0 {
+                n.next_power_of_two()
+            } else {
+                v & v.wrapping_neg()
+            },
+        }
+    }
+}
+
 /// Linear gather: the root receives every block. `own` is None with MPI_IN_PLACE.
 pub fn gather_linear(s: &mut Sched, t: &Team, own: Option<&Blk>, recv: &[Blk], root: usize) {
+    rooted_linear(s, t, own, recv, root, true);
+}
+
+/// Linear scatter: the root sends every block. `own` (the root's receive block) is None with
+/// MPI_IN_PLACE.
+pub fn scatter_linear(s: &mut Sched, t: &Team, send: &[Blk], own: Option<&Blk>, root: usize) {
+    rooted_linear(s, t, own, send, root, false);
+}
+
+/// The linear gather (`gather`) and its mirror image, the linear scatter: the root moves
+/// `many[i]` from or to every process i, which moves its `own` block.
+fn rooted_linear(
+    s: &mut Sched,
+    t: &Team,
+    own: Option<&Blk>,
+    many: &[Blk],
+    root: usize,
+    gather: bool,
+) {
     if t.me == root {
-        for (i, b) in recv.iter().enumerate() {
-            if i != root {
+        for (i, b) in many.iter().enumerate().filter(|&(i, _)| i != root) {
+            if gather {
                 recv_blk(s, t, i, b);
+            } else {
+                send_blk(s, t, i, b);
             }
         }
-        if let Some(o) = own {
-            copy_blk(s, o, &recv[root]);
+        match (own, gather) {
+            (Some(o), true) => copy_blk(s, o, &many[root]),
+            (Some(o), false) => copy_blk(s, &many[root], o),
+            (None, _) => {}
         }
     } else if let Some(o) = own {
-        send_blk(s, t, root, o);
+        if gather {
+            send_blk(s, t, root, o);
+        } else {
+            recv_blk(s, t, root, o);
+        }
     }
     s.fence();
 }
@@ -93,16 +147,9 @@ pub fn gather_binomial(
     blk: usize,
     root: usize,
 ) {
-    let n = t.size();
-    let v = (t.me + n - root) % n;
+    let Tree { n, v, sub, low } = Tree::new(t, root);
     let real = |x: usize| (x + root) % n;
     let byte = byte_type();
-    let sub = subtree(v, n);
-    let low = if v == 0 {
-        n.next_power_of_two()
-    } else {
-        v & v.wrapping_neg()
-    };
     if sub == 1 && v != 0 {
         // A leaf sends its own block straight from the user's buffer.
         let o = own.expect("non-root processes send");
@@ -156,24 +203,6 @@ pub fn gather_binomial(
     }
 }
 
-/// Linear scatter: the root sends every block. `own` (the root's receive block) is None with
-/// MPI_IN_PLACE.
-pub fn scatter_linear(s: &mut Sched, t: &Team, send: &[Blk], own: Option<&Blk>, root: usize) {
-    if t.me == root {
-        for (i, b) in send.iter().enumerate() {
-            if i != root {
-                send_blk(s, t, i, b);
-            }
-        }
-        if let Some(o) = own {
-            copy_blk(s, &send[root], o);
-        }
-    } else if let Some(o) = own {
-        recv_blk(s, t, root, o);
-    }
-    s.fence();
-}
-
 /// Binomial scatter of equal blocks of `blk` packed bytes (the mirror of [`gather_binomial`]).
 pub fn scatter_binomial(
     s: &mut Sched,
@@ -183,16 +212,9 @@ pub fn scatter_binomial(
     blk: usize,
     root: usize,
 ) {
-    let n = t.size();
-    let v = (t.me + n - root) % n;
+    let Tree { n, v, sub, low } = Tree::new(t, root);
     let real = |x: usize| (x + root) % n;
     let byte = byte_type();
-    let sub = subtree(v, n);
-    let low = if v == 0 {
-        n.next_power_of_two()
-    } else {
-        v & v.wrapping_neg()
-    };
     if sub == 1 && v != 0 {
         let o = own.expect("non-root processes receive");
         recv_blk(s, t, real(v - low), o);
@@ -447,7 +469,6 @@ pub fn alltoall_bruck(s: &mut Sched, t: &Team, send: &[Blk], recv: &[Blk], blk: 
 /// in-neighbour `sources[j]`; MPI_PROC_NULL neighbours (None) are skipped. `tags` gives, per
 /// send and per receive, a tag offset that pairs them when the same two processes are
 /// neighbours in several ways (Cartesian topologies on short periodic dimensions).
-#[allow(dead_code)] // used once communicators with process topologies exist (branch comm)
 pub fn neighbor_exchange(
     s: &mut Sched,
     t: &Team,

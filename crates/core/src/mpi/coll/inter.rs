@@ -1,31 +1,545 @@
-//! Intercommunicator collectives and neighbourhood collectives.
+//! Intercommunicator collectives (MPI-4.0 sections 6.2.2, 6.4-6.11) and neighbourhood
+//! collectives (section 8.6).
+//!
+//! # Intercommunicators
+//!
+//! An intercommunicator collective moves data from one group to the other. Rooted ones
+//! (bcast, reduce, gather, scatter) have the root pass MPI_ROOT, the rest of its group
+//! MPI_PROC_NULL, and every process of the other group the root's rank in the root's group.
+//! All-to-all ones (allreduce, allgather, alltoall, reduce-scatter, barrier) run both
+//! directions at once: each group receives what the other contributed.
+//!
+//! Every form is a schedule over two teams of [`Views`]: the local group (its traffic carries
+//! the LOCAL_BIT tag bit, so that local rank 3 and remote rank 3 never confuse each other's
+//! messages in the shared collective context) and the remote group. Two shapes serve them:
+//!
+//! - *through the leaders* where data is combined or replicated: reductions run inside the
+//!   local group to local rank 0 with the intracommunicator algorithms, the leaders trade the
+//!   result, and a local broadcast or scatter delivers it (allreduce, reduce-scatter,
+//!   barrier); a broadcast enters the other group at its rank 0 and continues as a local
+//!   broadcast. This keeps the number of messages crossing between the groups at one or two
+//!   and reuses the tuned intracommunicator trees.
+//! - *direct* where every block has one sender and one receiver anyway (gather, scatter,
+//!   allgather, alltoall and their v/w forms): each process talks to the remote processes
+//!   itself. Counts, displacements and datatypes are only known where the standard makes
+//!   them significant (the root's arrays for gatherv, the receiver's for allgatherv), so
+//!   relaying through a leader would need the arrays shipped first; direct messages need no
+//!   packing and no extra round.
+//!
+//! MPI_IN_PLACE is not defined for intercommunicators (MPI-4.0 6.2.2) and is refused with
+//! MPI_ERR_BUFFER; MPI_Scan and MPI_Exscan are intracommunicator-only (MPI_ERR_COMM).
+//!
+//! # Neighbourhood collectives
+//!
+//! Each process sends one block to each out-neighbour and receives one from each in-neighbour,
+//! in the order of [`crate::runtime::Engine::topo_neighbors`]; MPI_PROC_NULL neighbours of a
+//! non-periodic Cartesian grid are skipped and their blocks untouched. On a periodic dimension
+//! of extent 1 or 2 the same process is both the -1 and the +1 neighbour: sub-tags pair the
+//! message sent in the +1 direction with the receive from the -1 neighbour (and vice versa).
 
 use std::sync::Arc;
 
-use super::sched::Sched;
-use super::{Args, Views};
+use super::decide::Coll;
+use super::gather::{neighbor_exchange, Blk};
+use super::sched::{Sched, Team};
+use super::{
+    bcast, bcast_body, blocks, byte_type, check_buf, count_of, in_place, own_blk, reduce, Args,
+    Counts, Types, Views,
+};
 use crate::err;
 use crate::error::Result;
+use crate::mpi::request::PROC_NULL;
+use crate::mpi::topo::Topology;
 use crate::runtime::Engine;
 
-/// # Safety
-/// As for `build`.
-pub unsafe fn build(_e: &mut Engine, _comm: u32, _a: &Args) -> Result<Sched> {
-    err!(
-        Comm,
-        "collectives on intercommunicators are not implemented yet"
-    )
+/// MPI_ROOT in the MPICH ABI.
+pub const ROOT: i32 = -3;
+
+/// What a process does in a rooted intercommunicator collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The root (MPI_ROOT).
+    Root,
+    /// The root's group, not the root (MPI_PROC_NULL): takes no part.
+    Idle,
+    /// The other group; the root is this rank of the remote group.
+    Leaf(usize),
 }
 
+fn role(root: i32, remote: usize) -> Result<Role> {
+    match root {
+        ROOT => Ok(Role::Root),
+        PROC_NULL => Ok(Role::Idle),
+        r if r >= 0 && (r as usize) < remote => Ok(Role::Leaf(r as usize)),
+        r => err!(
+            Root,
+            "root {r} on an intercommunicator: pass MPI_ROOT at the root, MPI_PROC_NULL at the other processes of its group, and the root's rank (0..{remote}) in the remote group"
+        ),
+    }
+}
+
+fn no_in_place(p: *const u8, what: &str) -> Result<()> {
+    if in_place(p) {
+        return err!(
+            Buffer,
+            "MPI_IN_PLACE is not allowed as the {what} on an intercommunicator"
+        );
+    }
+    Ok(())
+}
+
+/// Zero-byte fan-in to member 0 along a binomial tree (the first half of a barrier).
+fn fan_in(s: &mut Sched, t: &Team) {
+    let n = t.size();
+    let v = t.me;
+    let byte = byte_type();
+    let nothing = std::ptr::NonNull::<u8>::dangling().as_ptr();
+    let mut mask = 1;
+    let mut parent = None;
+    while mask < n {
+        if v & mask != 0 {
+            parent = Some(v - mask);
+            break;
+        }
+        if v + mask < n {
+            s.recv(t, v + mask, nothing, 0, &byte);
+        }
+        mask <<= 1;
+    }
+    s.fence();
+    if let Some(p) = parent {
+        s.send(t, p, nothing, 0, &byte);
+        s.fence();
+    }
+}
+
+/// Check a call's arguments on an intercommunicator and compile its schedule.
+///
 /// # Safety
-/// As for `build`.
+/// As for `super::build`.
+pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
+    let views = e.coll_views(comm)?;
+    let Views { local, remote, .. } = &*views;
+    let Some(remote) = remote.as_ref() else {
+        return err!(Intern, "intercommunicator without a remote group");
+    };
+    let n = local.size();
+    let m = remote.size();
+    let me = local.me;
+    let (ctx, rank) = {
+        let c = e.comm(comm)?;
+        (c.coll_ctx(), c.rank)
+    };
+    // As in `super::build`: every check before the tag is taken.
+    macro_rules! sched {
+        () => {{
+            let tag = e.coll_tag(comm);
+            Sched::new(comm, ctx, rank, tag)
+        }};
+    }
+    let byte = byte_type();
+    let nothing = std::ptr::NonNull::<u8>::dangling().as_ptr();
+    match a {
+        Args::Barrier => {
+            let mut s = sched!();
+            fan_in(&mut s, local);
+            if me == 0 {
+                s.send(remote, 0, nothing, 0, &byte);
+                s.recv(remote, 0, nothing, 0, &byte);
+                s.fence();
+            }
+            bcast::bcast_binomial(&mut s, local, nothing, 0, &byte, 0);
+            Ok(s)
+        }
+        Args::Bcast {
+            buf,
+            count,
+            dt,
+            root,
+        } => {
+            let role = role(*root, m)?;
+            if role == Role::Idle {
+                return Ok(sched!());
+            }
+            let count = count_of(*count, "count")?;
+            let d = e.coll_dtype(*dt)?;
+            check_buf(*buf, count, &d, "buffer")?;
+            let bytes = count * d.size;
+            let (alg, auto) = e.coll_choose(Coll::Bcast, n, bytes);
+            let seg = e.cfg.coll_segment as usize;
+            let mut s = sched!();
+            match role {
+                Role::Root => s.send(remote, 0, *buf, count, &d),
+                Role::Leaf(r) => {
+                    if me == 0 {
+                        s.recv(remote, r, *buf, count, &d);
+                    }
+                    s.fence();
+                    if n > 1 && bytes > 0 {
+                        bcast_body(
+                            &mut s,
+                            local,
+                            &views.nodes,
+                            *buf,
+                            count,
+                            &d,
+                            0,
+                            alg,
+                            auto,
+                            seg,
+                        );
+                    }
+                }
+                Role::Idle => {}
+            }
+            s.fence();
+            Ok(s)
+        }
+        Args::Reduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+            root,
+        } => {
+            let role = role(*root, m)?;
+            if role == Role::Idle {
+                return Ok(sched!());
+            }
+            let count = count_of(*count, "count")?;
+            let red = e.coll_reducer(*op, *dt)?;
+            let d = red.dt.clone();
+            match role {
+                Role::Root => check_buf(*rbuf, count, &d, "receive buffer")?,
+                _ => {
+                    no_in_place(*sbuf, "send buffer")?;
+                    check_buf(*sbuf, count, &d, "send buffer")?;
+                }
+            }
+            let (alg, _) = e.coll_choose(Coll::Reduce, n, count * d.size);
+            let mut s = sched!();
+            s.red = Some(red);
+            match role {
+                Role::Root => s.recv(remote, 0, *rbuf, count, &d),
+                Role::Leaf(r) => {
+                    let tmp = if me == 0 {
+                        s.tmp(count)
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    local_reduce(&mut s, local, alg, *sbuf, tmp, count);
+                    if me == 0 {
+                        s.send(remote, r, tmp, count, &d);
+                    }
+                }
+                Role::Idle => {}
+            }
+            s.fence();
+            Ok(s)
+        }
+        Args::Allreduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+        } => {
+            no_in_place(*sbuf, "send buffer")?;
+            let count = count_of(*count, "count")?;
+            let red = e.coll_reducer(*op, *dt)?;
+            let d = red.dt.clone();
+            check_buf(*sbuf, count, &d, "send buffer")?;
+            check_buf(*rbuf, count, &d, "receive buffer")?;
+            let (alg, _) = e.coll_choose(Coll::Reduce, n, count * d.size);
+            let mut s = sched!();
+            s.red = Some(red);
+            // Our group's result goes to the other group; theirs comes back into rbuf.
+            let tmp = if me == 0 {
+                s.tmp(count)
+            } else {
+                std::ptr::null_mut()
+            };
+            local_reduce(&mut s, local, alg, *sbuf, tmp, count);
+            if me == 0 {
+                s.send(remote, 0, tmp, count, &d);
+                s.recv(remote, 0, *rbuf, count, &d);
+                s.fence();
+            }
+            bcast::bcast_binomial(&mut s, local, *rbuf, count, &d, 0);
+            Ok(s)
+        }
+        Args::ReduceScatter {
+            sbuf,
+            rbuf,
+            counts,
+            dt,
+            op,
+        } => {
+            no_in_place(*sbuf, "send buffer")?;
+            let red = e.coll_reducer(*op, *dt)?;
+            let d = red.dt.clone();
+            let counts = counts_of(counts, n)?;
+            let total: usize = counts.iter().sum();
+            check_buf(*sbuf, total, &d, "send buffer")?;
+            check_buf(*rbuf, counts[me], &d, "receive buffer")?;
+            let (alg, _) = e.coll_choose(Coll::Reduce, n, total * d.size);
+            let mut s = sched!();
+            s.red = Some(red);
+            // Reduce our group's vectors at our leader, trade them with the other leader,
+            // and scatter what came back by our counts.
+            let (mine, theirs) = if me == 0 {
+                (s.tmp(total), s.tmp(total))
+            } else {
+                (std::ptr::null_mut(), std::ptr::null_mut())
+            };
+            local_reduce(&mut s, local, alg, *sbuf, mine, total);
+            let mut pieces = Vec::new();
+            if me == 0 {
+                s.send(remote, 0, mine, total, &d);
+                s.recv(remote, 0, theirs, total, &d);
+                s.fence();
+                let mut off = 0isize;
+                for &c in &counts {
+                    pieces.push(Blk::new(theirs.wrapping_offset(off * d.extent()), c, &d));
+                    off += c as isize;
+                }
+            }
+            let own = Blk::new(*rbuf, counts[me], &d);
+            super::gather::scatter_linear(&mut s, local, &pieces, Some(&own), 0);
+            Ok(s)
+        }
+        Args::Scan { exclusive, .. } => err!(
+            Comm,
+            "{} is not defined on intercommunicators (use an intracommunicator)",
+            if *exclusive { "MPI_Exscan" } else { "MPI_Scan" }
+        ),
+        Args::Gather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+            root,
+        } => {
+            let role = role(*root, m)?;
+            let mut recv = Vec::new();
+            let mut own = None;
+            match role {
+                Role::Root => {
+                    recv = blocks(e, *rbuf, rcounts, &Types::One(*rdt), m, "receive buffer")?
+                }
+                Role::Leaf(_) => {
+                    no_in_place(*sbuf, "send buffer")?;
+                    own = Some(own_blk(e, *sbuf, *scount, *sdt, "send")?);
+                }
+                Role::Idle => {}
+            }
+            let mut s = sched!();
+            match (role, &own) {
+                (Role::Root, _) => {
+                    for (i, b) in recv.iter().enumerate() {
+                        s.recv(remote, i, b.ptr, b.count, &b.dt);
+                    }
+                }
+                (Role::Leaf(r), Some(o)) => s.send(remote, r, o.ptr, o.count, &o.dt),
+                _ => {}
+            }
+            s.fence();
+            Ok(s)
+        }
+        Args::Scatter {
+            sbuf,
+            scounts,
+            sdt,
+            rbuf,
+            rcount,
+            rdt,
+            root,
+        } => {
+            let role = role(*root, m)?;
+            let mut send = Vec::new();
+            let mut own = None;
+            match role {
+                Role::Root => {
+                    send = blocks(e, *sbuf, scounts, &Types::One(*sdt), m, "send buffer")?
+                }
+                Role::Leaf(_) => {
+                    no_in_place(*rbuf, "receive buffer")?;
+                    own = Some(own_blk(e, *rbuf, *rcount, *rdt, "recv")?);
+                }
+                Role::Idle => {}
+            }
+            let mut s = sched!();
+            match (role, &own) {
+                (Role::Root, _) => {
+                    for (i, b) in send.iter().enumerate() {
+                        s.send(remote, i, b.ptr, b.count, &b.dt);
+                    }
+                }
+                (Role::Leaf(r), Some(o)) => s.recv(remote, r, o.ptr, o.count, &o.dt),
+                _ => {}
+            }
+            s.fence();
+            Ok(s)
+        }
+        Args::Allgather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+        } => {
+            no_in_place(*sbuf, "send buffer")?;
+            let own = own_blk(e, *sbuf, *scount, *sdt, "send")?;
+            let recv = blocks(e, *rbuf, rcounts, &Types::One(*rdt), m, "receive buffer")?;
+            let mut s = sched!();
+            // Start with the remote process of our own rank, so that not everyone sends to
+            // remote rank 0 first.
+            for k in 0..m {
+                let i = (me + k) % m;
+                s.recv(remote, i, recv[i].ptr, recv[i].count, &recv[i].dt);
+                s.send(remote, i, own.ptr, own.count, &own.dt);
+            }
+            s.fence();
+            Ok(s)
+        }
+        Args::Alltoall {
+            sbuf,
+            scounts,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+        } => {
+            no_in_place(*sbuf, "send buffer")?;
+            let send = blocks(e, *sbuf, scounts, sdt, m, "send buffer")?;
+            let recv = blocks(e, *rbuf, rcounts, rdt, m, "receive buffer")?;
+            let mut s = sched!();
+            for k in 0..m {
+                let i = (me + k) % m;
+                s.recv(remote, i, recv[i].ptr, recv[i].count, &recv[i].dt);
+                s.send(remote, i, send[i].ptr, send[i].count, &send[i].dt);
+            }
+            s.fence();
+            Ok(s)
+        }
+        Args::NeighborAllgather { .. } | Args::NeighborAlltoall { .. } => err!(
+            Topology,
+            "neighbourhood collectives need a communicator with a process topology, not an intercommunicator"
+        ),
+    }
+}
+
+/// A reduction inside the local group to member 0 (`rbuf` is only used there).
+fn local_reduce(s: &mut Sched, t: &Team, alg: &str, sbuf: *const u8, rbuf: *mut u8, count: usize) {
+    if alg == "linear" {
+        reduce::reduce_linear(s, t, sbuf, rbuf, count, 0);
+    } else {
+        reduce::reduce_binomial(s, t, sbuf, rbuf, count, 0);
+    }
+}
+
+/// Per-process counts of a reduce-scatter (`n` of them), checked.
+fn counts_of(counts: &Counts, n: usize) -> Result<Vec<usize>> {
+    match counts {
+        Counts::Uniform(c) => Ok(vec![count_of(*c, "recvcount")?; n]),
+        Counts::Varied { counts, .. } => {
+            if counts.len() < n {
+                return err!(
+                    Arg,
+                    "recvcounts: {} entries for {n} processes",
+                    counts.len()
+                );
+            }
+            counts[..n]
+                .iter()
+                .map(|c| count_of(*c, "recvcount"))
+                .collect()
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Neighbourhood collectives
+
+/// Compile a neighbourhood collective (`a` is NeighborAllgather or NeighborAlltoall).
+///
+/// # Safety
+/// As for `super::build`.
 pub unsafe fn build_neighbor(
-    _e: &mut Engine,
-    _comm: u32,
-    _a: &Args,
-    _views: Arc<Views>,
+    e: &mut Engine,
+    comm: u32,
+    a: &Args,
+    views: Arc<Views>,
 ) -> Result<Sched> {
-    err!(Topology, "the communicator has no process topology")
+    let (srcs, dsts) = neighbors(e, comm)?;
+    let (send, recv) = match a {
+        Args::NeighborAllgather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+        } => {
+            if in_place(*sbuf) {
+                return err!(
+                    Buffer,
+                    "MPI_IN_PLACE is not allowed in neighbourhood collectives"
+                );
+            }
+            let own = own_blk(e, *sbuf, *scount, *sdt, "send")?;
+            let recv = blocks(
+                e,
+                *rbuf,
+                rcounts,
+                &Types::One(*rdt),
+                srcs.len(),
+                "receive buffer",
+            )?;
+            (vec![own; dsts.len()], recv)
+        }
+        Args::NeighborAlltoall {
+            sbuf,
+            scounts,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+        } => {
+            if in_place(*sbuf) {
+                return err!(
+                    Buffer,
+                    "MPI_IN_PLACE is not allowed in neighbourhood collectives"
+                );
+            }
+            let send = blocks(e, *sbuf, scounts, sdt, dsts.len(), "send buffer")?;
+            let recv = blocks(e, *rbuf, rcounts, rdt, srcs.len(), "receive buffer")?;
+            (send, recv)
+        }
+        _ => return err!(Intern, "not a neighbourhood collective"),
+    };
+    let (ctx, rank) = {
+        let c = e.comm(comm)?;
+        (c.coll_ctx(), c.rank)
+    };
+    let tag = e.coll_tag(comm);
+    let mut s = Sched::new(comm, ctx, rank, tag);
+    let send: Vec<_> = dsts
+        .iter()
+        .zip(send)
+        .map(|(&(p, off), b)| (p, b, off))
+        .collect();
+    let recv: Vec<_> = srcs
+        .iter()
+        .zip(recv)
+        .map(|(&(p, off), b)| (p, b, off))
+        .collect();
+    neighbor_exchange(&mut s, &views.local, &send, &recv);
+    Ok(s)
 }
 
 /// The in-neighbours (sources) and out-neighbours (destinations) of a topology, as ranks
@@ -35,6 +549,27 @@ pub fn neighbors(
     e: &Engine,
     comm: u32,
 ) -> Result<(Vec<(Option<usize>, i32)>, Vec<(Option<usize>, i32)>)> {
-    e.comm(comm)?;
-    err!(Topology, "the communicator has no process topology")
+    let c = e.comm(comm)?;
+    if c.is_inter() {
+        return err!(
+            Topology,
+            "neighbourhood collectives need a communicator with a process topology, not an intercommunicator"
+        );
+    }
+    let cart = matches!(c.topo.as_deref(), Some(Topology::Cart { .. }));
+    let (srcs, dsts) = e.topo_neighbors(comm)?;
+    let rank = |r: i32| (r != PROC_NULL && r >= 0).then_some(r as usize);
+    // Cartesian: the block sent in direction k (2d: -1, 2d+1: +1 along dimension d) arrives
+    // at that neighbour as the block from its neighbour in the opposite direction, k ^ 1.
+    let sources = srcs
+        .iter()
+        .enumerate()
+        .map(|(k, &r)| (rank(r), if cart { (k as i32 ^ 1) & 63 } else { 0 }))
+        .collect();
+    let destinations = dsts
+        .iter()
+        .enumerate()
+        .map(|(k, &r)| (rank(r), if cart { k as i32 & 63 } else { 0 }))
+        .collect();
+    Ok((sources, destinations))
 }

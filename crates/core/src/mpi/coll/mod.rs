@@ -709,8 +709,10 @@ fn blocks(
                         (e.coll_dtype(t)?, displs[i])
                     }
                 };
-                check_buf(buf, c, &dt, what)?;
-                v.push(Blk::new(buf.wrapping_offset(off), c, &dt));
+                // The block's own address: a null base with displacements is MPI_BOTTOM.
+                let p = buf.wrapping_offset(off);
+                check_buf(p, c, &dt, what)?;
+                v.push(Blk::new(p, c, &dt));
             }
             Ok(v)
         }
@@ -729,6 +731,94 @@ fn avg_bytes(b: &[Blk]) -> usize {
 fn all_equal(b: &[Blk]) -> Option<usize> {
     let first = b.first()?.bytes();
     b.iter().all(|x| x.bytes() == first).then_some(first)
+}
+
+/// The input of a reduction whose every process has `count` elements in and out: the send
+/// buffer, or the receive buffer with MPI_IN_PLACE; both checked.
+fn red_input(sbuf: *const u8, rbuf: *mut u8, count: usize, d: &Datatype) -> Result<*const u8> {
+    let input = if in_place(sbuf) {
+        rbuf as *const u8
+    } else {
+        no_alias(sbuf, rbuf, count * d.size)?;
+        sbuf
+    };
+    check_buf(input, count, d, "send buffer")?;
+    check_buf(rbuf, count, d, "receive buffer")?;
+    Ok(input)
+}
+
+/// A process's own block of a collective (`what`: "send" or "recv"), checked.
+fn own_blk(e: &Engine, buf: *const u8, count: i64, dt: u32, what: &str) -> Result<Blk> {
+    let c = count_of(count, &format!("{what}count"))?;
+    let d = e.coll_dtype(dt)?;
+    check_buf(buf, c, &d, &format!("{what} buffer"))?;
+    Ok(Blk::new(buf, c, &d))
+}
+
+/// The checked buffers of a gather or scatter: every process's own block (None with
+/// MPI_IN_PLACE at the root) and, at the root, one block per process. Gather and scatter are
+/// mirror images, so one check serves both: `own` is the send side of a gather and the
+/// receive side of a scatter, `many` the other.
+struct Rooted {
+    own: Option<Blk>,
+    many: Vec<Blk>,
+    /// Bytes of every block when they are all equal.
+    blk: Option<usize>,
+    /// The root's blocks come from one count (not the v form).
+    uniform: bool,
+}
+
+impl Rooted {
+    fn check(
+        e: &Engine,
+        (obuf, ocount, odt): (*const u8, i64, u32),
+        (mbuf, mcounts, mdt): (*const u8, &Counts, u32),
+        me: usize,
+        root: usize,
+        n: usize,
+        [oname, mname]: [&str; 2],
+    ) -> Result<Rooted> {
+        let ip = in_place(obuf);
+        if ip && me != root {
+            return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
+        }
+        let own = if ip {
+            None
+        } else {
+            Some(own_blk(e, obuf, ocount, odt, oname)?)
+        };
+        let many = if me == root {
+            let b = blocks(
+                e,
+                mbuf,
+                mcounts,
+                &Types::One(mdt),
+                n,
+                &format!("{mname} buffer"),
+            )?;
+            if let Some(o) = &own {
+                no_alias(o.ptr, mbuf, o.bytes())?;
+            }
+            b
+        } else {
+            Vec::new()
+        };
+        let blk = match &own {
+            Some(o) if me != root => Some(o.bytes()),
+            _ => all_equal(&many),
+        };
+        Ok(Rooted {
+            own,
+            many,
+            blk,
+            uniform: matches!(mcounts, Counts::Uniform(_)),
+        })
+    }
+
+    /// Bytes per block, for the decision table.
+    fn bytes(&self) -> usize {
+        self.blk.unwrap_or_else(|| avg_bytes(&self.many))
+    }
 }
 
 /// Check a call's arguments, choose the algorithm and compile the schedule.
@@ -848,14 +938,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let count = count_of(*count, "count")?;
             let red = e.coll_reducer(*op, *dt)?;
             let d = red.dt.clone();
-            let sbuf = if in_place(*sbuf) {
-                *rbuf as *const u8
-            } else {
-                no_alias(*sbuf, *rbuf, count * d.size)?;
-                *sbuf
-            };
-            check_buf(sbuf, count, &d, "send buffer")?;
-            check_buf(*rbuf, count, &d, "receive buffer")?;
+            let sbuf = red_input(*sbuf, *rbuf, count, &d)?;
             let mut s = sched!();
             let commutative = red.commutative();
             s.red = Some(red);
@@ -937,14 +1020,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let count = count_of(*count, "count")?;
             let red = e.coll_reducer(*op, *dt)?;
             let d = red.dt.clone();
-            let sbuf = if in_place(*sbuf) {
-                *rbuf as *const u8
-            } else {
-                no_alias(*sbuf, *rbuf, count * d.size)?;
-                *sbuf
-            };
-            check_buf(sbuf, count, &d, "send buffer")?;
-            check_buf(*rbuf, count, &d, "receive buffer")?;
+            let sbuf = red_input(*sbuf, *rbuf, count, &d)?;
             let mut s = sched!();
             s.red = Some(red);
             let (alg, _) = e.coll_choose(Coll::Scan, n, count * d.size);
@@ -965,40 +1041,22 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             root,
         } => {
             let root = check_root(*root, n)?;
-            let ip = in_place(*sbuf);
-            if ip && me != root {
-                return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
-            }
-            let own = if ip {
-                None
-            } else {
-                let c = count_of(*scount, "sendcount")?;
-                let d = e.coll_dtype(*sdt)?;
-                check_buf(*sbuf, c, &d, "send buffer")?;
-                Some(Blk::new(*sbuf, c, &d))
-            };
-            let recv = if me == root {
-                let r = blocks(e, *rbuf, rcounts, &Types::One(*rdt), n, "receive buffer")?;
-                if let Some(o) = &own {
-                    no_alias(o.ptr, *rbuf, o.bytes())?;
-                }
-                r
-            } else {
-                Vec::new()
-            };
-            let blk = match &own {
-                Some(o) if me != root => Some(o.bytes()),
-                _ => all_equal(&recv),
-            };
+            let r = Rooted::check(
+                e,
+                (*sbuf, *scount, *sdt),
+                (*rbuf, rcounts, *rdt),
+                me,
+                root,
+                n,
+                ["send", "recv"],
+            )?;
             let mut s = sched!();
-            let bytes = blk.unwrap_or_else(|| avg_bytes(&recv));
-            let (alg, _) = e.coll_choose(Coll::Gather, n, bytes);
-            let uniform = matches!(rcounts, Counts::Uniform(_));
-            match (alg, blk) {
-                ("binomial", Some(b)) if uniform && n > 1 => {
-                    gather::gather_binomial(&mut s, t, own.as_ref(), &recv, b, root)
+            let (alg, _) = e.coll_choose(Coll::Gather, n, r.bytes());
+            match (alg, r.blk) {
+                ("binomial", Some(b)) if r.uniform && n > 1 => {
+                    gather::gather_binomial(&mut s, t, r.own.as_ref(), &r.many, b, root)
                 }
-                _ => gather::gather_linear(&mut s, t, own.as_ref(), &recv, root),
+                _ => gather::gather_linear(&mut s, t, r.own.as_ref(), &r.many, root),
             }
             Ok(s)
         }
@@ -1012,40 +1070,22 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             root,
         } => {
             let root = check_root(*root, n)?;
-            let ip = in_place(*rbuf);
-            if ip && me != root {
-                return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
-            }
-            let own = if ip {
-                None
-            } else {
-                let c = count_of(*rcount, "recvcount")?;
-                let d = e.coll_dtype(*rdt)?;
-                check_buf(*rbuf, c, &d, "receive buffer")?;
-                Some(Blk::new(*rbuf, c, &d))
-            };
-            let send = if me == root {
-                let b = blocks(e, *sbuf, scounts, &Types::One(*sdt), n, "send buffer")?;
-                if let Some(o) = &own {
-                    no_alias(*sbuf, o.ptr, o.bytes())?;
-                }
-                b
-            } else {
-                Vec::new()
-            };
-            let blk = match &own {
-                Some(o) if me != root => Some(o.bytes()),
-                _ => all_equal(&send),
-            };
+            let r = Rooted::check(
+                e,
+                (*rbuf, *rcount, *rdt),
+                (*sbuf, scounts, *sdt),
+                me,
+                root,
+                n,
+                ["recv", "send"],
+            )?;
             let mut s = sched!();
-            let bytes = blk.unwrap_or_else(|| avg_bytes(&send));
-            let (alg, _) = e.coll_choose(Coll::Scatter, n, bytes);
-            let uniform = matches!(scounts, Counts::Uniform(_));
-            match (alg, blk) {
-                ("binomial", Some(b)) if uniform && n > 1 => {
-                    gather::scatter_binomial(&mut s, t, &send, own.as_ref(), b, root)
+            let (alg, _) = e.coll_choose(Coll::Scatter, n, r.bytes());
+            match (alg, r.blk) {
+                ("binomial", Some(b)) if r.uniform && n > 1 => {
+                    gather::scatter_binomial(&mut s, t, &r.many, r.own.as_ref(), b, root)
                 }
-                _ => gather::scatter_linear(&mut s, t, &send, own.as_ref(), root),
+                _ => gather::scatter_linear(&mut s, t, &r.many, r.own.as_ref(), root),
             }
             Ok(s)
         }
@@ -1061,11 +1101,9 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let own = if in_place(*sbuf) {
                 None
             } else {
-                let c = count_of(*scount, "sendcount")?;
-                let d = e.coll_dtype(*sdt)?;
-                check_buf(*sbuf, c, &d, "send buffer")?;
-                no_alias(*sbuf, *rbuf, c * d.size)?;
-                Some(Blk::new(*sbuf, c, &d))
+                let o = own_blk(e, *sbuf, *scount, *sdt, "send")?;
+                no_alias(*sbuf, *rbuf, o.bytes())?;
+                Some(o)
             };
             let mut s = sched!();
             let (alg, _) = e.coll_choose(Coll::Allgather, n, avg_bytes(&recv));
