@@ -99,7 +99,7 @@ fn components(out: &mut dyn Write) -> io::Result<()> {
     for p in PROTOCOLS {
         let doc = match Protocol::from_name(p) {
             Some(Protocol::Static) => "size thresholds per transport (shm_eager_max, tcp_eager_max, self_eager_max; eager_limit, eager_limit_peers override)",
-            Some(Protocol::Adaptive) => "per peer, the protocol with the lowest expected cost given how that peer's receives were posted lately (reported back on every frame), the rendezvous handshake time measured with that peer, and the cost model of the route (adaptive_costs_*)",
+            Some(Protocol::Adaptive) => "per peer, the protocol with the lowest expected cost given how that peer's receives were posted lately (reported back on every frame) and the cost model of the route (adaptive_costs_*)",
             Some(Protocol::Eager) => "every message eager (up to the channel's largest frame, eager-rendezvous above)",
             Some(Protocol::Rendezvous) => "every message by rendezvous",
             Some(Protocol::EagerRendezvous) => "every message by eager-rendezvous (prefix eager_rndv_prefix bytes)",

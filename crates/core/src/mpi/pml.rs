@@ -21,7 +21,7 @@ use crate::error::{ErrorClass, MpiError};
 use crate::mpi::datatype::pool;
 use crate::profile::Counters;
 use crate::proto::frame::{self, Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
-use crate::proto::policy::{Feedback, Handshake, Limits, Plan, Policy, Protocol, Route, RxStats};
+use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats};
 use crate::transport::shm::coop::{CoopSlots, SlotPool};
 use crate::transport::shm::{cma, Shm};
 use crate::transport::{FrameSink, Gpid, Sent, Token};
@@ -214,16 +214,6 @@ impl Ctrl {
             small_len: 0,
         }
     }
-
-    /// A receiver's answer to a request-to-send (Cts or Fin); `posted`: the receive was
-    /// waiting when the request came, so the sender may time the handshake by it.
-    fn answer(peer: Gpid, f: Frame, posted: bool) -> Ctrl {
-        let mut c = Ctrl::new(peer, f);
-        if posted {
-            frame::set_posted(&mut c.hdr);
-        }
-        c
-    }
 }
 
 /// Per-peer protocol state.
@@ -242,8 +232,6 @@ struct Peer {
     rx: RxStats,
     fb_out: u16,
     fb_told: u16,
-    /// The rendezvous handshake with this peer as we measure it.
-    handshake: Handshake,
     send_seq: u32,
     recv_seq: u32,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
@@ -257,11 +245,8 @@ impl Peer {
     /// The limits for messages to this peer (`id`) under the setting `protocol` (the policy's
     /// own, or a communicator's info hint), given its last report.
     fn limits_under(&self, policy: &Policy, protocol: Protocol, id: Gpid) -> Limits {
-        let fb = Feedback {
-            handshake_ns: self.handshake.estimate(),
-            ..frame::feedback_of(self.fb_in)
-                .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l))
-        };
+        let fb = frame::feedback_of(self.fb_in)
+            .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
         policy.limits(protocol, id, self.route, self.max_payload, fb)
     }
 }
@@ -303,8 +288,6 @@ pub struct Pml {
     pub verbose: bool,
     /// Set once Finalize has begun: lost peers are expected then.
     pub finalizing: bool,
-    /// Origin of the handshake timestamps (`Request::rts_at`).
-    epoch: std::time::Instant,
 }
 
 impl Pml {
@@ -323,7 +306,6 @@ impl Pml {
                 rx: RxStats::default(),
                 fb_out: 0,
                 fb_told: 0,
-                handshake: Handshake::default(),
                 send_seq: 0,
                 recv_seq: 0,
                 early: Vec::new(),
@@ -357,7 +339,6 @@ impl Pml {
             free_messages: Vec::new(),
             verbose: false,
             finalizing: false,
-            epoch: std::time::Instant::now(),
         }
     }
 
@@ -613,12 +594,6 @@ impl Pml {
                     }
                 };
                 r.coop_slot = coop_slot.map_or(0, |c| c + 1);
-                if self
-                    .policy
-                    .uses_feedback(r.protocol.unwrap_or(self.policy.protocol))
-                {
-                    r.rts_at = (self.epoch.elapsed().as_nanos() as u64).max(1);
-                }
                 p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
                 if prefix > 0 {
@@ -1006,7 +981,7 @@ impl Pml {
                 }
             }
             UnexpectedData::Rts { info, prefix } => {
-                self.rndv_into(slot, u.from, u.env, u.sreq, u.len, info, &prefix, false);
+                self.rndv_into(slot, u.from, u.env, u.sreq, u.len, info, &prefix);
             }
         }
     }
@@ -1024,7 +999,6 @@ impl Pml {
 
     /// Start receiving a rendezvous message into a matched receive.
     #[allow(clippy::too_many_arguments)]
-    #[allow(clippy::too_many_arguments)]
     fn rndv_into(
         &mut self,
         slot: u32,
@@ -1034,7 +1008,6 @@ impl Pml {
         len: u64,
         info: RndvInfo,
         prefix: &[u8],
-        posted: bool,
     ) {
         let wire = self.reqs.wire_id(slot);
         let single_copy = self.single_copy;
@@ -1057,8 +1030,7 @@ impl Pml {
             Ok(RecvAction::Complete(o)) => {
                 // Everything came with the request (an empty message): nothing to move.
                 r.status = status_of(env, len, r.len, o);
-                self.outbox
-                    .push_back(Ctrl::answer(from, Frame::Fin { sreq }, posted));
+                self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
                 self.finish(slot);
                 return;
             }
@@ -1136,8 +1108,7 @@ impl Pml {
                         r.status = status_of(env, len, r.len, o);
                     }
                     self.counters.on(self.route(from)).single_copy += 1;
-                    self.outbox
-                        .push_back(Ctrl::answer(from, Frame::Fin { sreq }, posted));
+                    self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
                     self.finish(slot);
                     return;
                 }
@@ -1152,7 +1123,7 @@ impl Pml {
         let r = self.reqs.get_mut(slot).expect("recv slot");
         r.off = prefix.len();
         self.outbox
-            .push_back(Ctrl::answer(from, Frame::Cts { sreq, rreq: wire }, posted));
+            .push_back(Ctrl::new(from, Frame::Cts { sreq, rreq: wire }));
     }
 
     /// Data of a rendezvous message arrived (bytes `offset..offset+n` were written already
@@ -1233,7 +1204,7 @@ impl Pml {
                 }
                 Frame::Rts { len, .. } => match RndvInfo::decode(payload) {
                     Ok((info, prefix)) => {
-                        self.rndv_into(p.slot, from, env, sreq, len, info, prefix, true)
+                        self.rndv_into(p.slot, from, env, sreq, len, info, prefix)
                     }
                     Err(e) => self.bad_frame(from, &e.to_string()),
                 },
@@ -1365,27 +1336,6 @@ impl Pml {
         self.outbox.push_back(Ctrl::new(from, Frame::Fin { sreq }));
         self.finish(slot);
         true
-    }
-
-    /// The answer to a request-to-send came, and its receive had been posted: how long the
-    /// handshake took (less the modelled time of the `moved` bytes the answer also waited
-    /// for) is a sample of the peer's handshake; a new estimate re-plans the peer's limits.
-    fn time_handshake(&mut self, slot: u32, moved: usize) {
-        let Some(r) = self.reqs.get_mut(slot) else {
-            return;
-        };
-        if r.rts_at == 0 || r.kind != Kind::Send {
-            return;
-        }
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        let waited = now.saturating_sub(r.rts_at);
-        r.rts_at = 0;
-        let peer = r.peer;
-        let p = &mut self.peers[peer as usize];
-        let copy = self.policy.costs(p.route).rndv.1 * moved as f64;
-        if p.handshake.sample(waited.saturating_sub(copy as u64)) {
-            self.update_limits(peer);
-        }
     }
 
     /// A send is done with its copy slot (its receiver finished, or the send ended): the slot
@@ -1652,9 +1602,6 @@ impl FrameSink for Pml {
                 let Some(slot) = self.reqs.from_wire(sreq) else {
                     return;
                 };
-                if frame::posted(hdr) {
-                    self.time_handshake(slot, 0);
-                }
                 let r = self.reqs.get_mut(slot).expect("slot");
                 if let Ok(SendAction::Stream) = r.send.on(SendEvent::Cts) {
                     r.remote = rreq;
@@ -1668,12 +1615,6 @@ impl FrameSink for Pml {
                 let Some(slot) = self.reqs.from_wire(sreq) else {
                     return;
                 };
-                if frame::posted(hdr) {
-                    // A single-copy Fin also waited for the receiver's copy of the rest.
-                    let r = self.reqs.get(slot).expect("slot");
-                    let moved = r.len.saturating_sub(r.off);
-                    self.time_handshake(slot, moved);
-                }
                 self.release_coop(slot);
                 let r = self.reqs.get_mut(slot).expect("slot");
                 let ev = if matches!(f, Frame::Fin { .. }) {

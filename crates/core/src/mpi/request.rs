@@ -154,9 +154,6 @@ pub struct Request {
     /// user's buffer as their Data frames arrived (usize::MAX: none); completion unpacks only
     /// the bytes before it.
     pub unpacked_from: usize,
-    /// Rendezvous send timed for the handshake estimate: when its request-to-send went out
-    /// (ns since the engine's epoch), until the answer comes; 0 otherwise.
-    pub rts_at: u64,
 }
 
 impl Request {
@@ -190,7 +187,6 @@ impl Request {
             streamed: false,
             staged: 0,
             unpacked_from: usize::MAX,
-            rts_at: 0,
         }
     }
 }

@@ -8,7 +8,6 @@
 //! offset size  field
 //!  0      1    kind        FrameKind
 //!  1      1    flags       SYNC (0x1): eager message sent in synchronous mode, ack when matched
-//!                          POSTED (0x2) on Cts/Fin: the receive was posted when the Rts came
 //!  2      2    feedback    the sender's report on what it receives from the destination
 //!  4      4    seq         per (sender, receiver) sequence number of matchable frames
 //!  8      4    w0          Eager/Rts: context id      Cts/Data/Help: receiver request  other: 0
@@ -73,21 +72,7 @@ pub fn set_feedback(hdr: &mut [u8; HEADER_LEN], word: u16) {
 
 /// Flag: the eager message was sent with MPI_Ssend/Issend; the receiver acks when it matches.
 pub const FLAG_SYNC: u8 = 0x1;
-/// Flag on a Cts or Fin: the receive was already posted when the request-to-send arrived, so
-/// the time the sender waited for this answer is the handshake, not the application's delay.
-pub const FLAG_POSTED: u8 = 0x2;
-
-/// Mark a Cts or Fin header with [`FLAG_POSTED`].
-#[inline(always)]
-pub fn set_posted(hdr: &mut [u8; HEADER_LEN]) {
-    hdr[1] |= FLAG_POSTED;
-}
-
-/// Does a (valid) header carry [`FLAG_POSTED`]?
-#[inline(always)]
-pub fn posted(hdr: &[u8; HEADER_LEN]) -> bool {
-    hdr[1] & FLAG_POSTED != 0
-}
+const KNOWN_FLAGS: u8 = FLAG_SYNC;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -286,12 +271,7 @@ impl Frame {
     pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Frame, FrameError> {
         let kind = FrameKind::from_u8(b[0]).ok_or(FrameError::BadKind(b[0]))?;
         let flags = b[1];
-        let allowed = match kind {
-            FrameKind::Eager => FLAG_SYNC,
-            FrameKind::Cts | FrameKind::Fin => FLAG_POSTED,
-            _ => 0,
-        };
-        if flags & !allowed != 0 {
+        if flags & !KNOWN_FLAGS != 0 || (flags != 0 && kind != FrameKind::Eager) {
             return Err(FrameError::BadFlags(flags));
         }
         if b[3] & FEEDBACK_RESERVED_HI != 0 {
@@ -528,15 +508,6 @@ mod tests {
         .encode();
         b[1] = 0x80;
         assert_eq!(Frame::decode(&b), Err(FrameError::BadFlags(0x80)));
-        b[1] = FLAG_POSTED;
-        assert_eq!(Frame::decode(&b), Err(FrameError::BadFlags(FLAG_POSTED)));
-        for f in [Frame::Fin { sreq: 3 }, Frame::Cts { sreq: 3, rreq: 4 }] {
-            let mut h = f.encode();
-            assert!(!posted(&h));
-            set_posted(&mut h);
-            assert!(posted(&h));
-            assert_eq!(Frame::decode(&h), Ok(f), "POSTED is valid on Cts and Fin");
-        }
         b[1] = 0;
         b[3] = 0x10;
         assert_eq!(Frame::decode(&b), Err(FrameError::Reserved));

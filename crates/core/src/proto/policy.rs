@@ -15,9 +15,7 @@
 //!   byte costs (it falls out of the caches); rendezvous costs a handshake but moves the data
 //!   once, when the receive is there. Eager-rendezvous hides part of the handshake behind its
 //!   prefix when the receive is posted. The policy picks, for every size, the protocol with
-//!   the lowest expected cost now. The handshake's cost is the model's until the sender has
-//!   measured it ([`Handshake`]: the answers to its requests-to-send whose receive was
-//!   posted), then the measured one, so a busy or slow peer shifts the choice towards eager.
+//!   the lowest expected cost now.
 //! - `eager`, `rendezvous`, `eager-rendezvous`: one protocol for every message (experiments).
 //!
 //! An explicit eager limit (`eager_limit` >= 0, or a per-peer override) pins the boundary of
@@ -92,17 +90,13 @@ impl Protocol {
 /// Bytes of a request-to-send's payload before any eager prefix.
 pub const RTS_INFO: usize = crate::proto::frame::RndvInfo::LEN;
 
-/// What a sender knows of how its messages to one peer fare: what the receiver reports
-/// about them, and the rendezvous handshake time the sender measured itself.
+/// What a receiver tells its senders about the messages it gets from them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Feedback {
     /// Share of recent messages whose receive was posted when they arrived, 0..=1.
     pub preposted: f64,
     /// Bytes of recent messages that arrived unexpected (their receive not yet posted).
     pub unexpected_bytes: f64,
-    /// Observed handshake (ns): request-to-send to the answer, receive posted (see
-    /// [`Handshake`]); None until measured, and the cost model's own value is used.
-    pub handshake_ns: Option<f64>,
 }
 
 impl Feedback {
@@ -110,7 +104,6 @@ impl Feedback {
     pub const INITIAL: Feedback = Feedback {
         preposted: 1.0,
         unexpected_bytes: 0.0,
-        handshake_ns: None,
     };
 
     /// From a header's feedback field (`frame::feedback`): share 0..=63, bit length of the
@@ -124,61 +117,7 @@ impl Feedback {
             } else {
                 1.5 * 2f64.powi(i32::from(level.min(63)) - 1)
             },
-            handshake_ns: None,
         }
-    }
-}
-
-/// A sender's measurement of the rendezvous handshake with one peer: the time from a
-/// request-to-send until the receiver's answer, for receives that were posted when the
-/// request arrived (so the application's own delay in posting is not counted), less the data
-/// movement the answer waited for. Queueing only ever adds time, so the estimate is the
-/// minimum over a window of [`Handshake::WINDOW`] samples, renewed window by window so that
-/// it follows a machine that gets busier or quieter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Handshake {
-    /// Minimum of the window being filled (ns).
-    cur: u64,
-    /// Samples in it.
-    n: u32,
-    /// The estimate from the last full window (ns); 0: none yet.
-    est: u64,
-}
-
-impl Default for Handshake {
-    fn default() -> Handshake {
-        Handshake {
-            cur: u64::MAX,
-            n: 0,
-            est: 0,
-        }
-    }
-}
-
-impl Handshake {
-    pub const WINDOW: u32 = 16;
-
-    /// Take one sample. True when the estimate moved by a quarter or more (time to re-plan).
-    #[inline]
-    pub fn sample(&mut self, ns: u64) -> bool {
-        self.cur = self.cur.min(ns.max(1));
-        self.n += 1;
-        if self.n < Self::WINDOW {
-            return false;
-        }
-        let (old, new) = (self.est, self.cur);
-        self.cur = u64::MAX;
-        self.n = 0;
-        let moved = old == 0 || new.abs_diff(old) * 4 >= old;
-        if moved {
-            self.est = new;
-        }
-        moved
-    }
-
-    /// The current estimate (ns), once a window is full.
-    pub fn estimate(&self) -> Option<f64> {
-        (self.est != 0).then_some(self.est as f64)
     }
 }
 
@@ -315,19 +254,6 @@ impl Costs {
             }
         }
         Ok(c)
-    }
-
-    /// The model with an observed handshake in place of its own: a rendezvous message costs
-    /// an eager message's fixed part plus the handshake. Rendezvous never comes out cheaper
-    /// than the eager fixed part.
-    pub fn with_handshake(&self, handshake_ns: Option<f64>) -> Costs {
-        match handshake_ns {
-            Some(h) => Costs {
-                rndv: (self.eager.0 + h.max(0.0), self.rndv.1),
-                ..*self
-            },
-            None => *self,
-        }
     }
 
     /// Expected time (ns) of an eager message of `s` bytes.
@@ -574,7 +500,7 @@ impl Policy {
         prefix: usize,
         fb: Feedback,
     ) -> Limits {
-        let c = &self.costs(route).with_handshake(fb.handshake_ns);
+        let c = self.costs(route);
         let split = |s: usize| {
             let f = prefix.min(s.saturating_sub(1));
             if f == 0 {
@@ -657,52 +583,7 @@ mod tests {
         Feedback {
             preposted,
             unexpected_bytes,
-            handshake_ns: None,
         }
-    }
-
-    #[test]
-    fn handshake_is_a_windowed_minimum() {
-        let mut h = Handshake::default();
-        assert_eq!(h.estimate(), None);
-        for i in 0..Handshake::WINDOW - 1 {
-            assert!(!h.sample(5000 + u64::from(i) * 100));
-        }
-        assert!(h.sample(9000), "the first full window sets the estimate");
-        assert_eq!(h.estimate(), Some(5000.0));
-        // A window whose minimum moved by less than a quarter changes nothing.
-        for _ in 0..Handshake::WINDOW - 1 {
-            assert!(!h.sample(6000));
-        }
-        assert!(!h.sample(5500));
-        assert_eq!(h.estimate(), Some(5000.0));
-        // A busier machine: every sample slower.
-        for _ in 0..Handshake::WINDOW - 1 {
-            h.sample(20_000);
-        }
-        assert!(h.sample(30_000));
-        assert_eq!(h.estimate(), Some(20_000.0));
-    }
-
-    #[test]
-    fn a_slow_handshake_moves_the_eager_boundary_up() {
-        let pol = Policy::default();
-        let at = |h: Option<f64>| {
-            let f = Feedback {
-                handshake_ns: h,
-                ..Feedback::INITIAL
-            };
-            pol.limits(Protocol::Adaptive, 1, Route::Tcp, 1 << 20, f)
-                .eager_max
-                .unwrap()
-        };
-        let model = at(None);
-        assert!(at(Some(50_000.0)) > model, "slow handshakes favour eager");
-        assert!(at(Some(500.0)) < model, "fast handshakes favour rendezvous");
-        assert_eq!(
-            Costs::parse(Costs::TCP).unwrap().with_handshake(None),
-            Costs::parse(Costs::TCP).unwrap()
-        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::mpi::datatype::{predefined, predefined_index, Datatype};
-use crate::proto::policy::{Costs, Handshake, Protocol};
+use crate::proto::policy::{Costs, Protocol};
 
 /// Frames in flight from one side to the other.
 #[derive(Default)]
@@ -595,42 +595,6 @@ fn cooperative_help_that_arrives_with_the_fin_copies_nothing() {
         "nothing written after completion"
     );
     assert_eq!(buf_b, data_b);
-}
-
-#[test]
-fn adaptive_sender_times_handshakes_of_posted_receives_only() {
-    for single_copy in [false, true] {
-        let mut t = Pair::new(Protocol::Adaptive, single_copy);
-        let data = vec![5u8; 1000];
-        // Receives posted late: their answers carry no timing.
-        for i in 0..Handshake::WINDOW as i32 {
-            let (s, _) = send(&mut t.a, &mut t.ab, &data, i, Mode::Standard);
-            t.run();
-            let mut buf = vec![0u8; 1000];
-            let (r, _) = recv(&mut t.b, &mut buf, 0, i);
-            t.run();
-            assert!(done(&t.a, s) && done(&t.b, r));
-            assert_eq!(buf, data);
-        }
-        assert_eq!(t.a.peers[1].handshake.estimate(), None);
-        // Posted receives: a window of samples makes an estimate.
-        for i in 0..Handshake::WINDOW as i32 {
-            let mut buf = vec![0u8; 1000];
-            let (r, _) = recv(&mut t.b, &mut buf, 0, i);
-            let (s, _) = send(&mut t.a, &mut t.ab, &data, i, Mode::Standard);
-            t.run();
-            assert!(done(&t.a, s) && done(&t.b, r));
-        }
-        assert!(
-            t.a.peers[1].handshake.estimate().is_some(),
-            "single copy {single_copy}"
-        );
-        assert_eq!(
-            t.b.peers[0].handshake.estimate(),
-            None,
-            "receivers do not time"
-        );
-    }
 }
 
 #[test]
