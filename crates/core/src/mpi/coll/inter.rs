@@ -66,6 +66,35 @@ enum Role {
     Leaf(usize),
 }
 
+/// A direct gather (`to_root`) or its mirror image, a scatter: the root moves one block with
+/// each remote process (`at_root`, in remote rank order), a leaf its `own` block with the root.
+fn rooted_direct(
+    s: &mut Sched,
+    remote: &Team,
+    role: Role,
+    at_root: &[Blk],
+    own: Option<&Blk>,
+    to_root: bool,
+) {
+    let mut step = |peer: usize, b: &Blk, inbound: bool| {
+        if inbound {
+            s.recv(remote, peer, b.ptr, b.count, &b.dt)
+        } else {
+            s.send(remote, peer, b.ptr, b.count, &b.dt)
+        }
+    };
+    match (role, own) {
+        (Role::Root, _) => {
+            for (i, b) in at_root.iter().enumerate() {
+                step(i, b, to_root);
+            }
+        }
+        (Role::Leaf(r), Some(o)) => step(r, o, !to_root),
+        _ => {}
+    }
+    s.fence();
+}
+
 fn role(root: i32, remote: usize) -> Result<Role> {
     match root {
         ROOT => Ok(Role::Root),
@@ -337,16 +366,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                 Role::Idle => {}
             }
             let mut s = sched!();
-            match (role, &own) {
-                (Role::Root, _) => {
-                    for (i, b) in recv.iter().enumerate() {
-                        s.recv(remote, i, b.ptr, b.count, &b.dt);
-                    }
-                }
-                (Role::Leaf(r), Some(o)) => s.send(remote, r, o.ptr, o.count, &o.dt),
-                _ => {}
-            }
-            s.fence();
+            rooted_direct(&mut s, remote, role, &recv, own.as_ref(), true);
             Ok(s)
         }
         Args::Scatter {
@@ -372,16 +392,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                 Role::Idle => {}
             }
             let mut s = sched!();
-            match (role, &own) {
-                (Role::Root, _) => {
-                    for (i, b) in send.iter().enumerate() {
-                        s.send(remote, i, b.ptr, b.count, &b.dt);
-                    }
-                }
-                (Role::Leaf(r), Some(o)) => s.recv(remote, r, o.ptr, o.count, &o.dt),
-                _ => {}
-            }
-            s.fence();
+            rooted_direct(&mut s, remote, role, &send, own.as_ref(), false);
             Ok(s)
         }
         Args::Allgather {
