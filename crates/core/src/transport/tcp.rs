@@ -11,8 +11,13 @@
 //! is read only when an epoll set (level triggered, asked without waiting) says it is
 //! readable: a receiver that keeps calling `recv` to find the socket dry takes the socket
 //! lock every time and slows the sender's softirq, which is delivering that very payload on
-//! the other core. Between frames every connection is simply tried with `recv`, which costs
+//! the other core. Such a connection is read until the socket is dry before it waits for
+//! epoll again. Between frames every connection is simply tried with `recv`, which costs
 //! one system call less per small message than asking epoll first.
+//!
+//! Frames are read in chunks of up to 64 KiB, so the start of a large payload usually lands in
+//! the connection buffer and has to be copied again. After a directly placed payload the next
+//! frame is likely another one (a rendezvous stream), so its header is read alone first.
 //!
 //! Stream framing: `payload_len: u32` (little endian), the 32-byte frame header, the payload.
 //! Reads go into a per-connection buffer from which small frames are delivered in place; the
@@ -96,6 +101,10 @@ struct Conn {
     readable: bool,
     /// Not in the epoll set (adding it failed): read every pass.
     unwatched: bool,
+    /// The last frame was placed directly, so the next is likely another large payload:
+    /// read its header alone first, so that none of that payload lands in `buf` (from
+    /// where it would have to be copied again).
+    header_first: bool,
 }
 
 struct Incoming {
@@ -121,6 +130,9 @@ pub struct Tcp {
     since_accept: u32,
     /// The epoll set of our connections (event data: the connection index).
     ep: OwnedFd,
+    /// Bytes of directly placed payloads that were read into a connection buffer first and
+    /// copied from there (the rest went straight from the socket to their destination).
+    relayed: u64,
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -169,6 +181,7 @@ impl Tcp {
             verbose,
             since_accept: 0,
             ep,
+            relayed: 0,
         })
     }
 
@@ -229,6 +242,7 @@ impl Tcp {
             // The hello may have brought frames along: look once.
             readable: true,
             unwatched: !watched,
+            header_first: false,
         });
         if self.send_conn.len() <= peer as usize {
             self.send_conn.resize(peer as usize + 1, None);
@@ -463,12 +477,15 @@ impl Tcp {
                 let left = remaining - n as usize;
                 if left == 0 {
                     c.rx = RxState::Frames;
+                    c.header_first = true;
                     match what {
                         Placed::Data => sink.on_data_placed(c.peer, rreq, offset, len),
                         Placed::Eager => sink.on_eager_placed(c.peer),
                     }
                     delivered += 1;
                 } else {
+                    // More may have landed meanwhile: read until the socket is dry, and
+                    // only then wait for epoll to say it is readable again.
                     c.rx = RxState::Direct {
                         what,
                         ptr,
@@ -477,7 +494,6 @@ impl Tcp {
                         offset,
                         len,
                     };
-                    return delivered;
                 }
                 continue;
             }
@@ -498,6 +514,7 @@ impl Tcp {
                 if let Ok(Frame::Data { rreq, offset }) = Frame::decode(hdr) {
                     if let Some(ptr) = sink.data_target(rreq, offset, plen) {
                         let have = (avail - PREFIX).min(plen);
+                        self.relayed += have as u64;
                         // SAFETY: data_target promised plen writable bytes at ptr.
                         unsafe { std::ptr::copy_nonoverlapping(b[PREFIX..].as_ptr(), ptr, have) };
                         c.start += PREFIX + have;
@@ -550,6 +567,7 @@ impl Tcp {
                     break;
                 }
                 sink.on_frame(c.peer, hdr, &b[PREFIX..PREFIX + plen]);
+                c.header_first = false;
                 c.want = 0;
                 delivered += 1;
                 c.start += PREFIX + plen;
@@ -576,7 +594,11 @@ impl Tcp {
             // Read at most READ_CHUNK at a time: the payload of a large Data frame that lands
             // in this buffer has to be copied again, what follows its header is read straight
             // into the receive buffer.
-            let room = (c.buf.len() - c.end).min(READ_CHUNK.max(PREFIX + c.want));
+            let room = if c.header_first && c.start == c.end {
+                PREFIX
+            } else {
+                (c.buf.len() - c.end).min(READ_CHUNK.max(PREFIX + c.want))
+            };
             // SAFETY: reading into the unused tail of our own buffer.
             let n = unsafe {
                 libc::recv(
@@ -939,6 +961,57 @@ mod tests {
         }
         a.poll(&mut sa);
         assert_eq!(sa.sent, expect);
+    }
+
+    #[test]
+    fn after_a_direct_payload_the_next_header_is_read_alone() {
+        let (mut a, mut b) = pair();
+        let mut sa = Sink::default();
+        let mut sb = Sink::default();
+        let n = 4 << 20;
+        let src: Vec<u8> = (0..n).map(|i| (i * 13 + 1) as u8).collect();
+        sb.target = Some((9, vec![0u8; n]));
+        let data = |offset: usize| {
+            Frame::Data {
+                rreq: 9,
+                offset: offset as u64,
+            }
+            .encode()
+        };
+        let run = |a: &mut Tcp, b: &mut Tcp, sa: &mut Sink, sb: &mut Sink, placed, frames| {
+            let t0 = std::time::Instant::now();
+            while (sb.placed.len() < placed || sb.frames.len() < frames)
+                && t0.elapsed().as_secs() < 20
+            {
+                a.poll(sa);
+                b.poll(sb);
+            }
+        };
+        // Two big Data frames back to back and a small one: only the first one's payload
+        // can have come through the connection buffer (at most one read's worth), the
+        // others were read header first.
+        let cuts = [0, n / 4, n / 2, n / 2 + 100, n];
+        for w in cuts.windows(2).take(3) {
+            a.post(1, &data(w[0]), &[], &src[w[0]..w[1]], Token::NONE)
+                .unwrap();
+        }
+        run(&mut a, &mut b, &mut sa, &mut sb, 3, 0);
+        assert!(
+            b.relayed <= READ_CHUNK as u64,
+            "relayed {} bytes",
+            b.relayed
+        );
+        // An ordinary frame in between, then a big one again: order and bytes survive.
+        a.post(1, &eager(3), &[], b"between", Token::NONE).unwrap();
+        a.post(1, &data(cuts[3]), &[], &src[cuts[3]..], Token::NONE)
+            .unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, 4, 1);
+        let lens: Vec<usize> = sb.placed.iter().map(|p| p.2).collect();
+        assert_eq!(lens, vec![n / 4, n / 4, 100, n / 2 - 100]);
+        assert_eq!(sb.frames.len(), 1);
+        assert_eq!(sb.frames[0].2, b"between");
+        assert!(sb.target.as_ref().unwrap().1 == src);
+        assert!(sa.lost.is_empty() && sb.lost.is_empty());
     }
 
     #[test]
