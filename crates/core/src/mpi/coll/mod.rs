@@ -1024,10 +1024,10 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let mut s = sched!();
             s.red = Some(red);
             let (alg, _) = e.coll_choose(Coll::Scan, n, count * d.size);
-            match (alg, exclusive) {
-                ("linear", x) => reduce::scan_linear(&mut s, t, sbuf, *rbuf, count, *x),
-                (_, false) => reduce::scan_recursive_doubling(&mut s, t, sbuf, *rbuf, count),
-                (_, true) => reduce::exscan_recursive_doubling(&mut s, t, sbuf, *rbuf, count),
+            if alg == "linear" {
+                reduce::scan_linear(&mut s, t, sbuf, *rbuf, count, *exclusive)
+            } else {
+                reduce::scan_recursive_doubling(&mut s, t, sbuf, *rbuf, count, *exclusive)
             }
             Ok(s)
         }
@@ -1156,11 +1156,8 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                     } else {
                         send
                     };
-                    if alg == "pairwise" {
-                        gather::alltoall_pairwise(&mut s, t, &send, &recv, ip)
-                    } else {
-                        gather::alltoall_linear(&mut s, t, &send, &recv, ip)
-                    }
+                    let pairwise = alg == "pairwise";
+                    gather::alltoall_shifts(&mut s, t, &send, &recv, ip, pairwise)
                 }
             }
             Ok(s)
