@@ -328,6 +328,76 @@ static TU_UNUSED int tu_finish(void)
     return 0;
 }
 
+/* Collective tests run every call in one form, named by the program's first argument:
+ * blocking (the default), nonblocking or persistent. tu_coll_form(argc, argv) reads it into
+ * tu_form; TU_COLL(MPI_X, MPI_Ix, MPI_X_init, args...) runs MPI_X(args...) in that form. The
+ * nonblocking request is tested once, then waited for, and must be freed by completion; the
+ * persistent request is started and completed tu_starts times (it must stay allocated), then
+ * freed. A program whose calls work in place sets tu_starts to 1, since a second start would
+ * combine the results of the first. */
+enum { TU_BLOCKING, TU_NONBLOCKING, TU_PERSISTENT };
+static TU_UNUSED int tu_form = TU_BLOCKING;
+static TU_UNUSED int tu_starts = 2;
+
+static TU_UNUSED void tu_coll_form(int argc, char **argv)
+{
+    const char *m = argc > 1 ? argv[1] : "blocking";
+    if (!strcmp(m, "nonblocking"))
+        tu_form = TU_NONBLOCKING;
+    else if (!strcmp(m, "persistent"))
+        tu_form = TU_PERSISTENT;
+    else
+        CHECK_MSG(!strcmp(m, "blocking"), "unknown form %s", m);
+}
+
+#if MPI_VERSION >= 4
+#define TU_PERSIST(init, ...)                                                            \
+    do {                                                                                 \
+        MPI_Request tu_q_;                                                               \
+        CHECK_MPI(init(__VA_ARGS__, MPI_INFO_NULL, &tu_q_));                             \
+        for (int tu_k_ = 0; tu_k_ < tu_starts; tu_k_++) {                                \
+            CHECK_MPI(MPI_Start(&tu_q_));                                                \
+            CHECK_MPI(MPI_Wait(&tu_q_, MPI_STATUS_IGNORE));                              \
+            CHECK(tu_q_ != MPI_REQUEST_NULL);                                            \
+        }                                                                                \
+        CHECK_MPI(MPI_Request_free(&tu_q_));                                             \
+    } while (0)
+#else
+#define TU_PERSIST(init, ...) TU_FAIL("persistent collectives need MPI 4")
+#endif
+
+#define TU_COLL(blk, nb, init, ...)                                                      \
+    do {                                                                                 \
+        if (tu_form == TU_BLOCKING) {                                                    \
+            CHECK_MPI(blk(__VA_ARGS__));                                                 \
+        } else if (tu_form == TU_NONBLOCKING) {                                          \
+            MPI_Request tu_q_;                                                           \
+            int tu_f_ = 0;                                                               \
+            CHECK_MPI(nb(__VA_ARGS__, &tu_q_));                                          \
+            CHECK_MPI(MPI_Test(&tu_q_, &tu_f_, MPI_STATUS_IGNORE));                      \
+            if (!tu_f_)                                                                  \
+                CHECK_MPI(MPI_Wait(&tu_q_, MPI_STATUS_IGNORE));                          \
+            CHECK(tu_q_ == MPI_REQUEST_NULL);                                            \
+        } else {                                                                         \
+            TU_PERSIST(init, __VA_ARGS__);                                               \
+        }                                                                                \
+    } while (0)
+
+/* Integer buffers for collective tests: b[0..n) = v; a new buffer of n ints (one at least,
+ * so that a count of 0 still has a valid address) set to v. */
+static TU_UNUSED void tu_set_ints(int *b, size_t n, int v)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = v;
+}
+
+static TU_UNUSED int *tu_ints(size_t n, int v)
+{
+    int *p = (int *)tu_malloc((n ? n : 1) * sizeof(int));
+    tu_set_ints(p, n, v);
+    return p;
+}
+
 /* Partner for pairwise tests: ranks (0,1), (2,3), ...; a rank without a partner (the last one
  * when the size is odd, or the only one) is its own partner. */
 static TU_UNUSED int tu_partner(void)

@@ -12,58 +12,14 @@
  */
 #include "util.h"
 
-static int np, me, mode;
-enum { BLOCKING, NONBLOCKING, PERSISTENT };
+static int np, me;
 
 #define MODP 1000003
-
-#if MPI_VERSION >= 4
-#define PERSIST(init, ...)                                                                \
-    do {                                                                                  \
-        MPI_Request rq_;                                                                  \
-        CHECK_MPI(init(__VA_ARGS__, MPI_INFO_NULL, &rq_));                                \
-        CHECK_MPI(MPI_Start(&rq_));                                                       \
-        CHECK_MPI(MPI_Wait(&rq_, MPI_STATUS_IGNORE));                                     \
-        CHECK(rq_ != MPI_REQUEST_NULL);                                                   \
-        CHECK_MPI(MPI_Request_free(&rq_));                                                \
-    } while (0)
-#else
-#define PERSIST(init, ...) TU_FAIL("persistent collectives need MPI 4")
-#endif
-
-/* Run one collective in the form the test was asked for. */
-#define COLL(blk, nb, init, ...)                                                          \
-    do {                                                                                  \
-        if (mode == BLOCKING) {                                                           \
-            CHECK_MPI(blk(__VA_ARGS__));                                                  \
-        } else if (mode == NONBLOCKING) {                                                 \
-            MPI_Request rq_;                                                              \
-            int fl_ = 0;                                                                  \
-            CHECK_MPI(nb(__VA_ARGS__, &rq_));                                             \
-            CHECK_MPI(MPI_Test(&rq_, &fl_, MPI_STATUS_IGNORE));                           \
-            if (!fl_)                                                                     \
-                CHECK_MPI(MPI_Wait(&rq_, MPI_STATUS_IGNORE));                             \
-            CHECK(rq_ == MPI_REQUEST_NULL);                                               \
-        } else {                                                                          \
-            PERSIST(init, __VA_ARGS__);                                                   \
-        }                                                                                 \
-    } while (0)
 
 /* Contribution of rank p at element i. */
 static int val(int p, int i)
 {
     return p * 1000 + i % 997;
-}
-
-static int *ibuf(size_t n)
-{
-    return tu_malloc((n ? n : 1) * sizeof(int));
-}
-
-static void fill(int *b, size_t n, int v)
-{
-    for (size_t i = 0; i < n; i++)
-        b[i] = v;
 }
 
 static long long sum_upto(int i, int last) /* sum over p in [0, last] of val(p, i) */
@@ -76,29 +32,29 @@ static long long sum_upto(int i, int last) /* sum over p in [0, last] of val(p, 
 
 static void barrier(void)
 {
-    COLL(MPI_Barrier, MPI_Ibarrier, MPI_Barrier_init, MPI_COMM_WORLD);
+    TU_COLL(MPI_Barrier, MPI_Ibarrier, MPI_Barrier_init, MPI_COMM_WORLD);
 }
 
 static void bcast(int c)
 {
-    int *b = ibuf(c);
+    int *b = tu_ints(c, 0);
     for (int root = 0; root < np; root++) {
         for (int i = 0; i < c; i++)
             b[i] = me == root ? val(root, i) : -1;
-        COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, b, c, MPI_INT, root, MPI_COMM_WORLD);
+        TU_COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, b, c, MPI_INT, root, MPI_COMM_WORLD);
         for (int i = 0; i < c; i++)
             CHECK_MSG(b[i] == val(root, i), "bcast c=%d root=%d [%d]=%d", c, root, i, b[i]);
     }
     /* Every other int: a non-contiguous type. */
     if (c > 0 && c <= 20000) {
         MPI_Datatype v;
-        int *w = ibuf(2 * c);
+        int *w = tu_ints(2 * c, 0);
         CHECK_MPI(MPI_Type_vector(c, 1, 2, MPI_INT, &v));
         CHECK_MPI(MPI_Type_commit(&v));
         int root = c % np;
         for (int i = 0; i < 2 * c; i++)
             w[i] = me == root ? val(root, i) : -7;
-        COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, w, 1, v, root, MPI_COMM_WORLD);
+        TU_COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, w, 1, v, root, MPI_COMM_WORLD);
         for (int i = 0; i < 2 * c; i++) {
             int want = (i % 2 == 0 || me == root) ? val(root, i) : -7;
             CHECK_MSG(w[i] == want, "bcast vector c=%d [%d]=%d want %d", c, i, w[i], want);
@@ -111,21 +67,21 @@ static void bcast(int c)
 
 static void reduce(int c)
 {
-    int *s = ibuf(c), *r = ibuf(c);
+    int *s = tu_ints(c, 0), *r = tu_ints(c, 0);
     for (int root = 0; root < np; root++) {
         for (int ip = 0; ip < 2; ip++) {
-            if (ip && mode == BLOCKING && c >= 1000 && tu_quirk("reduce_in_place"))
+            if (ip && tu_form == TU_BLOCKING && c >= 1000 && tu_quirk("reduce_in_place"))
                 continue;
             for (int i = 0; i < c; i++)
                 s[i] = val(me, i);
-            fill(r, c, -1);
+            tu_set_ints(r, c, -1);
             const void *sb = s;
             if (ip && me == root) {
                 memcpy(r, s, c * sizeof(int));
                 sb = MPI_IN_PLACE;
             }
-            COLL(MPI_Reduce, MPI_Ireduce, MPI_Reduce_init, sb, r, c, MPI_INT, MPI_SUM, root,
-                 MPI_COMM_WORLD);
+            TU_COLL(MPI_Reduce, MPI_Ireduce, MPI_Reduce_init, sb, r, c, MPI_INT, MPI_SUM, root,
+                    MPI_COMM_WORLD);
             for (int i = 0; i < c && me == root; i++)
                 CHECK_MSG(r[i] == sum_upto(i, np - 1), "reduce c=%d root=%d ip=%d [%d]=%d", c,
                           root, ip, i, r[i]);
@@ -137,21 +93,21 @@ static void reduce(int c)
 
 static void allreduce(int c)
 {
-    int *s = ibuf(c), *r = ibuf(c);
+    int *s = tu_ints(c, 0), *r = tu_ints(c, 0);
     for (int ip = 0; ip < 2; ip++) {
         for (int i = 0; i < c; i++)
             s[i] = val(me, i);
-        fill(r, c, -1);
+        tu_set_ints(r, c, -1);
         if (ip)
             memcpy(r, s, c * sizeof(int));
-        COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, ip ? MPI_IN_PLACE : s, r, c,
-             MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        TU_COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, ip ? MPI_IN_PLACE : s, r, c,
+                MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         for (int i = 0; i < c; i++)
             CHECK_MSG(r[i] == sum_upto(i, np - 1), "allreduce c=%d ip=%d [%d]=%d", c, ip, i,
                       r[i]);
-        fill(r, c, -1);
-        COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, s, r, c, MPI_INT, MPI_MAX,
-             MPI_COMM_WORLD);
+        tu_set_ints(r, c, -1);
+        TU_COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, s, r, c, MPI_INT, MPI_MAX,
+                MPI_COMM_WORLD);
         for (int i = 0; i < c; i++)
             CHECK_MSG(r[i] == val(np - 1, i), "allreduce max c=%d [%d]=%d", c, i, r[i]);
     }
@@ -162,7 +118,7 @@ static void allreduce(int c)
 static void reduce_scatter(int c)
 {
     /* block: c per process; v: (j % 3) * c / 2 for process j */
-    int *cnt = ibuf(np), total = 0;
+    int *cnt = tu_ints(np, 0), total = 0;
     for (int j = 0; j < np; j++)
         total += cnt[j] = (j % 3) * c / 2;
     for (int v = 0; v < 2; v++) {
@@ -170,23 +126,23 @@ static void reduce_scatter(int c)
         int mine = v ? cnt[me] : c, off = 0;
         for (int j = 0; j < me; j++)
             off += v ? cnt[j] : c;
-        int *s = ibuf(n), *r = ibuf(n);
+        int *s = tu_ints(n, 0), *r = tu_ints(n, 0);
         for (int ip = 0; ip < 2; ip++) {
             if (ip && c >= 40000 && tu_quirk("reduce_scatter_in_place"))
                 continue;
             for (int i = 0; i < n; i++)
                 s[i] = val(me, i);
-            fill(r, n, -1);
+            tu_set_ints(r, n, -1);
             if (ip)
                 memcpy(r, s, n * sizeof(int));
             const void *sb = ip ? MPI_IN_PLACE : s;
             if (v)
-                COLL(MPI_Reduce_scatter, MPI_Ireduce_scatter, MPI_Reduce_scatter_init, sb, r,
-                     cnt, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+                TU_COLL(MPI_Reduce_scatter, MPI_Ireduce_scatter, MPI_Reduce_scatter_init, sb, r,
+                        cnt, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
             else
-                COLL(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block,
-                     MPI_Reduce_scatter_block_init, sb, r, c, MPI_INT, MPI_SUM,
-                     MPI_COMM_WORLD);
+                TU_COLL(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block,
+                        MPI_Reduce_scatter_block_init, sb, r, c, MPI_INT, MPI_SUM,
+                        MPI_COMM_WORLD);
             for (int i = 0; i < mine; i++)
                 CHECK_MSG(r[i] == sum_upto(off + i, np - 1),
                           "reduce_scatter%s c=%d ip=%d [%d]=%d", v ? "" : "_block", c, ip, i,
@@ -200,21 +156,21 @@ static void reduce_scatter(int c)
 
 static void scan(int c)
 {
-    int *s = ibuf(c), *r = ibuf(c);
+    int *s = tu_ints(c, 0), *r = tu_ints(c, 0);
     for (int ex = 0; ex < 2; ex++) {
         for (int ip = 0; ip < 2; ip++) {
             for (int i = 0; i < c; i++)
                 s[i] = val(me, i);
-            fill(r, c, -1);
+            tu_set_ints(r, c, -1);
             if (ip)
                 memcpy(r, s, c * sizeof(int));
             const void *sb = ip ? MPI_IN_PLACE : s;
             if (ex)
-                COLL(MPI_Exscan, MPI_Iexscan, MPI_Exscan_init, sb, r, c, MPI_INT, MPI_SUM,
-                     MPI_COMM_WORLD);
+                TU_COLL(MPI_Exscan, MPI_Iexscan, MPI_Exscan_init, sb, r, c, MPI_INT, MPI_SUM,
+                        MPI_COMM_WORLD);
             else
-                COLL(MPI_Scan, MPI_Iscan, MPI_Scan_init, sb, r, c, MPI_INT, MPI_SUM,
-                     MPI_COMM_WORLD);
+                TU_COLL(MPI_Scan, MPI_Iscan, MPI_Scan_init, sb, r, c, MPI_INT, MPI_SUM,
+                        MPI_COMM_WORLD);
             if (ex && me == 0)
                 continue; /* undefined at rank 0 */
             for (int i = 0; i < c; i++)
@@ -229,7 +185,8 @@ static void scan(int c)
 /* Gather and gatherv (blocks in reverse order with gaps), each with MPI_IN_PLACE at root. */
 static void gather(int c)
 {
-    int *s = ibuf(c), *r = ibuf((size_t)(c + 3) * np), *cnt = ibuf(np), *dsp = ibuf(np);
+    int *s = tu_ints(c, 0), *r = tu_ints((size_t)(c + 3) * np, 0);
+    int *cnt = tu_ints(np, 0), *dsp = tu_ints(np, 0);
     for (int j = 0; j < np; j++) {
         cnt[j] = (j + c) % 3 == 0 ? c / 2 : c;
         dsp[j] = (np - 1 - j) * (c + 3);
@@ -239,7 +196,7 @@ static void gather(int c)
     for (int root = 0; root < np; root++) {
         for (int v = 0; v < 2; v++) {
             for (int ip = 0; ip < 2; ip++) {
-                fill(r, (size_t)(c + 3) * np, -1);
+                tu_set_ints(r, (size_t)(c + 3) * np, -1);
                 int at = v ? dsp[me] : me * c, mine = v ? cnt[me] : c;
                 const void *sb = s;
                 if (ip && me == root) {
@@ -247,18 +204,19 @@ static void gather(int c)
                     sb = MPI_IN_PLACE;
                 }
                 if (v)
-                    COLL(MPI_Gatherv, MPI_Igatherv, MPI_Gatherv_init, sb, mine, MPI_INT, r, cnt,
-                         dsp, MPI_INT, root, MPI_COMM_WORLD);
+                    TU_COLL(MPI_Gatherv, MPI_Igatherv, MPI_Gatherv_init, sb, mine, MPI_INT, r, cnt,
+                            dsp, MPI_INT, root, MPI_COMM_WORLD);
                 else
-                    COLL(MPI_Gather, MPI_Igather, MPI_Gather_init, sb, c, MPI_INT, r, c,
-                         MPI_INT, root, MPI_COMM_WORLD);
+                    TU_COLL(MPI_Gather, MPI_Igather, MPI_Gather_init, sb, c, MPI_INT, r, c,
+                            MPI_INT, root, MPI_COMM_WORLD);
                 if (me != root)
                     continue;
                 for (int j = 0; j < np; j++) {
                     int o = v ? dsp[j] : j * c, k = v ? cnt[j] : c;
                     for (int i = 0; i < k; i++)
-                        CHECK_MSG(r[o + i] == val(j, i), "gather%s c=%d root=%d ip=%d from %d [%d]=%d",
-                                  v ? "v" : "", c, root, ip, j, i, r[o + i]);
+                        CHECK_MSG(r[o + i] == val(j, i),
+                                  "gather%s c=%d root=%d ip=%d from %d [%d]=%d", v ? "v" : "", c,
+                                  root, ip, j, i, r[o + i]);
                     if (v)
                         for (int i = k; i < c + 3; i++)
                             CHECK_MSG(r[o + i] == -1, "gatherv wrote a gap");
@@ -274,7 +232,8 @@ static void gather(int c)
 
 static void scatter(int c)
 {
-    int *s = ibuf((size_t)(c + 3) * np), *r = ibuf(c), *cnt = ibuf(np), *dsp = ibuf(np);
+    int *s = tu_ints((size_t)(c + 3) * np, 0), *r = tu_ints(c, 0);
+    int *cnt = tu_ints(np, 0), *dsp = tu_ints(np, 0);
     for (int j = 0; j < np; j++) {
         cnt[j] = (j + c) % 3 == 1 ? c / 3 : c;
         dsp[j] = (np - 1 - j) * (c + 3);
@@ -290,15 +249,15 @@ static void scatter(int c)
                     for (int i = 0; i < k; i++)
                         s[o + i] = val(j, i) + root;
                 }
-                fill(r, c, -1);
+                tu_set_ints(r, c, -1);
                 int mine = v ? cnt[me] : c;
                 void *rb = (ip && me == root) ? MPI_IN_PLACE : (void *)r;
                 if (v)
-                    COLL(MPI_Scatterv, MPI_Iscatterv, MPI_Scatterv_init, s, cnt, dsp, MPI_INT,
-                         rb, mine, MPI_INT, root, MPI_COMM_WORLD);
+                    TU_COLL(MPI_Scatterv, MPI_Iscatterv, MPI_Scatterv_init, s, cnt, dsp, MPI_INT,
+                            rb, mine, MPI_INT, root, MPI_COMM_WORLD);
                 else
-                    COLL(MPI_Scatter, MPI_Iscatter, MPI_Scatter_init, s, c, MPI_INT, rb, c,
-                         MPI_INT, root, MPI_COMM_WORLD);
+                    TU_COLL(MPI_Scatter, MPI_Iscatter, MPI_Scatter_init, s, c, MPI_INT, rb, c,
+                            MPI_INT, root, MPI_COMM_WORLD);
                 if (rb == MPI_IN_PLACE)
                     continue;
                 for (int i = 0; i < mine; i++)
@@ -317,7 +276,8 @@ static void scatter(int c)
 
 static void allgather(int c)
 {
-    int *s = ibuf(c), *r = ibuf((size_t)(c + 3) * np), *cnt = ibuf(np), *dsp = ibuf(np);
+    int *s = tu_ints(c, 0), *r = tu_ints((size_t)(c + 3) * np, 0);
+    int *cnt = tu_ints(np, 0), *dsp = tu_ints(np, 0);
     for (int j = 0; j < np; j++) {
         cnt[j] = (j + c) % 3 == 2 ? c / 2 : c;
         dsp[j] = (np - 1 - j) * (c + 3);
@@ -326,7 +286,7 @@ static void allgather(int c)
         s[i] = val(me, i);
     for (int v = 0; v < 2; v++) {
         for (int ip = 0; ip < 2; ip++) {
-            fill(r, (size_t)(c + 3) * np, -1);
+            tu_set_ints(r, (size_t)(c + 3) * np, -1);
             int at = v ? dsp[me] : me * c, mine = v ? cnt[me] : c;
             const void *sb = s;
             if (ip) {
@@ -334,11 +294,11 @@ static void allgather(int c)
                 sb = MPI_IN_PLACE;
             }
             if (v)
-                COLL(MPI_Allgatherv, MPI_Iallgatherv, MPI_Allgatherv_init, sb, mine, MPI_INT, r,
-                     cnt, dsp, MPI_INT, MPI_COMM_WORLD);
+                TU_COLL(MPI_Allgatherv, MPI_Iallgatherv, MPI_Allgatherv_init, sb, mine, MPI_INT, r,
+                        cnt, dsp, MPI_INT, MPI_COMM_WORLD);
             else
-                COLL(MPI_Allgather, MPI_Iallgather, MPI_Allgather_init, sb, c, MPI_INT, r, c,
-                     MPI_INT, MPI_COMM_WORLD);
+                TU_COLL(MPI_Allgather, MPI_Iallgather, MPI_Allgather_init, sb, c, MPI_INT, r, c,
+                        MPI_INT, MPI_COMM_WORLD);
             for (int j = 0; j < np; j++) {
                 int o = v ? dsp[j] : j * c, k = v ? cnt[j] : c;
                 for (int i = 0; i < k; i++)
@@ -358,8 +318,8 @@ static void allgather(int c)
 static void alltoall(int c)
 {
     size_t n = (size_t)(c + 2) * np;
-    int *s = ibuf(n), *r = ibuf(n), *sc = ibuf(np), *sd = ibuf(np), *rc = ibuf(np),
-        *rd = ibuf(np), *sdb = ibuf(np), *rdb = ibuf(np);
+    int *s = tu_ints(n, 0), *r = tu_ints(n, 0), *sc = tu_ints(np, 0), *sd = tu_ints(np, 0);
+    int *rc = tu_ints(np, 0), *rd = tu_ints(np, 0), *sdb = tu_ints(np, 0), *rdb = tu_ints(np, 0);
     MPI_Datatype *ty = tu_malloc(np * sizeof(MPI_Datatype));
     for (int form = 0; form < 3; form++) {
         for (int ip = 0; ip < 2; ip++) {
@@ -373,8 +333,8 @@ static void alltoall(int c)
                 rdb[q] = rd[q] * (int)sizeof(int);
                 ty[q] = MPI_INT;
             }
-            fill(s, n, -3);
-            fill(r, n, -1);
+            tu_set_ints(s, n, -3);
+            tu_set_ints(r, n, -1);
             for (int q = 0; q < np; q++)
                 for (int i = 0; i < sc[q]; i++)
                     s[sd[q] + i] = val(me, q * 7 + i);
@@ -388,14 +348,14 @@ static void alltoall(int c)
                 sb = MPI_IN_PLACE;
             }
             if (form == 0)
-                COLL(MPI_Alltoall, MPI_Ialltoall, MPI_Alltoall_init, sb, c, MPI_INT, r, c,
-                     MPI_INT, MPI_COMM_WORLD);
+                TU_COLL(MPI_Alltoall, MPI_Ialltoall, MPI_Alltoall_init, sb, c, MPI_INT, r, c,
+                        MPI_INT, MPI_COMM_WORLD);
             else if (form == 1)
-                COLL(MPI_Alltoallv, MPI_Ialltoallv, MPI_Alltoallv_init, sb, sc, sd, MPI_INT, r,
-                     rc, rd, MPI_INT, MPI_COMM_WORLD);
+                TU_COLL(MPI_Alltoallv, MPI_Ialltoallv, MPI_Alltoallv_init, sb, sc, sd, MPI_INT, r,
+                        rc, rd, MPI_INT, MPI_COMM_WORLD);
             else
-                COLL(MPI_Alltoallw, MPI_Ialltoallw, MPI_Alltoallw_init, sb, sc, sdb, ty, r, rc,
-                     rdb, ty, MPI_COMM_WORLD);
+                TU_COLL(MPI_Alltoallw, MPI_Ialltoallw, MPI_Alltoallw_init, sb, sc, sdb, ty, r, rc,
+                        rdb, ty, MPI_COMM_WORLD);
             for (int p = 0; p < np; p++)
                 for (int i = 0; i < rc[p]; i++)
                     CHECK_MSG(r[rd[p] + i] == val(p, me * 7 + i),
@@ -478,14 +438,14 @@ static void user_ops(int c)
         s[i] = aff(me, i);
     /* allreduce, reduce at each root, scan, exscan, reduce_scatter_block */
     memset(r, 0, c * sizeof(affine));
-    COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, s, r, c, pair, nc, MPI_COMM_WORLD);
+    TU_COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, s, r, c, pair, nc, MPI_COMM_WORLD);
     for (int i = 0; i < c; i++) {
         affine w = fold(0, np - 1, i);
         CHECK_MSG(r[i].a == w.a && r[i].b == w.b, "user allreduce c=%d [%d]", c, i);
     }
     for (int root = 0; root < np; root++) {
         memset(r, 0, c * sizeof(affine));
-        COLL(MPI_Reduce, MPI_Ireduce, MPI_Reduce_init, s, r, c, pair, nc, root, MPI_COMM_WORLD);
+        TU_COLL(MPI_Reduce, MPI_Ireduce, MPI_Reduce_init, s, r, c, pair, nc, root, MPI_COMM_WORLD);
         for (int i = 0; i < c && me == root; i++) {
             affine w = fold(0, np - 1, i);
             CHECK_MSG(r[i].a == w.a && r[i].b == w.b, "user reduce c=%d root=%d [%d]", c, root,
@@ -493,30 +453,30 @@ static void user_ops(int c)
         }
     }
     memset(r, 0, c * sizeof(affine));
-    COLL(MPI_Scan, MPI_Iscan, MPI_Scan_init, s, r, c, pair, nc, MPI_COMM_WORLD);
+    TU_COLL(MPI_Scan, MPI_Iscan, MPI_Scan_init, s, r, c, pair, nc, MPI_COMM_WORLD);
     for (int i = 0; i < c; i++) {
         affine w = fold(0, me, i);
         CHECK_MSG(r[i].a == w.a && r[i].b == w.b, "user scan c=%d [%d]", c, i);
     }
     memset(r, 0, c * sizeof(affine));
-    COLL(MPI_Exscan, MPI_Iexscan, MPI_Exscan_init, s, r, c, pair, nc, MPI_COMM_WORLD);
+    TU_COLL(MPI_Exscan, MPI_Iexscan, MPI_Exscan_init, s, r, c, pair, nc, MPI_COMM_WORLD);
     for (int i = 0; i < c && me > 0; i++) {
         affine w = fold(0, me - 1, i);
         CHECK_MSG(r[i].a == w.a && r[i].b == w.b, "user exscan c=%d [%d]", c, i);
     }
     memset(r, 0, c * sizeof(affine));
-    COLL(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, MPI_Reduce_scatter_block_init, s,
-         r, c, pair, nc, MPI_COMM_WORLD);
+    TU_COLL(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, MPI_Reduce_scatter_block_init, s,
+            r, c, pair, nc, MPI_COMM_WORLD);
     for (int i = 0; i < c; i++) {
         affine w = fold(0, np - 1, me * c + i);
         CHECK_MSG(r[i].a == w.a && r[i].b == w.b, "user reduce_scatter_block c=%d [%d]", c, i);
     }
     /* commutative user sum */
-    int *is = ibuf(c), *ir = ibuf(c);
+    int *is = tu_ints(c, 0), *ir = tu_ints(c, 0);
     for (int i = 0; i < c; i++)
         is[i] = val(me, i);
-    COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, is, ir, c, MPI_INT, cm,
-         MPI_COMM_WORLD);
+    TU_COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, is, ir, c, MPI_INT, cm,
+            MPI_COMM_WORLD);
     for (int i = 0; i < c; i++)
         CHECK_MSG(ir[i] == sum_upto(i, np - 1), "user sum c=%d [%d]=%d", c, i, ir[i]);
     free(is);
@@ -534,7 +494,7 @@ static void user_ops(int c)
 static void overlap(void)
 {
     int c = 1000;
-    int *a = ibuf(c), *b = ibuf(c), *g = ibuf((size_t)np), token = me, got = -1;
+    int *a = tu_ints(c, 0), *b = tu_ints(c, 0), *g = tu_ints((size_t)np, 0), token = me, got = -1;
     MPI_Request rq[5];
     for (int i = 0; i < c; i++) {
         a[i] = me == 0 ? val(0, i) : -1;
@@ -569,7 +529,7 @@ static void overlap(void)
 /* A persistent request started several times, its buffers changing between starts. */
 static void restart(void)
 {
-    int c = 300, *s = ibuf(c), *r = ibuf(c);
+    int c = 300, *s = tu_ints(c, 0), *r = tu_ints(c, 0);
     MPI_Request rq[2];
     CHECK_MPI(MPI_Allreduce_init(s, r, c, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL,
                                  &rq[0]));
@@ -599,13 +559,8 @@ int main(int argc, char **argv)
     tu_init(&argc, &argv);
     np = tu_size;
     me = tu_rank;
-    const char *m = argc > 1 ? argv[1] : "blocking";
-    if (!strcmp(m, "nonblocking"))
-        mode = NONBLOCKING;
-    else if (!strcmp(m, "persistent"))
-        mode = PERSISTENT;
-    else
-        CHECK_MSG(!strcmp(m, "blocking"), "unknown form %s", m);
+    tu_coll_form(argc, argv);
+    tu_starts = 1; /* the MPI_IN_PLACE calls would combine the first start's results */
 
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
         int c = counts[k];
@@ -626,10 +581,10 @@ int main(int argc, char **argv)
         STEP(alltoall(c));
         STEP(user_ops(c > 5000 ? 5000 : c));
     }
-    if (mode == NONBLOCKING)
+    if (tu_form == TU_NONBLOCKING)
         overlap();
 #if MPI_VERSION >= 4
-    if (mode == PERSISTENT)
+    if (tu_form == TU_PERSISTENT)
         restart();
 #endif
     barrier();

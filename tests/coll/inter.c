@@ -17,38 +17,6 @@
  */
 #include "util.h"
 
-static int mode;
-enum { BLOCKING, NONBLOCKING, PERSISTENT };
-
-#if MPI_VERSION >= 4
-#define PERSIST(init, ...)                                                                \
-    do {                                                                                  \
-        MPI_Request rq_;                                                                  \
-        CHECK_MPI(init(__VA_ARGS__, MPI_INFO_NULL, &rq_));                                \
-        for (int k_ = 0; k_ < 2; k_++) {                                                  \
-            CHECK_MPI(MPI_Start(&rq_));                                                   \
-            CHECK_MPI(MPI_Wait(&rq_, MPI_STATUS_IGNORE));                                 \
-        }                                                                                 \
-        CHECK_MPI(MPI_Request_free(&rq_));                                                \
-    } while (0)
-#else
-#define PERSIST(init, ...) TU_FAIL("persistent collectives need MPI 4")
-#endif
-
-#define COLL(blk, nb, init, ...)                                                          \
-    do {                                                                                  \
-        if (mode == BLOCKING) {                                                           \
-            CHECK_MPI(blk(__VA_ARGS__));                                                  \
-        } else if (mode == NONBLOCKING) {                                                 \
-            MPI_Request rq_;                                                              \
-            CHECK_MPI(nb(__VA_ARGS__, &rq_));                                             \
-            CHECK_MPI(MPI_Wait(&rq_, MPI_STATUS_IGNORE));                                 \
-            CHECK(rq_ == MPI_REQUEST_NULL);                                               \
-        } else {                                                                          \
-            PERSIST(init, __VA_ARGS__);                                                   \
-        }                                                                                 \
-    } while (0)
-
 /* The intercommunicator under test and this process's place in it. */
 static MPI_Comm ic;
 static int grp, lrank, lsize, rsize;
@@ -61,15 +29,6 @@ static int val(int g, int r, int i)
 
 #define FILLER (-77)
 
-static int *ints(size_t n, int v)
-{
-    int *p = malloc((n ? n : 1) * sizeof(int));
-    CHECK(p != NULL);
-    for (size_t i = 0; i < n; i++)
-        p[i] = v;
-    return p;
-}
-
 /* The root argument of a rooted collective whose root is rank r of group g. */
 static int root_arg(int g, int r)
 {
@@ -80,7 +39,7 @@ static int root_arg(int g, int r)
 
 static void barrier(void)
 {
-    COLL(MPI_Barrier, MPI_Ibarrier, MPI_Barrier_init, ic);
+    TU_COLL(MPI_Barrier, MPI_Ibarrier, MPI_Barrier_init, ic);
 }
 
 static void bcast(int c)
@@ -88,14 +47,14 @@ static void bcast(int c)
     for (int g = 0; g < 2; g++) {
         int rootsize = g == grp ? lsize : rsize;
         for (int r = 0; r < rootsize; r++) {
-            if (r > 0 && mode != BLOCKING && tu_quirk("inter_nb_bcast_root"))
+            if (r > 0 && tu_form != TU_BLOCKING && tu_quirk("inter_nb_bcast_root"))
                 break;
             int arg = root_arg(g, r);
-            int *b = ints(c, FILLER);
+            int *b = tu_ints(c, FILLER);
             if (arg == MPI_ROOT)
                 for (int i = 0; i < c; i++)
                     b[i] = val(g, r, i);
-            COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, b, c, MPI_INT, arg, ic);
+            TU_COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, b, c, MPI_INT, arg, ic);
             for (int i = 0; i < c; i++) {
                 int want = arg == MPI_PROC_NULL ? FILLER : val(g, r, i);
                 CHECK_MSG(b[i] == want, "bcast root %d/%d [%d] = %d, want %d", g, r, i, b[i],
@@ -110,13 +69,13 @@ static void bcast(int c)
         CHECK_MPI(MPI_Type_vector(c, 1, 2, MPI_INT, &vec));
         CHECK_MPI(MPI_Type_commit(&vec));
         int arg = root_arg(0, 0);
-        int *b = ints(2 * (size_t)c, FILLER);
+        int *b = tu_ints(2 * (size_t)c, FILLER);
         if (arg == MPI_ROOT) {
             for (int i = 0; i < c; i++)
                 b[2 * i] = val(0, 0, i);
-            COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, b, 1, vec, arg, ic);
+            TU_COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, b, 1, vec, arg, ic);
         } else {
-            COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, b, c, MPI_INT, arg, ic);
+            TU_COLL(MPI_Bcast, MPI_Ibcast, MPI_Bcast_init, b, c, MPI_INT, arg, ic);
             if (grp == 1)
                 for (int i = 0; i < c; i++)
                     CHECK_EQ(b[i], val(0, 0, i));
@@ -139,11 +98,11 @@ static void reduce(int c, MPI_Op first)
         int rootsize = g == grp ? lsize : rsize;
         for (int r = 0; r < rootsize; r++) {
             int arg = root_arg(g, r);
-            int *s = ints(c, 0), *d = ints(c, FILLER), *f = ints(c, FILLER);
+            int *s = tu_ints(c, 0), *d = tu_ints(c, FILLER), *f = tu_ints(c, FILLER);
             for (int i = 0; i < c; i++)
                 s[i] = val(grp, lrank, i);
-            COLL(MPI_Reduce, MPI_Ireduce, MPI_Reduce_init, s, d, c, MPI_INT, MPI_SUM, arg, ic);
-            COLL(MPI_Reduce, MPI_Ireduce, MPI_Reduce_init, s, f, c, MPI_INT, first, arg, ic);
+            TU_COLL(MPI_Reduce, MPI_Ireduce, MPI_Reduce_init, s, d, c, MPI_INT, MPI_SUM, arg, ic);
+            TU_COLL(MPI_Reduce, MPI_Ireduce, MPI_Reduce_init, s, f, c, MPI_INT, first, arg, ic);
             for (int i = 0; i < c; i++) {
                 if (arg == MPI_ROOT) {
                     long want = 0;
@@ -167,11 +126,11 @@ static void reduce(int c, MPI_Op first)
 
 static void allreduce(int c, MPI_Op first)
 {
-    int *s = ints(c, 0), *d = ints(c, FILLER), *f = ints(c, FILLER);
+    int *s = tu_ints(c, 0), *d = tu_ints(c, FILLER), *f = tu_ints(c, FILLER);
     for (int i = 0; i < c; i++)
         s[i] = val(grp, lrank, i);
-    COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, s, d, c, MPI_INT, MPI_SUM, ic);
-    COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, s, f, c, MPI_INT, first, ic);
+    TU_COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, s, d, c, MPI_INT, MPI_SUM, ic);
+    TU_COLL(MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init, s, f, c, MPI_INT, first, ic);
     for (int i = 0; i < c; i++) {
         long want = 0;
         for (int j = 0; j < rsize; j++)
@@ -189,13 +148,13 @@ static void allreduce(int c, MPI_Op first)
 static void reduce_scatter(int k)
 {
     int t = lsize * rsize * k;
-    int *s = ints(t, 0);
+    int *s = tu_ints(t, 0);
     for (int i = 0; i < t; i++)
         s[i] = val(grp, lrank, i);
     int c = rsize * k;
-    int *d = ints(c + 1, FILLER);
-    COLL(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, MPI_Reduce_scatter_block_init, s,
-         d, c, MPI_INT, MPI_SUM, ic);
+    int *d = tu_ints(c + 1, FILLER);
+    TU_COLL(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, MPI_Reduce_scatter_block_init, s,
+            d, c, MPI_INT, MPI_SUM, ic);
     for (int i = 0; i < c; i++) {
         long want = 0;
         for (int j = 0; j < rsize; j++)
@@ -205,7 +164,7 @@ static void reduce_scatter(int k)
     CHECK_EQ(d[c], FILLER);
     free(d);
     /* Uneven counts: local rank 0 gets nothing, the last rank gets its share too. */
-    int *counts = ints(lsize, c);
+    int *counts = tu_ints(lsize, c);
     if (lsize > 1) {
         counts[0] = 0;
         counts[lsize - 1] += c;
@@ -213,9 +172,9 @@ static void reduce_scatter(int k)
     int off = 0;
     for (int i = 0; i < lrank; i++)
         off += counts[i];
-    d = ints(counts[lrank] + 1, FILLER);
-    COLL(MPI_Reduce_scatter, MPI_Ireduce_scatter, MPI_Reduce_scatter_init, s, d, counts, MPI_INT,
-         MPI_SUM, ic);
+    d = tu_ints(counts[lrank] + 1, FILLER);
+    TU_COLL(MPI_Reduce_scatter, MPI_Ireduce_scatter, MPI_Reduce_scatter_init, s, d, counts, MPI_INT,
+            MPI_SUM, ic);
     for (int i = 0; i < counts[lrank]; i++) {
         long want = 0;
         for (int j = 0; j < rsize; j++)
@@ -240,11 +199,12 @@ static void gather(int c)
         int rootsize = g == grp ? lsize : rsize;
         for (int r = 0; r < rootsize; r++) {
             int arg = root_arg(g, r);
-            int *s = ints(c + 1, 0);
+            int *s = tu_ints(c + 1, 0);
             for (int i = 0; i <= c; i++)
                 s[i] = val(grp, lrank, i);
-            int *d = ints((size_t)c * rsize + 1, FILLER);
-            COLL(MPI_Gather, MPI_Igather, MPI_Gather_init, s, c, MPI_INT, d, c, MPI_INT, arg, ic);
+            int *d = tu_ints((size_t)c * rsize + 1, FILLER);
+            TU_COLL(MPI_Gather, MPI_Igather, MPI_Gather_init, s, c, MPI_INT, d, c, MPI_INT, arg,
+                    ic);
             if (arg == MPI_ROOT) {
                 for (int j = 0; j < rsize; j++)
                     for (int i = 0; i < c; i++)
@@ -260,7 +220,7 @@ static void gather(int c)
             /* Gatherv: block j has vcount(c, j) elements, stored in reverse rank order with a
              * gap of one element between blocks. */
             int total = 0;
-            int *counts = ints(rsize, 0), *displs = ints(rsize, 0);
+            int *counts = tu_ints(rsize, 0), *displs = tu_ints(rsize, 0);
             for (int j = 0; j < rsize; j++)
                 total += vcount(c, j) + 1;
             int pos = total;
@@ -269,10 +229,10 @@ static void gather(int c)
                 pos -= counts[j] + 1;
                 displs[j] = pos;
             }
-            d = ints(total, FILLER);
+            d = tu_ints(total, FILLER);
             int mine = g == grp ? 0 : vcount(c, lrank);
-            COLL(MPI_Gatherv, MPI_Igatherv, MPI_Gatherv_init, s, mine, MPI_INT, d, counts, displs,
-                 MPI_INT, arg, ic);
+            TU_COLL(MPI_Gatherv, MPI_Igatherv, MPI_Gatherv_init, s, mine, MPI_INT, d, counts,
+                    displs, MPI_INT, arg, ic);
             if (arg == MPI_ROOT) {
                 for (int j = 0; j < rsize; j++) {
                     for (int i = 0; i < counts[j]; i++)
@@ -297,13 +257,13 @@ static void scatter(int c)
         int rootsize = g == grp ? lsize : rsize;
         for (int r = 0; r < rootsize; r++) {
             int arg = root_arg(g, r);
-            int *s = ints((size_t)c * rsize + 1, 0);
+            int *s = tu_ints((size_t)c * rsize + 1, 0);
             if (arg == MPI_ROOT)
                 for (int i = 0; i < c * rsize; i++)
                     s[i] = val(grp, lrank, i);
-            int *d = ints(c + 1, FILLER);
-            COLL(MPI_Scatter, MPI_Iscatter, MPI_Scatter_init, s, c, MPI_INT, d, c, MPI_INT, arg,
-                 ic);
+            int *d = tu_ints(c + 1, FILLER);
+            TU_COLL(MPI_Scatter, MPI_Iscatter, MPI_Scatter_init, s, c, MPI_INT, d, c, MPI_INT, arg,
+                    ic);
             for (int i = 0; i < c; i++) {
                 int want = g == grp ? FILLER : val(g, r, lrank * c + i);
                 CHECK_MSG(d[i] == want, "scatter root %d/%d [%d] = %d, want %d", g, r, i, d[i],
@@ -314,20 +274,20 @@ static void scatter(int c)
             free(s);
 
             /* Scatterv: block j has vcount(c, j) elements at displacement 2 * j * (c + 1). */
-            int *counts = ints(rsize, 0), *displs = ints(rsize, 0);
+            int *counts = tu_ints(rsize, 0), *displs = tu_ints(rsize, 0);
             for (int j = 0; j < rsize; j++) {
                 counts[j] = vcount(c, j);
                 displs[j] = 2 * j * (c + 1);
             }
             size_t slen = (size_t)2 * rsize * (c + 1);
-            s = ints(slen, 0);
+            s = tu_ints(slen, 0);
             if (arg == MPI_ROOT)
                 for (size_t i = 0; i < slen; i++)
                     s[i] = val(grp, lrank, (int)i);
             int mine = g == grp ? 0 : vcount(c, lrank);
-            d = ints(mine + 1, FILLER);
-            COLL(MPI_Scatterv, MPI_Iscatterv, MPI_Scatterv_init, s, counts, displs, MPI_INT, d,
-                 mine, MPI_INT, arg, ic);
+            d = tu_ints(mine + 1, FILLER);
+            TU_COLL(MPI_Scatterv, MPI_Iscatterv, MPI_Scatterv_init, s, counts, displs, MPI_INT, d,
+                    mine, MPI_INT, arg, ic);
             for (int i = 0; i < mine; i++)
                 CHECK_EQ(d[i], val(g, r, 2 * lrank * (c + 1) + i));
             CHECK_EQ(d[mine], FILLER);
@@ -341,11 +301,11 @@ static void scatter(int c)
 
 static void allgather(int c)
 {
-    int *s = ints(c + 1, 0);
+    int *s = tu_ints(c + 1, 0);
     for (int i = 0; i <= c; i++)
         s[i] = val(grp, lrank, i);
-    int *d = ints((size_t)c * rsize + 1, FILLER);
-    COLL(MPI_Allgather, MPI_Iallgather, MPI_Allgather_init, s, c, MPI_INT, d, c, MPI_INT, ic);
+    int *d = tu_ints((size_t)c * rsize + 1, FILLER);
+    TU_COLL(MPI_Allgather, MPI_Iallgather, MPI_Allgather_init, s, c, MPI_INT, d, c, MPI_INT, ic);
     for (int j = 0; j < rsize; j++)
         for (int i = 0; i < c; i++)
             CHECK_MSG(d[j * c + i] == val(1 - grp, j, i), "allgather from %d [%d] = %d", j, i,
@@ -354,7 +314,7 @@ static void allgather(int c)
     free(d);
 
     /* Allgatherv: remote rank j sends vcount(c, j) elements; blocks in reverse order. */
-    int *counts = ints(rsize, 0), *displs = ints(rsize, 0);
+    int *counts = tu_ints(rsize, 0), *displs = tu_ints(rsize, 0);
     int total = 0;
     for (int j = 0; j < rsize; j++) {
         counts[j] = vcount(c, j);
@@ -365,9 +325,9 @@ static void allgather(int c)
         pos -= counts[j] + 1;
         displs[j] = pos;
     }
-    d = ints(total, FILLER);
-    COLL(MPI_Allgatherv, MPI_Iallgatherv, MPI_Allgatherv_init, s, vcount(c, lrank), MPI_INT, d,
-         counts, displs, MPI_INT, ic);
+    d = tu_ints(total, FILLER);
+    TU_COLL(MPI_Allgatherv, MPI_Iallgatherv, MPI_Allgatherv_init, s, vcount(c, lrank), MPI_INT, d,
+            counts, displs, MPI_INT, ic);
     for (int j = 0; j < rsize; j++) {
         for (int i = 0; i < counts[j]; i++)
             CHECK_EQ(d[displs[j] + i], val(1 - grp, j, i));
@@ -387,12 +347,12 @@ static int aval(int g, int r, int j, int i)
 
 static void alltoall(int c)
 {
-    int *s = ints((size_t)c * rsize + 1, 0);
+    int *s = tu_ints((size_t)c * rsize + 1, 0);
     for (int j = 0; j < rsize; j++)
         for (int i = 0; i < c; i++)
             s[j * c + i] = aval(grp, lrank, j, i);
-    int *d = ints((size_t)c * rsize + 1, FILLER);
-    COLL(MPI_Alltoall, MPI_Ialltoall, MPI_Alltoall_init, s, c, MPI_INT, d, c, MPI_INT, ic);
+    int *d = tu_ints((size_t)c * rsize + 1, FILLER);
+    TU_COLL(MPI_Alltoall, MPI_Ialltoall, MPI_Alltoall_init, s, c, MPI_INT, d, c, MPI_INT, ic);
     for (int j = 0; j < rsize; j++)
         for (int i = 0; i < c; i++)
             CHECK_MSG(d[j * c + i] == aval(1 - grp, j, lrank, i), "alltoall from %d [%d] = %d",
@@ -403,7 +363,8 @@ static void alltoall(int c)
 
     /* Alltoallv: to remote j, vcount(c, lrank + j) elements (the receiver computes the same
      * from its side); send blocks at 2 * j * (c + 1), receive blocks in reverse order. */
-    int *sc = ints(rsize, 0), *sd = ints(rsize, 0), *rc = ints(rsize, 0), *rd = ints(rsize, 0);
+    int *sc = tu_ints(rsize, 0), *sd = tu_ints(rsize, 0);
+    int *rc = tu_ints(rsize, 0), *rd = tu_ints(rsize, 0);
     int total = 0;
     for (int j = 0; j < rsize; j++) {
         sc[j] = vcount(c, lrank + j);
@@ -416,13 +377,13 @@ static void alltoall(int c)
         pos -= rc[j] + 1;
         rd[j] = pos;
     }
-    s = ints((size_t)2 * rsize * (c + 1), 0);
+    s = tu_ints((size_t)2 * rsize * (c + 1), 0);
     for (int j = 0; j < rsize; j++)
         for (int i = 0; i < sc[j]; i++)
             s[sd[j] + i] = aval(grp, lrank, j, i);
-    d = ints(total, FILLER);
-    COLL(MPI_Alltoallv, MPI_Ialltoallv, MPI_Alltoallv_init, s, sc, sd, MPI_INT, d, rc, rd,
-         MPI_INT, ic);
+    d = tu_ints(total, FILLER);
+    TU_COLL(MPI_Alltoallv, MPI_Ialltoallv, MPI_Alltoallv_init, s, sc, sd, MPI_INT, d, rc, rd,
+            MPI_INT, ic);
     for (int j = 0; j < rsize; j++) {
         for (int i = 0; i < rc[j]; i++)
             CHECK_EQ(d[rd[j] + i], aval(1 - grp, j, lrank, i));
@@ -447,8 +408,8 @@ static void alltoall(int c)
         rc[0] = 1;
     }
     free(d);
-    d = ints(total, FILLER);
-    COLL(MPI_Alltoallw, MPI_Ialltoallw, MPI_Alltoallw_init, s, sc, sd, st, d, rc, rd, rt, ic);
+    d = tu_ints(total, FILLER);
+    TU_COLL(MPI_Alltoallw, MPI_Ialltoallw, MPI_Alltoallw_init, s, sc, sd, st, d, rc, rd, rt, ic);
     for (int j = 0; j < rsize; j++) {
         int n = vcount(c, j + lrank);
         int at = rd[j] / (int)sizeof(int);
@@ -507,13 +468,7 @@ int main(int argc, char **argv)
 {
     static const int counts[] = {0, 1, 5, 1000, 20000};
     tu_init(&argc, &argv);
-    const char *m = argc > 1 ? argv[1] : "blocking";
-    if (!strcmp(m, "nonblocking"))
-        mode = NONBLOCKING;
-    else if (!strcmp(m, "persistent"))
-        mode = PERSISTENT;
-    else
-        CHECK_MSG(!strcmp(m, "blocking"), "unknown form %s", m);
+    tu_coll_form(argc, argv);
     if (tu_size < 2)
         return tu_finish();
 
@@ -544,11 +499,11 @@ int main(int argc, char **argv)
             STEP(reduce(c, first));
             STEP(allreduce(c, first));
             STEP(gather(c));
-            if (!(mode == PERSISTENT && tu_quirk("inter_persistent_local")))
+            if (!(tu_form == TU_PERSISTENT && tu_quirk("inter_persistent_local")))
                 STEP(scatter(c));
             STEP(allgather(c));
             STEP(alltoall(c));
-            if (c <= 1000 && !(mode == PERSISTENT && tu_quirk("inter_persistent_local")))
+            if (c <= 1000 && !(tu_form == TU_PERSISTENT && tu_quirk("inter_persistent_local")))
                 STEP(reduce_scatter(c));
         }
         errors();

@@ -16,38 +16,6 @@
  */
 #include "util.h"
 
-static int mode;
-enum { BLOCKING, NONBLOCKING, PERSISTENT };
-
-#if MPI_VERSION >= 4
-#define PERSIST(init, ...)                                                                \
-    do {                                                                                  \
-        MPI_Request rq_;                                                                  \
-        CHECK_MPI(init(__VA_ARGS__, MPI_INFO_NULL, &rq_));                                \
-        for (int k_ = 0; k_ < 2; k_++) {                                                  \
-            CHECK_MPI(MPI_Start(&rq_));                                                   \
-            CHECK_MPI(MPI_Wait(&rq_, MPI_STATUS_IGNORE));                                 \
-        }                                                                                 \
-        CHECK_MPI(MPI_Request_free(&rq_));                                                \
-    } while (0)
-#else
-#define PERSIST(init, ...) TU_FAIL("persistent collectives need MPI 4")
-#endif
-
-#define COLL(blk, nb, init, ...)                                                          \
-    do {                                                                                  \
-        if (mode == BLOCKING) {                                                           \
-            CHECK_MPI(blk(__VA_ARGS__));                                                  \
-        } else if (mode == NONBLOCKING) {                                                 \
-            MPI_Request rq_;                                                              \
-            CHECK_MPI(nb(__VA_ARGS__, &rq_));                                             \
-            CHECK_MPI(MPI_Wait(&rq_, MPI_STATUS_IGNORE));                                 \
-            CHECK(rq_ == MPI_REQUEST_NULL);                                               \
-        } else {                                                                          \
-            PERSIST(init, __VA_ARGS__);                                                   \
-        }                                                                                 \
-    } while (0)
-
 #define FILLER (-77)
 #define MAXN 64
 
@@ -80,23 +48,14 @@ static int gcount(int c, int r)
     return c == 0 ? 0 : (c + r) % (c + 2);
 }
 
-static int *ints(size_t n, int v)
-{
-    int *p = malloc((n ? n : 1) * sizeof(int));
-    CHECK(p != NULL);
-    for (size_t i = 0; i < n; i++)
-        p[i] = v;
-    return p;
-}
-
 static void allgather(MPI_Comm comm, const struct nbrs *t, int c)
 {
-    int *s = ints(c + 1, 0);
+    int *s = tu_ints(c + 1, 0);
     for (int i = 0; i <= c; i++)
         s[i] = val(me, 0, i);
-    int *d = ints((size_t)c * t->indeg + 1, FILLER);
-    COLL(MPI_Neighbor_allgather, MPI_Ineighbor_allgather, MPI_Neighbor_allgather_init, s, c,
-         MPI_INT, d, c, MPI_INT, comm);
+    int *d = tu_ints((size_t)c * t->indeg + 1, FILLER);
+    TU_COLL(MPI_Neighbor_allgather, MPI_Ineighbor_allgather, MPI_Neighbor_allgather_init, s, c,
+            MPI_INT, d, c, MPI_INT, comm);
     for (int k = 0; k < t->indeg; k++)
         for (int i = 0; i < c; i++) {
             int want = t->src[k] == MPI_PROC_NULL ? FILLER : val(t->src[k], 0, i);
@@ -117,9 +76,9 @@ static void allgather(MPI_Comm comm, const struct nbrs *t, int c)
         pos -= counts[k] + 1;
         displs[k] = pos;
     }
-    d = ints(total, FILLER);
-    COLL(MPI_Neighbor_allgatherv, MPI_Ineighbor_allgatherv, MPI_Neighbor_allgatherv_init, s,
-         gcount(c, me), MPI_INT, d, counts, displs, MPI_INT, comm);
+    d = tu_ints(total, FILLER);
+    TU_COLL(MPI_Neighbor_allgatherv, MPI_Ineighbor_allgatherv, MPI_Neighbor_allgatherv_init, s,
+            gcount(c, me), MPI_INT, d, counts, displs, MPI_INT, comm);
     for (int k = 0; k < t->indeg; k++) {
         for (int i = 0; i < counts[k]; i++) {
             int want = t->src[k] == MPI_PROC_NULL ? FILLER : val(t->src[k], 0, i);
@@ -134,13 +93,13 @@ static void allgather(MPI_Comm comm, const struct nbrs *t, int c)
 
 static void alltoall(MPI_Comm comm, const struct nbrs *t, int c)
 {
-    int *s = ints((size_t)c * t->outdeg + 1, 0);
+    int *s = tu_ints((size_t)c * t->outdeg + 1, 0);
     for (int k = 0; k < t->outdeg; k++)
         for (int i = 0; i < c; i++)
             s[k * c + i] = val(me, k, i);
-    int *d = ints((size_t)c * t->indeg + 1, FILLER);
-    COLL(MPI_Neighbor_alltoall, MPI_Ineighbor_alltoall, MPI_Neighbor_alltoall_init, s, c,
-         MPI_INT, d, c, MPI_INT, comm);
+    int *d = tu_ints((size_t)c * t->indeg + 1, FILLER);
+    TU_COLL(MPI_Neighbor_alltoall, MPI_Ineighbor_alltoall, MPI_Neighbor_alltoall_init, s, c,
+            MPI_INT, d, c, MPI_INT, comm);
     for (int k = 0; k < t->indeg; k++)
         for (int i = 0; i < c; i++) {
             int want =
@@ -167,13 +126,13 @@ static void alltoall(MPI_Comm comm, const struct nbrs *t, int c)
         pos -= rc[k] + 1;
         rd[k] = pos;
     }
-    s = ints((size_t)2 * (t->outdeg + 1) * (c + 1), 0);
+    s = tu_ints((size_t)2 * (t->outdeg + 1) * (c + 1), 0);
     for (int k = 0; k < t->outdeg; k++)
         for (int i = 0; i < sc[k]; i++)
             s[sd[k] + i] = val(me, k, i);
-    d = ints(total, FILLER);
-    COLL(MPI_Neighbor_alltoallv, MPI_Ineighbor_alltoallv, MPI_Neighbor_alltoallv_init, s, sc,
-         sd, MPI_INT, d, rc, rd, MPI_INT, comm);
+    d = tu_ints(total, FILLER);
+    TU_COLL(MPI_Neighbor_alltoallv, MPI_Ineighbor_alltoallv, MPI_Neighbor_alltoallv_init, s, sc,
+            sd, MPI_INT, d, rc, rd, MPI_INT, comm);
     for (int k = 0; k < t->indeg; k++) {
         for (int i = 0; i < rc[k]; i++) {
             int want =
@@ -196,9 +155,9 @@ static void alltoall(MPI_Comm comm, const struct nbrs *t, int c)
         rdb[k] = (MPI_Aint)rd[k] * (MPI_Aint)sizeof(int);
         rt[k] = MPI_INT;
     }
-    d = ints(total, FILLER);
-    COLL(MPI_Neighbor_alltoallw, MPI_Ineighbor_alltoallw, MPI_Neighbor_alltoallw_init, s, sc,
-         sdb, st, d, rc, rdb, rt, comm);
+    d = tu_ints(total, FILLER);
+    TU_COLL(MPI_Neighbor_alltoallw, MPI_Ineighbor_alltoallw, MPI_Neighbor_alltoallw_init, s, sc,
+            sdb, st, d, rc, rdb, rt, comm);
     for (int k = 0; k < t->indeg; k++) {
         for (int i = 0; i < rc[k]; i++) {
             int want =
@@ -359,13 +318,7 @@ int main(int argc, char **argv)
     me = tu_rank;
     np = tu_size;
     CHECK(np <= MAXN);
-    const char *m = argc > 1 ? argv[1] : "blocking";
-    if (!strcmp(m, "nonblocking"))
-        mode = NONBLOCKING;
-    else if (!strcmp(m, "persistent"))
-        mode = PERSISTENT;
-    else
-        CHECK_MSG(!strcmp(m, "blocking"), "unknown form %s", m);
+    tu_coll_form(argc, argv);
 
     cart("line", 1, line);
     cart("torus", 2, torus);

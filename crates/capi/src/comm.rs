@@ -12,11 +12,11 @@ use std::ffi::{c_char, c_int, CStr};
 
 use crate::abi::*;
 use crate::attr::{self, report, Failure};
-use crate::errors::{bad, raise};
+use crate::errors::{bad, raise, ret, ret_with};
 use crate::group::members;
 use crate::handles::{comm_handle, comm_id, errh_id, request_handle};
 use crate::info::{new_info, with_info};
-use crate::util::{copy_cstr, nonnull, out};
+use crate::util::{copy_cstr, nonnull, object_name, out};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::attr::ObjKind;
 use protean_core::mpi::cm::{self, OpSpec};
@@ -62,20 +62,25 @@ fn hints_of(info: MPI_Info) -> R<Option<Vec<(String, String)>>> {
 }
 
 /// Run a blocking operation built by `make` on the engine; the new communicator's handle.
-fn run(make: impl FnOnce(&mut Engine) -> R<OpSpec>) -> R<MPI_Comm> {
+pub(crate) fn run(make: impl FnOnce(&mut Engine) -> R<OpSpec>) -> R<MPI_Comm> {
     let spec = with(make)??;
     Ok(cm::run(spec)?.map_or(MPI_COMM_NULL, comm_handle))
 }
 
-/// Write the result of a constructor, or raise its error (setting the output to
-/// MPI_COMM_NULL).
-unsafe fn finish(
-    r: Result<MPI_Comm, Failure>,
+/// The shape of every communicator constructor: check the output pointer (`arg` is its name
+/// in the standard), run `make`, and write the new communicator's handle; on failure, write
+/// MPI_COMM_NULL and raise the error on `comm`.
+pub(crate) unsafe fn make_comm(
     comm: MPI_Comm,
     newcomm: *mut MPI_Comm,
+    arg: &str,
     func: &str,
+    make: impl FnOnce() -> Result<MPI_Comm, Failure>,
 ) -> c_int {
-    match r {
+    match nonnull(newcomm, arg)
+        .map_err(Failure::from)
+        .and_then(|()| make())
+    {
         Ok(h) => {
             *newcomm = h;
             MPI_SUCCESS
@@ -87,14 +92,29 @@ unsafe fn finish(
     }
 }
 
+/// A constructor called on the communicator `comm`: [`make_comm`], with `make` given the
+/// engine id of `comm` (checked after the output pointer).
+pub(crate) unsafe fn derive_comm(
+    comm: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+    arg: &str,
+    func: &str,
+    make: impl FnOnce(u32) -> Result<MPI_Comm, Failure>,
+) -> c_int {
+    make_comm(comm, newcomm, arg, func, || make(cid(comm)?))
+}
+
+/// The hints of MPI_Comm_(i)dup_with_info's `info` (None for the calls without info).
+fn dup_hints(info: Option<MPI_Info>) -> R<Option<Vec<(String, String)>>> {
+    Ok(match info {
+        Some(i) => Some(hints_of(i)?.unwrap_or_default()),
+        None => None,
+    })
+}
+
 unsafe fn dup(comm: MPI_Comm, info: Option<MPI_Info>, newcomm: *mut MPI_Comm, func: &str) -> c_int {
-    let r = (|| -> Result<MPI_Comm, Failure> {
-        nonnull(newcomm, "newcomm")?;
-        let id = cid(comm)?;
-        let hints = match info {
-            Some(i) => Some(hints_of(i)?.unwrap_or_default()),
-            None => None,
-        };
+    derive_comm(comm, newcomm, "newcomm", func, |id| {
+        let hints = dup_hints(info)?;
         let h = run(|e| e.op_dup(id, hints))?;
         let new = comm_id(h).expect("dup yields a communicator");
         if let Err(f) = attr::copy_attrs(ObjKind::Comm, comm, id, h, new) {
@@ -102,8 +122,7 @@ unsafe fn dup(comm: MPI_Comm, info: Option<MPI_Info>, newcomm: *mut MPI_Comm, fu
             return Err(f);
         }
         Ok(h)
-    })();
-    finish(r, comm, newcomm, func)
+    })
 }
 
 /// # Safety
@@ -135,10 +154,7 @@ unsafe fn idup(
         nonnull(newcomm, "newcomm")?;
         nonnull(request, "request")?;
         let id = cid(comm)?;
-        let hints = match info {
-            Some(i) => Some(hints_of(i)?.unwrap_or_default()),
-            None => None,
-        };
+        let hints = dup_hints(info)?;
         let (new, slot) = cm::start_nonblocking(id, |e| e.op_dup(id, hints))?;
         // Attributes are copied now (the callbacks see the communicator as it is at the call).
         attr::copy_attrs(ObjKind::Comm, comm, id, comm_handle(new), new)?;
@@ -190,12 +206,9 @@ pub unsafe extern "C" fn protean_MPI_Comm_split(
     key: c_int,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> Result<MPI_Comm, Failure> {
-        nonnull(newcomm, "newcomm")?;
-        let id = cid(comm)?;
+    derive_comm(comm, newcomm, "newcomm", "MPI_Comm_split", |id| {
         Ok(run(|e| e.op_split(id, color, key))?)
-    })();
-    finish(r, comm, newcomm, "MPI_Comm_split")
+    })
 }
 
 /// The value of key `k` in info `info` (None for MPI_INFO_NULL or an absent key).
@@ -221,9 +234,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_split_type(
     info: MPI_Info,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> Result<MPI_Comm, Failure> {
-        nonnull(newcomm, "newcomm")?;
-        let id = cid(comm)?;
+    derive_comm(comm, newcomm, "newcomm", "MPI_Comm_split_type", |id| {
         // Processes on one host share memory: the color is the host.
         let (host_color, spans_hosts) = with(|e| -> R<(i32, bool)> {
             let c = e.live_comm(id)?;
@@ -260,8 +271,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_split_type(
             })?;
         }
         Ok(h)
-    })();
-    finish(r, comm, newcomm, "MPI_Comm_split_type")
+    })
 }
 
 /// # Safety
@@ -272,13 +282,10 @@ pub unsafe extern "C" fn protean_MPI_Comm_create(
     group: MPI_Group,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> Result<MPI_Comm, Failure> {
-        nonnull(newcomm, "newcomm")?;
-        let id = cid(comm)?;
+    derive_comm(comm, newcomm, "newcomm", "MPI_Comm_create", |id| {
         let g = members(group)?;
         Ok(run(|e| e.op_create(id, g))?)
-    })();
-    finish(r, comm, newcomm, "MPI_Comm_create")
+    })
 }
 
 /// # Safety
@@ -290,9 +297,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_create_group(
     tag: c_int,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> Result<MPI_Comm, Failure> {
-        nonnull(newcomm, "newcomm")?;
-        let id = cid(comm)?;
+    derive_comm(comm, newcomm, "newcomm", "MPI_Comm_create_group", |id| {
         let g = members(group)?;
         let me = with(|e| e.rank)?;
         if !g.contains(&me) {
@@ -301,8 +306,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_create_group(
             return Ok(MPI_COMM_NULL);
         }
         Ok(run(|e| e.op_create_group(id, g, tag))?)
-    })();
-    finish(r, comm, newcomm, "MPI_Comm_create_group")
+    })
 }
 
 unsafe fn string_tag(s: *const c_char) -> R<String> {
@@ -336,8 +340,8 @@ pub unsafe extern "C" fn protean_MPI_Comm_create_from_group(
     errhandler: MPI_Errhandler,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> Result<MPI_Comm, Failure> {
-        nonnull(newcomm, "newcomm")?;
+    let func = "MPI_Comm_create_from_group";
+    make_comm(MPI_COMM_WORLD, newcomm, "newcomm", func, || {
         let g = members(group)?;
         let tag = string_tag(stringtag)?;
         let eh = errhandler_of(errhandler)?;
@@ -347,8 +351,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_create_from_group(
             with(|e| e.comm_mut_info(id, hints))??;
         }
         Ok(h)
-    })();
-    finish(r, MPI_COMM_WORLD, newcomm, "MPI_Comm_create_from_group")
+    })
 }
 
 /// # Safety
@@ -362,15 +365,13 @@ pub unsafe extern "C" fn protean_MPI_Intercomm_create(
     tag: c_int,
     newintercomm: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> Result<MPI_Comm, Failure> {
-        nonnull(newintercomm, "newintercomm")?;
-        let id = cid(local_comm)?;
+    let func = "MPI_Intercomm_create";
+    derive_comm(local_comm, newintercomm, "newintercomm", func, |id| {
         // peer_comm is significant only at the local leader (it may be MPI_COMM_NULL
         // elsewhere); the engine checks it there.
         let peer = comm_id(peer_comm).map(|p| (p, remote_leader));
         Ok(run(|e| e.op_intercomm(id, local_leader, peer, tag))?)
-    })();
-    finish(r, local_comm, newintercomm, "MPI_Intercomm_create")
+    })
 }
 
 /// # Safety
@@ -386,8 +387,8 @@ pub unsafe extern "C" fn protean_MPI_Intercomm_create_from_groups(
     errhandler: MPI_Errhandler,
     newintercomm: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> Result<MPI_Comm, Failure> {
-        nonnull(newintercomm, "newintercomm")?;
+    let func = "MPI_Intercomm_create_from_groups";
+    make_comm(MPI_COMM_WORLD, newintercomm, "newintercomm", func, || {
         let lg = members(local_group)?;
         let rg = members(remote_group)?;
         let tag = string_tag(stringtag)?;
@@ -398,13 +399,7 @@ pub unsafe extern "C" fn protean_MPI_Intercomm_create_from_groups(
             with(|e| e.comm_mut_info(id, hints))??;
         }
         Ok(h)
-    })();
-    finish(
-        r,
-        MPI_COMM_WORLD,
-        newintercomm,
-        "MPI_Intercomm_create_from_groups",
-    )
+    })
 }
 
 /// # Safety
@@ -415,12 +410,10 @@ pub unsafe extern "C" fn protean_MPI_Intercomm_merge(
     high: c_int,
     newintracomm: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> Result<MPI_Comm, Failure> {
-        nonnull(newintracomm, "newintracomm")?;
-        let id = cid(intercomm)?;
+    let func = "MPI_Intercomm_merge";
+    derive_comm(intercomm, newintracomm, "newintracomm", func, |id| {
         Ok(run(|e| e.op_merge(id, high != 0))?)
-    })();
-    finish(r, intercomm, newintracomm, "MPI_Intercomm_merge")
+    })
 }
 
 unsafe fn free(comm: *mut MPI_Comm, func: &str) -> c_int {
@@ -509,13 +502,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_compare(
             })
         })?
     })();
-    match r {
-        Ok(v) => {
-            *result = v;
-            MPI_SUCCESS
-        }
-        Err(e) => raise(comm1, e, "MPI_Comm_compare"),
-    }
+    ret_with(r, comm1, "MPI_Comm_compare", |v| *result = v)
 }
 
 /// # Safety
@@ -527,13 +514,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut 
         let id = cid(comm)?;
         with(|e| e.live_comm(id).map(|c| c.is_inter()))?
     })();
-    match r {
-        Ok(v) => {
-            *flag = v as c_int;
-            MPI_SUCCESS
-        }
-        Err(e) => raise(comm, e, "MPI_Comm_test_inter"),
-    }
+    ret_with(r, comm, "MPI_Comm_test_inter", |v| *flag = v as c_int)
 }
 
 /// # Safety
@@ -554,13 +535,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_remote_size(comm: MPI_Comm, size: *mut
             }
         })?
     })();
-    match r {
-        Ok(v) => {
-            *size = v as c_int;
-            MPI_SUCCESS
-        }
-        Err(e) => raise(comm, e, "MPI_Comm_remote_size"),
-    }
+    ret_with(r, comm, "MPI_Comm_remote_size", |v| *size = v as c_int)
 }
 
 /// # Safety
@@ -571,30 +546,15 @@ pub unsafe extern "C" fn protean_MPI_Comm_set_name(
     comm_name: *const c_char,
 ) -> c_int {
     let r = (|| -> R<()> {
-        if comm_name.is_null() {
-            return Err(bad(ErrorClass::Arg, "null name"));
-        }
+        let name = object_name(comm_name)?;
         let id = cid(comm)?;
-        let mut name = CStr::from_ptr(comm_name).to_string_lossy().into_owned();
-        // Names are truncated to MPI_MAX_OBJECT_NAME - 1 characters.
-        let max = MPI_MAX_OBJECT_NAME as usize - 1;
-        if name.len() > max {
-            let mut n = max;
-            while !name.is_char_boundary(n) {
-                n -= 1;
-            }
-            name.truncate(n);
-        }
         with(|e| -> R<()> {
             e.live_comm(id)?;
             e.comms[id as usize].as_mut().expect("live").name = name;
             Ok(())
         })?
     })();
-    match r {
-        Ok(()) => MPI_SUCCESS,
-        Err(e) => raise(comm, e, "MPI_Comm_set_name"),
-    }
+    ret(r, comm, "MPI_Comm_set_name")
 }
 
 /// # Safety
@@ -611,14 +571,9 @@ pub unsafe extern "C" fn protean_MPI_Comm_get_name(
         let id = cid(comm)?;
         with(|e| e.live_comm(id).map(|c| c.name.clone()))?
     })();
-    match r {
-        Ok(name) => {
-            let n = copy_cstr(&name, comm_name, MPI_MAX_OBJECT_NAME as usize);
-            *resultlen = n as c_int;
-            MPI_SUCCESS
-        }
-        Err(e) => raise(comm, e, "MPI_Comm_get_name"),
-    }
+    ret_with(r, comm, "MPI_Comm_get_name", |name| {
+        *resultlen = copy_cstr(&name, comm_name, MPI_MAX_OBJECT_NAME as usize) as c_int
+    })
 }
 
 /// # Safety
@@ -633,10 +588,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Inf
         let hints = hints_of(info)?.unwrap_or_default();
         with(|e| e.comm_mut_info(id, hints))?
     })();
-    match r {
-        Ok(()) => MPI_SUCCESS,
-        Err(e) => raise(comm, e, "MPI_Comm_set_info"),
-    }
+    ret(r, comm, "MPI_Comm_set_info")
 }
 
 /// # Safety
@@ -663,13 +615,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_get_info(
             .collect();
         Ok(new_info(all))
     })();
-    match r {
-        Ok(h) => {
-            *info_used = h;
-            MPI_SUCCESS
-        }
-        Err(e) => raise(comm, e, "MPI_Comm_get_info"),
-    }
+    ret_with(r, comm, "MPI_Comm_get_info", |h| *info_used = h)
 }
 
 /// Helper for engine-side info updates.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use crate::abi::*;
 use crate::errors::{bad, raise};
 use crate::handles::{dtype_handle, dtype_id};
-use crate::util::{copy_cstr, out};
+use crate::util::{copy_cstr, object_name, out};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::datatype::{predefined_index, Combiner, Datatype, Distrib};
 use protean_core::runtime::global::with;
@@ -307,18 +307,10 @@ pub unsafe extern "C" fn protean_MPI_Type_set_name(
     type_name: *const c_char,
 ) -> c_int {
     const F: &str = "MPI_Type_set_name";
-    if type_name.is_null() {
-        return raise(MPI_COMM_WORLD, bad(ErrorClass::Arg, "null name"), F);
-    }
-    let mut name = CStr::from_ptr(type_name).to_string_lossy().into_owned();
-    let max = MPI_MAX_OBJECT_NAME as usize - 1;
-    if name.len() > max {
-        let mut n = max;
-        while !name.is_char_boundary(n) {
-            n -= 1;
-        }
-        name.truncate(n);
-    }
+    let name = match object_name(type_name) {
+        Ok(n) => n,
+        Err(e) => return raise(MPI_COMM_WORLD, e, F),
+    };
     let r = with(|e| -> Res<()> {
         let id = dtype_id(datatype).ok_or_else(invalid_type)?;
         let slot = e

@@ -255,6 +255,24 @@ pub fn ret(r: Result<(), MpiError>, comm: MPI_Comm, func: &str) -> c_int {
     }
 }
 
+/// Shorthand for functions that compute a value for their output arguments: on success
+/// `write` stores it and the call returns MPI_SUCCESS; an error is raised on `comm`.
+#[inline(always)]
+pub fn ret_with<T>(
+    r: Result<T, MpiError>,
+    comm: MPI_Comm,
+    func: &str,
+    write: impl FnOnce(T),
+) -> c_int {
+    match r {
+        Ok(v) => {
+            write(v);
+            MPI_SUCCESS
+        }
+        Err(e) => raise(comm, e, func),
+    }
+}
+
 /// Errors raised before the engine can even be asked (e.g. a bad handle value).
 pub fn bad(class: ErrorClass, msg: impl Into<String>) -> MpiError {
     MpiError::new(class, msg)

@@ -8,10 +8,9 @@
 use std::ffi::c_int;
 
 use crate::abi::*;
-use crate::comm::cid;
-use crate::errors::{bad, raise};
-use crate::handles::comm_handle;
-use crate::util::{c_fill, c_slice, nonnull, out};
+use crate::comm::{cid, derive_comm, run};
+use crate::errors::{bad, ret_with};
+use crate::util::{c_fill, c_slice, nonnull};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::cm;
 use protean_core::mpi::group::UNDEFINED;
@@ -20,20 +19,9 @@ use protean_core::runtime::global::with;
 
 type R<T> = Result<T, MpiError>;
 
-fn ret<T>(r: R<T>, comm: MPI_Comm, func: &str, ok: impl FnOnce(T)) -> c_int {
-    match r {
-        Ok(v) => {
-            ok(v);
-            MPI_SUCCESS
-        }
-        Err(e) => raise(comm, e, func),
-    }
-}
-
-/// Size and rank of an intracommunicator (topologies need one).
-fn intra(comm: MPI_Comm) -> R<(u32, i32, i32)> {
-    let id = cid(comm)?;
-    with(|e| -> R<(u32, i32, i32)> {
+/// Size and rank in the intracommunicator with engine id `id` (topologies need one).
+fn intra(id: u32) -> R<(i32, i32)> {
+    with(|e| -> R<(i32, i32)> {
         let c = e.live_comm(id)?;
         if c.is_inter() {
             return Err(bad(
@@ -41,7 +29,7 @@ fn intra(comm: MPI_Comm) -> R<(u32, i32, i32)> {
                 "topologies need an intracommunicator, not an intercommunicator",
             ));
         }
-        Ok((id, c.size() as i32, c.rank))
+        Ok((c.size() as i32, c.rank))
     })?
 }
 
@@ -92,11 +80,15 @@ fn graph(comm: MPI_Comm) -> R<(Vec<i32>, Vec<i32>, i32)> {
     }
 }
 
+/// MPI_Comm_split of communicator `id` (this process: `color`, key `rank`), the new
+/// communicator carrying topology `t`.
+fn split_with(id: u32, color: i32, rank: i32, t: Topology) -> R<MPI_Comm> {
+    run(|e| e.op_split(id, color, rank).map(|s| s.with_topology(t)))
+}
+
 /// Split `comm` into its first `n` ranks (with topology `t`) and MPI_COMM_NULL for the rest.
 fn create_prefix(id: u32, n: i32, rank: i32, t: Topology) -> R<MPI_Comm> {
-    let color = if rank < n { 0 } else { UNDEFINED };
-    let spec = with(|e| e.op_split(id, color, rank).map(|s| s.with_topology(t)))??;
-    Ok(cm::run(spec)?.map_or(MPI_COMM_NULL, comm_handle))
+    split_with(id, if rank < n { 0 } else { UNDEFINED }, rank, t)
 }
 
 unsafe fn cart_args(
@@ -129,9 +121,8 @@ pub unsafe extern "C" fn protean_MPI_Cart_create(
     _reorder: c_int,
     comm_cart: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> R<MPI_Comm> {
-        nonnull(comm_cart, "comm_cart")?;
-        let (id, size, rank) = intra(comm_old)?;
+    derive_comm(comm_old, comm_cart, "comm_cart", "MPI_Cart_create", |id| {
+        let (size, rank) = intra(id)?;
         let (d, p) = cart_args(ndims, dims, periods)?;
         let n = topo::grid_size(&d).filter(|&n| n <= size).ok_or_else(|| {
             bad(
@@ -144,18 +135,8 @@ pub unsafe extern "C" fn protean_MPI_Cart_create(
             periods: p,
             coords: Vec::new(),
         };
-        create_prefix(id, n, rank, t)
-    })();
-    match r {
-        Ok(h) => {
-            *comm_cart = h;
-            MPI_SUCCESS
-        }
-        Err(e) => {
-            out(comm_cart, MPI_COMM_NULL);
-            raise(comm_old, e, "MPI_Cart_create")
-        }
-    }
+        Ok(create_prefix(id, n, rank, t)?)
+    })
 }
 
 /// # Safety
@@ -179,7 +160,7 @@ pub unsafe extern "C" fn protean_MPI_Cart_get(
         c_fill(periods, &p[..n], "periods")?;
         c_fill(coords, &c[..n], "coordinates")
     })();
-    ret(r, comm, "MPI_Cart_get", |_| {})
+    ret_with(r, comm, "MPI_Cart_get", |_| {})
 }
 
 /// # Safety
@@ -187,7 +168,7 @@ pub unsafe extern "C" fn protean_MPI_Cart_get(
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
     let r = nonnull(ndims, "ndims").and_then(|_| cart(comm));
-    ret(r, comm, "MPI_Cartdim_get", |(d, ..)| {
+    ret_with(r, comm, "MPI_Cartdim_get", |(d, ..)| {
         *ndims = d.len() as c_int
     })
 }
@@ -206,7 +187,7 @@ pub unsafe extern "C" fn protean_MPI_Cart_rank(
         let c = c_slice(coords, d.len() as c_int, "coordinates")?;
         topo::cart_rank(&d, &p, c)
     })();
-    ret(r, comm, "MPI_Cart_rank", |v| *rank = v)
+    ret_with(r, comm, "MPI_Cart_rank", |v| *rank = v)
 }
 
 /// # Safety
@@ -237,7 +218,7 @@ pub unsafe extern "C" fn protean_MPI_Cart_coords(
         }
         c_fill(coords, &topo::cart_coords(&d, rank), "coordinates")
     })();
-    ret(r, comm, "MPI_Cart_coords", |_| {})
+    ret_with(r, comm, "MPI_Cart_coords", |_| {})
 }
 
 /// # Safety
@@ -265,7 +246,7 @@ pub unsafe extern "C" fn protean_MPI_Cart_shift(
         }
         Ok(topo::cart_shift(&d, &p, &c, direction as usize, disp))
     })();
-    ret(r, comm, "MPI_Cart_shift", |(s, t)| {
+    ret_with(r, comm, "MPI_Cart_shift", |(s, t)| {
         *rank_source = s;
         *rank_dest = t;
     })
@@ -279,9 +260,7 @@ pub unsafe extern "C" fn protean_MPI_Cart_sub(
     remain_dims: *const c_int,
     newcomm: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> R<MPI_Comm> {
-        nonnull(newcomm, "newcomm")?;
-        let id = cid(comm)?;
+    derive_comm(comm, newcomm, "newcomm", "MPI_Cart_sub", |id| {
         let (d, p, c, _) = cart(comm)?;
         let keep = c_slice(remain_dims, d.len() as c_int, "remain_dims")?;
         // Processes that agree on the dropped coordinates form one sub-grid; ranks keep
@@ -302,22 +281,8 @@ pub unsafe extern "C" fn protean_MPI_Cart_sub(
             periods: sp,
             coords: Vec::new(),
         };
-        let spec = with(|e| {
-            e.op_split(id, color as i32, rank)
-                .map(|s| s.with_topology(t))
-        })??;
-        Ok(cm::run(spec)?.map_or(MPI_COMM_NULL, comm_handle))
-    })();
-    match r {
-        Ok(h) => {
-            *newcomm = h;
-            MPI_SUCCESS
-        }
-        Err(e) => {
-            out(newcomm, MPI_COMM_NULL);
-            raise(comm, e, "MPI_Cart_sub")
-        }
-    }
+        Ok(split_with(id, color as i32, rank, t)?)
+    })
 }
 
 /// # Safety
@@ -332,7 +297,7 @@ pub unsafe extern "C" fn protean_MPI_Cart_map(
 ) -> c_int {
     let r = (|| -> R<i32> {
         nonnull(newrank, "newrank")?;
-        let (_, size, rank) = intra(comm)?;
+        let (size, rank) = intra(cid(comm)?)?;
         let (d, _) = cart_args(ndims, dims, periods)?;
         let n = topo::grid_size(&d).filter(|&n| n <= size).ok_or_else(|| {
             bad(
@@ -342,7 +307,7 @@ pub unsafe extern "C" fn protean_MPI_Cart_map(
         })?;
         Ok(if rank < n { rank } else { UNDEFINED })
     })();
-    ret(r, comm, "MPI_Cart_map", |v| *newrank = v)
+    ret_with(r, comm, "MPI_Cart_map", |v| *newrank = v)
 }
 
 /// Check a graph description against the communicator size.
@@ -400,31 +365,17 @@ pub unsafe extern "C" fn protean_MPI_Graph_create(
     _reorder: c_int,
     comm_graph: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> R<MPI_Comm> {
-        nonnull(comm_graph, "comm_graph")?;
-        let (id, size, rank) = intra(comm_old)?;
+    let func = "MPI_Graph_create";
+    derive_comm(comm_old, comm_graph, "comm_graph", func, |id| {
+        let (size, rank) = intra(id)?;
         let (idx, e) = graph_args(nnodes, index, edges)?;
         check_graph(nnodes, &idx, size)?;
-        create_prefix(
-            id,
-            nnodes,
-            rank,
-            Topology::Graph {
-                index: idx,
-                edges: e,
-            },
-        )
-    })();
-    match r {
-        Ok(h) => {
-            *comm_graph = h;
-            MPI_SUCCESS
-        }
-        Err(e) => {
-            out(comm_graph, MPI_COMM_NULL);
-            raise(comm_old, e, "MPI_Graph_create")
-        }
-    }
+        let t = Topology::Graph {
+            index: idx,
+            edges: e,
+        };
+        Ok(create_prefix(id, nnodes, rank, t)?)
+    })
 }
 
 /// # Safety
@@ -438,7 +389,7 @@ pub unsafe extern "C" fn protean_MPI_Graphdims_get(
     let r = nonnull(nnodes, "nnodes")
         .and_then(|_| nonnull(nedges, "nedges"))
         .and_then(|_| graph(comm));
-    ret(r, comm, "MPI_Graphdims_get", |(i, e, _)| {
+    ret_with(r, comm, "MPI_Graphdims_get", |(i, e, _)| {
         *nnodes = i.len() as c_int;
         *nedges = e.len() as c_int;
     })
@@ -462,7 +413,7 @@ pub unsafe extern "C" fn protean_MPI_Graph_get(
         c_fill(index, &i[..i.len().min(maxindex as usize)], "index entries")?;
         c_fill(edges, &e[..e.len().min(maxedges as usize)], "edges")
     })();
-    ret(r, comm, "MPI_Graph_get", |_| {})
+    ret_with(r, comm, "MPI_Graph_get", |_| {})
 }
 
 fn graph_neighbors_of(comm: MPI_Comm, rank: c_int) -> R<Vec<i32>> {
@@ -485,7 +436,7 @@ pub unsafe extern "C" fn protean_MPI_Graph_neighbors_count(
     nneighbors: *mut c_int,
 ) -> c_int {
     let r = nonnull(nneighbors, "nneighbors").and_then(|_| graph_neighbors_of(comm, rank));
-    ret(r, comm, "MPI_Graph_neighbors_count", |v| {
+    ret_with(r, comm, "MPI_Graph_neighbors_count", |v| {
         *nneighbors = v.len() as c_int
     })
 }
@@ -510,7 +461,7 @@ pub unsafe extern "C" fn protean_MPI_Graph_neighbors(
             "neighbors",
         )
     })();
-    ret(r, comm, "MPI_Graph_neighbors", |_| {})
+    ret_with(r, comm, "MPI_Graph_neighbors", |_| {})
 }
 
 /// # Safety
@@ -525,12 +476,12 @@ pub unsafe extern "C" fn protean_MPI_Graph_map(
 ) -> c_int {
     let r = (|| -> R<i32> {
         nonnull(newrank, "newrank")?;
-        let (_, size, rank) = intra(comm)?;
+        let (size, rank) = intra(cid(comm)?)?;
         let (idx, _) = graph_args(nnodes, index, edges)?;
         check_graph(nnodes, &idx, size)?;
         Ok(if rank < nnodes { rank } else { UNDEFINED })
     })();
-    ret(r, comm, "MPI_Graph_map", |v| *newrank = v)
+    ret_with(r, comm, "MPI_Graph_map", |v| *newrank = v)
 }
 
 /// Weights of a distributed-graph argument: None for MPI_UNWEIGHTED, empty for
@@ -563,8 +514,7 @@ fn check_ranks(v: &[i32], size: i32, what: &str) -> R<()> {
 
 /// A duplicate of `id` carrying topology `t` (an agreement over every process).
 fn create_with(id: u32, rank: i32, t: Topology) -> R<MPI_Comm> {
-    let spec = with(|e| e.op_split(id, 0, rank).map(|s| s.with_topology(t)))??;
-    Ok(cm::run(spec)?.map_or(MPI_COMM_NULL, comm_handle))
+    split_with(id, 0, rank, t)
 }
 
 /// # Safety
@@ -582,9 +532,9 @@ pub unsafe extern "C" fn protean_MPI_Dist_graph_create_adjacent(
     _reorder: c_int,
     comm_dist_graph: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> R<MPI_Comm> {
-        nonnull(comm_dist_graph, "comm_dist_graph")?;
-        let (id, size, rank) = intra(comm_old)?;
+    let func = "MPI_Dist_graph_create_adjacent";
+    derive_comm(comm_old, comm_dist_graph, "comm_dist_graph", func, |id| {
+        let (size, rank) = intra(id)?;
         let s = c_slice(sources, indegree, "sources")?.to_vec();
         let d = c_slice(destinations, outdegree, "destinations")?.to_vec();
         check_ranks(&s, size, "sources")?;
@@ -599,27 +549,14 @@ pub unsafe extern "C" fn protean_MPI_Dist_graph_create_adjacent(
                 Some(b.unwrap_or_else(|| vec![1; d.len()])),
             ),
         };
-        create_with(
-            id,
-            rank,
-            Topology::DistGraph {
-                sources: s,
-                destinations: d,
-                source_weights: sw,
-                dest_weights: dw,
-            },
-        )
-    })();
-    match r {
-        Ok(h) => {
-            *comm_dist_graph = h;
-            MPI_SUCCESS
-        }
-        Err(e) => {
-            out(comm_dist_graph, MPI_COMM_NULL);
-            raise(comm_old, e, "MPI_Dist_graph_create_adjacent")
-        }
-    }
+        let t = Topology::DistGraph {
+            sources: s,
+            destinations: d,
+            source_weights: sw,
+            dest_weights: dw,
+        };
+        Ok(create_with(id, rank, t)?)
+    })
 }
 
 fn put_i32s(w: &mut Vec<u8>, v: &[i32]) {
@@ -649,17 +586,14 @@ pub unsafe extern "C" fn protean_MPI_Dist_graph_create(
     _reorder: c_int,
     comm_dist_graph: *mut MPI_Comm,
 ) -> c_int {
-    let r = (|| -> R<MPI_Comm> {
-        nonnull(comm_dist_graph, "comm_dist_graph")?;
-        let (id, size, rank) = intra(comm_old)?;
+    let func = "MPI_Dist_graph_create";
+    derive_comm(comm_old, comm_dist_graph, "comm_dist_graph", func, |id| {
+        let (size, rank) = intra(id)?;
         let src = c_slice(sources, n, "sources")?;
         let deg = c_slice(degrees, n, "degrees")?;
         check_ranks(src, size, "sources")?;
         if let Some((i, d)) = deg.iter().enumerate().find(|(_, d)| **d < 0) {
-            return Err(bad(
-                ErrorClass::Arg,
-                format!("degrees[{i}] = {d} is negative"),
-            ));
+            return Err(bad(ErrorClass::Arg, format!("degrees[{i}] = {d} is negative")).into());
         }
         let total: i64 = deg.iter().map(|&d| d as i64).sum();
         let total = c_int::try_from(total).map_err(|_| bad(ErrorClass::Arg, "too many edges"))?;
@@ -713,17 +647,7 @@ pub unsafe extern "C" fn protean_MPI_Dist_graph_create(
             }
         })?;
         Ok(h)
-    })();
-    match r {
-        Ok(h) => {
-            *comm_dist_graph = h;
-            MPI_SUCCESS
-        }
-        Err(e) => {
-            out(comm_dist_graph, MPI_COMM_NULL);
-            raise(comm_old, e, "MPI_Dist_graph_create")
-        }
-    }
+    })
 }
 
 /// A distributed graph as the C calls report it: sources, destinations and their weights
@@ -763,7 +687,7 @@ pub unsafe extern "C" fn protean_MPI_Dist_graph_neighbors_count(
         nonnull(weighted, "weighted")?;
         dist_graph(comm)
     })();
-    ret(
+    ret_with(
         r,
         comm,
         "MPI_Dist_graph_neighbors_count",
@@ -807,7 +731,7 @@ pub unsafe extern "C" fn protean_MPI_Dist_graph_neighbors(
         }
         Ok(())
     })();
-    ret(r, comm, "MPI_Dist_graph_neighbors", |_| {})
+    ret_with(r, comm, "MPI_Dist_graph_neighbors", |_| {})
 }
 
 /// # Safety
@@ -833,7 +757,7 @@ pub unsafe extern "C" fn protean_MPI_Dims_create(
         topo::dims_create(nnodes, d)?;
         Ok(())
     })();
-    ret(r, MPI_COMM_WORLD, "MPI_Dims_create", |_| {})
+    ret_with(r, MPI_COMM_WORLD, "MPI_Dims_create", |_| {})
 }
 
 /// # Safety
@@ -852,5 +776,5 @@ pub unsafe extern "C" fn protean_MPI_Topo_test(comm: MPI_Comm, status: *mut c_in
             })
         })?
     })();
-    ret(r, comm, "MPI_Topo_test", |v| *status = v)
+    ret_with(r, comm, "MPI_Topo_test", |v| *status = v)
 }

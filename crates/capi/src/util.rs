@@ -1,6 +1,6 @@
 //! Small helpers for the C boundary: out-parameters, strings, statuses.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, CStr};
 
 use crate::abi::*;
 use crate::errors;
@@ -34,6 +34,27 @@ pub unsafe fn copy_cstr(s: &str, dst: *mut c_char, cap: usize) -> usize {
     std::ptr::copy_nonoverlapping(s.as_ptr(), dst.cast::<u8>(), n);
     *dst.add(n) = 0;
     n
+}
+
+/// The name given to MPI_Comm_set_name / MPI_Type_set_name, truncated to
+/// MPI_MAX_OBJECT_NAME - 1 bytes (at a character boundary); an MPI_ERR_ARG error for a null
+/// pointer.
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string.
+pub unsafe fn object_name(p: *const c_char) -> Result<String, MpiError> {
+    if p.is_null() {
+        return Err(MpiError::new(ErrorClass::Arg, "null name"));
+    }
+    let mut name = CStr::from_ptr(p).to_string_lossy().into_owned();
+    let mut n = MPI_MAX_OBJECT_NAME as usize - 1;
+    if name.len() > n {
+        while !name.is_char_boundary(n) {
+            n -= 1;
+        }
+        name.truncate(n);
+    }
+    Ok(name)
 }
 
 /// Is this pointer MPI_STATUS_IGNORE / MPI_STATUSES_IGNORE?

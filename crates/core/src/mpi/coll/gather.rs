@@ -380,8 +380,16 @@ pub fn in_place_sends(s: &mut Sched, recv: &[Blk], me: usize) -> Vec<Blk> {
         .collect()
 }
 
-/// Linear alltoall: every message posted at once.
-pub fn alltoall_linear(s: &mut Sched, t: &Team, send: &[Blk], recv: &[Blk], in_place: bool) {
+/// Alltoall by shifts: for k = 1..n, receive from me-k and send to me+k. Pairwise: each shift
+/// completes before the next starts; linear: every message is posted at once.
+pub fn alltoall_shifts(
+    s: &mut Sched,
+    t: &Team,
+    send: &[Blk],
+    recv: &[Blk],
+    in_place: bool,
+    pairwise: bool,
+) {
     let n = t.size();
     let me = t.me;
     if !in_place {
@@ -392,22 +400,11 @@ pub fn alltoall_linear(s: &mut Sched, t: &Team, send: &[Blk], recv: &[Blk], in_p
         let from = (me + n - k) % n;
         recv_blk(s, t, from, &recv[from]);
         send_blk(s, t, to, &send[to]);
+        if pairwise {
+            s.fence();
+        }
     }
-    s.fence();
-}
-
-/// Pairwise alltoall: in round k, send to me+k and receive from me-k.
-pub fn alltoall_pairwise(s: &mut Sched, t: &Team, send: &[Blk], recv: &[Blk], in_place: bool) {
-    let n = t.size();
-    let me = t.me;
-    if !in_place {
-        copy_blk(s, &send[me], &recv[me]);
-    }
-    for k in 1..n {
-        let to = (me + k) % n;
-        let from = (me + n - k) % n;
-        send_blk(s, t, to, &send[to]);
-        recv_blk(s, t, from, &recv[from]);
+    if !pairwise {
         s.fence();
     }
 }

@@ -37,14 +37,12 @@
 //! of extent 1 or 2 the same process is both the -1 and the +1 neighbour: sub-tags pair the
 //! message sent in the +1 direction with the receive from the -1 neighbour (and vice versa).
 
-use std::sync::Arc;
-
 use super::decide::Coll;
 use super::gather::{neighbor_exchange, Blk};
 use super::sched::{Sched, Team};
 use super::{
     bcast, bcast_body, blocks, byte_type, check_buf, count_of, in_place, own_blk, reduce, Args,
-    Counts, Types, Views,
+    Builder, Counts, Types, Views,
 };
 use crate::err;
 use crate::error::Result;
@@ -93,6 +91,34 @@ fn rooted_direct(
         _ => {}
     }
     s.fence();
+}
+
+/// The checked buffers of a direct gather (`to_root`) or scatter, mirror images as in
+/// `rooted_direct`: at the root one block per remote process (`many`: the receive side of a
+/// gather, the send side of a scatter), at a leaf its `own` block (never MPI_IN_PLACE),
+/// nothing at an idle process.
+fn rooted_blocks(
+    e: &Engine,
+    role: Role,
+    (obuf, ocount, odt): (*const u8, i64, u32),
+    (mbuf, mcounts, mdt): (*const u8, &Counts, u32),
+    m: usize,
+    to_root: bool,
+) -> Result<(Vec<Blk>, Option<Blk>)> {
+    // Names in error messages: the own block's (count prefix, buffer), the root's buffer.
+    let ((oname, obuf_name), mname) = if to_root {
+        (("send", "send buffer"), "receive buffer")
+    } else {
+        (("recv", "receive buffer"), "send buffer")
+    };
+    match role {
+        Role::Root => Ok((blocks(e, mbuf, mcounts, &Types::One(mdt), m, mname)?, None)),
+        Role::Leaf(_) => {
+            no_in_place(obuf, obuf_name)?;
+            Ok((Vec::new(), Some(own_blk(e, obuf, ocount, odt, oname)?)))
+        }
+        Role::Idle => Ok((Vec::new(), None)),
+    }
 }
 
 fn role(root: i32, remote: usize) -> Result<Role> {
@@ -147,30 +173,23 @@ fn fan_in(s: &mut Sched, t: &Team) {
 /// # Safety
 /// As for `super::build`.
 pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
-    let views = e.coll_views(comm)?;
-    let Views { local, remote, .. } = &*views;
+    let bld = Builder::new(e, comm)?;
+    let Views {
+        local,
+        remote,
+        nodes,
+    } = &*bld.views;
     let Some(remote) = remote.as_ref() else {
         return err!(Intern, "intercommunicator without a remote group");
     };
     let n = local.size();
     let m = remote.size();
     let me = local.me;
-    let (ctx, rank) = {
-        let c = e.comm(comm)?;
-        (c.coll_ctx(), c.rank)
-    };
-    // As in `super::build`: every check before the tag is taken.
-    macro_rules! sched {
-        () => {{
-            let tag = e.coll_tag(comm);
-            Sched::new(comm, ctx, rank, tag)
-        }};
-    }
     let byte = byte_type();
     let nothing = std::ptr::NonNull::<u8>::dangling().as_ptr();
     match a {
         Args::Barrier => {
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             fan_in(&mut s, local);
             if me == 0 {
                 s.send(remote, 0, nothing, 0, &byte);
@@ -188,7 +207,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
         } => {
             let role = role(*root, m)?;
             if role == Role::Idle {
-                return Ok(sched!());
+                return Ok(bld.sched(e));
             }
             let count = count_of(*count, "count")?;
             let d = e.coll_dtype(*dt)?;
@@ -196,7 +215,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let bytes = count * d.size;
             let (alg, auto) = e.coll_choose(Coll::Bcast, n, bytes);
             let seg = e.cfg.coll_segment as usize;
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             match role {
                 Role::Root => s.send(remote, 0, *buf, count, &d),
                 Role::Leaf(r) => {
@@ -208,7 +227,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                         bcast_body(
                             &mut s,
                             local,
-                            &views.nodes,
+                            nodes,
                             *buf,
                             count,
                             &d,
@@ -234,7 +253,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
         } => {
             let role = role(*root, m)?;
             if role == Role::Idle {
-                return Ok(sched!());
+                return Ok(bld.sched(e));
             }
             let count = count_of(*count, "count")?;
             let red = e.coll_reducer(*op, *dt)?;
@@ -247,7 +266,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                 }
             }
             let (alg, _) = e.coll_choose(Coll::Reduce, n, count * d.size);
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             s.red = Some(red);
             match role {
                 Role::Root => s.recv(remote, 0, *rbuf, count, &d),
@@ -281,7 +300,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             check_buf(*sbuf, count, &d, "send buffer")?;
             check_buf(*rbuf, count, &d, "receive buffer")?;
             let (alg, _) = e.coll_choose(Coll::Reduce, n, count * d.size);
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             s.red = Some(red);
             // Our group's result goes to the other group; theirs comes back into rbuf.
             let tmp = if me == 0 {
@@ -313,7 +332,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             check_buf(*sbuf, total, &d, "send buffer")?;
             check_buf(*rbuf, counts[me], &d, "receive buffer")?;
             let (alg, _) = e.coll_choose(Coll::Reduce, n, total * d.size);
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             s.red = Some(red);
             // Reduce our group's vectors at our leader, trade them with the other leader,
             // and scatter what came back by our counts.
@@ -353,19 +372,9 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             root,
         } => {
             let role = role(*root, m)?;
-            let mut recv = Vec::new();
-            let mut own = None;
-            match role {
-                Role::Root => {
-                    recv = blocks(e, *rbuf, rcounts, &Types::One(*rdt), m, "receive buffer")?
-                }
-                Role::Leaf(_) => {
-                    no_in_place(*sbuf, "send buffer")?;
-                    own = Some(own_blk(e, *sbuf, *scount, *sdt, "send")?);
-                }
-                Role::Idle => {}
-            }
-            let mut s = sched!();
+            let own = (*sbuf, *scount, *sdt);
+            let (recv, own) = rooted_blocks(e, role, own, (*rbuf, rcounts, *rdt), m, true)?;
+            let mut s = bld.sched(e);
             rooted_direct(&mut s, remote, role, &recv, own.as_ref(), true);
             Ok(s)
         }
@@ -379,19 +388,9 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             root,
         } => {
             let role = role(*root, m)?;
-            let mut send = Vec::new();
-            let mut own = None;
-            match role {
-                Role::Root => {
-                    send = blocks(e, *sbuf, scounts, &Types::One(*sdt), m, "send buffer")?
-                }
-                Role::Leaf(_) => {
-                    no_in_place(*rbuf, "receive buffer")?;
-                    own = Some(own_blk(e, *rbuf, *rcount, *rdt, "recv")?);
-                }
-                Role::Idle => {}
-            }
-            let mut s = sched!();
+            let own = (*rbuf as *const u8, *rcount, *rdt);
+            let (send, own) = rooted_blocks(e, role, own, (*sbuf, scounts, *sdt), m, false)?;
+            let mut s = bld.sched(e);
             rooted_direct(&mut s, remote, role, &send, own.as_ref(), false);
             Ok(s)
         }
@@ -406,7 +405,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             no_in_place(*sbuf, "send buffer")?;
             let own = own_blk(e, *sbuf, *scount, *sdt, "send")?;
             let recv = blocks(e, *rbuf, rcounts, &Types::One(*rdt), m, "receive buffer")?;
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             // Start with the remote process of our own rank, so that not everyone sends to
             // remote rank 0 first.
             for k in 0..m {
@@ -428,7 +427,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             no_in_place(*sbuf, "send buffer")?;
             let send = blocks(e, *sbuf, scounts, sdt, m, "send buffer")?;
             let recv = blocks(e, *rbuf, rcounts, rdt, m, "receive buffer")?;
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             for k in 0..m {
                 let i = (me + k) % m;
                 s.recv(remote, i, recv[i].ptr, recv[i].count, &recv[i].dt);
@@ -480,12 +479,7 @@ fn counts_of(counts: &Counts, n: usize) -> Result<Vec<usize>> {
 ///
 /// # Safety
 /// As for `super::build`.
-pub unsafe fn build_neighbor(
-    e: &mut Engine,
-    comm: u32,
-    a: &Args,
-    views: Arc<Views>,
-) -> Result<Sched> {
+pub unsafe fn build_neighbor(e: &mut Engine, comm: u32, a: &Args, bld: &Builder) -> Result<Sched> {
     let (srcs, dsts) = neighbors(e, comm)?;
     let (send, recv) = match a {
         Args::NeighborAllgather {
@@ -533,12 +527,7 @@ pub unsafe fn build_neighbor(
         }
         _ => return err!(Intern, "not a neighbourhood collective"),
     };
-    let (ctx, rank) = {
-        let c = e.comm(comm)?;
-        (c.coll_ctx(), c.rank)
-    };
-    let tag = e.coll_tag(comm);
-    let mut s = Sched::new(comm, ctx, rank, tag);
+    let mut s = bld.sched(e);
     let send: Vec<_> = dsts
         .iter()
         .zip(send)
@@ -549,7 +538,7 @@ pub unsafe fn build_neighbor(
         .zip(recv)
         .map(|(&(p, off), b)| (p, b, off))
         .collect();
-    neighbor_exchange(&mut s, &views.local, &send, &recv);
+    neighbor_exchange(&mut s, &bld.views.local, &send, &recv);
     Ok(s)
 }
 

@@ -821,6 +821,35 @@ impl Rooted {
     }
 }
 
+/// What every schedule build on a communicator starts from: its teams, and what each of its
+/// schedules is made with.
+struct Builder {
+    comm: u32,
+    ctx: u32,
+    rank: i32,
+    views: Arc<Views>,
+}
+
+impl Builder {
+    fn new(e: &mut Engine, comm: u32) -> Result<Builder> {
+        let views = e.coll_views(comm)?;
+        let c = e.comm(comm)?;
+        Ok(Builder {
+            comm,
+            ctx: c.coll_ctx(),
+            rank: c.rank,
+            views,
+        })
+    }
+
+    /// An empty schedule with the call's tag. Every check happens before this: a call that
+    /// fails on every process then leaves the tag sequence in step.
+    fn sched(&self, e: &mut Engine) -> Sched {
+        let tag = e.coll_tag(self.comm);
+        Sched::new(self.comm, self.ctx, self.rank, tag)
+    }
+}
+
 /// Check a call's arguments, choose the algorithm and compile the schedule.
 ///
 /// # Safety
@@ -829,26 +858,15 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
     if e.comm(comm)?.is_inter() {
         return inter::build(e, comm, a);
     }
-    let views = e.coll_views(comm)?;
+    let bld = Builder::new(e, comm)?;
+    let views = &bld.views;
     let t = &views.local;
     let n = t.size();
     let me = t.me;
-    let (ctx, rank) = {
-        let c = e.comm(comm)?;
-        (c.coll_ctx(), c.rank)
-    };
-    // Every check happens before the tag is taken: a call that fails on every process leaves
-    // the sequence in step.
-    macro_rules! sched {
-        () => {{
-            let tag = e.coll_tag(comm);
-            Sched::new(comm, ctx, rank, tag)
-        }};
-    }
     let multi = views.nodes.count() > 1;
     match a {
         Args::Barrier => {
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             let (alg, auto) = e.coll_choose(Coll::Barrier, n, 0);
             match alg {
                 _ if multi && (alg == "two_level" || auto) => {
@@ -869,7 +887,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let d = e.coll_dtype(*dt)?;
             let root = check_root(*root, n)?;
             check_buf(*buf, count, &d, "buffer")?;
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             let bytes = count * d.size;
             if n == 1 || bytes == 0 {
                 return Ok(s);
@@ -915,7 +933,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             if me == root {
                 check_buf(*rbuf, count, &d, "receive buffer")?;
             }
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             let commutative = red.commutative();
             s.red = Some(red);
             let (alg, auto) = e.coll_choose(Coll::Reduce, n, count * d.size);
@@ -939,7 +957,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let red = e.coll_reducer(*op, *dt)?;
             let d = red.dt.clone();
             let sbuf = red_input(*sbuf, *rbuf, count, &d)?;
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             let commutative = red.commutative();
             s.red = Some(red);
             let bytes = count * d.size;
@@ -991,7 +1009,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             }
             check_buf(input, total, &d, "send buffer")?;
             check_buf(*rbuf, counts[me], &d, "receive buffer")?;
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             let commutative = red.commutative();
             s.red = Some(red);
             let (alg, _) = e.coll_choose(Coll::ReduceScatter, n, total * d.size);
@@ -1021,13 +1039,13 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let red = e.coll_reducer(*op, *dt)?;
             let d = red.dt.clone();
             let sbuf = red_input(*sbuf, *rbuf, count, &d)?;
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             s.red = Some(red);
             let (alg, _) = e.coll_choose(Coll::Scan, n, count * d.size);
-            match (alg, exclusive) {
-                ("linear", x) => reduce::scan_linear(&mut s, t, sbuf, *rbuf, count, *x),
-                (_, false) => reduce::scan_recursive_doubling(&mut s, t, sbuf, *rbuf, count),
-                (_, true) => reduce::exscan_recursive_doubling(&mut s, t, sbuf, *rbuf, count),
+            if alg == "linear" {
+                reduce::scan_linear(&mut s, t, sbuf, *rbuf, count, *exclusive)
+            } else {
+                reduce::scan_recursive_doubling(&mut s, t, sbuf, *rbuf, count, *exclusive)
             }
             Ok(s)
         }
@@ -1050,7 +1068,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                 n,
                 ["send", "recv"],
             )?;
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             let (alg, _) = e.coll_choose(Coll::Gather, n, r.bytes());
             match (alg, r.blk) {
                 ("binomial", Some(b)) if r.uniform && n > 1 => {
@@ -1079,7 +1097,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                 n,
                 ["recv", "send"],
             )?;
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             let (alg, _) = e.coll_choose(Coll::Scatter, n, r.bytes());
             match (alg, r.blk) {
                 ("binomial", Some(b)) if r.uniform && n > 1 => {
@@ -1105,7 +1123,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                 no_alias(*sbuf, *rbuf, o.bytes())?;
                 Some(o)
             };
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             let (alg, _) = e.coll_choose(Coll::Allgather, n, avg_bytes(&recv));
             let uniform = match rcounts {
                 Counts::Uniform(c) => Some((*c as usize, e.coll_dtype(*rdt)?)),
@@ -1141,7 +1159,7 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                 no_alias(*sbuf, *rbuf, sb)?;
                 b
             };
-            let mut s = sched!();
+            let mut s = bld.sched(e);
             let bytes = avg_bytes(&recv);
             let (alg, _) = e.coll_choose(Coll::Alltoall, n, bytes);
             let equal = all_equal(&recv).filter(|_| ip || all_equal(&send).is_some());
@@ -1156,17 +1174,14 @@ unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                     } else {
                         send
                     };
-                    if alg == "pairwise" {
-                        gather::alltoall_pairwise(&mut s, t, &send, &recv, ip)
-                    } else {
-                        gather::alltoall_linear(&mut s, t, &send, &recv, ip)
-                    }
+                    let pairwise = alg == "pairwise";
+                    gather::alltoall_shifts(&mut s, t, &send, &recv, ip, pairwise)
                 }
             }
             Ok(s)
         }
         Args::NeighborAllgather { .. } | Args::NeighborAlltoall { .. } => {
-            inter::build_neighbor(e, comm, a, views.clone())
+            inter::build_neighbor(e, comm, a, &bld)
         }
     }
 }

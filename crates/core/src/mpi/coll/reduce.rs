@@ -518,65 +518,32 @@ pub fn reduce_scatter_ring(
     }
 }
 
-/// Inclusive scan by recursive doubling (keeps the order).
+/// Scan by recursive doubling (keeps the order), inclusive or exclusive; with `exclusive`,
+/// rank 0's rbuf is not touched.
 pub fn scan_recursive_doubling(
     s: &mut Sched,
     t: &Team,
     sbuf: *const u8,
     rbuf: *mut u8,
     count: usize,
+    exclusive: bool,
 ) {
     let n = t.size();
     let dt = red_dt(s);
     let commutative = s.red.as_ref().is_some_and(|r| r.commutative());
     let me = t.me;
-    s.copy_red(sbuf, rbuf, count);
+    // Whether rbuf holds a partial result yet: our own contribution when inclusive; when
+    // exclusive, nothing until the first lower rank's prefix arrives.
+    let mut have = !exclusive;
+    if have {
+        s.copy_red(sbuf, rbuf, count);
+    }
     if n == 1 {
         return;
     }
     let mut partial = s.tmp(count);
     let mut tmp = s.tmp(count);
     s.copy_red(sbuf, partial, count);
-    let mut mask = 1;
-    while mask < n {
-        let dst = me ^ mask;
-        if dst < n {
-            s.send(t, dst, partial, count, &dt);
-            s.recv(t, dst, tmp, count, &dt);
-            s.fence();
-            if dst < me {
-                s.reduce(tmp, partial, partial, count);
-                s.reduce(tmp, rbuf, rbuf, count);
-            } else if commutative {
-                s.reduce(tmp, partial, partial, count);
-            } else {
-                s.reduce(partial, tmp, tmp, count);
-                std::mem::swap(&mut partial, &mut tmp);
-            }
-        }
-        mask <<= 1;
-    }
-}
-
-/// Exclusive scan by recursive doubling (keeps the order); rank 0's rbuf is not touched.
-pub fn exscan_recursive_doubling(
-    s: &mut Sched,
-    t: &Team,
-    sbuf: *const u8,
-    rbuf: *mut u8,
-    count: usize,
-) {
-    let n = t.size();
-    let dt = red_dt(s);
-    let commutative = s.red.as_ref().is_some_and(|r| r.commutative());
-    let me = t.me;
-    if n == 1 {
-        return;
-    }
-    let mut partial = s.tmp(count);
-    let mut tmp = s.tmp(count);
-    s.copy_red(sbuf, partial, count);
-    let mut have = false;
     let mut mask = 1;
     while mask < n {
         let dst = me ^ mask;
