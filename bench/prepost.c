@@ -18,7 +18,10 @@
  * -s list; one number, the total bytes over the total time, MB/s.
  *
  * Output: header lines starting with '#', then "<size_bytes> <percent> <MB_per_s>" per cell
- * (or "mixed <MB_per_s>").
+ * (or "mixed <MB_per_s>"). Where the library has Protean's MPI_T counters of bytes sent per
+ * protocol, rank 0 also prints, before each cell, the bytes its measured rounds sent by each
+ * protocol: "# protocols <size_bytes> <percent> eager=B rndv=B split=B" (the 4-byte "done"
+ * messages included); other libraries print no such line.
  */
 #include "common.h"
 
@@ -51,6 +54,51 @@ static double one_round(int rank, long size, int k, int npre, unsigned char *sbu
     MPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
     MPI_Send(&token, 1, MPI_INT, 0, TAG_ACK, MPI_COMM_WORLD);
     return 0.0;
+}
+
+/* Bytes sent per protocol, from Protean's MPI_T performance variables (none elsewhere). */
+static const char *proto_pvars[3] = {"protean_eager_bytes_sent", "protean_rndv_bytes_sent",
+                                     "protean_split_bytes_sent"};
+static MPI_T_pvar_session proto_session;
+static MPI_T_pvar_handle proto_handles[3];
+static int proto_ok, proto_inited;
+
+static void proto_open(void)
+{
+    int provided, n, found = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
+        return;
+    proto_inited = 1;
+    if (MPI_T_pvar_get_num(&n) != MPI_SUCCESS || MPI_T_pvar_session_create(&proto_session) != MPI_SUCCESS)
+        return;
+    proto_inited = 2;
+    for (int i = 0; i < n; i++) {
+        char name[256], desc[256];
+        int nl = sizeof name, dl = sizeof desc, verb, cls, bind, ro, cont, atomic;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        if (MPI_T_pvar_get_info(i, name, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind, &ro, &cont,
+                                &atomic) != MPI_SUCCESS)
+            continue;
+        for (int j = 0; j < 3; j++) {
+            int count, size;
+            if (strcmp(name, proto_pvars[j]) || bind != MPI_T_BIND_NO_OBJECT ||
+                MPI_Type_size(dt, &size) != MPI_SUCCESS || size != 8 ||
+                MPI_T_pvar_handle_alloc(proto_session, i, NULL, &proto_handles[j], &count) != MPI_SUCCESS)
+                continue;
+            if (!cont)
+                MPI_T_pvar_start(proto_session, proto_handles[j]);
+            found++;
+        }
+    }
+    proto_ok = found == 3;
+}
+
+static void proto_read(unsigned long long v[3])
+{
+    for (int j = 0; j < 3; j++)
+        if (MPI_T_pvar_read(proto_session, proto_handles[j], &v[j]) != MPI_SUCCESS)
+            v[j] = 0;
 }
 
 /* Messages per round: K, fewer for large sizes so a round moves at most 32 MiB. */
@@ -124,6 +172,8 @@ int main(int argc, char **argv)
     if (!sbuf || !rbufs || !reqs)
         bench_die("out of memory");
 
+    if (rank == 0)
+        proto_open();
     if (rank == 0) {
         print_header(mixed ? "prepost-mixed" : "prepost", nranks, &o);
         printf("# measure: effective throughput, %d messages per round (fewer above 512 KiB), "
@@ -154,11 +204,20 @@ int main(int argc, char **argv)
             int kk = msgs_for(size, k);
             for (int pi = 0; pi < npct; pi++) {
                 int npre = (int)((long)kk * percents[pi] / 100);
+                unsigned long long before[3], after[3];
                 for (int w = 0; w < o.warmup; w++)
                     one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                if (rank == 0 && proto_ok)
+                    proto_read(before);
                 for (int r = 0; r < o.reps; r++) {
                     double t = one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
                     v[r] = t > 0 ? (double)size * kk / t / 1e6 : 0;
+                }
+                if (rank == 0 && proto_ok) {
+                    proto_read(after);
+                    printf("# protocols %ld %d eager=%llu rndv=%llu split=%llu\n", size,
+                           percents[pi], after[0] - before[0], after[1] - before[1],
+                           after[2] - before[2]);
                 }
                 if (rank == 0) {
                     printf("%ld %d %.1f\n", size, percents[pi], median(v, o.reps));
@@ -168,6 +227,10 @@ int main(int argc, char **argv)
         }
         free(v);
     }
+    if (proto_inited > 1)
+        MPI_T_pvar_session_free(&proto_session);
+    if (proto_inited)
+        MPI_T_finalize();
     bench_done(rank);
     free(sbuf);
     free(rbufs);
