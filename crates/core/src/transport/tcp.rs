@@ -715,7 +715,10 @@ impl Tcp {
             off: 0,
             token,
         });
-        if was_empty && !self.held {
+        // A held frame would have to be copied if its body is only lent for this call (no
+        // token): write it, and what is held before it, now.
+        let lent = token == Token::NONE && !body.is_empty();
+        if (was_empty && !self.held) || (self.held && lent) {
             self.flush(ci)?;
         }
         let c = &mut self.conns[ci];
@@ -1101,6 +1104,25 @@ mod tests {
         let lens: Vec<usize> = sb.frames.iter().map(|f| f.2.len()).collect();
         assert_eq!(lens, vec![5, 1 << 20, 2 << 20, 3 << 20]);
         assert_eq!(sa.sent, vec![Token(1), Token(2), Token(3)]);
+        // A frame whose body is only lent for the call (no token) is not held: it goes at
+        // once, after what was held before it.
+        a.hold();
+        assert_eq!(
+            a.post(1, &eager(4), &[], b"held", Token(4)).unwrap(),
+            Sent::Pending
+        );
+        assert_eq!(
+            a.post(1, &eager(5), &[], b"lent", Token::NONE).unwrap(),
+            Sent::Done
+        );
+        let t0 = std::time::Instant::now();
+        while sb.frames.len() < 6 && t0.elapsed().as_secs() < 10 {
+            b.poll(&mut sb);
+        }
+        assert_eq!(sb.frames[4].2, b"held");
+        assert_eq!(sb.frames[5].2, b"lent");
+        a.release(&mut sa);
+        assert_eq!(sa.sent.last(), Some(&Token(4)));
         assert!(sa.lost.is_empty() && sb.lost.is_empty());
     }
 
