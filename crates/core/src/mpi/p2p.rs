@@ -23,11 +23,6 @@ pub const BSEND_OVERHEAD: usize = 96;
 /// Non-contiguous sends of at least this many bytes are packed piece by piece as their frames
 /// go out (pipelined with the receiver's unpacking) rather than whole before the first frame.
 pub const STREAM_MIN: usize = 32 * 1024;
-/// Nonblocking sends between two looks at the transports during a run of them (`isend_on`).
-/// 16: a receiver reports after every 8 arrivals, so a change of phase shows within a burst
-/// of 64; one poll costs about a send of a small message over shared memory, a system call
-/// per connection over TCP.
-const SEND_POLL: u32 = 16;
 
 /// When a non-contiguous buffer is packed.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -230,15 +225,6 @@ impl Engine {
         mode: Mode,
         ctx_offset: u32,
     ) -> Result<u32> {
-        // A long run of nonblocking sends looks at what arrived every SEND_POLL sends: a
-        // receiver's report (preposted share, unexpected data) then changes the protocol of
-        // the rest of the run, not only of the next one. Without it, a program that posts its
-        // sends in bursts and then waits sends each burst entirely by what it knew before it.
-        self.sends_unpolled += 1;
-        if self.sends_unpolled >= SEND_POLL {
-            self.sends_unpolled = 0;
-            self.net.poll(&mut self.pml);
-        }
         if matches!(mode, Mode::Standard | Mode::Ready)
             && self.send_now(buf, count, dt, dest, tag, comm, ctx_offset)?
         {

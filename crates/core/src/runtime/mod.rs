@@ -136,8 +136,6 @@ pub struct Engine {
     pub dtypes: Vec<Option<Arc<Datatype>>>,
     pub errhandlers: Vec<Option<Errhandler>>,
     pub yield_wait: bool,
-    /// Nonblocking sends started since the transports were last polled (see `isend_on`).
-    pub sends_unpolled: u32,
     pub pmi: Option<PmiClient>,
     pub thread_level: i32,
     pub main_thread: std::thread::ThreadId,
@@ -536,7 +534,6 @@ impl Engine {
             dtypes,
             errhandlers: predefined_errhandlers(),
             yield_wait,
-            sends_unpolled: 0,
             pmi,
             thread_level,
             main_thread: std::thread::current().id(),
