@@ -276,14 +276,13 @@ impl Costs {
         self.rndv.0 + (1.0 - fb.preposted) * self.late + s * self.rndv.1
     }
 
-    /// Expected time (ns) of an eager-rendezvous message of `s` bytes with a `prefix`.
+    /// Expected time (ns) of an eager-rendezvous message of `s` bytes with a `prefix`: a
+    /// rendezvous of the rest, plus the prefix sent eagerly.
     pub fn split_ns(&self, s: f64, prefix: f64, fb: Feedback) -> f64 {
         let unx = 1.0 - fb.preposted;
-        self.rndv.0
-            + unx * self.late
+        self.rndv_ns(s - prefix, fb)
             + self.split
             + prefix * (self.eager.1 + unx * self.unexpected_per_byte(fb))
-            + (s - prefix) * self.rndv.1
             - fb.preposted * self.hide.min(prefix * self.eager.1)
     }
 

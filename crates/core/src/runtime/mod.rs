@@ -551,13 +551,9 @@ impl Engine {
         let n = self.net.poll(&mut self.pml);
         if self.pml.busy() {
             // The frames of one pass leave together (see `Tcp::hold`).
-            if let Some(tcp) = self.net.tcp.as_mut() {
-                tcp.hold();
-            }
+            self.net.hold();
             self.pml.flush(&mut self.net);
-            if let Some(tcp) = self.net.tcp.as_mut() {
-                tcp.release(&mut self.pml);
-            }
+            self.net.release(&mut self.pml);
         }
         if self.bsend.as_ref().is_some_and(|b| !b.used.is_empty()) {
             self.reap_bsend();

@@ -41,6 +41,23 @@ impl Net {
         n
     }
 
+    /// Queue what is sent from now on where a transport gains by writing it together (TCP,
+    /// see `Tcp::hold`), until [`Net::release`].
+    #[inline]
+    pub fn hold(&mut self) {
+        if let Some(tcp) = self.tcp.as_mut() {
+            tcp.hold();
+        }
+    }
+
+    /// Write what was held and report the sends it finished.
+    #[inline]
+    pub fn release(&mut self, pml: &mut Pml) {
+        if let Some(tcp) = self.tcp.as_mut() {
+            tcp.release(pml);
+        }
+    }
+
     /// Anything still to be written by a transport?
     pub fn has_output(&self) -> bool {
         !self.selfq.is_empty() || self.tcp.as_ref().is_some_and(|t| t.has_output())

@@ -466,7 +466,6 @@ impl Tcp {
     /// Read and deliver what connection `ci` has. Returns frames delivered.
     fn read_conn<S: FrameSink>(&mut self, ci: usize, sink: &mut S) -> usize {
         let mut delivered = 0;
-        let me = self.me;
         let c = &mut self.conns[ci];
         if c.closed {
             return 0;
@@ -654,7 +653,6 @@ impl Tcp {
             }
             return delivered;
         }
-        let _ = me;
         // Stopped with data possibly left in the socket: read again next pass.
         c.readable = true;
         delivered
