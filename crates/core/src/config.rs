@@ -243,7 +243,7 @@ tunables! {
         "Per-peer eager limits, 'RANKS=BYTES;RANKS=BYTES...' with RANKS as in 3, 0-7, 1,4-5 or * (ranks of MPI_COMM_WORLD), the first rule naming the peer wins; they pin the eager boundary for those peers like eager_limit.";
     adaptive_costs_shm: String = "eager=100+0.05,unexpected=0+0.1,pressure=1048576,rndv=700+0.028,split=100,hide=0", Kind::Str, writable = true,
         "Cost model of the adaptive policy on shared memory, FIXED_NS+NS_PER_BYTE per protocol: eager (receive posted), unexpected (added to an eager message that arrives unexpected; its per-byte part doubles at 'pressure' bytes of recent unexpected data), rndv (rendezvous), late (one number: added to a rendezvous whose receive is not posted when its request arrives), split (added by an eager-rendezvous prefix), hide (handshake time a prefix hides). bench/prepost-run --fit measures it.";
-    adaptive_costs_tcp: String = "eager=2150+0.116,unexpected=0+0.2,pressure=4194304,rndv=3300+0.096,late=1500,split=300,hide=0", Kind::Str, writable = true,
+    adaptive_costs_tcp: String = "eager=2150+0.116,unexpected=0+0.2,pressure=4194304,rndv=4100+0.096,late=1500,split=300,hide=0", Kind::Str, writable = true,
         "Cost model of the adaptive policy on TCP (see adaptive_costs_shm).";
     adaptive_costs_self: String = "eager=50+0.06,unexpected=0+0.06,pressure=1048576,rndv=300+0.03,split=50,hide=0", Kind::Str, writable = true,
         "Cost model of the adaptive policy for messages to the own rank (see adaptive_costs_shm).";
