@@ -234,6 +234,9 @@ struct Peer {
     fb_told: u16,
     send_seq: u32,
     recv_seq: u32,
+    /// A matchable message from this peer arrived since our last send to it: the next send
+    /// is lone (a reply, or a request after one), and the policy weighs its latency.
+    replied: bool,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
     early: Vec<(u32, [u8; HEADER_LEN], Vec<u8>)>,
     /// Sends waiting to emit their first frame, in start order.
@@ -308,6 +311,8 @@ impl Pml {
                 fb_told: 0,
                 send_seq: 0,
                 recv_seq: 0,
+                // Nothing is in flight before the first send.
+                replied: true,
                 early: Vec::new(),
                 backlog: VecDeque::new(),
                 lost: None,
@@ -384,6 +389,7 @@ impl Pml {
     #[inline(always)]
     fn note_arrival(&mut self, from: Gpid, preposted: bool, bytes: usize) {
         let p = &mut self.peers[from as usize];
+        p.replied = true;
         if let Some((share, level)) = p.rx.note(preposted, bytes) {
             p.fb_out = frame::feedback_word(share, level);
             // Most traffic carries the report back by itself; when little goes that way and
@@ -425,7 +431,10 @@ impl Pml {
         if !p.backlog.is_empty() || p.lost.is_some() {
             return false;
         }
-        if p.limits.eager_max.is_none_or(|m| data.len() > m) {
+        if p.limits
+            .eager_max_for(p.replied)
+            .is_none_or(|m| data.len() > m)
+        {
             return false;
         }
         let mut hdr = Frame::Eager {
@@ -441,6 +450,7 @@ impl Pml {
         }
         p.fb_told = p.fb_out;
         p.send_seq = p.send_seq.wrapping_add(1);
+        p.replied = false;
         let c = self.counters.on(p.route);
         c.eager_sent += 1;
         c.eager_bytes += data.len() as u64;
@@ -508,7 +518,8 @@ impl Pml {
             Some(pr) if pr != self.policy.protocol => p.limits_under(&self.policy, pr, peer),
             _ => p.limits,
         }
-        .plan(len);
+        .plan(len, p.replied);
+        p.replied = false;
         if r.streamed {
             self.prepare_streamed(slot, plan);
         }

@@ -18,6 +18,16 @@
 //!   the lowest expected cost now.
 //! - `eager`, `rendezvous`, `eager-rendezvous`: one protocol for every message (experiments).
 //!
+//! A message is *lone* when the peer has sent us a message since our last send to it: a
+//! request and its reply (a ping-pong, a halo swap) wait for each other, so what counts is the
+//! message's latency. A message that follows others to the same peer shares the pipeline with
+//! them, and what counts is its share of the throughput: eager's two copies of successive
+//! messages overlap, and a rendezvous handshake hides behind the data before it. The adaptive
+//! policy keeps one eager boundary for each case ([`Limits::eager_max`],
+//! [`Limits::lone_eager_max`]) from two sets of costs. Latency counts only when the receive
+//! is there to wait for the message: for the share of lone messages that arrive unexpected,
+//! the stream's costs apply.
+//!
 //! An explicit eager limit (`eager_limit` >= 0, or a per-peer override) pins the boundary of
 //! eager under `static` and `adaptive` alike: messages up to it go eager, larger ones never.
 
@@ -106,6 +116,14 @@ impl Feedback {
         unexpected_bytes: 0.0,
     };
 
+    /// The same report for a message whose receive is not posted.
+    fn unposted(fb: Feedback) -> Feedback {
+        Feedback {
+            preposted: 0.0,
+            ..fb
+        }
+    }
+
     /// From a header's feedback field (`frame::feedback`): share 0..=63, bit length of the
     /// unexpected bytes (taken as the middle of its power-of-two range).
     pub fn from_field(share: u16, level: u16) -> Feedback {
@@ -191,22 +209,34 @@ pub struct Costs {
     pub split: f64,
     /// Handshake time an eager prefix hides when the receive is posted, at most.
     pub hide: f64,
+    /// A lone eager message whose receive is posted: its latency (copy in, then copy out).
+    /// Defaults to `eager`.
+    pub lone_eager: (f64, f64),
+    /// A lone rendezvous message: its latency (the whole handshake, then the data). Defaults
+    /// to `rndv`.
+    pub lone_rndv: (f64, f64),
 }
 
 impl Costs {
     /// Shared memory, fitted to `bench/prepost` with every protocol forced (2 ranks, one per
     /// core): eager copies twice through the ring, rendezvous once by single copy after a
     /// handshake of about 0.7 us.
-    pub const SHM: &'static str =
-        "eager=100+0.05,unexpected=0+0.1,pressure=1048576,rndv=700+0.028,split=100,hide=0";
+    ///
+    /// Lone messages, fitted by `bench/fit-lone` (4-24 KiB): eager copies in and then out
+    /// (0.134 ns/B), a single copy moves 0.051 ns/B after a handshake 0.46 us longer, so a
+    /// ping-pong goes by rendezvous from about 5.5 KiB.
+    pub const SHM: &'static str = "eager=100+0.05,unexpected=0+0.1,pressure=1048576,rndv=700+0.028,split=100,hide=0,lone_eager=346+0.134,lone_rndv=807+0.051";
     /// TCP over loopback, fitted the same way (16-64 KiB, where the choice is made): a
     /// rendezvous costs about 1.1 us more than an eager message whose receive is posted, and
     /// 1.5 us more again when its receive is not. The fixed rendezvous cost is set 0.8 us
     /// above that fit so that a 64 KiB message whose receive is posted still goes eagerly:
     /// in a stream the two tie there, but a lone message waits for the whole handshake
     /// (64 KiB ping-pong 14 us eager, 22 us rendezvous).
-    pub const TCP: &'static str =
-        "eager=2150+0.116,unexpected=0+0.2,pressure=4194304,rndv=4100+0.096,late=1500,split=300,hide=0";
+    ///
+    /// Lone messages, fitted by `bench/fit-lone` (16-512 KiB): a rendezvous waits 7.3 us
+    /// longer for its handshake and moves the data no faster, so a ping-pong whose receive is
+    /// posted goes eagerly at every size a frame carries.
+    pub const TCP: &'static str = "eager=2150+0.116,unexpected=0+0.2,pressure=4194304,rndv=4100+0.096,late=1500,split=300,hide=0,lone_eager=6170+0.087,lone_rndv=13500+0.089";
     /// Messages to the own process: eager copies twice, rendezvous once.
     pub const SELF: &'static str =
         "eager=50+0.06,unexpected=0+0.06,pressure=1048576,rndv=300+0.03,split=50,hide=0";
@@ -221,6 +251,8 @@ impl Costs {
             late: 0.0,
             split: 0.0,
             hide: 0.0,
+            lone_eager: (f64::NAN, f64::NAN),
+            lone_rndv: (f64::NAN, f64::NAN),
         };
         let num = |k: &str, v: &str| -> Result<f64, String> {
             match v.trim().parse::<f64>() {
@@ -246,9 +278,11 @@ impl Costs {
                 "pressure" => c.pressure = num(k, v)?.max(1.0),
                 "split" => c.split = num(k, v)?,
                 "hide" => c.hide = num(k, v)?,
+                "lone_eager" => c.lone_eager = pair(k, v)?,
+                "lone_rndv" => c.lone_rndv = pair(k, v)?,
                 other => {
                     return Err(format!(
-                    "unknown cost '{other}' (have eager, unexpected, pressure, rndv, late, split, hide)"
+                    "unknown cost '{other}' (have eager, unexpected, pressure, rndv, late, split, hide, lone_eager, lone_rndv)"
                 ))
                 }
             }
@@ -263,10 +297,16 @@ impl Costs {
                 return Err(format!("cost '{name}' is missing"));
             }
         }
+        if c.lone_eager.0.is_nan() {
+            c.lone_eager = c.eager;
+        }
+        if c.lone_rndv.0.is_nan() {
+            c.lone_rndv = c.rndv;
+        }
         Ok(c)
     }
 
-    /// Expected time (ns) of an eager message of `s` bytes.
+    /// Expected time (ns) of an eager message of `s` bytes in a stream.
     pub fn eager_ns(&self, s: f64, fb: Feedback) -> f64 {
         let unx = 1.0 - fb.preposted;
         self.eager.0
@@ -274,9 +314,25 @@ impl Costs {
             + unx * (self.unexpected.0 + s * self.unexpected_per_byte(fb))
     }
 
-    /// Expected time (ns) of a rendezvous message of `s` bytes.
+    /// Expected time (ns) of a rendezvous message of `s` bytes in a stream.
     pub fn rndv_ns(&self, s: f64, fb: Feedback) -> f64 {
         self.rndv.0 + (1.0 - fb.preposted) * self.late + s * self.rndv.1
+    }
+
+    /// Expected cost (ns) of a lone eager message of `s` bytes: its latency when its receive
+    /// is waiting for it; when the receive is not, the message waits for the receiver anyway
+    /// and what counts is the work, as in a stream.
+    pub fn lone_eager_ns(&self, s: f64, fb: Feedback) -> f64 {
+        let pp = fb.preposted;
+        pp * (self.lone_eager.0 + s * self.lone_eager.1)
+            + (1.0 - pp) * self.eager_ns(s, Feedback::unposted(fb))
+    }
+
+    /// Expected cost (ns) of a lone rendezvous message of `s` bytes (as `lone_eager_ns`).
+    pub fn lone_rndv_ns(&self, s: f64, fb: Feedback) -> f64 {
+        let pp = fb.preposted;
+        pp * (self.lone_rndv.0 + s * self.lone_rndv.1)
+            + (1.0 - pp) * self.rndv_ns(s, Feedback::unposted(fb))
     }
 
     /// Expected time (ns) of an eager-rendezvous message of `s` bytes with a `prefix`: a
@@ -298,7 +354,7 @@ impl fmt::Display for Costs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "eager={}+{},unexpected={}+{},pressure={},rndv={}+{},late={},split={},hide={}",
+            "eager={}+{},unexpected={}+{},pressure={},rndv={}+{},late={},split={},hide={},lone_eager={}+{},lone_rndv={}+{}",
             self.eager.0,
             self.eager.1,
             self.unexpected.0,
@@ -308,7 +364,11 @@ impl fmt::Display for Costs {
             self.rndv.1,
             self.late,
             self.split,
-            self.hide
+            self.hide,
+            self.lone_eager.0,
+            self.lone_eager.1,
+            self.lone_rndv.0,
+            self.lone_rndv.1
         )
     }
 }
@@ -369,6 +429,8 @@ pub fn parse_rules<T>(
 pub struct Limits {
     /// Messages of at most this many bytes go eager; None: none does.
     pub eager_max: Option<usize>,
+    /// The same for lone messages (see the module documentation).
+    pub lone_eager_max: Option<usize>,
     /// Larger messages of at most this many bytes go eager-rendezvous, the rest rendezvous.
     pub split_max: usize,
     /// Eager prefix of eager-rendezvous messages (bytes).
@@ -379,13 +441,26 @@ impl Limits {
     /// Everything by rendezvous.
     pub const RENDEZVOUS: Limits = Limits {
         eager_max: None,
+        lone_eager_max: None,
         split_max: 0,
         prefix: 0,
     };
 
+    /// The largest eager message, lone or not; None: none goes eager.
     #[inline]
-    pub fn plan(&self, len: usize) -> Plan {
-        match self.eager_max {
+    pub fn eager_max_for(&self, lone: bool) -> Option<usize> {
+        if lone {
+            self.lone_eager_max
+        } else {
+            self.eager_max
+        }
+    }
+
+    /// The plan of a message of `len` bytes; `lone`: the peer has sent us a message since
+    /// our last send to it.
+    #[inline]
+    pub fn plan(&self, len: usize, lone: bool) -> Plan {
+        match self.eager_max_for(lone) {
             Some(m) if len <= m => Plan::Eager,
             _ if len <= self.split_max => {
                 let prefix = self.prefix.min(len.saturating_sub(1));
@@ -482,19 +557,26 @@ impl Policy {
         let prefix = self.prefix.min(max_payload.saturating_sub(RTS_INFO));
         let all_split = Limits {
             eager_max: None,
+            lone_eager_max: None,
             split_max: usize::MAX,
             prefix,
         };
         match protocol {
             Protocol::Static => {
-                let limit = self.pinned(peer).unwrap_or(self.eager_limit(route));
+                let limit = Some(
+                    self.pinned(peer)
+                        .unwrap_or(self.eager_limit(route))
+                        .min(max_payload),
+                );
                 Limits {
-                    eager_max: Some(limit.min(max_payload)),
+                    eager_max: limit,
+                    lone_eager_max: limit,
                     ..Limits::RENDEZVOUS
                 }
             }
             Protocol::Eager => Limits {
                 eager_max: Some(max_payload),
+                lone_eager_max: Some(max_payload),
                 ..all_split
             },
             Protocol::Rendezvous => Limits::RENDEZVOUS,
@@ -524,30 +606,21 @@ impl Policy {
             let e = c.eager_ns(s as f64, fb);
             e <= c.rndv_ns(s as f64, fb) && e <= split(s)
         };
-        // Eager wins for small messages and loses (or ties) for ever larger ones: the
-        // difference of two straight lines changes sign once. Find where.
-        let eager_max = match self.pinned(peer) {
-            Some(l) => l.min(max_payload),
-            None if !eager_best(0) => return self.split_or_rndv(c, prefix, fb, 0),
-            None => {
-                let (mut lo, mut hi) = (0usize, max_payload);
-                if eager_best(hi) {
-                    lo = hi;
-                }
-                while lo < hi {
-                    let mid = lo + (hi - lo).div_ceil(2);
-                    if eager_best(mid) {
-                        lo = mid;
-                    } else {
-                        hi = mid - 1;
-                    }
-                }
-                lo
-            }
+        let (eager_max, lone_eager_max) = match self.pinned(peer) {
+            Some(l) => (Some(l.min(max_payload)), Some(l.min(max_payload))),
+            None => (
+                boundary(eager_best, max_payload),
+                // A lone message weighs eager against a rendezvous that hides nothing.
+                boundary(
+                    |s| c.lone_eager_ns(s as f64, fb) <= c.lone_rndv_ns(s as f64, fb),
+                    max_payload,
+                ),
+            ),
         };
         Limits {
-            eager_max: Some(eager_max),
-            ..self.split_or_rndv(c, prefix, fb, eager_max)
+            eager_max,
+            lone_eager_max,
+            ..self.split_or_rndv(c, prefix, fb, eager_max.unwrap_or(0))
         }
     }
 
@@ -563,10 +636,33 @@ impl Policy {
         };
         Limits {
             eager_max: None,
+            lone_eager_max: None,
             split_max,
             prefix,
         }
     }
+}
+
+/// The largest size up to `max` at which `eager_best` holds, None if not even at 0. Eager
+/// wins for small messages and loses (or ties) for ever larger ones: the difference of two
+/// straight lines changes sign once.
+fn boundary(eager_best: impl Fn(usize) -> bool, max: usize) -> Option<usize> {
+    if !eager_best(0) {
+        return None;
+    }
+    let (mut lo, mut hi) = (0usize, max);
+    if eager_best(hi) {
+        lo = hi;
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if eager_best(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
 }
 
 #[cfg(test)]
@@ -587,7 +683,7 @@ mod tests {
 
     fn plan(pol: &Policy, route: Route, len: usize, max: usize) -> Plan {
         pol.limits(pol.protocol, 7, route, max, Feedback::INITIAL)
-            .plan(len)
+            .plan(len, false)
     }
 
     fn fb(preposted: f64, unexpected_bytes: f64) -> Feedback {
@@ -617,13 +713,13 @@ mod tests {
         .unwrap();
         assert_eq!(plan(&s, Route::Shm, 51, 1 << 20), Plan::Rendezvous);
         let l = s.limits(Protocol::Static, 3, Route::Shm, 1 << 20, Feedback::INITIAL);
-        assert_eq!(l.plan(15000), Plan::Eager);
+        assert_eq!(l.plan(15000, false), Plan::Eager);
         let l = s.limits(Protocol::Static, 11, Route::Shm, 1 << 20, Feedback::INITIAL);
-        assert_eq!(l.plan(1001), Plan::Rendezvous);
+        assert_eq!(l.plan(1001, false), Plan::Rendezvous);
         // The same pin holds under adaptive.
         let l = s.limits(Protocol::Adaptive, 7, Route::Shm, 1 << 20, fb(0.0, 1e9));
-        assert_eq!(l.plan(50), Plan::Eager);
-        assert_ne!(l.plan(51), Plan::Eager);
+        assert_eq!(l.plan(50, false), Plan::Eager);
+        assert_ne!(l.plan(51, false), Plan::Eager);
     }
 
     #[test]
@@ -687,7 +783,7 @@ mod tests {
                             f64::INFINITY
                         };
                         let best = e.min(r).min(sp);
-                        let got = match l.plan(s) {
+                        let got = match l.plan(s, false) {
                             Plan::Eager => e,
                             Plan::Rendezvous => r,
                             Plan::EagerRendezvous { .. } => sp,
@@ -695,8 +791,18 @@ mod tests {
                         assert!(
                             got <= best * 1.0001 + 1e-9,
                             "{costs} share {share} vol {vol} size {s}: {:?} costs {got}, best {best}",
-                            l.plan(s)
+                            l.plan(s, false)
                         );
+                        // Lone: eager exactly where its latency is the lower one.
+                        let le = c.lone_eager_ns(s as f64, f);
+                        let lr = c.lone_rndv_ns(s as f64, f);
+                        if (le - lr).abs() > 1e-6 * lr {
+                            assert_eq!(
+                                l.plan(s, true) == Plan::Eager,
+                                le < lr,
+                                "{costs} share {share} vol {vol} size {s}: lone {le} vs {lr}"
+                            );
+                        }
                     }
                 }
             }
@@ -729,8 +835,51 @@ mod tests {
             1 << 20,
             Feedback::INITIAL,
         );
-        assert_eq!(l.plan(0), Plan::Eager);
-        assert_ne!(l.plan(1), Plan::Eager);
+        assert_eq!(l.plan(0, false), Plan::Eager);
+        assert_ne!(l.plan(1, false), Plan::Eager);
+        assert_ne!(l.plan(1, true), Plan::Eager);
+    }
+
+    /// Lone messages (a ping-pong) have their own boundary: earlier than a stream's on shared
+    /// memory, where a single copy beats two copies one after the other; on TCP a lone
+    /// message whose receive is posted goes eagerly at any size the channel carries.
+    #[test]
+    fn lone_messages_weigh_latency() {
+        let pol = Policy::default();
+        let at = |route, share| {
+            let l = pol.limits(Protocol::Adaptive, 1, route, 1 << 20, fb(share, 0.0));
+            (l.eager_max.unwrap_or(0), l.lone_eager_max.unwrap_or(0))
+        };
+        let (stream, lone) = at(Route::Shm, 1.0);
+        assert!((4 << 10..8 << 10).contains(&lone), "{lone}");
+        assert!(stream >= 16 << 10, "{stream}");
+        let l = pol.limits(
+            Protocol::Adaptive,
+            1,
+            Route::Shm,
+            1 << 20,
+            Feedback::INITIAL,
+        );
+        assert_eq!(l.plan(12 << 10, false), Plan::Eager);
+        assert_eq!(l.plan(12 << 10, true), Plan::Rendezvous);
+        let (stream, lone) = at(Route::Tcp, 1.0);
+        assert_eq!(lone, 1 << 20);
+        assert!(stream < 256 << 10, "{stream}");
+        // A receiver that is late for everything is not waiting for the message: its latency
+        // does not count, and lone messages follow the stream's boundary.
+        for route in [Route::Shm, Route::Tcp] {
+            let (stream, lone) = at(route, 0.0);
+            assert_eq!(stream, lone, "{route:?}");
+        }
+        // Without lone costs, lone messages follow the stream's boundary; forced and static
+        // settings do not tell the two apart.
+        let c = Costs::parse("eager=100+0.05,unexpected=0+0.1,pressure=1048576,rndv=700+0.028")
+            .unwrap();
+        assert_eq!((c.lone_eager, c.lone_rndv), (c.eager, c.rndv));
+        for protocol in [Protocol::Static, Protocol::Eager, Protocol::Rendezvous] {
+            let l = pol.limits(protocol, 1, Route::Shm, 1 << 20, Feedback::INITIAL);
+            assert_eq!(l.eager_max, l.lone_eager_max, "{protocol:?}");
+        }
     }
 
     #[test]

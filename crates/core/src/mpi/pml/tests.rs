@@ -782,6 +782,66 @@ fn adaptive_sender_follows_the_receivers_reports() {
     assert_eq!(s.a.limits(1).unwrap().eager_max, Some(64));
 }
 
+/// A send after a message from the peer (or the first one) is lone and follows the lone costs;
+/// one that follows our own sends to the peer follows the stream costs. The requestless eager
+/// path obeys the same boundary.
+#[test]
+fn lone_messages_follow_their_own_boundary() {
+    let mut t = Pair::new(Protocol::Adaptive, false);
+    // Streams: eager wins at every size. Lone: rendezvous from 31 bytes.
+    let costs = Costs::parse(
+        "eager=0+1,unexpected=0+10,pressure=1e12,rndv=50+1,lone_eager=0+2,lone_rndv=30+1",
+    )
+    .unwrap();
+    for p in [&mut t.a, &mut t.b] {
+        p.policy.costs_shm = costs;
+    }
+    t.a.refresh_limits(&t.ab);
+    t.b.refresh_limits(&t.ba);
+    let l = t.a.limits(1).unwrap();
+    assert_eq!((l.eager_max, l.lone_eager_max), (Some(100), Some(30)));
+    let data = [7u8; 40];
+    let sent = |t: &mut Pair| {
+        let c = t.a.counters.on(Route::Shm);
+        (c.rndv_sent, c.eager_sent)
+    };
+    let mut bufs = vec![[0u8; 40]; 8];
+    for (i, b) in bufs.iter_mut().enumerate() {
+        recv(&mut t.b, b, 0, i as i32);
+    }
+    // The first message to a peer is lone; the next follows it.
+    send(&mut t.a, &mut t.ab, &data, 0, Mode::Standard);
+    send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    t.run();
+    assert_eq!(sent(&mut t), (1, 1));
+    // A reply makes the next send lone again, on the requestless path too.
+    let reply = |t: &mut Pair| {
+        let mut r = Request::new(Kind::Send, 0);
+        r.peer = 0;
+        r.env = Envelope {
+            ctx: 0,
+            src: 1,
+            tag: 99,
+        };
+        let slot = t.b.reqs.insert(r);
+        t.b.start_send(slot, &mut t.ba);
+        t.run();
+    };
+    reply(&mut t);
+    assert!(!t.a.try_eager(1, env(2), &data, &mut t.ab));
+    send(&mut t.a, &mut t.ab, &data, 2, Mode::Standard);
+    assert!(t.a.try_eager(1, env(3), &data, &mut t.ab));
+    t.run();
+    assert_eq!(sent(&mut t), (2, 2));
+    // Small lone messages still go eagerly.
+    reply(&mut t);
+    assert!(t.a.try_eager(1, env(4), &data[..30], &mut t.ab));
+    t.run();
+    for (i, b) in bufs.iter().enumerate().take(5) {
+        assert_eq!(b[..30], data[..30], "message {i}");
+    }
+}
+
 /// A non-contiguous send of `count` elements of `dt` at `buf`, streamed (packed as it goes).
 fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> u32 {
     let mut r = Request::new(Kind::Send, 0);
