@@ -10,7 +10,9 @@
  *   all K, and acknowledges;
  *   rank 0's clock runs from the "ready" to the acknowledgement.
  * Effective throughput = K * S bytes over that time, MB/s (10^6 bytes/s); the printed value is
- * the median over rounds. All messages carry one tag, so matching order decides which messages
+ * the median over a cell's rounds: at least -r of them, more when they are short, so that a cell
+ * lasts about -T milliseconds (rank 0 times the warm-up rounds and tells rank 1 the count;
+ * at most 1000 rounds). All messages carry one tag, so matching order decides which messages
  * find preposted receives: the first P% of them.
  *
  * A mixed workload (-x) changes behaviour mid-run: rounds alternate between phases of 0% and
@@ -29,6 +31,8 @@
 #define TAG_READY 21
 #define TAG_DONE 22
 #define TAG_ACK 23
+#define TAG_COUNT 24
+#define MAX_ROUNDS 1000
 
 /* One round; returns rank 0's time in seconds (0 on rank 1). */
 static double one_round(int rank, long size, int k, int npre, unsigned char *sbuf,
@@ -120,6 +124,7 @@ int main(int argc, char **argv)
     /* Own flags first: -p percents, -k messages per round, -x mixed, -X phase length; the
      * rest are the common flags of common.h (-s sizes, -r rounds, -w warm-up rounds). */
     int percents[16] = {0, 10, 25, 50, 75, 90, 100}, npct = 7, k = 64, mixed = 0, phase = 8;
+    double cell_ms = 100;
     char *rest[64];
     int nrest = 0;
     rest[nrest++] = argv[0];
@@ -136,18 +141,21 @@ int main(int argc, char **argv)
             mixed = 1;
         } else if (!strcmp(argv[i], "-X") && i + 1 < argc) {
             phase = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-T") && i + 1 < argc) {
+            cell_ms = atof(argv[++i]);
         } else if (nrest < 63) {
             rest[nrest++] = argv[i];
         }
     }
     struct bench_opts o = {.reps = 9, .warmup = 2, .target_ms = 1, .max_iters = 1};
     if (bench_parse(nrest, rest, &o, 1024, 4L << 20, 0) != 0 || k < 1 || k > 4096 || phase < 1 ||
-        npct < 1) {
+        npct < 1 || !(cell_ms >= 0) || o.reps > MAX_ROUNDS) {
         if (rank == 0)
             bench_usage(argv[0], "throughput vs share of receives preposted; -p PERCENTS (default "
                         "0,10,25,50,75,90,100), -k MSGS per round (64), -x mixed workload, "
-                        "-X rounds per phase (8); -r rounds per cell (9)",
-                        " [-p LIST] [-k MSGS] [-x] [-X ROUNDS]");
+                        "-X rounds per phase (8); -r rounds per cell (9, at most 1000), more "
+                        "when needed for a cell to last -T MS (100; 0: exactly -r)",
+                        " [-p LIST] [-k MSGS] [-x] [-X ROUNDS] [-T MS]");
         MPI_Finalize();
         return 2;
     }
@@ -178,6 +186,9 @@ int main(int argc, char **argv)
         print_header(mixed ? "prepost-mixed" : "prepost", nranks, &o);
         printf("# measure: effective throughput, %d messages per round (fewer above 512 KiB), "
                "median of rounds; MB/s (10^6 bytes/s), higher is better\n", k);
+        if (!mixed)
+            printf("# rounds per cell: at least %d, as many as last ~%.0f ms (at most %d)\n",
+                   o.reps, cell_ms, MAX_ROUNDS);
         printf("# columns: %s\n", mixed ? "mixed MB_per_s" : "size_bytes percent_preposted MB_per_s");
     }
     if (rank < 2 && mixed) {
@@ -198,18 +209,35 @@ int main(int argc, char **argv)
         if (rank == 0)
             printf("mixed %.1f\n", total_b / total_t / 1e6);
     } else if (rank < 2) {
-        double *v = malloc(sizeof(double) * (size_t)o.reps);
+        double *v = malloc(sizeof(double) * MAX_ROUNDS);
+        if (!v)
+            bench_die("out of memory");
         for (int si = 0; si < o.nsizes; si++) {
             long size = o.sizes[si];
             int kk = msgs_for(size, k);
             for (int pi = 0; pi < npct; pi++) {
                 int npre = (int)((long)kk * percents[pi] / 100);
                 unsigned long long before[3], after[3];
+                double warm = 0;
                 for (int w = 0; w < o.warmup; w++)
-                    one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                    warm += one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                /* Rounds in this cell: rank 0 decides from the warm-up's pace. */
+                int rounds = o.reps;
+                if (rank == 0) {
+                    if (o.warmup > 0 && warm > 0) {
+                        double want = cell_ms * 1e-3 / (warm / o.warmup);
+                        if (want > MAX_ROUNDS)
+                            want = MAX_ROUNDS;
+                        if (want > rounds)
+                            rounds = (int)want;
+                    }
+                    MPI_Send(&rounds, 1, MPI_INT, 1, TAG_COUNT, MPI_COMM_WORLD);
+                } else {
+                    MPI_Recv(&rounds, 1, MPI_INT, 0, TAG_COUNT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                }
                 if (rank == 0 && proto_ok)
                     proto_read(before);
-                for (int r = 0; r < o.reps; r++) {
+                for (int r = 0; r < rounds; r++) {
                     double t = one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
                     v[r] = t > 0 ? (double)size * kk / t / 1e6 : 0;
                 }
@@ -220,7 +248,7 @@ int main(int argc, char **argv)
                            after[2] - before[2]);
                 }
                 if (rank == 0) {
-                    printf("%ld %d %.1f\n", size, percents[pi], median(v, o.reps));
+                    printf("%ld %d %.1f\n", size, percents[pi], median(v, rounds));
                     fflush(stdout);
                 }
             }
