@@ -1511,10 +1511,26 @@ impl Pml {
             copy.complete = true;
             return Some(copy);
         }
+        self.unpost(slot);
+        self.reqs.remove(slot)
+    }
+
+    /// [`Pml::release`] for a caller that has taken what it needs from the request: it is
+    /// dropped in place. Moving a request out of the slab to drop it cost a Waitall of small
+    /// messages a tenth of its time.
+    pub fn discard(&mut self, slot: u32) {
+        if self.reqs.get(slot).is_some_and(|r| !r.permanent) {
+            self.unpost(slot);
+            self.reqs.discard(slot);
+        }
+    }
+
+    /// A receive request that goes while posted leaves the posted queue.
+    fn unpost(&mut self, slot: u32) {
+        let r = self.reqs.get(slot).expect("live request");
         if r.kind == Kind::Recv && r.recv.state() == RecvState::Posted {
             self.posted.retain(|p| p.slot != slot);
         }
-        self.reqs.remove(slot)
     }
 
     /// Sends still waiting for their first frame to go out, for a peer (diagnostics).

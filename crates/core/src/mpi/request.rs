@@ -221,6 +221,17 @@ impl Slab {
         }
     }
 
+    /// Drop the request in slot `i` where it lies, without moving it out. False: none there.
+    pub fn discard(&mut self, i: u32) -> bool {
+        let Some(slot) = self.slots.get_mut(i as usize).filter(|s| s.is_some()) else {
+            return false;
+        };
+        *slot = None;
+        self.free.push(i);
+        self.live -= 1;
+        true
+    }
+
     pub fn remove(&mut self, i: u32) -> Option<Request> {
         let r = self.slots.get_mut(i as usize)?.take();
         if r.is_some() {
@@ -290,17 +301,19 @@ mod tests {
         assert_eq!(s.live(), 1);
         assert!(s.remove(999).is_none());
     }
-}
 
-#[cfg(test)]
-mod size_tests {
     #[test]
-    fn print_sizes() {
-        eprintln!(
-            "Request {} Status {} Envelope {}",
-            std::mem::size_of::<super::Request>(),
-            std::mem::size_of::<super::Status>(),
-            std::mem::size_of::<crate::proto::frame::Envelope>()
-        );
+    fn discarded_slots_are_free_and_stale() {
+        let mut s = Slab::default();
+        let a = s.insert(Request::new(Kind::Recv, 0));
+        let wa = s.wire_id(a);
+        assert!(s.discard(a));
+        assert!(!s.discard(a), "already gone");
+        assert!(!s.discard(999));
+        assert_eq!(s.live(), 0);
+        assert!(s.get(a).is_none());
+        assert_eq!(s.from_wire(wa), None);
+        assert_eq!(s.insert(Request::new(Kind::Send, 0)), a, "slot reused");
+        assert_eq!(s.from_wire(wa), None, "old generation rejected");
     }
 }
