@@ -15,15 +15,19 @@
  * at most 1000 rounds). All messages carry one tag, so matching order decides which messages
  * find preposted receives: the first P% of them.
  *
+ * With -P SETTINGS (Protean only), one launch measures several protocol settings: every round
+ * of a cell runs each setting once, in a random order, switching with the MPI_T control
+ * variable 'protocol' on rank 0; each setting's cell is the median of its rounds.
+ *
  * A mixed workload (-x) changes behaviour mid-run: rounds alternate between phases of 0% and
  * 100% preposted receives (each phase -X rounds long, default 8) over sizes cycling through the
  * -s list; one number, the total bytes over the total time, MB/s.
  *
  * Output: header lines starting with '#', then "<size_bytes> <percent> <MB_per_s>" per cell
- * (or "mixed <MB_per_s>"). Where the library has Protean's MPI_T counters of bytes sent per
- * protocol, rank 0 also prints, before each cell, the bytes its measured rounds sent by each
- * protocol: "# protocols <size_bytes> <percent> eager=B rndv=B split=B" (the 4-byte "done"
- * messages included); other libraries print no such line.
+ * (with -P, "<size_bytes> <percent> <MB_per_s> <setting>"; or "mixed <MB_per_s>"). Where the
+ * library has Protean's MPI_T counters of bytes sent per protocol, rank 0 also prints, before
+ * each cell, the bytes its measured rounds sent by each protocol: "# protocols <size_bytes> <percent> [<setting>] eager=B rndv=B split=B" (the
+ * 4-byte "done" messages included); other libraries print no such line.
  */
 #include "common.h"
 
@@ -105,6 +109,50 @@ static void proto_read(unsigned long long v[3])
             v[j] = 0;
 }
 
+/* -P: Protean's protocol settings, alternated round by round through the MPI_T control
+ * variable 'protocol' (rank 0 only: the sender's setting decides). */
+#define MAX_SETTINGS 8
+static const char *setting_names[MAX_SETTINGS];
+static int setting_vals[MAX_SETTINGS], nsettings;
+static MPI_T_cvar_handle setting_cvar;
+
+static int settings_open(void)
+{
+    int idx, nitems, verb, bind, scope, count;
+    MPI_Datatype dt;
+    MPI_T_enum en;
+    if (!proto_inited || MPI_T_cvar_get_index("protocol", &idx) != MPI_SUCCESS ||
+        MPI_T_cvar_get_info(idx, NULL, NULL, &verb, &dt, &en, NULL, NULL, &bind, &scope) !=
+            MPI_SUCCESS ||
+        dt != MPI_INT || en == MPI_T_ENUM_NULL ||
+        MPI_T_enum_get_info(en, &nitems, NULL, NULL) != MPI_SUCCESS)
+        return 0;
+    for (int j = 0; j < nsettings; j++) {
+        int found = 0;
+        for (int i = 0; i < nitems && !found; i++) {
+            char name[64];
+            int len = sizeof name, val;
+            if (MPI_T_enum_get_item(en, i, &val, name, &len) == MPI_SUCCESS &&
+                !strcmp(name, setting_names[j])) {
+                setting_vals[j] = val;
+                found = 1;
+            }
+        }
+        if (!found) {
+            fprintf(stderr, "prepost: -P: no protocol setting '%s'\n", setting_names[j]);
+            return 0;
+        }
+    }
+    return MPI_T_cvar_handle_alloc(idx, NULL, &setting_cvar, &count) == MPI_SUCCESS;
+}
+
+/* Use setting j for the next messages (rank 0 with -P; nothing otherwise). */
+static void setting_use(int rank, int j)
+{
+    if (rank == 0 && setting_names[0] && MPI_T_cvar_write(setting_cvar, &setting_vals[j]) != MPI_SUCCESS)
+        bench_die("cannot write the 'protocol' control variable");
+}
+
 /* Messages per round: K, fewer for large sizes so a round moves at most 32 MiB. */
 static int msgs_for(long size, int k)
 {
@@ -143,19 +191,24 @@ int main(int argc, char **argv)
             phase = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "-T") && i + 1 < argc) {
             cell_ms = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "-P") && i + 1 < argc) {
+            for (char *t = strtok(argv[++i], ","); t && nsettings < MAX_SETTINGS; t = strtok(NULL, ","))
+                setting_names[nsettings++] = t;
         } else if (nrest < 63) {
             rest[nrest++] = argv[i];
         }
     }
     struct bench_opts o = {.reps = 9, .warmup = 2, .target_ms = 1, .max_iters = 1};
     if (bench_parse(nrest, rest, &o, 1024, 4L << 20, 0) != 0 || k < 1 || k > 4096 || phase < 1 ||
-        npct < 1 || !(cell_ms >= 0) || o.reps > MAX_ROUNDS) {
+        npct < 1 || !(cell_ms >= 0) || o.reps > MAX_ROUNDS || (nsettings > 0 && mixed)) {
         if (rank == 0)
             bench_usage(argv[0], "throughput vs share of receives preposted; -p PERCENTS (default "
                         "0,10,25,50,75,90,100), -k MSGS per round (64), -x mixed workload, "
                         "-X rounds per phase (8); -r rounds per cell (9, at most 1000), more "
-                        "when needed for a cell to last -T MS (100; 0: exactly -r)",
-                        " [-p LIST] [-k MSGS] [-x] [-X ROUNDS] [-T MS]");
+                        "when needed for a cell to last -T MS (100; 0: exactly -r) per setting; "
+                        "-P SETTINGS (Protean, not with -x): measure these protocol settings in "
+                        "one launch, alternating round by round (MPI_T control variable 'protocol')",
+                        " [-p LIST] [-k MSGS] [-x] [-X ROUNDS] [-T MS] [-P LIST]");
         MPI_Finalize();
         return 2;
     }
@@ -182,6 +235,12 @@ int main(int argc, char **argv)
 
     if (rank == 0)
         proto_open();
+    if (nsettings == 0)
+        nsettings = 1; /* the library's own setting, unnamed */
+    else if (rank == 0 && !settings_open()) {
+        fprintf(stderr, "prepost: -P needs Protean's MPI_T control variable 'protocol'\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     if (rank == 0) {
         print_header(mixed ? "prepost-mixed" : "prepost", nranks, &o);
         printf("# measure: effective throughput, %d messages per round (fewer above 512 KiB), "
@@ -189,7 +248,11 @@ int main(int argc, char **argv)
         if (!mixed)
             printf("# rounds per cell: at least %d, as many as last ~%.0f ms (at most %d)\n",
                    o.reps, cell_ms, MAX_ROUNDS);
-        printf("# columns: %s\n", mixed ? "mixed MB_per_s" : "size_bytes percent_preposted MB_per_s");
+        if (setting_names[0])
+            printf("# settings alternated round by round: %d\n", nsettings);
+        printf("# columns: %s\n", mixed             ? "mixed MB_per_s"
+                                  : setting_names[0] ? "size_bytes percent_preposted MB_per_s setting"
+                                                     : "size_bytes percent_preposted MB_per_s");
     }
     if (rank < 2 && mixed) {
         /* Phases of 0% and 100% preposted receives, sizes cycling phase by phase. */
@@ -209,7 +272,7 @@ int main(int argc, char **argv)
         if (rank == 0)
             printf("mixed %.1f\n", total_b / total_t / 1e6);
     } else if (rank < 2) {
-        double *v = malloc(sizeof(double) * MAX_ROUNDS);
+        double *v = malloc(sizeof(double) * MAX_ROUNDS * (size_t)nsettings);
         if (!v)
             bench_die("out of memory");
         for (int si = 0; si < o.nsizes; si++) {
@@ -217,15 +280,18 @@ int main(int argc, char **argv)
             int kk = msgs_for(size, k);
             for (int pi = 0; pi < npct; pi++) {
                 int npre = (int)((long)kk * percents[pi] / 100);
-                unsigned long long before[3], after[3];
+                unsigned long long bytes[MAX_SETTINGS][3] = {{0}};
                 double warm = 0;
                 for (int w = 0; w < o.warmup; w++)
-                    warm += one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                    for (int j = 0; j < nsettings; j++) {
+                        setting_use(rank, j);
+                        warm += one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                    }
                 /* Rounds in this cell: rank 0 decides from the warm-up's pace. */
                 int rounds = o.reps;
                 if (rank == 0) {
                     if (o.warmup > 0 && warm > 0) {
-                        double want = cell_ms * 1e-3 / (warm / o.warmup);
+                        double want = cell_ms * 1e-3 / (warm / (o.warmup * nsettings));
                         if (want > MAX_ROUNDS)
                             want = MAX_ROUNDS;
                         if (want > rounds)
@@ -235,20 +301,44 @@ int main(int argc, char **argv)
                 } else {
                     MPI_Recv(&rounds, 1, MPI_INT, 0, TAG_COUNT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 }
-                if (rank == 0 && proto_ok)
-                    proto_read(before);
+                /* With several settings, each round runs them all in a fresh random order, so
+                 * that drifts of the machine's speed fall on all alike and no setting always
+                 * follows the same one (a round of eager messages nobody waits for leaves
+                 * work behind for the next). Only rank 0 needs the order. */
+                unsigned seed = 12345u + 977u * (unsigned)(si * npct + pi);
                 for (int r = 0; r < rounds; r++) {
-                    double t = one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
-                    v[r] = t > 0 ? (double)size * kk / t / 1e6 : 0;
+                    int order[MAX_SETTINGS];
+                    for (int j = 0; j < nsettings; j++)
+                        order[j] = j;
+                    for (int j = nsettings - 1; j > 0; j--) {
+                        seed = seed * 1103515245u + 12345u;
+                        int x = (int)((seed >> 16) % (unsigned)(j + 1)), tmp = order[j];
+                        order[j] = order[x];
+                        order[x] = tmp;
+                    }
+                    for (int jj = 0; jj < nsettings; jj++) {
+                        int j = order[jj];
+                        unsigned long long before[3], after[3];
+                        setting_use(rank, j);
+                        if (rank == 0 && proto_ok)
+                            proto_read(before);
+                        double t = one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                        if (rank == 0 && proto_ok) {
+                            proto_read(after);
+                            for (int b = 0; b < 3; b++)
+                                bytes[j][b] += after[b] - before[b];
+                        }
+                        v[(size_t)j * MAX_ROUNDS + r] = t > 0 ? (double)size * kk / t / 1e6 : 0;
+                    }
                 }
-                if (rank == 0 && proto_ok) {
-                    proto_read(after);
-                    printf("# protocols %ld %d eager=%llu rndv=%llu split=%llu\n", size,
-                           percents[pi], after[0] - before[0], after[1] - before[1],
-                           after[2] - before[2]);
-                }
-                if (rank == 0) {
-                    printf("%ld %d %.1f\n", size, percents[pi], median(v, rounds));
+                for (int j = 0; rank == 0 && j < nsettings; j++) {
+                    const char *name = setting_names[j] ? setting_names[j] : "";
+                    if (proto_ok)
+                        printf("# protocols %ld %d %s%seager=%llu rndv=%llu split=%llu\n", size,
+                               percents[pi], name, *name ? " " : "", bytes[j][0], bytes[j][1],
+                               bytes[j][2]);
+                    printf("%ld %d %.1f%s%s\n", size, percents[pi],
+                           median(v + (size_t)j * MAX_ROUNDS, rounds), *name ? " " : "", name);
                     fflush(stdout);
                 }
             }
