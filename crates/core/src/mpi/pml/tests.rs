@@ -110,6 +110,20 @@ impl Pair {
         panic!("protocol did not settle");
     }
 
+    /// b sends a an empty message with `tag` (nobody receives it), and it is delivered.
+    fn reply(&mut self, tag: i32) {
+        let mut r = Request::new(Kind::Send, 0);
+        r.peer = 0;
+        r.env = Envelope {
+            ctx: 0,
+            src: 1,
+            tag,
+        };
+        let slot = self.b.reqs.insert(r);
+        self.b.start_send(slot, &mut self.ba);
+        self.run();
+    }
+
     fn release_tokens(&mut self) {
         for t in std::mem::take(&mut self.ab.tokens) {
             self.a.on_sent(t);
@@ -762,16 +776,7 @@ fn adaptive_sender_follows_the_receivers_reports() {
         t.run();
         assert!(done(&t.b, r));
         // Replies carry the report back at no cost.
-        let mut r = Request::new(Kind::Send, 0);
-        r.peer = 0;
-        r.env = Envelope {
-            ctx: 0,
-            src: 1,
-            tag: 1,
-        };
-        let slot = t.b.reqs.insert(r);
-        t.b.start_send(slot, &mut t.ba);
-        t.run();
+        t.reply(1);
     }
     // A static sender ignores reports.
     let mut s = Pair::new(Protocol::Static, false);
@@ -815,26 +820,14 @@ fn lone_messages_follow_their_own_boundary() {
     t.run();
     assert_eq!(sent(&mut t), (1, 1));
     // A reply makes the next send lone again, on the requestless path too.
-    let reply = |t: &mut Pair| {
-        let mut r = Request::new(Kind::Send, 0);
-        r.peer = 0;
-        r.env = Envelope {
-            ctx: 0,
-            src: 1,
-            tag: 99,
-        };
-        let slot = t.b.reqs.insert(r);
-        t.b.start_send(slot, &mut t.ba);
-        t.run();
-    };
-    reply(&mut t);
+    t.reply(99);
     assert!(!t.a.try_eager(1, env(2), &data, &mut t.ab));
     send(&mut t.a, &mut t.ab, &data, 2, Mode::Standard);
     assert!(t.a.try_eager(1, env(3), &data, &mut t.ab));
     t.run();
     assert_eq!(sent(&mut t), (2, 2));
     // Small lone messages still go eagerly.
-    reply(&mut t);
+    t.reply(99);
     assert!(t.a.try_eager(1, env(4), &data[..30], &mut t.ab));
     t.run();
     for (i, b) in bufs.iter().enumerate().take(5) {
