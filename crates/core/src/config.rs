@@ -3,7 +3,9 @@
 //! Every tunable is declared once, in the `tunables!` table below: name, type, default, whether
 //! it may change while the program runs, and a doc line. The same declaration feeds
 //! - the environment (`PROTEAN_<NAME>` in upper case; `mpirun --set name=value` sets exactly that),
-//! - an optional config file (`PROTEAN_CONFIG=path`, lines `name = value`, `#` comments),
+//! - the installation's site file (`<prefix>/etc/protean.conf`, where `protean-tune --p2p`
+//!   writes the adaptive policy's measured costs) and an optional config file
+//!   (`PROTEAN_CONFIG=path`), both of lines `name = value` with `#` comments,
 //! - `protean-info`, which lists every tunable with its default and doc,
 //! - MPI_T control variables (read, and written at run time where `writable` is true).
 //!
@@ -11,6 +13,8 @@
 //! pays nothing for the registry.
 
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use crate::mpi::coll::decide::{
     ALLGATHER_ALGS, ALLREDUCE_ALGS, ALLTOALL_ALGS, BARRIER_ALGS, BCAST_ALGS, GATHER_ALGS,
@@ -339,10 +343,20 @@ impl Config {
         TUNABLES.iter().position(|m| m.name == name)
     }
 
-    /// Defaults, then the config file named by `PROTEAN_CONFIG`, then `PROTEAN_*` variables.
-    /// Unknown `PROTEAN_*` names that look like tunables are reported as warnings.
+    /// Defaults, then the site file (`<prefix>/etc/protean.conf`, or `PROTEAN_SITE_CONFIG`),
+    /// then the config file named by `PROTEAN_CONFIG`, then `PROTEAN_*` variables. Unknown
+    /// `PROTEAN_*` names that look like tunables are reported as warnings.
     pub fn from_env() -> Result<Config, String> {
-        Self::from_lookup(|k| std::env::var(k).ok(), std::env::vars().map(|(k, _)| k))
+        let site = match std::env::var_os("PROTEAN_SITE_CONFIG") {
+            Some(p) if p.is_empty() => None,
+            Some(p) => Some(PathBuf::from(p)),
+            None => site_config_path().filter(|p| p.exists()),
+        };
+        Self::from_lookup_with_site(
+            |k| std::env::var(k).ok(),
+            std::env::vars().map(|(k, _)| k),
+            site.as_deref(),
+        )
     }
 
     /// [`Config::from_env`] with the environment given as a function (for tests).
@@ -350,24 +364,25 @@ impl Config {
         lookup: impl Fn(&str) -> Option<String>,
         all_keys: impl Iterator<Item = String>,
     ) -> Result<Config, String> {
+        Self::from_lookup_with_site(lookup, all_keys, None)
+    }
+
+    /// [`Config::from_lookup`] with a site file read first.
+    pub fn from_lookup_with_site(
+        lookup: impl Fn(&str) -> Option<String>,
+        all_keys: impl Iterator<Item = String>,
+        site: Option<&Path>,
+    ) -> Result<Config, String> {
         let mut c = Config::defaults();
+        if let Some(path) = site {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("site config {}: {e}", path.display()))?;
+            c.apply_file(&path.display().to_string(), &text)?;
+        }
         if let Some(path) = lookup("PROTEAN_CONFIG") {
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| format!("PROTEAN_CONFIG={path}: {e}"))?;
-            for (n, line) in text.lines().enumerate() {
-                let line = line.split('#').next().unwrap_or("").trim();
-                if line.is_empty() {
-                    continue;
-                }
-                let (k, v) = line
-                    .split_once('=')
-                    .ok_or_else(|| format!("{path}:{}: expected 'name = value'", n + 1))?;
-                let k = k.trim().to_ascii_lowercase().replace(['-', '.'], "_");
-                let i = Self::index_of(&k)
-                    .ok_or_else(|| format!("{path}:{}: unknown tunable '{k}'", n + 1))?;
-                c.set_text(i, v)
-                    .map_err(|e| format!("{path}:{}: {k}: {e}", n + 1))?;
-            }
+            c.apply_file(&path, &text)?;
         }
         for (i, m) in TUNABLES.iter().enumerate() {
             if let Some(v) = lookup(&m.env_name()) {
@@ -377,6 +392,7 @@ impl Config {
         }
         const NOT_TUNABLES: &[&str] = &[
             "PROTEAN_CONFIG",
+            "PROTEAN_SITE_CONFIG",
             "PROTEAN_JOBID",
             "PROTEAN_LAUNCHER",
             "PROTEAN_CC",
@@ -393,6 +409,51 @@ impl Config {
         }
         Ok(c)
     }
+
+    /// Apply the `name = value` lines of a config file (`#` starts a comment).
+    pub fn apply_file(&mut self, path: &str, text: &str) -> Result<(), String> {
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| format!("{path}:{}: expected 'name = value'", n + 1))?;
+            let k = k.trim().to_ascii_lowercase().replace(['-', '.'], "_");
+            let i = Self::index_of(&k)
+                .ok_or_else(|| format!("{path}:{}: unknown tunable '{k}'", n + 1))?;
+            self.set_text(i, v)
+                .map_err(|e| format!("{path}:{}: {k}: {e}", n + 1))?;
+        }
+        Ok(())
+    }
+}
+
+/// The site config file of this installation: `etc/protean.conf` beside the `lib/` (or
+/// `bin/`) directory of the object this code is linked into — libmpi.so for MPI programs, the
+/// executable for the tools. Like Open MPI's `etc/openmpi-mca-params.conf`, it holds settings
+/// for every job of the installation; `protean-tune --p2p` writes the measured cost models of
+/// the adaptive policy there.
+pub fn site_config_path() -> Option<PathBuf> {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let here = site_config_path as *const libc::c_void;
+    // SAFETY: dladdr only fills `info`; dli_fname, when set, is a NUL-terminated string owned
+    // by the dynamic loader for as long as the object stays loaded (it contains this code).
+    let file = if unsafe { libc::dladdr(here, &mut info) } != 0 && !info.dli_fname.is_null() {
+        let f = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+        PathBuf::from(std::ffi::OsStr::from_bytes(f.to_bytes()))
+    } else {
+        PathBuf::new()
+    };
+    // The main program's entry is often an empty or bare name.
+    let file = if file.as_os_str().is_empty() || file.parent() == Some(Path::new("")) {
+        std::env::current_exe().ok()?
+    } else {
+        file
+    };
+    let file = std::fs::canonicalize(file).ok()?;
+    Some(file.parent()?.parent()?.join("etc").join("protean.conf"))
 }
 
 #[cfg(test)]
@@ -432,6 +493,46 @@ mod tests {
             Costs::parse(Costs::SELF)
         );
         assert!(c.shm_single_copy);
+    }
+
+    #[test]
+    fn site_file_then_config_file_then_environment() {
+        let dir = std::env::temp_dir().join(format!("protean-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let site = dir.join("site.conf");
+        let user = dir.join("user.conf");
+        std::fs::write(
+            &site,
+            "shm_eager_max = 1k\ntcp_eager_max = 2k # site\nprotocol = eager\n",
+        )
+        .unwrap();
+        std::fs::write(&user, "tcp_eager_max = 3k\n").unwrap();
+        let user_s = user.display().to_string();
+        let env: HashMap<String, String> = [
+            ("PROTEAN_CONFIG".to_string(), user_s),
+            ("PROTEAN_PROTOCOL".to_string(), "static".to_string()),
+        ]
+        .into();
+        let c = Config::from_lookup_with_site(
+            |k| env.get(k).cloned(),
+            env.keys().cloned().collect::<Vec<_>>().into_iter(),
+            Some(&site),
+        )
+        .unwrap();
+        assert_eq!(c.shm_eager_max, 1024);
+        assert_eq!(c.tcp_eager_max, 3072);
+        assert_eq!(PROTOCOLS[c.protocol], "static");
+        std::fs::write(&site, "no_such_thing = 1\n").unwrap();
+        let e =
+            Config::from_lookup_with_site(|_| None, std::iter::empty(), Some(&site)).unwrap_err();
+        assert!(
+            e.contains("site.conf:1: unknown tunable 'no_such_thing'"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        // The tools find their installation's etc/ from their own binary.
+        let p = site_config_path().expect("a path");
+        assert!(p.ends_with("etc/protean.conf"), "{}", p.display());
     }
 
     #[test]
