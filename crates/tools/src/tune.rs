@@ -10,6 +10,8 @@
 //! built-in choice stays in force: the file never makes a call slower than noise, by
 //! construction of what was measured.
 //!
+//! `protean-tune --p2p` tunes the point-to-point protocol policy instead (see `p2p.rs`).
+//!
 //! Rule ranges: a measured rank count N covers N up to the next measured count minus one (the
 //! last one: and above); a measured size S covers the sizes from the geometric midpoint with the
 //! previous measured size to the one with the next (the first from 0, the last up to any size).
@@ -20,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use protean_core::mpi::coll::decide::{Coll, Range, Rule, Table};
+
+mod p2p;
 
 const COMMON_H: &str = include_str!("../../../bench/common.h");
 const COLLBENCH_H: &str = include_str!("../../../bench/collbench.h");
@@ -51,7 +55,8 @@ fn usage() -> String {
      a decision file (default ./protean-coll.decisions); load it with\n\
      (each measurement --runs times, interleaved across algorithms, best kept: noise only slows)\n\
      PROTEAN_COLL_DECISION_FILE=FILE or mpirun --set coll_decision_file=FILE.\n\
-     Collectives: barrier, bcast, reduce, allreduce, allgather, alltoall."
+     Collectives: barrier, bcast, reduce, allreduce, allgather, alltoall.\n\
+     protean-tune --p2p [...] fits the point-to-point cost models instead (--p2p --help)."
         .to_string()
 }
 
@@ -250,6 +255,14 @@ fn cover(v: &[usize], first_lo: usize, geometric: bool) -> Vec<Range> {
 }
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--p2p") {
+        let prefix = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent()?.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| PathBuf::from("."));
+        return p2p::main(&args[1..], prefix);
+    }
     let o = match parse_args() {
         Ok(o) => o,
         Err(e) => {
