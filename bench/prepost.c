@@ -21,10 +21,12 @@
  *
  * A mixed workload (-x) changes behaviour mid-run: rounds alternate between phases of 0% and
  * 100% preposted receives (each phase -X rounds long, default 8) over sizes cycling through the
- * -s list; one number, the total bytes over the total time, MB/s.
+ * -s list; one number, the total bytes over the total time, MB/s. With -P the settings take
+ * turns, one pass over every size's two phases at a time, in a random order each pass; one
+ * number per setting.
  *
  * Output: header lines starting with '#', then "<size_bytes> <percent> <MB_per_s>" per cell
- * (with -P, "<size_bytes> <percent> <MB_per_s> <setting>"; or "mixed <MB_per_s>"). Where the
+ * (with -P, "<size_bytes> <percent> <MB_per_s> <setting>"; or "mixed <MB_per_s> [<setting>]"). Where the
  * library has Protean's MPI_T counters of bytes sent per protocol, rank 0 also prints, before
  * each cell, the bytes its measured rounds sent by each protocol: "# protocols <size_bytes> <percent> [<setting>] eager=B rndv=B split=B" (the
  * 4-byte "done" messages included); other libraries print no such line.
@@ -153,6 +155,19 @@ static void setting_use(int rank, int j)
         bench_die("cannot write the 'protocol' control variable");
 }
 
+/* order[0..n) = a random permutation of 0..n-1 (a small LCG: reproducible, no libc state). */
+static void shuffle(int *order, int n, unsigned *seed)
+{
+    for (int j = 0; j < n; j++)
+        order[j] = j;
+    for (int j = n - 1; j > 0; j--) {
+        *seed = *seed * 1103515245u + 12345u;
+        int x = (int)((*seed >> 16) % (unsigned)(j + 1)), tmp = order[j];
+        order[j] = order[x];
+        order[x] = tmp;
+    }
+}
+
 /* Messages per round: K, fewer for large sizes so a round moves at most 32 MiB. */
 static int msgs_for(long size, int k)
 {
@@ -200,14 +215,15 @@ int main(int argc, char **argv)
     }
     struct bench_opts o = {.reps = 9, .warmup = 2, .target_ms = 1, .max_iters = 1};
     if (bench_parse(nrest, rest, &o, 1024, 4L << 20, 0) != 0 || k < 1 || k > 4096 || phase < 1 ||
-        npct < 1 || !(cell_ms >= 0) || o.reps > MAX_ROUNDS || (nsettings > 0 && mixed)) {
+        npct < 1 || !(cell_ms >= 0) || o.reps > MAX_ROUNDS) {
         if (rank == 0)
             bench_usage(argv[0], "throughput vs share of receives preposted; -p PERCENTS (default "
                         "0,10,25,50,75,90,100), -k MSGS per round (64), -x mixed workload, "
                         "-X rounds per phase (8); -r rounds per cell (9, at most 1000), more "
                         "when needed for a cell to last -T MS (100; 0: exactly -r) per setting; "
-                        "-P SETTINGS (Protean, not with -x): measure these protocol settings in "
-                        "one launch, alternating round by round (MPI_T control variable 'protocol')",
+                        "-P SETTINGS (Protean): measure these protocol settings in one launch, "
+                        "alternating round by round (with -x, pass by pass over the phases) "
+                        "through the MPI_T control variable 'protocol'",
                         " [-p LIST] [-k MSGS] [-x] [-X ROUNDS] [-T MS] [-P LIST]");
         MPI_Finalize();
         return 2;
@@ -255,22 +271,34 @@ int main(int argc, char **argv)
                                                      : "size_bytes percent_preposted MB_per_s");
     }
     if (rank < 2 && mixed) {
-        /* Phases of 0% and 100% preposted receives, sizes cycling phase by phase. */
-        double total_t = 0, total_b = 0;
-        int rounds = phase * 2 * o.reps;
-        for (int r = -o.warmup; r < rounds; r++) {
-            int rr = r < 0 ? 0 : r;
-            long size = o.sizes[(rr / (2 * phase)) % o.nsizes];
-            int kk = msgs_for(size, k);
-            int npre = ((rr / phase) % 2) ? kk : 0;
-            double t = one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
-            if (r >= 0) {
-                total_t += t;
-                total_b += (double)size * kk;
+        /* Phases of 0% and 100% preposted receives, sizes cycling phase by phase. With several
+         * settings, they take turns a whole pass over the sizes' phases at a time, in a fresh
+         * random order every pass. */
+        double total_t[MAX_SETTINGS] = {0}, total_b[MAX_SETTINGS] = {0};
+        int cycle = 2 * phase * o.nsizes, rounds = phase * 2 * o.reps;
+        int passes = (rounds + cycle - 1) / cycle;
+        unsigned seed = 4242u;
+        for (int r = 0; r < o.warmup; r++)
+            one_round(rank, o.sizes[0], msgs_for(o.sizes[0], k), 0, sbuf, rbufs, reqs);
+        for (int pass = 0; pass < passes; pass++) {
+            int order[MAX_SETTINGS];
+            shuffle(order, nsettings, &seed);
+            for (int jj = 0; jj < nsettings; jj++) {
+                int j = order[jj];
+                setting_use(rank, j);
+                for (int rr = 0; rr < cycle; rr++) {
+                    long size = o.sizes[(rr / (2 * phase)) % o.nsizes];
+                    int kk = msgs_for(size, k);
+                    int npre = ((rr / phase) % 2) ? kk : 0;
+                    total_t[j] += one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                    total_b[j] += (double)size * kk;
+                }
             }
         }
-        if (rank == 0)
-            printf("mixed %.1f\n", total_b / total_t / 1e6);
+        for (int j = 0; rank == 0 && j < nsettings; j++) {
+            const char *name = setting_names[j] ? setting_names[j] : "";
+            printf("mixed %.1f%s%s\n", total_b[j] / total_t[j] / 1e6, *name ? " " : "", name);
+        }
     } else if (rank < 2) {
         double *v = malloc(sizeof(double) * MAX_ROUNDS * (size_t)nsettings);
         if (!v)
@@ -308,14 +336,7 @@ int main(int argc, char **argv)
                 unsigned seed = 12345u + 977u * (unsigned)(si * npct + pi);
                 for (int r = 0; r < rounds; r++) {
                     int order[MAX_SETTINGS];
-                    for (int j = 0; j < nsettings; j++)
-                        order[j] = j;
-                    for (int j = nsettings - 1; j > 0; j--) {
-                        seed = seed * 1103515245u + 12345u;
-                        int x = (int)((seed >> 16) % (unsigned)(j + 1)), tmp = order[j];
-                        order[j] = order[x];
-                        order[x] = tmp;
-                    }
+                    shuffle(order, nsettings, &seed);
                     for (int jj = 0; jj < nsettings; jj++) {
                         int j = order[jj];
                         unsigned long long before[3], after[3];
