@@ -65,7 +65,8 @@ wrappers:
 # installing elsewhere is a copy.
 install: build
 	@if [ "$(PREFIX)" != "$(BUILD)" ]; then \
-	    mkdir -p $(PREFIX) && cp -a $(BUILD)/bin $(BUILD)/lib $(BUILD)/include $(PREFIX)/ ; \
+	    mkdir -p $(PREFIX) && cp -a $(BUILD)/bin $(BUILD)/lib $(BUILD)/include $(PREFIX)/ && \
+	    if [ -d $(BUILD)/etc ]; then cp -a $(BUILD)/etc $(PREFIX)/; fi ; \
 	    echo "installed into $(PREFIX)"; fi
 
 demo: build
