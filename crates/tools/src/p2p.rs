@@ -485,6 +485,15 @@ pub const LONE_PARAMS: &[Param] = &[
 ];
 const STEPS: &[f64] = &[0.25, 0.5, 0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 2.0, 4.0];
 
+/// `x` to 4 significant digits, so that the written costs read as numbers, not float noise.
+fn round4(x: f64) -> f64 {
+    if x <= 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(3 - x.log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
 /// Coordinate descent from `start` over `params`: a step is taken only when it raises the
 /// score, so a parameter the points do not constrain keeps its value.
 pub fn fit(
@@ -501,7 +510,7 @@ pub fn fit(
         for (_, get, set) in params {
             let v = get(&cur);
             let candidates: Vec<f64> = if v > 0.0 {
-                STEPS.iter().map(|f| v * f).chain([0.0]).collect()
+                STEPS.iter().map(|f| round4(v * f)).chain([0.0]).collect()
             } else {
                 // From zero, try values on the scale of the starting value, or of 1 ns.
                 let scale = if get(start) > 0.0 { get(start) } else { 1.0 };
@@ -715,6 +724,14 @@ pub fn main(args: &[String], prefix: PathBuf) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fitted_values_are_round() {
+        assert_eq!(round4(0.018760000000000002), 0.01876);
+        assert_eq!(round4(537.5), 537.5);
+        assert_eq!(round4(123456.0), 123500.0);
+        assert_eq!(round4(0.0), 0.0);
+    }
 
     #[test]
     fn cells_need_all_three_settings() {
