@@ -237,6 +237,10 @@ struct Peer {
     /// A matchable message from this peer arrived since our last send to it: the next send
     /// is lone (a reply, or a request after one), and the policy weighs its latency.
     replied: bool,
+    /// The peer's report says every receive was preposted (or there is no report yet), and
+    /// `streak` messages went to it since that began (`Feedback::streak`, `Costs::lag`).
+    full: bool,
+    streak: u32,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
     early: Vec<(u32, [u8; HEADER_LEN], Vec<u8>)>,
     /// Sends waiting to emit their first frame, in start order.
@@ -248,9 +252,24 @@ impl Peer {
     /// The limits for messages to this peer (`id`) under the setting `protocol` (the policy's
     /// own, or a communicator's info hint), given its last report.
     fn limits_under(&self, policy: &Policy, protocol: Protocol, id: Gpid) -> Limits {
-        let fb = frame::feedback_of(self.fb_in)
+        let mut fb = frame::feedback_of(self.fb_in)
             .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
+        if self.full {
+            fb.streak = f64::from(self.streak);
+        }
         policy.limits(protocol, id, self.route, self.max_payload, fb)
+    }
+
+    /// A message is going to this peer. True when the streak of messages under a report of
+    /// "every receive preposted" reached a length worth recomputing the limits at (powers of
+    /// two from 8: a few dozen times in a run).
+    #[inline(always)]
+    fn count_streak(&mut self) -> bool {
+        if !self.full {
+            return false;
+        }
+        self.streak = self.streak.saturating_add(1);
+        self.streak >= 8 && self.streak.is_power_of_two()
     }
 }
 
@@ -313,6 +332,8 @@ impl Pml {
                 recv_seq: 0,
                 // Nothing is in flight before the first send.
                 replied: true,
+                full: true,
+                streak: 0,
                 early: Vec::new(),
                 backlog: VecDeque::new(),
                 lost: None,
@@ -379,6 +400,11 @@ impl Pml {
         };
         if p.fb_in != w {
             p.fb_in = w;
+            let full = frame::feedback_of(w).is_some_and(|(s, _)| s == frame::FEEDBACK_SHARE_MAX);
+            if !(full && p.full) {
+                p.streak = 0;
+            }
+            p.full = full;
             if self.policy.uses_feedback(self.policy.protocol) {
                 self.update_limits(from);
             }
@@ -451,9 +477,13 @@ impl Pml {
         p.fb_told = p.fb_out;
         p.send_seq = p.send_seq.wrapping_add(1);
         p.replied = false;
+        let recount = p.count_streak();
         let c = self.counters.on(p.route);
         c.eager_sent += 1;
         c.eager_bytes += data.len() as u64;
+        if recount {
+            self.update_limits(peer);
+        }
         true
     }
 
@@ -520,6 +550,7 @@ impl Pml {
         }
         .plan(len, p.replied);
         p.replied = false;
+        let recount = p.count_streak();
         if r.streamed {
             self.prepare_streamed(slot, plan);
         }
@@ -622,6 +653,9 @@ impl Pml {
                 r.off = prefix;
                 let _ = r.send.on(SendEvent::FirstSent { plan, sync: false });
             }
+        }
+        if recount {
+            self.update_limits(peer);
         }
         Ok(self.maybe_complete_send(slot))
     }

@@ -107,6 +107,9 @@ pub struct Feedback {
     pub preposted: f64,
     /// Bytes of recent messages that arrived unexpected (their receive not yet posted).
     pub unexpected_bytes: f64,
+    /// Messages sent to the peer since its report last said anything but "every receive
+    /// preposted" (0 while it does not say so). The sender counts them; see [`Costs::lag`].
+    pub streak: f64,
 }
 
 impl Feedback {
@@ -114,6 +117,7 @@ impl Feedback {
     pub const INITIAL: Feedback = Feedback {
         preposted: 1.0,
         unexpected_bytes: 0.0,
+        streak: 0.0,
     };
 
     /// The same report for a message whose receive is not posted.
@@ -135,6 +139,7 @@ impl Feedback {
             } else {
                 1.5 * 2f64.powi(i32::from(level.min(63)) - 1)
             },
+            streak: 0.0,
         }
     }
 }
@@ -209,6 +214,13 @@ pub struct Costs {
     pub split: f64,
     /// Handshake time an eager prefix hides when the receive is posted, at most.
     pub hide: f64,
+    /// Messages a sender goes on sending by the old plan after its peer stops preposting its
+    /// receives (the report takes that long to move). While the peer reports every receive
+    /// preposted, a message goes eagerly only if what eager saves over rendezvous on the
+    /// messages of the current streak pays for `lag` messages sent eagerly into unposted
+    /// receives, should the streak end now (the streak so far standing for what is left of
+    /// it). 0: no such check.
+    pub lag: f64,
     /// A lone eager message whose receive is posted: its latency (copy in, then copy out).
     /// Defaults to `eager`.
     pub lone_eager: (f64, f64),
@@ -249,6 +261,7 @@ impl Costs {
             pressure: f64::NAN,
             rndv: (f64::NAN, f64::NAN),
             late: 0.0,
+            lag: 0.0,
             split: 0.0,
             hide: 0.0,
             lone_eager: (f64::NAN, f64::NAN),
@@ -275,6 +288,7 @@ impl Costs {
                 "unexpected" => c.unexpected = pair(k, v)?,
                 "rndv" => c.rndv = pair(k, v)?,
                 "late" => c.late = num(k, v)?,
+                "lag" => c.lag = num(k, v)?,
                 "pressure" => c.pressure = num(k, v)?.max(1.0),
                 "split" => c.split = num(k, v)?,
                 "hide" => c.hide = num(k, v)?,
@@ -282,7 +296,7 @@ impl Costs {
                 "lone_rndv" => c.lone_rndv = pair(k, v)?,
                 other => {
                     return Err(format!(
-                    "unknown cost '{other}' (have eager, unexpected, pressure, rndv, late, split, hide, lone_eager, lone_rndv)"
+                    "unknown cost '{other}' (have eager, unexpected, pressure, rndv, late, lag, split, hide, lone_eager, lone_rndv)"
                 ))
                 }
             }
@@ -345,6 +359,23 @@ impl Costs {
             - fb.preposted * self.hide.min(prefix * self.eager.1)
     }
 
+    /// While the peer reports every receive preposted: does eager's saving over the current
+    /// streak pay for `lag` eager messages into unposted receives (see [`Costs::lag`])?
+    pub fn streak_pays(&self, s: f64, fb: Feedback) -> bool {
+        if self.lag <= 0.0 || fb.preposted < 1.0 {
+            return true;
+        }
+        // The lag's messages pile up unexpected.
+        let unposted = Feedback {
+            preposted: 0.0,
+            unexpected_bytes: self.lag * s,
+            streak: 0.0,
+        };
+        let loss = self.eager_ns(s, unposted) - self.rndv_ns(s, unposted);
+        let gain = self.rndv_ns(s, fb) - self.eager_ns(s, fb);
+        loss <= 0.0 || fb.streak * gain >= self.lag * loss
+    }
+
     fn unexpected_per_byte(&self, fb: Feedback) -> f64 {
         self.unexpected.1 * (1.0 + fb.unexpected_bytes / self.pressure)
     }
@@ -354,7 +385,7 @@ impl fmt::Display for Costs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "eager={}+{},unexpected={}+{},pressure={},rndv={}+{},late={},split={},hide={},lone_eager={}+{},lone_rndv={}+{}",
+            "eager={}+{},unexpected={}+{},pressure={},rndv={}+{},late={},lag={},split={},hide={},lone_eager={}+{},lone_rndv={}+{}",
             self.eager.0,
             self.eager.1,
             self.unexpected.0,
@@ -363,6 +394,7 @@ impl fmt::Display for Costs {
             self.rndv.0,
             self.rndv.1,
             self.late,
+            self.lag,
             self.split,
             self.hide,
             self.lone_eager.0,
@@ -604,7 +636,7 @@ impl Policy {
         };
         let eager_best = |s: usize| {
             let e = c.eager_ns(s as f64, fb);
-            e <= c.rndv_ns(s as f64, fb) && e <= split(s)
+            e <= c.rndv_ns(s as f64, fb) && e <= split(s) && c.streak_pays(s as f64, fb)
         };
         let (eager_max, lone_eager_max) = match self.pinned(peer) {
             Some(l) => (Some(l.min(max_payload)), Some(l.min(max_payload))),
@@ -690,7 +722,49 @@ mod tests {
         Feedback {
             preposted,
             unexpected_bytes,
+            streak: 0.0,
         }
+    }
+
+    /// With `lag`, a peer that has just started preposting everything gets large messages by
+    /// rendezvous (one round of eager into unposted receives would cost more than eager
+    /// saves), and eagerly once its streak is long enough; small messages, which lose little
+    /// when unexpected, go eagerly at once. Without `lag`, the streak does not matter.
+    #[test]
+    fn a_long_streak_lets_large_messages_go_eagerly() {
+        let mut pol = p(Protocol::Adaptive);
+        pol.costs_tcp = Costs::parse(
+            "eager=500+0.08,unexpected=0+0.4,pressure=1e9,rndv=4000+0.09,late=1500,lag=32",
+        )
+        .unwrap();
+        let at = |pol: &Policy, streak: f64| {
+            let f = Feedback {
+                streak,
+                ..Feedback::INITIAL
+            };
+            pol.limits(Protocol::Adaptive, 1, Route::Tcp, 1 << 30, f)
+                .eager_max
+                .unwrap_or(0)
+        };
+        let (fresh, later, long) = (at(&pol, 0.0), at(&pol, 300.0), at(&pol, 1e5));
+        assert!((8192..64 << 10).contains(&fresh), "{fresh}");
+        assert!(later > fresh && later < 1 << 20, "{later}");
+        assert!(long >= 1 << 22, "{long}");
+        // A report short of "every receive preposted" is judged by the cost model alone.
+        let f = Feedback {
+            streak: 0.0,
+            ..fb(0.95, 0.0)
+        };
+        let partial = pol
+            .limits(Protocol::Adaptive, 1, Route::Tcp, 1 << 30, f)
+            .eager_max;
+        pol.costs_tcp.lag = 0.0;
+        assert_eq!(at(&pol, 0.0), at(&pol, 1e5));
+        assert_eq!(
+            pol.limits(Protocol::Adaptive, 1, Route::Tcp, 1 << 30, f)
+                .eager_max,
+            partial
+        );
     }
 
     #[test]
