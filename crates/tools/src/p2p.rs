@@ -308,11 +308,19 @@ pub fn feedback_for(size: usize, pct: u32) -> Feedback {
             last = Some(r);
         }
     }
-    match last {
+    let mut fb = match last {
         Some((share, level)) => Feedback::from_field(share, level),
         None => Feedback::INITIAL,
+    };
+    if fb.preposted >= 1.0 {
+        // Steady: every receive preposted for a long while (taken as STEADY rounds).
+        fb.streak = STEADY * k as f64;
     }
+    fb
 }
+
+/// Rounds of "every receive preposted" that a steady cell stands for: many phases' worth.
+pub const STEADY: f64 = 4.0 * PHASE;
 
 /// One point the fit weighs: a message of `size` bytes, what its receiver reports, whether it
 /// is lone, and how good each protocol measured there (eager, rendezvous, eager-rendezvous;
@@ -371,13 +379,22 @@ fn ratio(c: &Costs, route: Route, max_payload: usize, pt: &Point) -> Option<f64>
         let best = pt.vals.iter().copied().fold(0.0, f64::max);
         return (best > 0.0).then(|| pt.vals[a] / best);
     };
-    let b = choice(c, route, max_payload, &Point { fb: fb2, ..*pt });
+    // In the preposted phase the streak grows from nothing: its choice in the middle of the
+    // phase stands for the phase, its choice at the end goes on into the other phase.
+    let k = K.min((ROUND_BYTES / pt.size.max(1)).max(4)) as f64;
+    let at = |streak: f64| {
+        let fb = Feedback { streak, ..fb2 };
+        choice(c, route, max_payload, &Point { fb, ..*pt })
+    };
+    let (b, b_end) = (at(PHASE / 2.0 * k), at(PHASE * k));
     if pt.vals.iter().chain(vals2.iter()).any(|v| *v <= 0.0) {
         return None;
     }
     // Time per byte over a pair of phases (throughputs are bytes per time).
-    let adaptive =
-        (PHASE - LAG) / pt.vals[a] + LAG / pt.vals[b] + (PHASE - LAG) / vals2[b] + LAG / vals2[a];
+    let adaptive = (PHASE - LAG) / pt.vals[a]
+        + LAG / pt.vals[b_end]
+        + (PHASE - LAG) / vals2[b]
+        + LAG / vals2[a];
     let fixed = (0..3)
         .map(|j| PHASE / pt.vals[j] + PHASE / vals2[j])
         .fold(f64::INFINITY, f64::min);
@@ -458,6 +475,7 @@ pub const STREAM_PARAMS: &[Param] = &[
     ("rndv.fixed", |c| c.rndv.0, |c, v| c.rndv.0 = v),
     ("rndv.per_byte", |c| c.rndv.1, |c, v| c.rndv.1 = v),
     ("late", |c| c.late, |c, v| c.late = v),
+    ("lag", |c| c.lag, |c, v| c.lag = v),
     ("split", |c| c.split, |c, v| c.split = v),
 ];
 /// The parameters of lone messages.
@@ -494,8 +512,9 @@ fn round4(x: f64) -> f64 {
     (x * scale).round() / scale
 }
 
-/// Coordinate descent from `start` over `params`: a step is taken only when it raises the
-/// score, so a parameter the points do not constrain keeps its value.
+/// The best of [`descend`] from `start` and, when the fit may move `lag`, from `start` with
+/// several lags: without one, the first steps make eager dearer everywhere to keep it out of
+/// phase changes, and from there no lag helps (a local optimum).
 pub fn fit(
     start: &Costs,
     params: &[Param],
@@ -503,7 +522,35 @@ pub fn fit(
     max_payload: usize,
     points: &[Point],
 ) -> Costs {
-    let mut cur = *start;
+    let mut starts = vec![*start];
+    if params.iter().any(|(n, _, _)| *n == "lag") {
+        starts.extend([4.0, 16.0, 64.0].map(|lag| Costs { lag, ..*start }));
+    }
+    starts
+        .iter()
+        .map(|s| {
+            let c = descend(s, start, params, route, max_payload, points);
+            (score(&c, route, max_payload, points).0, c)
+        })
+        .fold(None, |best: Option<(f64, Costs)>, (sc, c)| match best {
+            Some((b, _)) if b >= sc => best,
+            _ => Some((sc, c)),
+        })
+        .map_or(*start, |(_, c)| c)
+}
+
+/// Coordinate descent from `from` over `params`: a step is taken only when it raises the
+/// score, so a parameter the points do not constrain keeps its value. A parameter at zero
+/// tries values on the scale of its value in `start`.
+fn descend(
+    from: &Costs,
+    start: &Costs,
+    params: &[Param],
+    route: Route,
+    max_payload: usize,
+    points: &[Point],
+) -> Costs {
+    let mut cur = *from;
     let mut cur_score = score(&cur, route, max_payload, points).0;
     for _ in 0..60 {
         let mut improved = false;
@@ -793,7 +840,9 @@ mod tests {
 
     /// Eager a little faster into preposted receives, far slower into unposted ones: steady
     /// state alone would send eagerly at 100% preposted, but the phase change point makes a
-    /// choice that costs 6x for a round after each change lose against rendezvous throughout.
+    /// choice that costs 6x for a round after each change lose against rendezvous throughout;
+    /// the fit finds a lag that keeps rendezvous through short phases and eager for steady
+    /// streams.
     #[test]
     fn phase_changes_weigh_the_risk_of_eager() {
         let s = 1usize << 20;
@@ -818,6 +867,13 @@ mod tests {
         let (_, worst, misses) = score(&fitted, Route::Tcp, 1 << 31, &all);
         assert_eq!(misses, 0, "{fitted}");
         assert!(worst >= 0.9, "{worst}");
+        // With a lag, a steady preposted stream still goes eagerly: the streak pays for it.
+        assert!(fitted.lag > 0.0, "{fitted}");
+        let steady = all
+            .iter()
+            .find(|p| p.then.is_none() && p.fb.preposted >= 1.0)
+            .unwrap();
+        assert_eq!(choice(&fitted, Route::Tcp, 1 << 31, steady), 0, "{fitted}");
     }
 
     /// Ping-pong latencies where eager wins up to 32 KiB: the lone boundary moves there.
