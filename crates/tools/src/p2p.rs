@@ -10,13 +10,16 @@
 //! launch through the MPI_T control variable `protocol` — over each transport, a grid of
 //! message sizes and shares of receives preposted.
 //!
+//! It also runs the ping-pong benchmark (`bench/latency.c`) with eager and with rendezvous
+//! forced, for the costs of lone messages.
+//!
 //! The fit then searches the cost parameters for the model whose choices, made by the policy's
 //! own code ([`Policy::limits`]) from the feedback a receiver would report for each cell
-//! ([`RxStats`]), lose least throughput against the best forced protocol over the grid. The
-//! search starts from the built-in costs and changes one parameter at a time (coordinate
-//! descent over multiplicative steps), so parameters the grid says nothing about keep their
-//! values; the costs of lone messages (latency, fitted by `bench/fit-lone`) are kept as they
-//! are.
+//! ([`RxStats`]), lose least throughput against the best forced protocol over the grid —
+//! steady cells and phase changes (see [`Point`]) — and, separately, least latency over the
+//! ping-pongs. The search starts from the built-in costs and changes one parameter at a time
+//! (coordinate descent over multiplicative steps), so parameters the measurements say nothing
+//! about keep their values.
 //!
 //! The result goes into the installation's site file (`<prefix>/etc/protean.conf`, read by
 //! every job before `PROTEAN_CONFIG` and the environment), replacing only the fitted lines.
