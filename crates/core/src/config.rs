@@ -410,6 +410,12 @@ impl Config {
         Ok(c)
     }
 
+    /// A config file's spelling of a tunable's name, as the registry spells it (case, `-`
+    /// and `.` do not matter).
+    pub fn file_key(k: &str) -> String {
+        k.trim().to_ascii_lowercase().replace(['-', '.'], "_")
+    }
+
     /// Apply the `name = value` lines of a config file (`#` starts a comment).
     pub fn apply_file(&mut self, path: &str, text: &str) -> Result<(), String> {
         for (n, line) in text.lines().enumerate() {
@@ -420,7 +426,7 @@ impl Config {
             let (k, v) = line
                 .split_once('=')
                 .ok_or_else(|| format!("{path}:{}: expected 'name = value'", n + 1))?;
-            let k = k.trim().to_ascii_lowercase().replace(['-', '.'], "_");
+            let k = Self::file_key(k);
             let i = Self::index_of(&k)
                 .ok_or_else(|| format!("{path}:{}: unknown tunable '{k}'", n + 1))?;
             self.set_text(i, v)

@@ -43,6 +43,11 @@ const SETTINGS: [&str; 3] = ["eager", "rendezvous", "eager-rendezvous"];
 const K: usize = 64;
 const ROUND_BYTES: usize = 32 << 20;
 
+/// Messages per round of the benchmark at `size` bytes (its msgs_for).
+fn msgs_for(size: usize) -> usize {
+    K.min((ROUND_BYTES / size.max(1)).max(4))
+}
+
 /// Throughput (MB/s) of eager, rendezvous and eager-rendezvous at one (size, percent) point.
 type Cell = [f64; 3];
 /// (size, percent preposted) -> throughput per forced setting.
@@ -157,30 +162,15 @@ fn parse_args(args: &[String], prefix: PathBuf) -> Result<Opts, String> {
 }
 
 fn build(o: &Opts, dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let w = |name: &str, text: &str| {
-        std::fs::write(dir.join(name), text).map_err(|e| format!("{name}: {e}"))
-    };
-    w("common.h", COMMON_H)?;
-    w("prepost.c", PREPOST_C)?;
-    w("latency.c", LATENCY_C)?;
-    w("pin", PIN_SH)?;
+    crate::compile(
+        &o.prefix,
+        dir,
+        &[("common.h", COMMON_H), ("pin", PIN_SH)],
+        &[("prepost", PREPOST_C), ("latency", LATENCY_C)],
+    )?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.join("pin"), std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| format!("pin: {e}"))?;
-    let mpicc = o.prefix.join("bin/mpicc");
-    for name in ["prepost", "latency"] {
-        let st = Command::new(&mpicc)
-            .args(["-O2", "-o"])
-            .arg(dir.join(name))
-            .arg(dir.join(format!("{name}.c")))
-            .status()
-            .map_err(|e| format!("{}: {e}", mpicc.display()))?;
-        if !st.success() {
-            return Err(format!("building the {name} benchmark failed"));
-        }
-    }
-    Ok(())
+        .map_err(|e| format!("pin: {e}"))
 }
 
 /// Launch `prog args` on two pinned ranks over `route` with `env`; its standard output.
@@ -297,7 +287,7 @@ pub fn parse_cells(text: &str) -> Grid {
 /// the receives preposted: RxStats fed with the rounds' messages (the first pct% of each
 /// round's data messages find their receive, then the 4-byte "done" does).
 pub fn feedback_for(size: usize, pct: u32) -> Feedback {
-    let k = K.min((ROUND_BYTES / size.max(1)).max(4));
+    let k = msgs_for(size);
     let npre = (k * pct as usize).div_ceil(100).min(k);
     let mut st = RxStats::default();
     let mut last = None;
@@ -384,7 +374,7 @@ fn ratio(c: &Costs, route: Route, max_payload: usize, pt: &Point) -> Option<f64>
     };
     // In the preposted phase the streak grows from nothing: its choice in the middle of the
     // phase stands for the phase, its choice at the end goes on into the other phase.
-    let k = K.min((ROUND_BYTES / pt.size.max(1)).max(4)) as f64;
+    let k = msgs_for(pt.size) as f64;
     let at = |streak: f64| {
         let fb = Feedback { streak, ..fb2 };
         choice(c, route, max_payload, &Point { fb, ..*pt })

@@ -148,18 +148,41 @@ fn parse_args() -> Result<Opts, String> {
 
 /// Compile the benchmarks with the tree's mpicc into `dir`.
 fn build(o: &Opts, dir: &Path) -> Result<(), String> {
+    let programs: Vec<(&str, &str)> = o
+        .colls
+        .iter()
+        .map(|c| {
+            *SOURCES
+                .iter()
+                .find(|(n, _)| *n == c.name())
+                .expect("checked in parse_args")
+        })
+        .collect();
+    compile(
+        &o.prefix,
+        dir,
+        &[("common.h", COMMON_H), ("collbench.h", COLLBENCH_H)],
+        &programs,
+    )
+}
+
+/// Write `files` and the `programs` (name, C source) into `dir` and build each program there
+/// with the mpicc of the installation at `prefix`.
+pub fn compile(
+    prefix: &Path,
+    dir: &Path,
+    files: &[(&str, &str)],
+    programs: &[(&str, &str)],
+) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let w = |name: &str, text: &str| {
         std::fs::write(dir.join(name), text).map_err(|e| format!("{name}: {e}"))
     };
-    w("common.h", COMMON_H)?;
-    w("collbench.h", COLLBENCH_H)?;
-    let mpicc = o.prefix.join("bin/mpicc");
-    for c in &o.colls {
-        let (name, src) = SOURCES
-            .iter()
-            .find(|(n, _)| *n == c.name())
-            .expect("checked in parse_args");
+    for (name, text) in files {
+        w(name, text)?;
+    }
+    let mpicc = prefix.join("bin/mpicc");
+    for (name, src) in programs {
         w(&format!("{name}.c"), src)?;
         let st = Command::new(&mpicc)
             .args(["-O2", "-o"])
