@@ -259,6 +259,8 @@ tunables! {
         "Largest message (bytes) to the own rank copied eagerly when eager_limit is -1; larger ones are copied once when matched.";
     eager_rndv_prefix: i64 = "8192", SIZE, writable = true,
         "Bytes sent with the request-to-send under the eager-rendezvous protocol.";
+    unexpected_cache: i64 = "67108864", SIZE, writable = false,
+        "Bytes of freed buffers of unexpected messages (those that arrive before their receive is posted) each rank keeps for the next ones; 0 gives them back to the allocator at once, which then faults their pages in again for every burst of unexpected messages.";
     shm_single_copy: bool = "1", Kind::Bool, writable = true,
         "Use single-copy transfers (process_vm_readv) for shared-memory rendezvous when the kernel permits them; otherwise data is pipelined through shared memory.";
     shm_coop_min: i64 = "262144", SIZE, writable = true,

@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 
 use crate::error::{ErrorClass, MpiError};
+use crate::mem::BufCache;
 use crate::mpi::datatype::pool;
 use crate::profile::Counters;
 use crate::proto::frame::{self, Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
@@ -307,6 +308,9 @@ pub struct Pml {
     /// Messages taken by MPI_Mprobe/Improbe, waiting for MPI_Mrecv.
     messages: Vec<Option<Unexpected>>,
     free_messages: Vec<u32>,
+    /// Buffers of unexpected messages, kept for the next ones (none until
+    /// [`Pml::keep_unexpected_buffers`]).
+    cache: BufCache,
     pub verbose: bool,
     /// Set once Finalize has begun: lost peers are expected then.
     pub finalizing: bool,
@@ -363,6 +367,7 @@ impl Pml {
             placing: Vec::new(),
             messages: Vec::new(),
             free_messages: Vec::new(),
+            cache: BufCache::default(),
             verbose: false,
             finalizing: false,
         }
@@ -968,7 +973,8 @@ impl Pml {
                 self.outbox
                     .push_back(Ctrl::new(from, Frame::SyncAck { sreq }));
             }
-            take_at(&mut self.unexpected, i);
+            let u = take_at(&mut self.unexpected, i);
+            self.recycle(u.data);
             return DirectPost::Done(st);
         }
         self.posted.push_back(Posted { spec, slot: DIRECT });
@@ -1024,11 +1030,27 @@ impl Pml {
                     self.outbox
                         .push_back(Ctrl::new(u.from, Frame::SyncAck { sreq: u.sreq }));
                 }
+                self.cache.give(data);
             }
             UnexpectedData::Rts { info, prefix } => {
                 self.rndv_into(slot, u.from, u.env, u.sreq, u.len, info, &prefix);
+                self.cache.give(prefix);
             }
         }
+    }
+
+    /// Keep the buffer of an unexpected message that is done with for the next one.
+    fn recycle(&mut self, d: UnexpectedData) {
+        match d {
+            UnexpectedData::Eager { data, .. } => self.cache.give(data),
+            UnexpectedData::Rts { prefix, .. } => self.cache.give(prefix),
+        }
+    }
+
+    /// Keep up to `limit` bytes of freed unexpected-message buffers for reuse (see
+    /// [`BufCache`]); what is kept beyond a new limit goes back to the allocator.
+    pub fn keep_unexpected_buffers(&mut self, limit: usize) {
+        self.cache = BufCache::new(limit);
     }
 
     /// Copy an eager message into a matched receive and complete it.
@@ -1262,7 +1284,7 @@ impl Pml {
             Frame::Eager { sync, .. } => (
                 payload.len() as u64,
                 UnexpectedData::Eager {
-                    data: payload.to_vec(),
+                    data: self.cache.copy_of(payload),
                     sync,
                 },
             ),
@@ -1271,7 +1293,7 @@ impl Pml {
                     len,
                     UnexpectedData::Rts {
                         info,
-                        prefix: prefix.to_vec(),
+                        prefix: self.cache.copy_of(prefix),
                     },
                 ),
                 Err(e) => return self.bad_frame(from, &e.to_string()),
@@ -1718,7 +1740,8 @@ impl FrameSink for Pml {
                     .iter()
                     .position(|u| u.from == from && u.sreq == sreq);
                 if let Some(i) = found {
-                    take_at(&mut self.unexpected, i);
+                    let u = take_at(&mut self.unexpected, i);
+                    self.recycle(u.data);
                 }
                 self.outbox.push_back(Ctrl::new(
                     from,

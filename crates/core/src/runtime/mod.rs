@@ -474,6 +474,7 @@ impl Engine {
         let policy = policy_from(&cfg).map_err(|e| MpiError::new(ErrorClass::Other, e))?;
         let mut pml = Pml::new(me, routes.clone(), policy, cfg.shm_single_copy);
         pml.verbose = cfg.verbose > 0;
+        pml.keep_unexpected_buffers(cfg.unexpected_cache as usize);
         if let Some(s) = shm.as_ref() {
             pml.coop = Coop::new(s, size as usize, &cfg);
         }

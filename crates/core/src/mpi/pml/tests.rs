@@ -209,6 +209,42 @@ fn eager_preposted_and_unexpected_keep_order() {
     );
 }
 
+/// Unexpected messages wait in buffers the engine keeps for the next burst: bursts of
+/// messages of mixed sizes (eager and the prefix of eager-rendezvous) arrive before their
+/// receives, every receive gets its own bytes, and the buffers come back to the cache.
+#[test]
+fn unexpected_buffers_are_reused_across_bursts() {
+    let mut t = Pair::new(Protocol::EagerRendezvous, false);
+    t.b.keep_unexpected_buffers(1 << 20);
+    let sizes = [1usize, 40, 64, 90, 0, 33];
+    let mut kept = 0;
+    for burst in 0..3u8 {
+        let msgs: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (j as u8) ^ (i as u8 * 7) ^ burst).collect())
+            .collect();
+        for (i, m) in msgs.iter().enumerate() {
+            send(&mut t.a, &mut t.ab, m, i as i32, Mode::Standard);
+        }
+        t.run();
+        // The burst waits in the buffers the last one left.
+        assert!(burst == 0 || t.b.cache.kept() < kept, "burst {burst}");
+        for (i, m) in msgs.iter().enumerate().rev() {
+            let mut buf = vec![0xeeu8; 100];
+            let (r, _) = recv(&mut t.b, &mut buf, 0, i as i32);
+            t.run();
+            t.release_tokens();
+            t.run();
+            assert!(done(&t.b, r), "burst {burst} message {i}");
+            assert_eq!(status(&t.b, r).bytes as usize, m.len());
+            assert_eq!(&buf[..m.len()], &m[..], "burst {burst} message {i}");
+        }
+        kept = t.b.cache.kept();
+        assert!(kept > 0, "burst {burst}: the buffers are kept");
+    }
+}
+
 #[test]
 fn tags_select_but_order_holds_per_tag() {
     let mut t = Pair::new(Protocol::Static, false);
