@@ -19,7 +19,12 @@
 //! steady cells and phase changes (see [`Point`]) — and, separately, least latency over the
 //! ping-pongs. The search starts from the built-in costs and changes one parameter at a time
 //! (coordinate descent over multiplicative steps), so parameters the measurements say nothing
-//! about keep their values.
+//! about keep their values; it also turns each cost line about a measured size (its per-byte
+//! part scaled, its fixed part moved to keep the cost there), which moves boundaries on the two
+//! sides of that size apart, as no single-parameter step can.
+//!
+//! `--save FILE` keeps the measurements and `--load FILE` fits them again without measuring,
+//! to compare fits or cost models on one set of numbers.
 //!
 //! The result goes into the installation's site file (`<prefix>/etc/protean.conf`, read by
 //! every job before `PROTEAN_CONFIG` and the environment), replacing only the fitted lines.
@@ -66,16 +71,22 @@ struct Opts {
     dry_run: bool,
     prefix: PathBuf,
     verbose: bool,
+    /// Write the measurements here (`--save`).
+    save: Option<PathBuf>,
+    /// Fit measurements written by `--save` instead of measuring (`--load`).
+    load: Option<PathBuf>,
 }
 
 fn usage() -> String {
     "usage: protean-tune --p2p [--transports shm,tcp] [--sizes 1K,4K,...] [--percents 0,10,...]\n\
      \x20                        [--runs 2] [--quick] [-o FILE] [--dry-run] [--prefix DIR] [-v]\n\
+     \x20                        [--save FILE | --load FILE]\n\
      Measures eager, rendezvous and eager-rendezvous between two ranks on this machine against\n\
      the share of receives preposted, fits the adaptive policy's cost model of each transport to\n\
      the measurements and writes adaptive_costs_<transport> into the site file of the\n\
      installation (default <prefix>/etc/protean.conf, which every job reads), keeping its other\n\
-     lines. --dry-run prints the fit only."
+     lines. --dry-run prints the fit only. --save writes the measurements to FILE; --load fits\n\
+     measurements saved earlier instead of measuring."
         .to_string()
 }
 
@@ -101,6 +112,8 @@ fn parse_args(args: &[String], prefix: PathBuf) -> Result<Opts, String> {
         dry_run: false,
         prefix,
         verbose: false,
+        save: None,
+        load: None,
     };
     let mut quick = false;
     let mut out_given = false;
@@ -148,8 +161,13 @@ fn parse_args(args: &[String], prefix: PathBuf) -> Result<Opts, String> {
                 }
             }
             "-v" => o.verbose = true,
+            "--save" => o.save = Some(PathBuf::from(val()?)),
+            "--load" => o.load = Some(PathBuf::from(val()?)),
             _ => return Err(format!("unknown argument '{a}'\n{}", usage())),
         }
+    }
+    if o.save.is_some() && o.load.is_some() {
+        return Err("--save and --load do not go together".into());
     }
     if o.runs == 0 {
         o.runs = if quick { 1 } else { 2 };
@@ -262,6 +280,113 @@ fn measure_latency(
         ));
     }
     Ok(m)
+}
+
+/// What was measured over one transport: the preposted-receive grid and the ping-pong
+/// latencies (us) by size with eager and with rendezvous forced.
+#[derive(Debug, Default, PartialEq)]
+pub struct Measured {
+    pub grid: Grid,
+    pub lat: [BTreeMap<usize, f64>; 2],
+}
+
+/// `o.runs` launches of both benchmarks over `route`, the best of them kept for every cell
+/// (noise only slows). A launch that fails is reported and skipped.
+fn measure_route(o: &Opts, dir: &Path, route: Route) -> Measured {
+    let name = route_name(route);
+    let mut m = Measured::default();
+    for run in 0..o.runs {
+        eprintln!(
+            "protean-tune: measuring over {name}, launch {} of {}",
+            run + 1,
+            o.runs
+        );
+        match measure(o, dir, route) {
+            Ok(g) => {
+                for (k, c) in g {
+                    let b = m.grid.entry(k).or_insert(c);
+                    for j in 0..3 {
+                        b[j] = b[j].max(c[j]);
+                    }
+                }
+            }
+            Err(e) => eprintln!("protean-tune: {e}"),
+        }
+        for (j, proto) in ["eager", "rendezvous"].iter().enumerate() {
+            match measure_latency(o, dir, route, proto) {
+                Ok(l) => {
+                    for (s, us) in l {
+                        let b = m.lat[j].entry(s).or_insert(us);
+                        *b = b.min(us);
+                    }
+                }
+                Err(e) => eprintln!("protean-tune: {e}"),
+            }
+        }
+    }
+    m
+}
+
+/// The `--save` text of one transport's measurements: lines
+/// `<transport> cell <size> <percent> <eager> <rndv> <split>` (MB/s) and
+/// `<transport> lone <size> <eager> <rndv>` (us).
+pub fn format_measured(route: Route, m: &Measured) -> String {
+    let name = route_name(route);
+    let mut t = String::new();
+    for ((size, pct), [e, r, x]) in &m.grid {
+        let _ = writeln!(t, "{name} cell {size} {pct} {e} {r} {x}");
+    }
+    for (size, e) in &m.lat[0] {
+        if let Some(r) = m.lat[1].get(size) {
+            let _ = writeln!(t, "{name} lone {size} {e} {r}");
+        }
+    }
+    t
+}
+
+/// Measurements written by [`format_measured`], by transport in the order first seen.
+pub fn parse_measured(text: &str) -> Result<Vec<(Route, Measured)>, String> {
+    let mut out: Vec<(Route, Measured)> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.is_empty() || f[0].starts_with('#') {
+            continue;
+        }
+        let bad = || format!("line {}: cannot read '{line}'", n + 1);
+        let route = match f[0] {
+            "shm" => Route::Shm,
+            "tcp" => Route::Tcp,
+            _ => return Err(bad()),
+        };
+        let i = match out.iter().position(|(r, _)| *r == route) {
+            Some(i) => i,
+            None => {
+                out.push((route, Measured::default()));
+                out.len() - 1
+            }
+        };
+        let m = &mut out[i].1;
+        let num = |k: usize| f.get(k).and_then(|v| v.parse::<f64>().ok()).ok_or_else(bad);
+        let size = f
+            .get(2)
+            .and_then(|v| v.parse::<usize>().ok())
+            .ok_or_else(bad)?;
+        match (f[1], f.len()) {
+            ("cell", 7) => {
+                let pct = f[3].parse::<u32>().map_err(|_| bad())?;
+                m.grid.insert((size, pct), [num(4)?, num(5)?, num(6)?]);
+            }
+            ("lone", 5) => {
+                m.lat[0].insert(size, num(3)?);
+                m.lat[1].insert(size, num(4)?);
+            }
+            _ => return Err(bad()),
+        }
+    }
+    if out.is_empty() {
+        return Err("no measurements".into());
+    }
+    Ok(out)
 }
 
 /// Cells "<size> <percent> <MB/s> <setting>" of a -P run; only complete cells are kept.
@@ -545,6 +670,9 @@ fn descend(
 ) -> Costs {
     let mut cur = *from;
     let mut cur_score = score(&cur, route, max_payload, points).0;
+    let mut sizes: Vec<f64> = points.iter().map(|p| p.size as f64).collect();
+    sizes.sort_by(f64::total_cmp);
+    sizes.dedup();
     for _ in 0..60 {
         let mut improved = false;
         for (_, get, set) in params {
@@ -570,6 +698,46 @@ fn descend(
             }
             if best.1 != v {
                 set(&mut cur, best.1);
+                cur_score = best.0;
+                improved = true;
+            }
+        }
+        // Turn each cost line about a size the points have: its per-byte part scaled, its
+        // fixed part moved to keep the cost at that size. Moving one part alone shifts every
+        // boundary of the line at once; turning it moves the boundaries on either side of the
+        // size apart (eager cheaper for large messages without winning at middle sizes too).
+        for pair in params.windows(2) {
+            let [(fixed_name, get_fixed, set_fixed), (per_byte_name, get_per_byte, set_per_byte)] =
+                pair
+            else {
+                continue;
+            };
+            if fixed_name.strip_suffix(".fixed") != per_byte_name.strip_suffix(".per_byte")
+                || fixed_name.strip_suffix(".fixed").is_none()
+            {
+                continue;
+            }
+            let (f0, b0) = (get_fixed(&cur), get_per_byte(&cur));
+            let mut best = (cur_score, f0, b0);
+            for &size in &sizes {
+                for step in STEPS {
+                    let b = round4(b0 * step);
+                    let f = round4(f0 + (b0 - b) * size);
+                    if f < 0.0 || b <= 0.0 {
+                        continue;
+                    }
+                    let mut t = cur;
+                    set_fixed(&mut t, f);
+                    set_per_byte(&mut t, b);
+                    let s = score(&t, route, max_payload, points).0;
+                    if s > best.0 + 1e-9 {
+                        best = (s, f, b);
+                    }
+                }
+            }
+            if (best.1, best.2) != (f0, b0) {
+                set_fixed(&mut cur, best.1);
+                set_per_byte(&mut cur, best.2);
                 cur_score = best.0;
                 improved = true;
             }
@@ -638,47 +806,53 @@ pub fn main(args: &[String], prefix: PathBuf) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let dir = std::env::temp_dir().join(format!("protean-tune-p2p-{}", std::process::id()));
-    if let Err(e) = build(&o, &dir) {
-        eprintln!("protean-tune: {e}");
-        let _ = std::fs::remove_dir_all(&dir);
-        return ExitCode::FAILURE;
-    }
-    let mut set = Vec::new();
-    for &route in &o.transports {
-        let name = route_name(route);
-        let mut grid = Grid::new();
-        let mut lat: [BTreeMap<usize, f64>; 2] = Default::default();
-        for run in 0..o.runs {
-            eprintln!(
-                "protean-tune: measuring over {name}, launch {} of {}",
-                run + 1,
-                o.runs
-            );
-            match measure(&o, &dir, route) {
-                Ok(g) => {
-                    for (k, c) in g {
-                        let b = grid.entry(k).or_insert(c);
-                        for j in 0..3 {
-                            b[j] = b[j].max(c[j]);
-                        }
-                    }
-                }
-                Err(e) => eprintln!("protean-tune: {e}"),
+    let measured = match &o.load {
+        Some(f) => match std::fs::read_to_string(f)
+            .map_err(|e| format!("{}: {e}", f.display()))
+            .and_then(|t| parse_measured(&t))
+        {
+            Ok(m) => m
+                .into_iter()
+                .filter(|(r, _)| o.transports.contains(r))
+                .collect(),
+            Err(e) => {
+                eprintln!("protean-tune: {e}");
+                return ExitCode::FAILURE;
             }
-            for (j, proto) in ["eager", "rendezvous"].iter().enumerate() {
-                match measure_latency(&o, &dir, route, proto) {
-                    Ok(m) => {
-                        for (s, us) in m {
-                            let b = lat[j].entry(s).or_insert(us);
-                            *b = b.min(us);
-                        }
-                    }
-                    Err(e) => eprintln!("protean-tune: {e}"),
+        },
+        None => {
+            let dir = std::env::temp_dir().join(format!("protean-tune-p2p-{}", std::process::id()));
+            let m = build(&o, &dir).map(|()| {
+                o.transports
+                    .iter()
+                    .map(|&route| (route, measure_route(&o, &dir, route)))
+                    .collect::<Vec<_>>()
+            });
+            let _ = std::fs::remove_dir_all(&dir);
+            match m {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("protean-tune: {e}");
+                    return ExitCode::FAILURE;
                 }
             }
         }
-        let stream = stream_points(&grid);
+    };
+    if let Some(f) = &o.save {
+        let text: String = measured
+            .iter()
+            .map(|(r, m)| format_measured(*r, m))
+            .collect();
+        if let Err(e) = std::fs::write(f, text) {
+            eprintln!("protean-tune: {}: {e}", f.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let mut set = Vec::new();
+    for (route, m) in &measured {
+        let (route, name) = (*route, route_name(*route));
+        let Measured { grid, lat } = m;
+        let stream = stream_points(grid);
         let lone = lone_points(&lat[0], &lat[1]);
         if stream.is_empty() && lone.is_empty() {
             eprintln!("protean-tune: nothing measured over {name}; its costs stay");
@@ -722,7 +896,6 @@ pub fn main(args: &[String], prefix: PathBuf) -> ExitCode {
         }
         set.push((key.to_string(), fitted.to_string()));
     }
-    let _ = std::fs::remove_dir_all(&dir);
     if set.is_empty() {
         return ExitCode::FAILURE;
     }
@@ -781,6 +954,30 @@ mod tests {
         );
         assert_eq!(g.len(), 1);
         assert_eq!(g[&(1024, 0)], [100.0, 50.0, 40.0]);
+    }
+
+    #[test]
+    fn saved_measurements_load_back() {
+        let mut m = Measured::default();
+        m.grid.insert((1024, 0), [241.9, 118.8, 116.0]);
+        m.grid.insert((65536, 100), [7026.25, 6688.1, 6904.3]);
+        m.lat[0].insert(1024, 5.75);
+        m.lat[1].insert(1024, 12.5);
+        let mut shm = Measured::default();
+        shm.grid.insert((4096, 50), [1.0, 2.0, 3.0]);
+        let text = format!(
+            "# saved\n{}{}",
+            format_measured(Route::Tcp, &m),
+            format_measured(Route::Shm, &shm)
+        );
+        let back = parse_measured(&text).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0], (Route::Tcp, m));
+        assert_eq!(back[1], (Route::Shm, shm));
+        let err = parse_measured("tcp cell 1024 0 1.0 2.0\n").unwrap_err();
+        assert!(err.contains("line 1"), "{err}");
+        assert!(parse_measured("udp lone 1 2 3\n").is_err());
+        assert!(parse_measured("# nothing\n").is_err());
     }
 
     #[test]
