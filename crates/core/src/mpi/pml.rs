@@ -60,16 +60,19 @@ pub trait Io {
     }
 }
 
-/// An eager message a transport is writing straight into the receive it matched.
-#[derive(Debug, Clone, Copy)]
+/// An eager message a transport is writing straight into the receive it matched, or into a
+/// buffer of its own when no receive matched.
+#[derive(Debug)]
 struct Placing {
     from: Gpid,
-    /// The receive's slot, or DIRECT.
+    /// The receive's slot, or DIRECT (unused with `unexpected`).
     slot: u32,
     env: Envelope,
     sync: bool,
     sreq: u32,
     len: usize,
+    /// The buffer an unexpected message is written into.
+    unexpected: Option<Vec<u8>>,
 }
 
 /// Posted-queue marker of the blocking receive that waits without a request.
@@ -1223,61 +1226,32 @@ impl Pml {
         }
     }
 
+    /// The posted receive a message with `env` matches, if any.
+    #[inline]
+    fn find_posted(&self, env: &Envelope) -> Option<usize> {
+        // The oldest posted receive is the usual match: test it before searching.
+        match self.posted.front() {
+            Some(p) if matches(&p.spec, env) => Some(0),
+            Some(_) => self.posted.iter().position(|p| matches(&p.spec, env)),
+            None => None,
+        }
+    }
+
     /// A matchable frame in its turn: match it or queue it as unexpected.
     fn on_matchable(&mut self, from: Gpid, f: Frame, payload: &[u8]) {
         let (env, sreq) = match f {
             Frame::Eager { env, sreq, .. } | Frame::Rts { env, sreq, .. } => (env, sreq),
             _ => return,
         };
-        // The oldest posted receive is the usual match: test it before searching.
-        let found = match self.posted.front() {
-            Some(p) if matches(&p.spec, &env) => Some(0),
-            Some(_) => self.posted.iter().position(|p| matches(&p.spec, &env)),
-            None => None,
-        };
+        let found = self.find_posted(&env);
         let bytes = match f {
             Frame::Rts { len, .. } => len as usize,
             _ => payload.len(),
         };
         self.note_arrival(from, found.is_some(), bytes);
         if let Some(i) = found {
-            let mut p = take_at(&mut self.posted, i);
             self.counters.on(self.route(from)).preposted += 1;
-            if p.slot == DIRECT {
-                let d = self.direct.as_mut().expect("a direct receive is posted");
-                if let Frame::Eager { sync, .. } = f {
-                    d.state = DirectState::Done(copy_eager(d.buf, d.cap, env, payload));
-                    if sync {
-                        self.outbox
-                            .push_back(Ctrl::new(from, Frame::SyncAck { sreq }));
-                    }
-                    return;
-                }
-                // A rendezvous needs request ids and state: continue as a request.
-                let mut r = Request::new(Kind::Recv, 0);
-                r.env = d.spec;
-                r.buf = d.buf;
-                r.len = d.cap;
-                p.slot = self.reqs.insert(r);
-                self.direct.as_mut().expect("posted").state = DirectState::Upgraded(p.slot);
-            }
-            match f {
-                Frame::Eager { sync, .. } => {
-                    self.eager_into(p.slot, from, env, payload);
-                    if sync {
-                        self.outbox
-                            .push_back(Ctrl::new(from, Frame::SyncAck { sreq }));
-                    }
-                }
-                Frame::Rts { len, .. } => match RndvInfo::decode(payload) {
-                    Ok((info, prefix)) => {
-                        self.rndv_into(p.slot, from, env, sreq, len, info, prefix)
-                    }
-                    Err(e) => self.bad_frame(from, &e.to_string()),
-                },
-                _ => {}
-            }
-            return;
+            return self.deliver_posted(i, from, f, payload);
         }
         self.counters.on(self.route(from)).unexpected += 1;
         let (len, data) = match f {
@@ -1307,6 +1281,47 @@ impl Pml {
             len,
             data,
         });
+    }
+
+    /// Deliver a matchable frame into the posted receive at `i` of the posted queue.
+    fn deliver_posted(&mut self, i: usize, from: Gpid, f: Frame, payload: &[u8]) {
+        let (env, sreq) = match f {
+            Frame::Eager { env, sreq, .. } | Frame::Rts { env, sreq, .. } => (env, sreq),
+            _ => return,
+        };
+        let mut p = take_at(&mut self.posted, i);
+        if p.slot == DIRECT {
+            let d = self.direct.as_mut().expect("a direct receive is posted");
+            if let Frame::Eager { sync, .. } = f {
+                d.state = DirectState::Done(copy_eager(d.buf, d.cap, env, payload));
+                if sync {
+                    self.outbox
+                        .push_back(Ctrl::new(from, Frame::SyncAck { sreq }));
+                }
+                return;
+            }
+            // A rendezvous needs request ids and state: continue as a request.
+            let mut r = Request::new(Kind::Recv, 0);
+            r.env = d.spec;
+            r.buf = d.buf;
+            r.len = d.cap;
+            p.slot = self.reqs.insert(r);
+            self.direct.as_mut().expect("posted").state = DirectState::Upgraded(p.slot);
+        }
+        match f {
+            Frame::Eager { sync, .. } => {
+                self.eager_into(p.slot, from, env, payload);
+                if sync {
+                    self.outbox
+                        .push_back(Ctrl::new(from, Frame::SyncAck { sreq }));
+                }
+            }
+            Frame::Rts { len, .. } => match RndvInfo::decode(payload) {
+                Ok((info, prefix)) => self.rndv_into(p.slot, from, env, sreq, len, info, prefix),
+                Err(e) => self.bad_frame(from, &e.to_string()),
+            },
+            _ => {}
+        }
     }
 
     /// Match the frames from `from` held back because they arrived ahead of their turn, as
@@ -1794,10 +1809,25 @@ impl FrameSink for Pml {
         if seq != p.recv_seq || !p.early.is_empty() {
             return None;
         }
-        let i = match self.posted.front() {
-            Some(p) if matches(&p.spec, &env) => 0,
-            Some(_) => self.posted.iter().position(|p| matches(&p.spec, &env))?,
-            None => return None,
+        let Some(i) = self.find_posted(&env) else {
+            // No receive for it yet: the payload goes straight into the buffer it will wait
+            // in, not through the transport's (which a large frame would make it grow).
+            let mut buf = self.cache.take(len);
+            let ptr = buf.as_mut_ptr();
+            self.peers[from as usize].recv_seq = seq.wrapping_add(1);
+            self.counters.on(self.route(from)).unexpected += 1;
+            self.take_feedback(from, hdr);
+            self.note_arrival(from, false, len);
+            self.placing.push(Placing {
+                from,
+                slot: DIRECT,
+                env,
+                sync,
+                sreq,
+                len,
+                unexpected: Some(buf),
+            });
+            return Some(ptr);
         };
         let slot = self.posted[i].slot;
         let (buf, cap) = if slot == DIRECT {
@@ -1825,6 +1855,7 @@ impl FrameSink for Pml {
             sync,
             sreq,
             len,
+            unexpected: None,
         });
         Some(buf)
     }
@@ -1834,6 +1865,36 @@ impl FrameSink for Pml {
             return;
         };
         let pl = self.placing.swap_remove(i);
+        if let Some(mut data) = pl.unexpected {
+            // SAFETY: eager_target took `data` with room for `len` bytes, and the transport
+            // has written all of them.
+            unsafe { data.set_len(pl.len) };
+            let f = Frame::Eager {
+                env: pl.env,
+                seq: 0,
+                sreq: pl.sreq,
+                sync: pl.sync,
+            };
+            // A receive posted while it was being read takes it now.
+            match self.find_posted(&pl.env) {
+                Some(i) => {
+                    self.deliver_posted(i, from, f, &data);
+                    self.cache.give(data);
+                }
+                None => self.unexpected.push_back(Unexpected {
+                    env: pl.env,
+                    from,
+                    sreq: pl.sreq,
+                    len: pl.len as u64,
+                    data: UnexpectedData::Eager {
+                        data,
+                        sync: pl.sync,
+                    },
+                }),
+            }
+            self.drain_early(from);
+            return;
+        }
         let st = Status {
             source: pl.env.src,
             tag: pl.env.tag,

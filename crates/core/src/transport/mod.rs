@@ -79,9 +79,10 @@ pub trait FrameSink {
     fn on_data_placed(&mut self, _from: Gpid, _rreq: u32, _offset: u64, _len: usize) {}
 
     /// For an `Eager` frame of `len` payload bytes from `from` whose payload has not arrived
-    /// yet: the buffer of the receive it matches, if that receive is posted and the frame is
-    /// next in order; the transport then writes the payload there and calls
-    /// [`FrameSink::on_eager_placed`] (and delivers nothing else from `from` in between).
+    /// yet: where to write it, if the frame is next in order — the buffer of the receive it
+    /// matches, or, when none is posted, the buffer it will wait in as an unexpected message;
+    /// the transport then writes the payload there and calls [`FrameSink::on_eager_placed`]
+    /// (and delivers nothing else from `from` in between).
     fn eager_target(
         &mut self,
         _from: Gpid,

@@ -636,8 +636,8 @@ impl Tcp {
                         break;
                     }
                 }
-                // A large eager message whose payload is still on its way: if its receive is
-                // posted, read it there instead of through this buffer.
+                // A large eager message whose payload is still on its way: read it into its
+                // receive, or the buffer it waits in unexpected, not through this buffer.
                 if plen >= EAGER_DIRECT_MIN && avail < PREFIX + plen {
                     if let Some(ptr) = sink.eager_target(c.peer, hdr, plen) {
                         let have = avail - PREFIX;

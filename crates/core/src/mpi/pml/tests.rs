@@ -723,11 +723,9 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
         }
         .encode()
     };
-    // Nothing posted: no target.
-    assert!(t.b.eager_target(0, &hdr(0, false), 100).is_none());
     let mut buf = vec![0u8; 100];
     let (r, _) = recv(&mut t.b, &mut buf, 0, 3);
-    // Out of turn, or too big for the receive: no target either.
+    // Out of turn, or too big for the receive: no target.
     assert!(t.b.eager_target(0, &hdr(1, false), 100).is_none());
     assert!(t.b.eager_target(0, &hdr(0, false), 101).is_none());
     let p =
@@ -760,6 +758,75 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
     let st = t.b.take_direct().unwrap().unwrap();
     assert_eq!(st.bytes, 16);
     assert_eq!(small, [7u8; 16]);
+}
+
+/// An eager payload with no receive posted is read straight into the buffer it waits in; a
+/// receive posted while it is being read takes it when it is complete, otherwise it waits
+/// unexpected, in order with the messages after it.
+#[test]
+fn eager_payload_placed_into_its_unexpected_buffer() {
+    let mut t = Pair::new(Protocol::Eager, false);
+    t.b.keep_unexpected_buffers(1 << 20);
+    let hdr = |seq: u32, tag: i32| {
+        Frame::Eager {
+            env: env(tag),
+            seq,
+            sreq: 0,
+            sync: false,
+        }
+        .encode()
+    };
+    // Nothing posted: it is read into a buffer of its own, out of turn it is not.
+    assert!(t.b.eager_target(0, &hdr(1, 3), 50).is_none());
+    let p = t.b.eager_target(0, &hdr(0, 3), 50).expect("in turn");
+    unsafe { std::ptr::write_bytes(p, 0x5a, 50) };
+    // A receive posted meanwhile does not see it yet...
+    let any = Envelope {
+        ctx: 0,
+        src: 0,
+        tag: 3,
+    };
+    assert!(t.b.probe(&any).is_none());
+    let mut buf = vec![0u8; 64];
+    let (r, d) = recv(&mut t.b, &mut buf, 0, 3);
+    assert!(!d);
+    // ...and takes it once it is complete.
+    t.b.on_eager_placed(0);
+    assert!(done(&t.b, r));
+    assert_eq!(status(&t.b, r).bytes, 50);
+    assert!(buf[..50].iter().all(|b| *b == 0x5a) && buf[50] == 0);
+    assert!(t.b.cache.kept() > 0, "the buffer went back to the cache");
+    // With no receive at all it waits unexpected, then the next message (sent normally)
+    // queues behind it.
+    let p = t.b.eager_target(0, &hdr(1, 4), 40).expect("in turn");
+    unsafe { std::ptr::write_bytes(p, 0x11, 40) };
+    t.b.on_eager_placed(0);
+    let second = [0x22u8; 8];
+    send(&mut t.a, &mut t.ab, &second, 4, Mode::Standard);
+    // a's own sequence numbers start at 0: feed b the frame as if it were the third.
+    let (h, pl) = t.ab.frames.pop_front().unwrap();
+    let Ok(Frame::Eager {
+        env: e, sreq, sync, ..
+    }) = Frame::decode(&h)
+    else {
+        panic!("eager frame")
+    };
+    let h = Frame::Eager {
+        env: e,
+        seq: 2,
+        sreq,
+        sync,
+    }
+    .encode();
+    t.b.on_frame(0, &h, &pl);
+    for (n, fill) in [(40usize, 0x11u8), (8, 0x22)] {
+        let mut b = vec![0u8; 64];
+        let (r, d) = recv(&mut t.b, &mut b, 0, 4);
+        assert!(d && done(&t.b, r));
+        assert_eq!(status(&t.b, r).bytes as usize, n);
+        assert!(b[..n].iter().all(|x| *x == fill));
+    }
+    assert_eq!(t.b.counters.on(Route::Shm).unexpected, 3);
 }
 
 /// Receivers report how messages arrive; an adaptive sender moves its eager boundary when
