@@ -29,7 +29,8 @@
 //! the stream's costs apply.
 //!
 //! An explicit eager limit (`eager_limit` >= 0, or a per-peer override) pins the boundary of
-//! eager under `static` and `adaptive` alike: messages up to it go eager, larger ones never.
+//! eager under `static` and `adaptive` alike: messages up to it go eager, larger ones by
+//! rendezvous (as every static MPI's eager limit; no eager prefix either).
 
 use std::fmt;
 
@@ -638,17 +639,23 @@ impl Policy {
             let e = c.eager_ns(s as f64, fb);
             e <= c.rndv_ns(s as f64, fb) && e <= split(s) && c.streak_pays(s as f64, fb)
         };
-        let (eager_max, lone_eager_max) = match self.pinned(peer) {
-            Some(l) => (Some(l.min(max_payload)), Some(l.min(max_payload))),
-            None => (
-                boundary(eager_best, max_payload),
-                // A lone message weighs eager against a rendezvous that hides nothing.
-                boundary(
-                    |s| c.lone_eager_ns(s as f64, fb) <= c.lone_rndv_ns(s as f64, fb),
-                    max_payload,
-                ),
+        if let Some(l) = self.pinned(peer) {
+            // As under static: eager up to the limit, rendezvous above (no eager prefix).
+            let limit = Some(l.min(max_payload));
+            return Limits {
+                eager_max: limit,
+                lone_eager_max: limit,
+                ..Limits::RENDEZVOUS
+            };
+        }
+        let (eager_max, lone_eager_max) = (
+            boundary(eager_best, max_payload),
+            // A lone message weighs eager against a rendezvous that hides nothing.
+            boundary(
+                |s| c.lone_eager_ns(s as f64, fb) <= c.lone_rndv_ns(s as f64, fb),
+                max_payload,
             ),
-        };
+        );
         Limits {
             eager_max,
             lone_eager_max,
@@ -910,8 +917,40 @@ mod tests {
             Feedback::INITIAL,
         );
         assert_eq!(l.plan(0, false), Plan::Eager);
-        assert_ne!(l.plan(1, false), Plan::Eager);
-        assert_ne!(l.plan(1, true), Plan::Eager);
+        assert_eq!(l.plan(1, false), Plan::Rendezvous);
+        assert_eq!(l.plan(1, true), Plan::Rendezvous);
+        // Even where the costs would send a prefix eagerly, above a pinned limit is rendezvous.
+        let mut split = pinned.clone();
+        split.eager_limit = Some(4096);
+        split.costs_shm.split = 0.0;
+        split.costs_shm.hide = 1e6;
+        let l = split.limits(
+            Protocol::Adaptive,
+            1,
+            Route::Shm,
+            1 << 20,
+            Feedback::INITIAL,
+        );
+        assert_eq!(l.plan(4096, false), Plan::Eager);
+        assert_eq!(l.plan(1 << 16, false), Plan::Rendezvous);
+        let unpinned = Policy {
+            eager_limit: None,
+            ..split
+        };
+        let l = unpinned.limits(
+            Protocol::Adaptive,
+            1,
+            Route::Shm,
+            1 << 20,
+            Feedback::INITIAL,
+        );
+        assert!(
+            matches!(
+                l.plan(1 << 16, false),
+                Plan::EagerRendezvous { .. } | Plan::Eager
+            ),
+            "the costs alone would not choose plain rendezvous"
+        );
     }
 
     /// Lone messages (a ping-pong) have their own boundary: earlier than a stream's on shared
