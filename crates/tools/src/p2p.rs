@@ -79,7 +79,7 @@ struct Opts {
 
 fn usage() -> String {
     "usage: protean-tune --p2p [--transports shm,tcp] [--sizes 1K,4K,...] [--percents 0,10,...]\n\
-     \x20                        [--runs 2] [--quick] [-o FILE] [--dry-run] [--prefix DIR] [-v]\n\
+     \x20                        [--runs 3] [--quick] [-o FILE] [--dry-run] [--prefix DIR] [-v]\n\
      \x20                        [--save FILE | --load FILE]\n\
      Measures eager, rendezvous and eager-rendezvous between two ranks on this machine against\n\
      the share of receives preposted, fits the adaptive policy's cost model of each transport to\n\
@@ -170,7 +170,7 @@ fn parse_args(args: &[String], prefix: PathBuf) -> Result<Opts, String> {
         return Err("--save and --load do not go together".into());
     }
     if o.runs == 0 {
-        o.runs = if quick { 1 } else { 2 };
+        o.runs = if quick { 1 } else { 3 };
     }
     if quick {
         o.reps = 5;
@@ -282,16 +282,17 @@ fn measure_latency(
     Ok(m)
 }
 
-/// What was measured over one transport: the preposted-receive grid and the ping-pong
-/// latencies (us) by size with eager and with rendezvous forced.
+/// What was measured over one transport: the preposted-receive grid of every launch and the
+/// ping-pong latencies (us, the best of the launches) by size with eager and with rendezvous
+/// forced.
 #[derive(Debug, Default, PartialEq)]
 pub struct Measured {
-    pub grid: Grid,
+    pub grids: Vec<Grid>,
     pub lat: [BTreeMap<usize, f64>; 2],
 }
 
-/// `o.runs` launches of both benchmarks over `route`, the best of them kept for every cell
-/// (noise only slows). A launch that fails is reported and skipped.
+/// `o.runs` launches of both benchmarks over `route`. A launch that fails is reported and
+/// skipped.
 fn measure_route(o: &Opts, dir: &Path, route: Route) -> Measured {
     let name = route_name(route);
     let mut m = Measured::default();
@@ -302,14 +303,7 @@ fn measure_route(o: &Opts, dir: &Path, route: Route) -> Measured {
             o.runs
         );
         match measure(o, dir, route) {
-            Ok(g) => {
-                for (k, c) in g {
-                    let b = m.grid.entry(k).or_insert(c);
-                    for j in 0..3 {
-                        b[j] = b[j].max(c[j]);
-                    }
-                }
-            }
+            Ok(g) => m.grids.push(g),
             Err(e) => eprintln!("protean-tune: {e}"),
         }
         for (j, proto) in ["eager", "rendezvous"].iter().enumerate() {
@@ -328,13 +322,15 @@ fn measure_route(o: &Opts, dir: &Path, route: Route) -> Measured {
 }
 
 /// The `--save` text of one transport's measurements: lines
-/// `<transport> cell <size> <percent> <eager> <rndv> <split>` (MB/s) and
+/// `<transport> cell <launch> <size> <percent> <eager> <rndv> <split>` (MB/s) and
 /// `<transport> lone <size> <eager> <rndv>` (us).
 pub fn format_measured(route: Route, m: &Measured) -> String {
     let name = route_name(route);
     let mut t = String::new();
-    for ((size, pct), [e, r, x]) in &m.grid {
-        let _ = writeln!(t, "{name} cell {size} {pct} {e} {r} {x}");
+    for (l, grid) in m.grids.iter().enumerate() {
+        for ((size, pct), [e, r, x]) in grid {
+            let _ = writeln!(t, "{name} cell {l} {size} {pct} {e} {r} {x}");
+        }
     }
     for (size, e) in &m.lat[0] {
         if let Some(r) = m.lat[1].get(size) {
@@ -367,16 +363,24 @@ pub fn parse_measured(text: &str) -> Result<Vec<(Route, Measured)>, String> {
         };
         let m = &mut out[i].1;
         let num = |k: usize| f.get(k).and_then(|v| v.parse::<f64>().ok()).ok_or_else(bad);
-        let size = f
-            .get(2)
-            .and_then(|v| v.parse::<usize>().ok())
-            .ok_or_else(bad)?;
+        let int = |k: usize| {
+            f.get(k)
+                .and_then(|v| v.parse::<usize>().ok())
+                .ok_or_else(bad)
+        };
         match (f[1], f.len()) {
-            ("cell", 7) => {
-                let pct = f[3].parse::<u32>().map_err(|_| bad())?;
-                m.grid.insert((size, pct), [num(4)?, num(5)?, num(6)?]);
+            ("cell", 8) => {
+                let (l, size, pct) = (int(2)?, int(3)?, int(4)?);
+                if l > m.grids.len() || l > 1000 {
+                    return Err(bad());
+                }
+                if l == m.grids.len() {
+                    m.grids.push(Grid::new());
+                }
+                m.grids[l].insert((size, pct as u32), [num(5)?, num(6)?, num(7)?]);
             }
             ("lone", 5) => {
+                let size = int(2)?;
                 m.lat[0].insert(size, num(3)?);
                 m.lat[1].insert(size, num(4)?);
             }
@@ -449,22 +453,64 @@ pub const STEADY: f64 = 4.0 * PHASE;
 /// those rounds go by the other phase's choice. It weighs the risk of a choice that is right
 /// in steady state but costly when the receiver changes its habits (1 MiB sent eagerly over
 /// TCP into receives that stopped being preposted is 6x slower than rendezvous).
+///
+/// `agree[j]` is the best share of the best protocol that protocol `j` reached in any one
+/// launch. The settings take turns round by round inside a launch, so a comparison inside one
+/// is sound while values from different launches are not; a choice counts as worse at a
+/// steady point only when every launch says so, and where the launches disagree (1 MiB over
+/// TCP: eager and rendezvous trade places from launch to launch) the phase changes decide.
 #[derive(Debug, Clone, Copy)]
 pub struct Point {
     pub size: usize,
     pub fb: Feedback,
     pub lone: bool,
     pub vals: Cell,
+    pub agree: Cell,
     pub then: Option<(Feedback, Cell)>,
+}
+
+/// Each protocol's share of the best protocol in a cell.
+fn shares(c: &Cell) -> Cell {
+    let best = c.iter().copied().fold(0.0, f64::max);
+    c.map(|v| if best > 0.0 { v / best } else { 0.0 })
 }
 
 /// Rounds per phase, and rounds of lag, of phase change points.
 pub const PHASE: f64 = 8.0;
 pub const LAG: f64 = 1.0;
 
-/// The stream points of a preposted-receive grid, and a phase change point (0% and 100%
-/// preposted) for every size that has both.
-pub fn stream_points(grid: &Grid) -> Vec<Point> {
+/// Per cell, the median over launches of each protocol's throughput.
+pub fn median_grid(launches: &[Grid]) -> Grid {
+    let mut all: BTreeMap<(usize, u32), Vec<Cell>> = BTreeMap::new();
+    for g in launches {
+        for (k, c) in g {
+            all.entry(*k).or_default().push(*c);
+        }
+    }
+    all.into_iter()
+        .map(|(k, cells)| {
+            let med = |j: usize| {
+                let mut v: Vec<f64> = cells.iter().map(|c| c[j]).collect();
+                v.sort_by(f64::total_cmp);
+                let n = v.len();
+                (v[(n - 1) / 2] + v[n / 2]) / 2.0
+            };
+            (k, [med(0), med(1), med(2)])
+        })
+        .collect()
+}
+
+/// The stream points of the preposted-receive grids of one or more launches (values: the
+/// medians), and a phase change point (0% and 100% preposted) for every size that has both.
+pub fn stream_points(launches: &[Grid]) -> Vec<Point> {
+    let grid = median_grid(launches);
+    let agree = |k: &(usize, u32)| {
+        launches
+            .iter()
+            .filter_map(|g| g.get(k))
+            .map(shares)
+            .fold([0.0; 3], |a, s| [0, 1, 2].map(|j| f64::max(a[j], s[j])))
+    };
     let mut out: Vec<Point> = grid
         .iter()
         .map(|(&(size, pct), &vals)| Point {
@@ -472,16 +518,18 @@ pub fn stream_points(grid: &Grid) -> Vec<Point> {
             fb: feedback_for(size, pct),
             lone: false,
             vals,
+            agree: agree(&(size, pct)),
             then: None,
         })
         .collect();
-    for (&(size, pct), &vals) in grid {
+    for (&(size, pct), &vals) in &grid {
         if let (0, Some(&other)) = (pct, grid.get(&(size, 100))) {
             out.push(Point {
                 size,
                 fb: feedback_for(size, 0),
                 lone: false,
                 vals,
+                agree: shares(&vals),
                 then: Some((feedback_for(size, 100), other)),
             });
         }
@@ -494,8 +542,7 @@ pub fn stream_points(grid: &Grid) -> Vec<Point> {
 fn ratio(c: &Costs, route: Route, max_payload: usize, pt: &Point) -> Option<f64> {
     let a = choice(c, route, max_payload, pt);
     let Some((fb2, vals2)) = pt.then else {
-        let best = pt.vals.iter().copied().fold(0.0, f64::max);
-        return (best > 0.0).then(|| pt.vals[a] / best);
+        return (pt.agree[a] > 0.0).then_some(pt.agree[a]);
     };
     // In the preposted phase the streak grows from nothing: its choice in the middle of the
     // phase stands for the phase, its choice at the end goes on into the other phase.
@@ -526,12 +573,16 @@ pub fn lone_points(eager: &BTreeMap<usize, f64>, rndv: &BTreeMap<usize, f64>) ->
         .iter()
         .filter_map(|(&size, &e)| {
             let r = *rndv.get(&size)?;
-            (e > 0.0 && r > 0.0).then(|| Point {
-                size,
-                fb: Feedback::INITIAL,
-                lone: true,
-                vals: [1.0 / e, 1.0 / r, 1.0 / r],
-                then: None,
+            (e > 0.0 && r > 0.0).then(|| {
+                let vals = [1.0 / e, 1.0 / r, 1.0 / r];
+                Point {
+                    size,
+                    fb: Feedback::INITIAL,
+                    lone: true,
+                    vals,
+                    agree: shares(&vals),
+                    then: None,
+                }
             })
         })
         .collect()
@@ -851,8 +902,8 @@ pub fn main(args: &[String], prefix: PathBuf) -> ExitCode {
     let mut set = Vec::new();
     for (route, m) in &measured {
         let (route, name) = (*route, route_name(*route));
-        let Measured { grid, lat } = m;
-        let stream = stream_points(grid);
+        let Measured { grids, lat } = m;
+        let stream = stream_points(grids);
         let lone = lone_points(&lat[0], &lat[1]);
         if stream.is_empty() && lone.is_empty() {
             eprintln!("protean-tune: nothing measured over {name}; its costs stay");
@@ -959,12 +1010,14 @@ mod tests {
     #[test]
     fn saved_measurements_load_back() {
         let mut m = Measured::default();
-        m.grid.insert((1024, 0), [241.9, 118.8, 116.0]);
-        m.grid.insert((65536, 100), [7026.25, 6688.1, 6904.3]);
+        m.grids = vec![Grid::new(), Grid::new()];
+        m.grids[0].insert((1024, 0), [241.9, 118.8, 116.0]);
+        m.grids[0].insert((65536, 100), [7026.25, 6688.1, 6904.3]);
+        m.grids[1].insert((1024, 0), [240.0, 119.0, 117.0]);
         m.lat[0].insert(1024, 5.75);
         m.lat[1].insert(1024, 12.5);
         let mut shm = Measured::default();
-        shm.grid.insert((4096, 50), [1.0, 2.0, 3.0]);
+        shm.grids = vec![Grid::from([((4096, 50), [1.0, 2.0, 3.0])])];
         let text = format!(
             "# saved\n{}{}",
             format_measured(Route::Tcp, &m),
@@ -974,7 +1027,7 @@ mod tests {
         assert_eq!(back.len(), 2);
         assert_eq!(back[0], (Route::Tcp, m));
         assert_eq!(back[1], (Route::Shm, shm));
-        let err = parse_measured("tcp cell 1024 0 1.0 2.0\n").unwrap_err();
+        let err = parse_measured("tcp cell 0 1024 0 1.0 2.0\n").unwrap_err();
         assert!(err.contains("line 1"), "{err}");
         assert!(parse_measured("udp lone 1 2 3\n").is_err());
         assert!(parse_measured("# nothing\n").is_err());
@@ -1016,7 +1069,7 @@ mod tests {
             }
         }
         let start = Costs::parse(Costs::SHM).unwrap();
-        let points = stream_points(&grid);
+        let points = stream_points(&[grid]);
         let (_, _, before) = score(&start, Route::Shm, 1 << 20, &points);
         assert!(before > 0, "the built-in costs should miss here");
         let fitted = fit(&start, STREAM_PARAMS, Route::Shm, 1 << 20, &points);
@@ -1041,12 +1094,12 @@ mod tests {
         grid.insert((s, 100), [12000.0, 11000.0, 11000.0]);
         let mut c = Costs::parse(Costs::TCP).unwrap();
         c.eager = (500.0, 0.08); // eager wins at 100% in steady state
-        let steady: Vec<Point> = stream_points(&grid)
+        let steady: Vec<Point> = stream_points(std::slice::from_ref(&grid))
             .into_iter()
             .filter(|p| p.then.is_none())
             .collect();
         assert_eq!(score(&c, Route::Tcp, 1 << 31, &steady).2, 0);
-        let all = stream_points(&grid);
+        let all = stream_points(&[grid]);
         assert_eq!(all.len(), 3);
         assert_eq!(
             score(&c, Route::Tcp, 1 << 31, &all).2,
@@ -1060,6 +1113,42 @@ mod tests {
         // With a lag, a steady preposted stream still goes eagerly: the streak pays for it.
         assert!(fitted.lag > 0.0, "{fitted}");
         let steady = all
+            .iter()
+            .find(|p| p.then.is_none() && p.fb.preposted >= 1.0)
+            .unwrap();
+        assert_eq!(choice(&fitted, Route::Tcp, 1 << 31, steady), 0, "{fitted}");
+    }
+
+    /// Two launches disagree on which protocol is faster at 1 MiB with every receive posted;
+    /// both say eager is far slower into unposted receives. No launch-to-launch noise makes
+    /// eager worth its risk there: the fit keeps rendezvous.
+    #[test]
+    fn launches_that_disagree_leave_the_choice_to_the_phase_changes() {
+        let s = 1usize << 20;
+        let launch = |e100: f64, r100: f64| {
+            Grid::from([
+                ((s, 0), [6000.0, 11000.0, 11000.0]),
+                ((s, 100), [e100, r100, r100]),
+            ])
+        };
+        let launches = [launch(12000.0, 11000.0), launch(10500.0, 11500.0)];
+        let mut c = Costs::parse(Costs::TCP).unwrap();
+        c.eager = (500.0, 0.0); // eager everywhere a receive is posted
+        let points = stream_points(&launches);
+        let steady = points
+            .iter()
+            .find(|p| p.then.is_none() && p.fb.preposted >= 1.0)
+            .unwrap();
+        // Each protocol was as good as the best in one launch.
+        assert_eq!(steady.agree, [1.0, 1.0, 1.0]);
+        assert_eq!(steady.vals, [11250.0, 11250.0, 11250.0]);
+        let fitted = fit(&c, STREAM_PARAMS, Route::Tcp, 1 << 31, &points);
+        assert_eq!(score(&fitted, Route::Tcp, 1 << 31, &points).2, 0);
+        assert_ne!(choice(&fitted, Route::Tcp, 1 << 31, steady), 0, "{fitted}");
+        // One launch alone would have sent eagerly.
+        let one = stream_points(&launches[..1]);
+        let fitted = fit(&c, STREAM_PARAMS, Route::Tcp, 1 << 31, &one);
+        let steady = one
             .iter()
             .find(|p| p.then.is_none() && p.fb.preposted >= 1.0)
             .unwrap();
