@@ -1009,15 +1009,23 @@ mod tests {
 
     #[test]
     fn saved_measurements_load_back() {
-        let mut m = Measured::default();
-        m.grids = vec![Grid::new(), Grid::new()];
-        m.grids[0].insert((1024, 0), [241.9, 118.8, 116.0]);
-        m.grids[0].insert((65536, 100), [7026.25, 6688.1, 6904.3]);
-        m.grids[1].insert((1024, 0), [240.0, 119.0, 117.0]);
-        m.lat[0].insert(1024, 5.75);
-        m.lat[1].insert(1024, 12.5);
-        let mut shm = Measured::default();
-        shm.grids = vec![Grid::from([((4096, 50), [1.0, 2.0, 3.0])])];
+        let m = Measured {
+            grids: vec![
+                Grid::from([
+                    ((1024, 0), [241.9, 118.8, 116.0]),
+                    ((65536, 100), [7026.25, 6688.1, 6904.3]),
+                ]),
+                Grid::from([((1024, 0), [240.0, 119.0, 117.0])]),
+            ],
+            lat: [
+                BTreeMap::from([(1024, 5.75)]),
+                BTreeMap::from([(1024, 12.5)]),
+            ],
+        };
+        let shm = Measured {
+            grids: vec![Grid::from([((4096, 50), [1.0, 2.0, 3.0])])],
+            ..Default::default()
+        };
         let text = format!(
             "# saved\n{}{}",
             format_measured(Route::Tcp, &m),
