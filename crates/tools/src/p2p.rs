@@ -726,10 +726,16 @@ fn descend(
     sizes.dedup();
     for _ in 0..60 {
         let mut improved = false;
-        for (_, get, set) in params {
+        for (name, get, set) in params {
             let v = get(&cur);
+            let floor = per_byte_floor(name, start, *get);
             let candidates: Vec<f64> = if v > 0.0 {
-                STEPS.iter().map(|f| round4(v * f)).chain([0.0]).collect()
+                STEPS
+                    .iter()
+                    .map(|f| round4(v * f))
+                    .chain([0.0])
+                    .filter(|x| *x >= floor)
+                    .collect()
             } else {
                 // From zero, try values on the scale of the starting value, or of 1 ns.
                 let scale = if get(start) > 0.0 { get(start) } else { 1.0 };
@@ -774,7 +780,7 @@ fn descend(
                 for step in STEPS {
                     let b = round4(b0 * step);
                     let f = round4(f0 + (b0 - b) * size);
-                    if f < 0.0 || b <= 0.0 {
+                    if f < 0.0 || b < per_byte_floor(per_byte_name, start, *get_per_byte) {
                         continue;
                     }
                     let mut t = cur;
@@ -798,6 +804,20 @@ fn descend(
         }
     }
     cur
+}
+
+/// The least value the fit gives a parameter: a per-byte cost of moving data (eager,
+/// rendezvous, lone messages) stays above an eighth of its starting value. Moving data takes
+/// time; a model that says otherwise can still choose right at every measured cell, whose
+/// receivers report fixed shares, but it chooses wrong in between, where a receiver's share
+/// moves after its habits change (a fit with eager at 0 ns/B over TCP sent 1 MiB eagerly
+/// while half the receives were unposted). Other parameters may reach 0.
+fn per_byte_floor(name: &str, start: &Costs, get: fn(&Costs) -> f64) -> f64 {
+    if name.ends_with(".per_byte") && !name.starts_with("unexpected") {
+        get(start) / 8.0
+    } else {
+        0.0
+    }
 }
 
 /// The largest eager payload of a route as a job started with `config` would have it.
@@ -1005,6 +1025,26 @@ mod tests {
         );
         assert_eq!(g.len(), 1);
         assert_eq!(g[&(1024, 0)], [100.0, 50.0, 40.0]);
+    }
+
+    /// Data movement keeps a per-byte cost; the other parameters may reach 0.
+    #[test]
+    fn per_byte_costs_keep_a_floor() {
+        let start = Costs::parse(Costs::TCP).unwrap();
+        let floor = |name| {
+            STREAM_PARAMS
+                .iter()
+                .chain(LONE_PARAMS)
+                .find(|p| p.0 == name)
+                .map(|p| per_byte_floor(p.0, &start, p.1))
+                .unwrap()
+        };
+        assert_eq!(floor("eager.per_byte"), start.eager.1 / 8.0);
+        assert_eq!(floor("rndv.per_byte"), start.rndv.1 / 8.0);
+        assert_eq!(floor("lone_eager.per_byte"), start.lone_eager.1 / 8.0);
+        assert_eq!(floor("unexpected.per_byte"), 0.0);
+        assert_eq!(floor("eager.fixed"), 0.0);
+        assert_eq!(floor("lag"), 0.0);
     }
 
     #[test]
