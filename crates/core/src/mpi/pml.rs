@@ -60,19 +60,24 @@ pub trait Io {
     }
 }
 
-/// An eager message a transport is writing straight into the receive it matched, or into a
-/// buffer of its own when no receive matched.
+/// An eager message a transport is writing straight into memory of ours.
 #[derive(Debug)]
 struct Placing {
     from: Gpid,
-    /// The receive's slot, or DIRECT (unused with `unexpected`).
-    slot: u32,
+    into: PlaceInto,
     env: Envelope,
     sync: bool,
     sreq: u32,
     len: usize,
-    /// The buffer an unexpected message is written into.
-    unexpected: Option<Vec<u8>>,
+}
+
+/// Where a [`Placing`] goes.
+#[derive(Debug)]
+enum PlaceInto {
+    /// The receive it matched: its slot, or DIRECT.
+    Receive(u32),
+    /// No receive matched: the buffer it will wait in, unexpected.
+    Unexpected(Vec<u8>),
 }
 
 /// Posted-queue marker of the blocking receive that waits without a request.
@@ -1026,20 +1031,19 @@ impl Pml {
 
     /// Receive a message taken out of the unexpected queue (MPI_Mrecv, or a late post).
     pub fn deliver_unexpected(&mut self, slot: u32, u: Unexpected) {
-        match u.data {
+        match &u.data {
             UnexpectedData::Eager { data, sync } => {
-                self.eager_into(slot, u.from, u.env, &data);
-                if sync {
+                self.eager_into(slot, u.from, u.env, data);
+                if *sync {
                     self.outbox
                         .push_back(Ctrl::new(u.from, Frame::SyncAck { sreq: u.sreq }));
                 }
-                self.cache.give(data);
             }
             UnexpectedData::Rts { info, prefix } => {
-                self.rndv_into(slot, u.from, u.env, u.sreq, u.len, info, &prefix);
-                self.cache.give(prefix);
+                self.rndv_into(slot, u.from, u.env, u.sreq, u.len, *info, prefix);
             }
         }
+        self.recycle(u.data);
     }
 
     /// Keep the buffer of an unexpected message that is done with for the next one.
@@ -1809,55 +1813,52 @@ impl FrameSink for Pml {
         if seq != p.recv_seq || !p.early.is_empty() {
             return None;
         }
-        let Some(i) = self.find_posted(&env) else {
+        let (ptr, into) = match self.find_posted(&env) {
+            Some(i) => {
+                let slot = self.posted[i].slot;
+                let (buf, cap) = if slot == DIRECT {
+                    let d = self.direct.as_ref()?;
+                    (d.buf, d.cap)
+                } else {
+                    let r = self.reqs.get(slot)?;
+                    (r.buf, r.len)
+                };
+                if cap < len {
+                    return None; // truncation: the ordinary path reports it
+                }
+                if let Some(r) = self.reqs.get_mut(slot) {
+                    r.recv.eager_placing(len, cap).ok()?;
+                }
+                take_at(&mut self.posted, i);
+                (buf, PlaceInto::Receive(slot))
+            }
             // No receive for it yet: the payload goes straight into the buffer it will wait
             // in, not through the transport's (which a large frame would make it grow).
-            let mut buf = self.cache.take(len);
-            let ptr = buf.as_mut_ptr();
-            self.peers[from as usize].recv_seq = seq.wrapping_add(1);
-            self.counters.on(self.route(from)).unexpected += 1;
-            self.take_feedback(from, hdr);
-            self.note_arrival(from, false, len);
-            self.placing.push(Placing {
-                from,
-                slot: DIRECT,
-                env,
-                sync,
-                sreq,
-                len,
-                unexpected: Some(buf),
-            });
-            return Some(ptr);
+            None => {
+                // The pointer stays valid as the Vec moves: its heap memory does not.
+                let mut buf = self.cache.take(len);
+                (buf.as_mut_ptr(), PlaceInto::Unexpected(buf))
+            }
         };
-        let slot = self.posted[i].slot;
-        let (buf, cap) = if slot == DIRECT {
-            let d = self.direct.as_ref()?;
-            (d.buf, d.cap)
-        } else {
-            let r = self.reqs.get(slot)?;
-            (r.buf, r.len)
-        };
-        if cap < len {
-            return None; // truncation: the ordinary path reports it
-        }
-        if let Some(r) = self.reqs.get_mut(slot) {
-            r.recv.eager_placing(len, cap).ok()?;
-        }
-        take_at(&mut self.posted, i);
+        let preposted = matches!(into, PlaceInto::Receive(_));
         self.peers[from as usize].recv_seq = seq.wrapping_add(1);
-        self.counters.on(self.route(from)).preposted += 1;
+        let c = self.counters.on(self.route(from));
+        if preposted {
+            c.preposted += 1;
+        } else {
+            c.unexpected += 1;
+        }
         self.take_feedback(from, hdr);
-        self.note_arrival(from, true, len);
+        self.note_arrival(from, preposted, len);
         self.placing.push(Placing {
             from,
-            slot,
+            into,
             env,
             sync,
             sreq,
             len,
-            unexpected: None,
         });
-        Some(buf)
+        Some(ptr)
     }
 
     fn on_eager_placed(&mut self, from: Gpid) {
@@ -1865,36 +1866,39 @@ impl FrameSink for Pml {
             return;
         };
         let pl = self.placing.swap_remove(i);
-        if let Some(mut data) = pl.unexpected {
-            // SAFETY: eager_target took `data` with room for `len` bytes, and the transport
-            // has written all of them.
-            unsafe { data.set_len(pl.len) };
-            let f = Frame::Eager {
-                env: pl.env,
-                seq: 0,
-                sreq: pl.sreq,
-                sync: pl.sync,
-            };
-            // A receive posted while it was being read takes it now.
-            match self.find_posted(&pl.env) {
-                Some(i) => {
-                    self.deliver_posted(i, from, f, &data);
-                    self.cache.give(data);
-                }
-                None => self.unexpected.push_back(Unexpected {
+        let slot = match pl.into {
+            PlaceInto::Receive(slot) => slot,
+            PlaceInto::Unexpected(mut data) => {
+                // SAFETY: eager_target took `data` with room for `len` bytes, and the transport
+                // has written all of them.
+                unsafe { data.set_len(pl.len) };
+                let f = Frame::Eager {
                     env: pl.env,
-                    from,
+                    seq: 0,
                     sreq: pl.sreq,
-                    len: pl.len as u64,
-                    data: UnexpectedData::Eager {
-                        data,
-                        sync: pl.sync,
-                    },
-                }),
+                    sync: pl.sync,
+                };
+                // A receive posted while it was being read takes it now.
+                match self.find_posted(&pl.env) {
+                    Some(i) => {
+                        self.deliver_posted(i, from, f, &data);
+                        self.cache.give(data);
+                    }
+                    None => self.unexpected.push_back(Unexpected {
+                        env: pl.env,
+                        from,
+                        sreq: pl.sreq,
+                        len: pl.len as u64,
+                        data: UnexpectedData::Eager {
+                            data,
+                            sync: pl.sync,
+                        },
+                    }),
+                }
+                self.drain_early(from);
+                return;
             }
-            self.drain_early(from);
-            return;
-        }
+        };
         let st = Status {
             source: pl.env.src,
             tag: pl.env.tag,
@@ -1902,15 +1906,15 @@ impl FrameSink for Pml {
             bytes: pl.len as u64,
             cancelled: false,
         };
-        if pl.slot == DIRECT {
+        if slot == DIRECT {
             if let Some(d) = self.direct.as_mut() {
                 d.state = DirectState::Done(st);
             }
-        } else if let Some(r) = self.reqs.get_mut(pl.slot) {
+        } else if let Some(r) = self.reqs.get_mut(slot) {
             r.peer = from;
             r.status = st;
             let _ = r.recv.fetched();
-            self.finish(pl.slot);
+            self.finish(slot);
         }
         if pl.sync {
             self.outbox
