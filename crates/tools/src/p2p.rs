@@ -141,13 +141,7 @@ fn parse_args(args: &[String], prefix: PathBuf) -> Result<Opts, String> {
                 o.lone_sizes = o.sizes.clone();
             }
             "--percents" => o.percents = val()?,
-            "--runs" => {
-                o.runs = val()?
-                    .parse()
-                    .ok()
-                    .filter(|r| *r >= 1)
-                    .ok_or("--runs takes a count >= 1")?
-            }
+            "--runs" => o.runs = crate::parse_runs(&val()?)?,
             "--quick" => quick = true,
             "-o" => {
                 o.out = PathBuf::from(val()?);
@@ -1009,6 +1003,14 @@ pub fn main(args: &[String], prefix: PathBuf) -> ExitCode {
 mod tests {
     use super::*;
 
+    /// The steady point with every receive preposted.
+    fn full(points: &[Point]) -> &Point {
+        points
+            .iter()
+            .find(|p| p.then.is_none() && p.fb.preposted >= 1.0)
+            .unwrap()
+    }
+
     #[test]
     fn fitted_values_are_round() {
         assert_eq!(round4(0.018760000000000002), 0.01876);
@@ -1160,10 +1162,7 @@ mod tests {
         assert!(worst >= 0.9, "{worst}");
         // With a lag, a steady preposted stream still goes eagerly: the streak pays for it.
         assert!(fitted.lag > 0.0, "{fitted}");
-        let steady = all
-            .iter()
-            .find(|p| p.then.is_none() && p.fb.preposted >= 1.0)
-            .unwrap();
+        let steady = full(&all);
         assert_eq!(choice(&fitted, Route::Tcp, 1 << 31, steady), 0, "{fitted}");
     }
 
@@ -1183,10 +1182,7 @@ mod tests {
         let mut c = Costs::parse(Costs::TCP).unwrap();
         c.eager = (500.0, 0.0); // eager everywhere a receive is posted
         let points = stream_points(&launches);
-        let steady = points
-            .iter()
-            .find(|p| p.then.is_none() && p.fb.preposted >= 1.0)
-            .unwrap();
+        let steady = full(&points);
         // Each protocol was as good as the best in one launch.
         assert_eq!(steady.agree, [1.0, 1.0, 1.0]);
         assert_eq!(steady.vals, [11250.0, 11250.0, 11250.0]);
@@ -1196,10 +1192,7 @@ mod tests {
         // One launch alone would have sent eagerly.
         let one = stream_points(&launches[..1]);
         let fitted = fit(&c, STREAM_PARAMS, Route::Tcp, 1 << 31, &one);
-        let steady = one
-            .iter()
-            .find(|p| p.then.is_none() && p.fb.preposted >= 1.0)
-            .unwrap();
+        let steady = full(&one);
         assert_eq!(choice(&fitted, Route::Tcp, 1 << 31, steady), 0, "{fitted}");
     }
 

@@ -128,13 +128,7 @@ fn parse_args() -> Result<Opts, String> {
                     .ok_or("--margin takes a fraction, e.g. 0.05")?
             }
             "--quick" => o.quick = true,
-            "--runs" => {
-                o.runs = val()?
-                    .parse()
-                    .ok()
-                    .filter(|r| *r >= 1)
-                    .ok_or("--runs takes a count >= 1")?
-            }
+            "--runs" => o.runs = parse_runs(&val()?)?,
             "--prefix" => o.prefix = PathBuf::from(val()?),
             "-v" => o.verbose = true,
             _ => return Err(format!("unknown argument '{a}'\n{}", usage())),
@@ -164,6 +158,14 @@ fn build(o: &Opts, dir: &Path) -> Result<(), String> {
         &[("common.h", COMMON_H), ("collbench.h", COLLBENCH_H)],
         &programs,
     )
+}
+
+/// The value of `--runs`: launches per measurement, at least 1.
+pub fn parse_runs(v: &str) -> Result<usize, String> {
+    v.parse()
+        .ok()
+        .filter(|r| *r >= 1)
+        .ok_or_else(|| "--runs takes a count >= 1".to_string())
 }
 
 /// Write `files` and the `programs` (name, C source) into `dir` and build each program there
