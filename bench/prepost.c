@@ -29,7 +29,9 @@
  * (with -P, "<size_bytes> <percent> <MB_per_s> <setting>"; or "mixed <MB_per_s> [<setting>]"). Where the
  * library has Protean's MPI_T counters of bytes sent per protocol, rank 0 also prints, before
  * each cell, the bytes its measured rounds sent by each protocol: "# protocols <size_bytes> <percent> [<setting>] eager=B rndv=B split=B" (the
- * 4-byte "done" messages included); other libraries print no such line.
+ * 4-byte "done" messages included); other libraries print no such line. With -x the same
+ * line comes for each size's two phases (percent 0 and 100), ending in the phase's own
+ * throughput: " phase_MB_per_s=X".
  */
 #include "common.h"
 
@@ -275,6 +277,9 @@ int main(int argc, char **argv)
          * settings, they take turns a whole pass over the sizes' phases at a time, in a fresh
          * random order every pass. */
         double total_t[MAX_SETTINGS] = {0}, total_b[MAX_SETTINGS] = {0};
+        /* Bytes sent per protocol, per setting, size and phase (0%, 100%). */
+        static unsigned long long mbytes[MAX_SETTINGS][BENCH_MAX_SIZES][2][3];
+        static double mtime[MAX_SETTINGS][BENCH_MAX_SIZES][2], mdata[MAX_SETTINGS][BENCH_MAX_SIZES][2];
         int cycle = 2 * phase * o.nsizes, rounds = phase * 2 * o.reps;
         int passes = (rounds + cycle - 1) / cycle;
         unsigned seed = 4242u;
@@ -287,16 +292,34 @@ int main(int argc, char **argv)
                 int j = order[jj];
                 setting_use(rank, j);
                 for (int rr = 0; rr < cycle; rr++) {
-                    long size = o.sizes[(rr / (2 * phase)) % o.nsizes];
+                    int si = (rr / (2 * phase)) % o.nsizes, ph = (rr / phase) % 2;
+                    long size = o.sizes[si];
                     int kk = msgs_for(size, k);
-                    int npre = ((rr / phase) % 2) ? kk : 0;
-                    total_t[j] += one_round(rank, size, kk, npre, sbuf, rbufs, reqs);
+                    unsigned long long before[3], after[3];
+                    if (rank == 0 && proto_ok)
+                        proto_read(before);
+                    double t = one_round(rank, size, kk, ph ? kk : 0, sbuf, rbufs, reqs);
+                    total_t[j] += t;
                     total_b[j] += (double)size * kk;
+                    mtime[j][si][ph] += t;
+                    mdata[j][si][ph] += (double)size * kk;
+                    if (rank == 0 && proto_ok) {
+                        proto_read(after);
+                        for (int b = 0; b < 3; b++)
+                            mbytes[j][si][ph][b] += after[b] - before[b];
+                    }
                 }
             }
         }
         for (int j = 0; rank == 0 && j < nsettings; j++) {
             const char *name = setting_names[j] ? setting_names[j] : "";
+            for (int si = 0; proto_ok && si < o.nsizes; si++)
+                for (int ph = 0; ph < 2; ph++) {
+                    unsigned long long *b = mbytes[j][si][ph];
+                    printf("# protocols %ld %d %s%seager=%llu rndv=%llu split=%llu phase_MB_per_s=%.1f\n",
+                           o.sizes[si], ph ? 100 : 0, name, *name ? " " : "", b[0], b[1], b[2],
+                           mdata[j][si][ph] / mtime[j][si][ph] / 1e6);
+                }
             printf("mixed %.1f%s%s\n", total_b[j] / total_t[j] / 1e6, *name ? " " : "", name);
         }
     } else if (rank < 2) {
