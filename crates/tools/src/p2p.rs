@@ -1156,7 +1156,11 @@ mod tests {
             // Each phase starts with the other phase's report.
             assert!(unposted[0].preposted > 0.6, "{size} {:?}", unposted[0]);
             assert!(posted[0].preposted < 0.1, "{size} {:?}", posted[0]);
-            assert!(posted[0].unexpected_bytes > size as f64, "{size} {:?}", posted[0]);
+            assert!(
+                posted[0].unexpected_bytes > size as f64,
+                "{size} {:?}",
+                posted[0]
+            );
             // Then it moves towards the phase, monotonically.
             for w in posted.windows(2) {
                 assert!(w[1].preposted >= w[0].preposted, "{size} {posted:?}");
@@ -1168,7 +1172,10 @@ mod tests {
             assert!(unposted[7].preposted < 0.1, "{size} {:?}", unposted[7]);
         }
         let [_, posted] = phase_feedbacks(1 << 20);
-        assert!(posted.iter().all(|f| f.preposted < 1.0 && f.streak == 0.0), "{posted:?}");
+        assert!(
+            posted.iter().all(|f| f.preposted < 1.0 && f.streak == 0.0),
+            "{posted:?}"
+        );
     }
 
     /// A machine where eager is much cheaper than the built-in shm costs say: the fit must

@@ -123,6 +123,12 @@ impl FrameKind {
     }
 }
 
+/// Is `hdr` the header of an eager message?
+#[inline]
+pub fn is_eager(hdr: &[u8; HEADER_LEN]) -> bool {
+    hdr[0] == FrameKind::Eager as u8
+}
+
 /// The matching envelope of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Envelope {

@@ -7,11 +7,14 @@
 use std::collections::VecDeque;
 
 use crate::mpi::pml::{Io, Pml, SendError};
-use crate::proto::frame::HEADER_LEN;
+use crate::proto::frame::{self, HEADER_LEN};
 use crate::proto::policy::Route;
 use crate::transport::shm::Shm;
 use crate::transport::tcp::Tcp;
 use crate::transport::{FrameSink, Gpid, Sent, Token};
+
+/// Bytes queued on a TCP connection at or above which no eager message starts on it.
+const TCP_QUEUE_MAX: usize = 1 << 20;
 
 pub struct Net {
     pub me: Gpid,
@@ -90,6 +93,14 @@ impl Io for Net {
             }
             Route::Tcp => {
                 let tcp = self.tcp.as_mut().expect("tcp route without tcp transport");
+                // An eager message starts only while little waits ahead of it: the sends
+                // behind wait in the engine, whose plan for them then follows the receiver's
+                // latest report (the kernel's socket buffers hold megabytes already). A
+                // request-to-send goes at once: it commits to nothing, and holding it back
+                // would stall a stream of rendezvous messages for a handshake each.
+                if frame::is_eager(hdr) && tcp.queued_bytes(peer) >= TCP_QUEUE_MAX {
+                    return Err(SendError::NotNow);
+                }
                 tcp.post(peer, hdr, small, body, token)
                     .map_err(|e| SendError::Failed(e.to_string()))
             }

@@ -766,6 +766,14 @@ impl Tcp {
         delivered
     }
 
+    /// Bytes queued and not yet written on the connection we send to `peer` on.
+    pub fn queued_bytes(&self, peer: Gpid) -> usize {
+        match self.send_conn.get(peer as usize) {
+            Some(Some(i)) => self.conns[*i].out.iter().map(|o| o.total() - o.off).sum(),
+            _ => 0,
+        }
+    }
+
     /// Is output queued on the connection we send to `peer` on?
     pub fn has_queued(&self, peer: Gpid) -> bool {
         match self.send_conn.get(peer as usize) {
@@ -1234,6 +1242,28 @@ mod tests {
         assert!(sb.eager_bufs[1] == src);
         assert_eq!(lowat, 1);
         assert!(sa.lost.is_empty() && sb.lost.is_empty());
+    }
+
+    #[test]
+    fn queued_bytes_count_what_is_not_written_yet() {
+        let (mut a, mut b) = pair();
+        let mut sa = Sink::default();
+        let mut sb = Sink::default();
+        assert_eq!(a.queued_bytes(1), 0);
+        let body = vec![3u8; 32 << 20];
+        let r = a.post(1, &eager(0), &[], &body, Token(1)).unwrap();
+        // More than the kernel takes before the receiver reads.
+        assert_eq!(r, Sent::Pending);
+        let q = a.queued_bytes(1);
+        assert!(q > 0 && q <= body.len() + PREFIX, "{q}");
+        let t0 = std::time::Instant::now();
+        while sb.frames.is_empty() && t0.elapsed().as_secs() < 20 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+            assert!(a.queued_bytes(1) <= q);
+        }
+        assert_eq!(sb.frames[0].2.len(), body.len());
+        assert_eq!(a.queued_bytes(1), 0);
     }
 
     #[test]

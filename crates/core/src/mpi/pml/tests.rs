@@ -890,6 +890,38 @@ fn adaptive_sender_follows_the_receivers_reports() {
     assert_eq!(s.a.limits(1).unwrap().eager_max, Some(64));
 }
 
+/// A send the transport did not take waits in the backlog unplanned: when it leaves, it goes
+/// by what the receiver reported meanwhile.
+#[test]
+fn backlogged_sends_follow_the_report_that_came_meanwhile() {
+    let mut t = Pair::new(Protocol::Adaptive, false);
+    let costs = Costs::parse("eager=0+1,unexpected=0+10,pressure=1e12,rndv=50+1,split=1000,hide=0")
+        .unwrap();
+    t.a.policy.costs_shm = costs;
+    t.a.refresh_limits(&t.ab);
+    assert_eq!(t.a.limits(1).unwrap().eager_max, Some(100));
+    let data = [7u8; 50];
+    t.ab.refuse = 1;
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 0, Mode::Standard);
+    assert!(t.ab.frames.is_empty() && t.a.backlog_len(1) == 1);
+    // The receiver reports that no receive was posted for a while.
+    let mut h = Frame::Feedback.encode();
+    frame::set_feedback(&mut h, frame::feedback_word(0, 20));
+    t.a.on_frame(1, &h, &[]);
+    assert_eq!(t.a.limits(1).unwrap().eager_max, Some(4));
+    t.a.flush(&mut t.ab);
+    let c = t.a.counters.on(Route::Shm);
+    assert_eq!((c.eager_sent, c.rndv_sent), (0, 1));
+    assert!(matches!(
+        Frame::decode(&t.ab.frames[0].0),
+        Ok(Frame::Rts { .. })
+    ));
+    let mut b = [0u8; 50];
+    recv(&mut t.b, &mut b, 0, 0);
+    t.run();
+    assert!(done(&t.a, s) && b == data);
+}
+
 /// A send after a message from the peer (or the first one) is lone and follows the lone costs;
 /// one that follows our own sends to the peer follows the stream costs. The requestless eager
 /// path obeys the same boundary.
