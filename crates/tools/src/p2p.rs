@@ -610,6 +610,20 @@ fn ratio(c: &Costs, route: Route, max_payload: usize, pt: &Point) -> Option<f64>
     Some(fixed / adaptive)
 }
 
+/// The protocols a phase change point's rounds go by, one letter each (e: eager, r:
+/// rendezvous, s: eager-rendezvous), the two phases apart: "eerrrrrr/rreeeeee".
+fn phase_choices(c: &Costs, route: Route, max_payload: usize, pt: &Point) -> String {
+    let Some((_, fbs)) = pt.then else {
+        return String::new();
+    };
+    let phase = |fbs: &[Feedback; PHASE_ROUNDS]| -> String {
+        fbs.iter()
+            .map(|&fb| ['e', 'r', 's'][choice(c, route, max_payload, &Point { fb, ..*pt })])
+            .collect()
+    };
+    format!("{}/{}", phase(&fbs[0]), phase(&fbs[1]))
+}
+
 /// The lone points of ping-pong latencies (us) by size, eager and rendezvous forced; an
 /// eager-rendezvous message is taken to cost what a rendezvous does.
 pub fn lone_points(eager: &BTreeMap<usize, f64>, rndv: &BTreeMap<usize, f64>) -> Vec<Point> {
@@ -651,7 +665,11 @@ fn choice(c: &Costs, route: Route, max_payload: usize, pt: &Point) -> usize {
 
 /// How well costs `c` choose over `points`: (score, worst ratio, points under 0.9x). The score
 /// sums log(chosen / best) with differences under 3% taken as ties, and charges every point
-/// under 0.9x of the best once more.
+/// under 0.9x of the best once more. A phase change point counts four times, with ties only
+/// under 0.5%: it stands for sixteen rounds of the mixed workload, where adaptive has to beat
+/// the best single protocol outright, and a choice that loses 2% there (1 MiB sent eagerly
+/// over TCP after each change, for a gain of 1% in the preposted phases) would otherwise pass
+/// as a tie.
 pub fn score(c: &Costs, route: Route, max_payload: usize, points: &[Point]) -> (f64, f64, usize) {
     let (mut sc, mut worst, mut misses) = (0.0, f64::INFINITY, 0);
     for pt in points {
@@ -659,7 +677,12 @@ pub fn score(c: &Costs, route: Route, max_payload: usize, points: &[Point]) -> (
             continue;
         };
         worst = f64::min(worst, r);
-        sc += (r / 0.97).ln().min(0.0);
+        let (tie, weight) = if pt.then.is_some() {
+            (0.995, 4.0)
+        } else {
+            (0.97, 1.0)
+        };
+        sc += weight * (r / tie).ln().min(0.0);
         if r < 0.9 {
             misses += 1;
             sc -= 5.0 * (0.9 - r) + 0.1;
@@ -1007,6 +1030,17 @@ pub fn main(args: &[String], prefix: PathBuf) -> ExitCode {
                         pt.size, pt.fb.preposted, pt.vals[0], pt.vals[1], pt.vals[2], SETTINGS[a], SETTINGS[b]
                     );
                 }
+                for pt in points.iter().filter(|p| p.then.is_some()) {
+                    let ratio_of = |c: &Costs| ratio(c, route, mp, pt).unwrap_or(f64::NAN);
+                    println!(
+                        "    {:>8} B phases 0%/100%: {} against the best protocol throughout before, {} after ({:.3}x, {:.3}x)",
+                        pt.size,
+                        phase_choices(&start, route, mp, pt),
+                        phase_choices(&fitted, route, mp, pt),
+                        ratio_of(&start),
+                        ratio_of(&fitted)
+                    );
+                }
             }
         }
         set.push((key.to_string(), fitted.to_string()));
@@ -1277,6 +1311,31 @@ mod tests {
         let fitted = fit(&c, STREAM_PARAMS, Route::Tcp, 1 << 31, &one);
         let steady = full(&one);
         assert_eq!(choice(&fitted, Route::Tcp, 1 << 31, steady), 0, "{fitted}");
+    }
+
+    /// Eager 1% ahead at 1 MiB with every receive posted, 30% behind with none: sending eagerly
+    /// in the preposted phases gains less than the first round of each unposted phase loses,
+    /// a loss of about 2% that a 3% tie would let pass. The fit keeps rendezvous throughout.
+    #[test]
+    fn small_losses_at_phase_changes_count() {
+        let s = 1usize << 20;
+        let grid = Grid::from([
+            ((s, 0), [7700.0, 11000.0, 10900.0]),
+            ((s, 100), [11110.0, 11000.0, 10900.0]),
+        ]);
+        let mut c = Costs::parse(Costs::TCP).unwrap();
+        c.eager = (500.0, 0.0); // eager wherever most receives are posted
+        let points = stream_points(&[grid]);
+        let phase = points.iter().find(|p| p.then.is_some()).unwrap();
+        let before = phase_choices(&c, Route::Tcp, 1 << 31, phase);
+        assert!(before.contains('e'), "{before}");
+        assert!(ratio(&c, Route::Tcp, 1 << 31, phase).unwrap() > 0.97);
+        let fitted = fit(&c, STREAM_PARAMS, Route::Tcp, 1 << 31, &points);
+        assert_eq!(
+            phase_choices(&fitted, Route::Tcp, 1 << 31, phase),
+            "rrrrrrrr/rrrrrrrr",
+            "{fitted}"
+        );
     }
 
     /// Ping-pong latencies where eager wins up to 32 KiB: the lone boundary moves there.
