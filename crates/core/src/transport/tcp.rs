@@ -1141,19 +1141,7 @@ mod tests {
         .encode();
         let r0 = a.post(1, &d0, &[], &src[..half], Token(1)).unwrap();
         let r1 = a.post(1, &d1, &[], &src[half..], Token(2)).unwrap();
-        let t0 = std::time::Instant::now();
-        let mut lowat = 1;
-        while sb.placed.len() < 2 && t0.elapsed().as_secs() < 20 {
-            a.poll(&mut sa);
-            b.poll(&mut sb);
-            lowat = b
-                .conns
-                .iter()
-                .map(|c| c.lowat)
-                .max()
-                .unwrap_or(1)
-                .max(lowat);
-        }
+        let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.placed.len() >= 2);
         assert_eq!(sb.placed, vec![(42, 0, half), (42, half as u64, n - half)]);
         // The rest of a payload was awaited whole (up to the cap), and afterwards the socket
         // reports every byte again.
