@@ -271,7 +271,8 @@ impl Peer {
 
     /// A message is going to this peer. True when the streak of messages under a report of
     /// "every receive preposted" reached a length worth recomputing the limits at (powers of
-    /// two from 8: a few dozen times in a run).
+    /// two from 8: a few dozen times in a run; the caller does so only under a policy that uses
+    /// the peer's reports).
     #[inline(always)]
     fn count_streak(&mut self) -> bool {
         if !self.full {
@@ -494,7 +495,7 @@ impl Pml {
         let c = self.counters.on(p.route);
         c.eager_sent += 1;
         c.eager_bytes += data.len() as u64;
-        if recount {
+        if recount && self.policy.uses_feedback(self.policy.protocol) {
             self.update_limits(peer);
         }
         true
@@ -667,7 +668,7 @@ impl Pml {
                 let _ = r.send.on(SendEvent::FirstSent { plan, sync: false });
             }
         }
-        if recount {
+        if recount && self.policy.uses_feedback(self.policy.protocol) {
             self.update_limits(peer);
         }
         Ok(self.maybe_complete_send(slot))
