@@ -35,7 +35,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use protean_core::config::Config;
-use protean_core::proto::policy::{Costs, Feedback, Plan, Policy, Protocol, Route, RxStats};
+use protean_core::proto::policy::{
+    Costs, Feedback, Plan, Policy, Protocol, Route, RxStats, Streak,
+};
 
 const COMMON_H: &str = include_str!("../../../bench/common.h");
 const PREPOST_C: &str = include_str!("../../../bench/prepost.c");
@@ -415,24 +417,26 @@ pub fn feedback_for(size: usize, pct: u32) -> Feedback {
     let mut st = RxStats::default();
     let mut last = None;
     for _ in 0..8 {
-        for i in 0..k {
-            if let Some(r) = st.note(i < npre, size) {
-                last = Some(r);
-            }
-        }
-        if let Some(r) = st.note(true, 4) {
-            last = Some(r);
-        }
+        last = receive_round(&mut st, size, npre).or(last);
     }
-    let mut fb = match last {
-        Some((share, level)) => Feedback::from_field(share, level),
-        None => Feedback::INITIAL,
-    };
+    let mut fb = last.map_or(Feedback::INITIAL, |(share, level)| {
+        Feedback::from_field(share, level)
+    });
     if fb.preposted >= 1.0 {
         // Steady: every receive preposted for a long while (taken as STEADY rounds).
         fb.streak = STEADY * k as f64;
     }
     fb
+}
+
+/// One round of the benchmark at `size` bytes as its receiver sees it: the data messages, the
+/// first `npre` of them preposted, then the 4-byte "done"; the last new report, if any.
+fn receive_round(st: &mut RxStats, size: usize, npre: usize) -> Option<(u16, u16)> {
+    let mut last = None;
+    for i in 0..msgs_for(size) {
+        last = st.note(i < npre, size).or(last);
+    }
+    st.note(true, 4).or(last)
 }
 
 /// Rounds of "every receive preposted" that a steady cell stands for: many phases' worth.
@@ -474,41 +478,33 @@ pub type PhaseFeedbacks = [[Feedback; PHASE_ROUNDS]; 2];
 /// What the sender of the mixed workload at `size` bytes knows at each round of its two
 /// phases, in the cycle's steady state: the receiver's last report as of the end of the round
 /// before (it travels back on the receiver's acknowledgement), and the messages the sender
-/// sent under a report of every receive preposted (as the pml counts them, the limits taking
-/// them up at powers of two from 8).
+/// sent under a report of every receive preposted (counted by the pml's own [`Streak`], the
+/// limits taking them up at powers of two from 8).
 pub fn phase_feedbacks(size: usize) -> PhaseFeedbacks {
     let k = msgs_for(size);
     let max = protean_core::proto::frame::FEEDBACK_SHARE_MAX;
     let mut st = RxStats::default();
-    let (mut report, mut full, mut streak) = (None::<(u16, u16)>, true, 0u32);
+    let mut report = Feedback::INITIAL;
+    // The sender's count, and the count its limits were last computed with.
+    let (mut streak, mut seen) = (Streak::default(), Streak::default());
     let mut out = [[Feedback::INITIAL; PHASE_ROUNDS]; 2];
     // Warm-up cycles first, then the recorded one.
     for cycle in 0..9 {
         for (phase, rounds) in out.iter_mut().enumerate() {
             for slot in rounds.iter_mut() {
-                let mut fb =
-                    report.map_or(Feedback::INITIAL, |(sh, l)| Feedback::from_field(sh, l));
-                if full && streak >= 8 {
-                    fb.streak = f64::from(1u32 << (31 - streak.leading_zeros()));
-                }
                 if cycle == 8 {
-                    *slot = fb;
+                    *slot = seen.apply(report);
                 }
-                let mut last = None;
-                for _ in 0..k {
-                    last = st.note(phase == 1, size).or(last);
-                }
-                last = st.note(true, 4).or(last);
-                if full {
-                    streak = streak.saturating_add(k as u32 + 1);
-                }
-                if let Some((sh, l)) = last {
-                    let now_full = sh == max;
-                    if !(now_full && full) {
-                        streak = 0;
+                // The data messages and the "done" go out, then the report comes back.
+                for _ in 0..=k {
+                    if streak.on_send() {
+                        seen = streak;
                     }
-                    full = now_full;
-                    report = Some((sh, l));
+                }
+                if let Some((share, level)) = receive_round(&mut st, size, phase * k) {
+                    streak.on_report(share == max);
+                    seen = streak;
+                    report = Feedback::from_field(share, level);
                 }
             }
         }

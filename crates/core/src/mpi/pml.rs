@@ -22,7 +22,7 @@ use crate::mem::BufCache;
 use crate::mpi::datatype::pool;
 use crate::profile::Counters;
 use crate::proto::frame::{self, Envelope, Frame, HelpInfo, RndvInfo, HEADER_LEN};
-use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats};
+use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats, Streak};
 use crate::transport::shm::coop::{CoopSlots, SlotPool};
 use crate::transport::shm::{cma, Shm};
 use crate::transport::{FrameSink, Gpid, Sent, Token};
@@ -246,10 +246,8 @@ struct Peer {
     /// A matchable message from this peer arrived since our last send to it: the next send
     /// is lone (a reply, or a request after one), and the policy weighs its latency.
     replied: bool,
-    /// The peer's report says every receive was preposted (or there is no report yet), and
-    /// `streak` messages went to it since that began (`Feedback::streak`, `Costs::lag`).
-    full: bool,
-    streak: u32,
+    /// Messages sent under a report of every receive preposted (`Costs::lag`).
+    streak: Streak,
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
     early: Vec<(u32, [u8; HEADER_LEN], Vec<u8>)>,
     /// Sends waiting to emit their first frame, in start order.
@@ -261,25 +259,10 @@ impl Peer {
     /// The limits for messages to this peer (`id`) under the setting `protocol` (the policy's
     /// own, or a communicator's info hint), given its last report.
     fn limits_under(&self, policy: &Policy, protocol: Protocol, id: Gpid) -> Limits {
-        let mut fb = frame::feedback_of(self.fb_in)
+        let fb = frame::feedback_of(self.fb_in)
             .map_or(Feedback::INITIAL, |(s, l)| Feedback::from_field(s, l));
-        if self.full {
-            fb.streak = f64::from(self.streak);
-        }
+        let fb = self.streak.apply(fb);
         policy.limits(protocol, id, self.route, self.max_payload, fb)
-    }
-
-    /// A message is going to this peer. True when the streak of messages under a report of
-    /// "every receive preposted" reached a length worth recomputing the limits at (powers of
-    /// two from 8: a few dozen times in a run; the caller does so only under a policy that uses
-    /// the peer's reports).
-    #[inline(always)]
-    fn count_streak(&mut self) -> bool {
-        if !self.full {
-            return false;
-        }
-        self.streak = self.streak.saturating_add(1);
-        self.streak >= 8 && self.streak.is_power_of_two()
     }
 }
 
@@ -345,8 +328,7 @@ impl Pml {
                 recv_seq: 0,
                 // Nothing is in flight before the first send.
                 replied: true,
-                full: true,
-                streak: 0,
+                streak: Streak::default(),
                 early: Vec::new(),
                 backlog: VecDeque::new(),
                 lost: None,
@@ -415,10 +397,7 @@ impl Pml {
         if p.fb_in != w {
             p.fb_in = w;
             let full = frame::feedback_of(w).is_some_and(|(s, _)| s == frame::FEEDBACK_SHARE_MAX);
-            if !(full && p.full) {
-                p.streak = 0;
-            }
-            p.full = full;
+            p.streak.on_report(full);
             if self.policy.uses_feedback(self.policy.protocol) {
                 self.update_limits(from);
             }
@@ -491,7 +470,7 @@ impl Pml {
         p.fb_told = p.fb_out;
         p.send_seq = p.send_seq.wrapping_add(1);
         p.replied = false;
-        let recount = p.count_streak();
+        let recount = p.streak.on_send();
         let c = self.counters.on(p.route);
         c.eager_sent += 1;
         c.eager_bytes += data.len() as u64;
@@ -564,7 +543,7 @@ impl Pml {
         }
         .plan(len, p.replied);
         p.replied = false;
-        let recount = p.count_streak();
+        let recount = p.streak.on_send();
         if r.streamed {
             self.prepare_streamed(slot, plan);
         }

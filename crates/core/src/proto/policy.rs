@@ -196,6 +196,57 @@ impl RxStats {
     }
 }
 
+/// What a sender counts for [`Costs::lag`] about one peer: whether the peer's last report said
+/// every receive was preposted (or none came yet), and the messages sent to it since that
+/// began ([`Feedback::streak`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Streak {
+    full: bool,
+    sent: u32,
+}
+
+impl Default for Streak {
+    fn default() -> Streak {
+        Streak {
+            full: true,
+            sent: 0,
+        }
+    }
+}
+
+impl Streak {
+    /// A new report arrived; `full`: it says every receive was preposted.
+    pub fn on_report(&mut self, full: bool) {
+        if !(full && self.full) {
+            self.sent = 0;
+        }
+        self.full = full;
+    }
+
+    /// A message is going to the peer. True when the streak reached a length worth
+    /// recomputing the peer's limits at (powers of two from 8: a few dozen times in a run).
+    #[inline(always)]
+    pub fn on_send(&mut self) -> bool {
+        if !self.full {
+            return false;
+        }
+        self.sent = self.sent.saturating_add(1);
+        self.sent >= 8 && self.sent.is_power_of_two()
+    }
+
+    /// `fb`, with the streak while it lasts.
+    pub fn apply(&self, fb: Feedback) -> Feedback {
+        if self.full {
+            Feedback {
+                streak: f64::from(self.sent),
+                ..fb
+            }
+        } else {
+            fb
+        }
+    }
+}
+
 /// The cost model of one route: per-message time in nanoseconds as `fixed + per_byte * bytes`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Costs {
@@ -1022,6 +1073,25 @@ mod tests {
         assert!(RankSet::parse("5-2").is_err());
         assert!(RankSet::parse("x").is_err());
         assert!(parse_rules("1=tcp;2", |v| Ok(v.to_string())).is_err());
+    }
+
+    #[test]
+    fn a_streak_counts_sends_under_full_reports_only() {
+        let mut st = Streak::default();
+        let fb = |st: &Streak| st.apply(Feedback::INITIAL).streak;
+        // Before any report: full. Limits are recomputed at 8, 16, 32, ...
+        let recounts: Vec<u32> = (1..=40).filter(|_| st.on_send()).collect();
+        assert_eq!(recounts, [8, 16, 32]);
+        assert_eq!(fb(&st), 40.0);
+        // A full report keeps the streak going; any other ends it.
+        st.on_report(true);
+        assert_eq!(fb(&st), 40.0);
+        st.on_report(false);
+        assert!(!st.on_send());
+        assert_eq!(fb(&st), 0.0);
+        st.on_report(true);
+        assert!(!st.on_send());
+        assert_eq!(fb(&st), 1.0);
     }
 
     #[test]
