@@ -596,9 +596,17 @@ unsafe fn collect_one(
     reqs: *mut MPI_Request,
     statuses: *mut MPI_Status,
 ) -> Result<(Status, MPI_Comm), MpiError> {
-    let (comm, persistent) =
-        req_info(slot).ok_or_else(|| bad(ErrorClass::Request, "invalid request handle"))?;
-    let st = with(|e| e.collect(slot))??.expect("complete request");
+    // One visit to the engine: the request's communicator and kind, then its status.
+    let (comm, persistent, st) = with(|e| {
+        let r = e
+            .pml
+            .reqs
+            .get(slot)
+            .ok_or_else(|| bad(ErrorClass::Request, "invalid request handle"))?;
+        let (comm, persistent) = (comm_handle(r.comm), r.persist.is_some());
+        Ok::<_, MpiError>((comm, persistent, e.collect(slot)?))
+    })??;
+    let st = st.expect("complete request");
     if !persistent {
         *reqs.add(i) = MPI_REQUEST_NULL;
     }

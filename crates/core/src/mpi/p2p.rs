@@ -44,6 +44,7 @@ fn bad_request() -> MpiError {
 }
 
 impl Engine {
+    #[inline(always)]
     fn check_count(count: i64) -> Result<usize> {
         if count < 0 {
             return err!(Count, "negative count {count}");
@@ -51,6 +52,7 @@ impl Engine {
         Ok(count as usize)
     }
 
+    #[inline(always)]
     fn check_dtype(&self, dt: u32) -> Result<&Arc<Datatype>> {
         let d = self.dtype(dt)?;
         if !d.committed {
@@ -66,6 +68,7 @@ impl Engine {
     /// The contiguous view of a communication buffer: pointer, bytes, and for a
     /// non-contiguous type the packed copy (filled from the user's buffer when `pack` is
     /// set, as for a send; unpacked into it on completion for a receive).
+    #[inline(always)]
     fn buffer_view(
         &self,
         buf: *mut u8,
@@ -73,9 +76,9 @@ impl Engine {
         d: &Arc<Datatype>,
         pack: Packing,
     ) -> Result<(*mut u8, usize, Option<Box<Packed>>)> {
-        let len = d
-            .packed_size(count)
-            .ok_or_else(|| crate::mpi_error!(Count, "count {count} overflows the message size"))?;
+        let Some(len) = d.packed_size(count) else {
+            return err!(Count, "count {count} overflows the message size");
+        };
         if len > 0 && buf.is_null() && d.predefined && d.true_lb >= 0 {
             return err!(Buffer, "null buffer for {count} elements of {}", d.name);
         }
@@ -84,6 +87,19 @@ impl Engine {
             // resized type, a struct of absolute addresses used with MPI_BOTTOM).
             return Ok((buf.wrapping_offset(off), len, None));
         }
+        Ok(Self::packed_view(buf, count, len, d, pack))
+    }
+
+    /// [`Self::buffer_view`] of non-contiguous data: the packed copy (out of line, so the
+    /// contiguous case stays small enough to inline).
+    #[inline(never)]
+    fn packed_view(
+        buf: *mut u8,
+        count: usize,
+        len: usize,
+        d: &Arc<Datatype>,
+        pack: Packing,
+    ) -> (*mut u8, usize, Option<Box<Packed>>) {
         // Packed copies come from a per-thread pool (see datatype::pool) and go back to it when
         // the request drops them.
         let data = match pack {
@@ -107,7 +123,7 @@ impl Engine {
             Packing::Later => std::ptr::null_mut(),
             _ => p.data.as_mut_ptr(),
         };
-        Ok((ptr, len, Some(p)))
+        (ptr, len, Some(p))
     }
 
     /// A send's data: pointer, bytes, the packed copy, and whether the message is packed
@@ -126,6 +142,7 @@ impl Engine {
         Ok((ptr, len, packed, streamed))
     }
 
+    #[inline(always)]
     fn recv_data(
         &self,
         buf: *mut u8,
@@ -153,6 +170,7 @@ impl Engine {
         }
     }
 
+    #[inline(always)]
     fn check_source(&self, comm: u32, src: i32) -> Result<()> {
         let c = self.comm(comm)?;
         if src == ANY_SOURCE || src == PROC_NULL || (src >= 0 && (src as usize) < c.peers().len()) {

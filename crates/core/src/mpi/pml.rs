@@ -1678,7 +1678,9 @@ impl FrameSink for Pml {
                 }
                 p.recv_seq = seq.wrapping_add(1);
                 self.on_matchable(from, f, payload);
-                self.drain_early(from);
+                if !self.peers[from as usize].early.is_empty() {
+                    self.drain_early(from);
+                }
             }
             Frame::Cts { sreq, rreq } => {
                 let Some(slot) = self.reqs.from_wire(sreq) else {

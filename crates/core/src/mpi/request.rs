@@ -204,21 +204,32 @@ const GEN_SHIFT: u32 = 24;
 const INDEX_MASK: u32 = (1 << GEN_SHIFT) - 1;
 
 impl Slab {
+    /// Store a request; returns its slot. Inlined, so that the caller builds the request where
+    /// it goes instead of moving it through a call.
+    #[inline(always)]
     pub fn insert(&mut self, mut r: Request) -> u32 {
+        let Some(i) = self.free.pop() else {
+            return self.push(r);
+        };
         self.live += 1;
-        if let Some(i) = self.free.pop() {
-            let g = self.gens[i as usize].wrapping_add(1);
-            self.gens[i as usize] = g;
-            r.gen = g;
-            self.slots[i as usize] = Some(r);
-            i
-        } else {
-            let i = self.slots.len() as u32;
-            assert!(i <= INDEX_MASK, "more than 16 million requests outstanding");
-            self.slots.push(Some(r));
-            self.gens.push(0);
-            i
-        }
+        let g = self.gens[i as usize].wrapping_add(1);
+        self.gens[i as usize] = g;
+        r.gen = g;
+        let slot = &mut self.slots[i as usize];
+        debug_assert!(slot.is_none(), "free slot {i} holds a request");
+        // SAFETY: a slot on the free list holds None, so there is nothing to drop.
+        unsafe { std::ptr::write(slot, Some(r)) };
+        i
+    }
+
+    #[inline(never)]
+    fn push(&mut self, r: Request) -> u32 {
+        let i = self.slots.len() as u32;
+        assert!(i <= INDEX_MASK, "more than 16 million requests outstanding");
+        self.live += 1;
+        self.slots.push(Some(r));
+        self.gens.push(0);
+        i
     }
 
     /// Drop the request in slot `i` where it lies, without moving it out. False: none there.
