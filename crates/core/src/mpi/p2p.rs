@@ -404,12 +404,11 @@ impl Engine {
         }
         let (ptr, len, packed) = self.recv_data(buf, count, d)?;
         let ctx = self.comm(comm)?.ctx + ctx_offset;
-        let mut r = Request::new(Kind::Recv, comm);
+        let (slot, r) = self.pml.reqs.insert_new(Kind::Recv, comm);
         r.env = Envelope { ctx, src, tag };
         r.buf = ptr;
         r.len = len;
         r.packed = packed;
-        let slot = self.pml.reqs.insert(r);
         self.pml.post_recv(slot);
         if self.pml.busy() {
             // A synchronous match or rendezvous reply may be waiting in the outbox.
