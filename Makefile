@@ -23,7 +23,7 @@ LIBVER  := 12
 
 BINS    := mpirun protean-info protean-tune
 
-.PHONY: all build rust lib bin include wrappers install demo check test unit ctest clients bench fmt clippy clean deps \
+.PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
         abi-check wrappers-check
 
 all: build
@@ -74,7 +74,7 @@ demo: build
 	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/ring examples/ring.c
 	$(BUILD)/bin/mpirun -n 4 $(BUILD)/examples/ring
 
-check: build deps unit abi-check wrappers-check ctest clients
+check: build deps unit bench-check abi-check wrappers-check ctest clients
 	@echo "make check: every suite passed"
 
 test: check
@@ -85,6 +85,10 @@ deps:
 
 unit:
 	$(CARGO) test --release --workspace
+
+# The benchmark scripts' own logic (which sizes make bench/prepost-run's mixed workload).
+bench-check:
+	python3 -m unittest bench/test_prepost_run.py
 
 ctest: build
 	tests/run
