@@ -1175,37 +1175,29 @@ mod tests {
         assert!(half.preposted > 0.3 && half.preposted < 0.6, "{half:?}");
     }
 
-    /// In the mixed workload the sender learns of a change of phase a round late, and the
-    /// report moves over the rounds after that: it never says "every receive preposted" in a
-    /// phase of 8 rounds at 1 MiB (32 messages a round), so the lag check never holds eager
-    /// back there.
+    /// In the mixed workload the sender learns of a change of phase a round late: the
+    /// receiver restarts its window at the change (`RxStats`), so from the second round of a
+    /// phase on the report says what the phase does.
     #[test]
     fn phase_feedbacks_follow_the_receiver_a_round_late() {
         for size in [8192usize, 1 << 20] {
             let [unposted, posted] = phase_feedbacks(size);
             // Each phase starts with the other phase's report.
-            assert!(unposted[0].preposted > 0.6, "{size} {:?}", unposted[0]);
+            assert!(unposted[0].preposted > 0.9, "{size} {:?}", unposted[0]);
             assert!(posted[0].preposted < 0.1, "{size} {:?}", posted[0]);
             assert!(
                 posted[0].unexpected_bytes > size as f64,
                 "{size} {:?}",
                 posted[0]
             );
-            // Then it moves towards the phase, monotonically.
-            for w in posted.windows(2) {
-                assert!(w[1].preposted >= w[0].preposted, "{size} {posted:?}");
+            // Then it says the phase.
+            for f in &posted[1..] {
+                assert!(f.preposted > 0.9, "{size} {posted:?}");
             }
-            for w in unposted.windows(2) {
-                assert!(w[1].preposted <= w[0].preposted, "{size} {unposted:?}");
+            for f in &unposted[1..] {
+                assert!(f.preposted < 0.1, "{size} {unposted:?}");
             }
-            assert!(posted[7].preposted > 0.9, "{size} {:?}", posted[7]);
-            assert!(unposted[7].preposted < 0.1, "{size} {:?}", unposted[7]);
         }
-        let [_, posted] = phase_feedbacks(1 << 20);
-        assert!(
-            posted.iter().all(|f| f.preposted < 1.0 && f.streak == 0.0),
-            "{posted:?}"
-        );
     }
 
     /// A machine where eager is much cheaper than the built-in shm costs say: the fit must

@@ -150,11 +150,28 @@ impl Feedback {
 /// A window of about the last [`RxStats::WINDOW`] messages: counts are halved when it fills,
 /// so old behaviour fades out. The report changes only when it moved by more than the
 /// quantisation noise, and is re-evaluated every [`RxStats::EVERY`] messages.
+///
+/// A change of phase is reported at once: when the window, a whole window of messages old,
+/// says that 90% or more of the receives were preposted and then [`RxStats::CHANGE`]
+/// messages in a row arrive unexpected, or the other way round, the window restarts from
+/// those messages. (Receives preposted for part of each burst, which is what a steady share
+/// means, keep the window in between: at 75%, 16 in a row arrive unexpected, but the window
+/// says at most 86% before them. Phases too short to take the window to 90%, and bursts
+/// shorter than `CHANGE` between other messages, fade in as before.) The fading window alone took half a window to move the report far enough for
+/// the sender to change its plan, and the sender had sent the rest of a burst by then.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RxStats {
     hits: u32,
     total: u32,
     unexpected_bytes: u64,
+    /// Messages in a row with the same outcome (`run_hit`), their unexpected bytes, and
+    /// whether the window said the opposite when the run began.
+    run: u32,
+    run_hit: bool,
+    run_bytes: u64,
+    run_against: bool,
+    /// Messages since the window last restarted (saturating).
+    age: u32,
     /// (share, level) last reported.
     reported: Option<(u16, u16)>,
 }
@@ -162,16 +179,44 @@ pub struct RxStats {
 impl RxStats {
     pub const WINDOW: u32 = 64;
     pub const EVERY: u32 = 8;
+    /// Messages in a row against the window that restart it (a multiple of
+    /// [`RxStats::EVERY`], so the restarted window is evaluated at once).
+    pub const CHANGE: u32 = 8;
 
     /// A message arrived; `preposted`: its receive was already posted. Returns a new report
     /// (share 0..=63, level) when it changed enough to tell the sender.
     #[inline]
     pub fn note(&mut self, preposted: bool, bytes: usize) -> Option<(u16, u16)> {
+        let unexpected = if preposted { 0 } else { bytes as u64 };
+        if self.run > 0 && self.run_hit == preposted {
+            self.run = self.run.saturating_add(1);
+            self.run_bytes += unexpected;
+        } else {
+            // Does the window, as it stands, say the opposite of this message nearly always?
+            let (h, t) = (self.hits, self.total);
+            self.run_against = self.age >= Self::WINDOW
+                && if preposted {
+                    h * 10 <= t
+                } else {
+                    h * 10 >= t * 9
+                };
+            self.run = 1;
+            self.run_hit = preposted;
+            self.run_bytes = unexpected;
+        }
         self.total += 1;
+        self.age = self.age.saturating_add(1);
         if preposted {
             self.hits += 1;
         } else {
-            self.unexpected_bytes += bytes as u64;
+            self.unexpected_bytes += unexpected;
+        }
+        if self.run == Self::CHANGE && self.run_against {
+            // A phase change: start over from these messages.
+            self.age = self.run;
+            self.total = self.run;
+            self.hits = if preposted { self.run } else { 0 };
+            self.unexpected_bytes = self.run_bytes;
         }
         if !self.total.is_multiple_of(Self::EVERY) {
             return None;
@@ -1127,5 +1172,90 @@ mod tests {
         }
         assert!(got.0 >= 59, "{got:?}");
         assert_eq!(Feedback::from_field(FEEDBACK_MAX, 0), Feedback::INITIAL);
+    }
+
+    #[test]
+    fn a_phase_change_is_reported_within_a_few_messages() {
+        let max = FEEDBACK_MAX;
+        for first in [true, false] {
+            let mut rx = RxStats::default();
+            for _ in 0..RxStats::WINDOW * 3 {
+                rx.note(first, 1000);
+            }
+            // The other way now: the report follows after CHANGE messages, all the way.
+            let mut got = None;
+            for i in 1..=RxStats::CHANGE {
+                if let Some(r) = rx.note(!first, 1000) {
+                    assert_eq!(
+                        i,
+                        RxStats::CHANGE,
+                        "reported before the run was long enough"
+                    );
+                    got = Some(r);
+                }
+            }
+            let (share, level) = got.expect("reported at once");
+            if first {
+                assert_eq!((share, level), (0, 13)); // 8000 unexpected bytes
+            } else {
+                assert_eq!((share, level), (max, 0));
+            }
+        }
+    }
+
+    #[test]
+    fn receives_preposted_for_part_of_every_burst_give_a_steady_share() {
+        // Bursts of 64 with the first pct% of receives preposted (bench/prepost's rounds): the
+        // report settles near the share and stays there; no run restarts the window.
+        for pct in [10u32, 25, 50, 75, 90] {
+            let mut rx = RxStats::default();
+            let pre = RxStats::WINDOW * pct / 100;
+            let mut shares = vec![];
+            for round in 0..40 {
+                // The burst, then a small message whose receive waits for it ("done").
+                for i in 0..=RxStats::WINDOW {
+                    if let Some((s, _)) = rx.note(i < pre || i == RxStats::WINDOW, 1000) {
+                        if round >= 8 {
+                            shares.push(s);
+                        }
+                    }
+                }
+            }
+            let want = f64::from(pct) / 100.0 * f64::from(FEEDBACK_MAX);
+            for s in &shares {
+                assert!(
+                    (f64::from(*s) - want).abs() <= 0.25 * f64::from(FEEDBACK_MAX),
+                    "{pct}%: share {s} of {shares:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn phases_of_bursts_are_told_apart_within_a_burst() {
+        // bench/prepost's mixed workload: phases of 8 bursts of k messages, each burst
+        // followed by a "done" message whose receive waits for it; receives of the bursts
+        // all preposted or none. From the second burst of a phase on, the report says so.
+        for k in [32u32, 64] {
+            let mut rx = RxStats::default();
+            let mut share = FEEDBACK_MAX;
+            for phase in 0..12 {
+                let posted = phase % 2 == 1;
+                for burst in 0..8 {
+                    for i in 0..=k {
+                        if let Some((s, _)) = rx.note(posted || i == k, 100) {
+                            share = s;
+                        }
+                    }
+                    if phase >= 2 && burst >= 1 {
+                        let want = if posted { FEEDBACK_MAX } else { 0 };
+                        assert!(
+                            share.abs_diff(want) <= FEEDBACK_MAX / 5,
+                            "k {k} phase {phase} burst {burst}: share {share}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
