@@ -331,7 +331,14 @@ impl Engine {
         } else {
             unsafe { std::slice::from_raw_parts(buf, len) }
         };
-        Ok(self.pml.try_eager(peer, env, data, &mut self.net))
+        if !self.pml.try_eager(peer, env, data, &mut self.net) {
+            return Ok(false);
+        }
+        self.eager_since_poll += len;
+        if self.eager_since_poll >= Self::POLL_EVERY {
+            self.progress_p2p();
+        }
+        Ok(true)
     }
 
     /// A blocking receive of contiguous data without a request, when possible

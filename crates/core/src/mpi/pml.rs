@@ -279,6 +279,10 @@ fn matches(spec: &Envelope, env: &Envelope) -> bool {
         && (spec.tag == ANY_TAG || spec.tag == env.tag)
 }
 
+/// Unexpected-data level (bit length of the bytes, see `frame::feedback`) from which any
+/// change of the report goes to the sender at once: 2^20, a megabyte.
+const FEEDBACK_LEVEL_LARGE: u16 = 21;
+
 pub struct Pml {
     pub reqs: Slab,
     posted: VecDeque<Posted>,
@@ -412,9 +416,16 @@ impl Pml {
         if let Some((share, level)) = p.rx.note(preposted, bytes) {
             p.fb_out = frame::feedback_word(share, level);
             // Most traffic carries the report back by itself; when little goes that way and
-            // the report moved a lot since it last went out, send it on its own.
+            // the report moved a lot since it last went out, send it on its own. Unexpected
+            // data doubling counts as a lot once it is a megabyte or more: that is what turns
+            // large messages from eager to rendezvous, and a frame per eight such messages
+            // costs nothing.
             let told = frame::feedback_of(p.fb_told);
-            let far = told.is_none_or(|(s, l)| s.abs_diff(share) >= 8 || l.abs_diff(level) >= 2);
+            let far = told.is_none_or(|(s, l)| {
+                s.abs_diff(share) >= 8
+                    || l.abs_diff(level) >= 2
+                    || (l != level && l.max(level) >= FEEDBACK_LEVEL_LARGE)
+            });
             if far && p.lost.is_none() {
                 p.fb_told = p.fb_out;
                 self.outbox.push_back(Ctrl::new(from, Frame::Feedback));

@@ -1065,3 +1065,41 @@ fn streamed_noncontiguous_sends_under_every_protocol() {
         assert_eq!(t.b.counters.on(Route::Shm).single_copy, 0, "{what}");
     }
 }
+
+/// After a long run of receives posted in time, a burst of large messages nobody waits for is
+/// reported to the sender at once, on frames of the receiver's own: after the first few
+/// messages, and again each time the unexpected data doubles past a megabyte.
+#[test]
+fn a_receiver_tells_a_change_of_phase_at_once() {
+    let mut t = Pair::new(Protocol::Eager, false);
+    t.ab.max_payload = 1 << 20;
+    t.ba.max_payload = 1 << 20;
+    t.a.refresh_limits(&t.ab);
+    let data = vec![5u8; 256 * 1024];
+    let mut buf = vec![0u8; 256 * 1024];
+    for i in 0..RxStats::WINDOW as i32 + 8 {
+        let (r, _) = recv(&mut t.b, &mut buf, 0, i);
+        send(&mut t.a, &mut t.ab, &data, i, Mode::Standard);
+        t.run();
+        assert!(done(&t.b, r));
+    }
+    // Reports the receiver sends on frames of its own from now on, as (share, level).
+    let mut told = vec![];
+    for i in 0..24 {
+        send(&mut t.a, &mut t.ab, &data, 1000 + i, Mode::Standard);
+        while let Some((h, p)) = t.ab.frames.pop_front() {
+            t.b.on_frame(0, &h, &p);
+        }
+        t.b.flush(&mut t.ba);
+        while let Some((h, _)) = t.ba.frames.pop_front() {
+            assert!(matches!(Frame::decode(&h), Ok(Frame::Feedback)));
+            told.push((
+                i + 1,
+                frame::feedback_of(frame::feedback_field(&h)).unwrap(),
+            ));
+        }
+    }
+    // 8 messages: none of the new ones preposted, 2 MiB unexpected (22 bits); 16: 4 MiB;
+    // 24: 6 MiB, the same power of two, so nothing new.
+    assert_eq!(told, vec![(8, (0, 22)), (16, (0, 23))]);
+}
