@@ -249,6 +249,11 @@ impl Engine {
             // Sent and complete: the shared complete-send request stands for it.
             return Ok(Pml::DONE_SEND);
         }
+        if self.pml.eager_unpolled >= Self::POLL_EVERY {
+            // A run of eager sends read nothing for a while (`Pml::try_eager` declined this
+            // one for that): take the receivers' reports first, and plan by them.
+            self.progress_p2p();
+        }
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?;
         if !(0..=TAG_UB).contains(&tag) {
@@ -333,10 +338,6 @@ impl Engine {
         };
         if !self.pml.try_eager(peer, env, data, &mut self.net) {
             return Ok(false);
-        }
-        self.eager_since_poll += len;
-        if self.eager_since_poll >= Self::POLL_EVERY {
-            self.progress_p2p();
         }
         Ok(true)
     }

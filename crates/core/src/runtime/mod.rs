@@ -146,8 +146,6 @@ pub struct Engine {
     pub node_procs: usize,
     /// Reduction operations, running nonblocking and persistent collectives, decisions.
     pub coll: crate::mpi::coll::State,
-    /// Bytes sent eagerly since the last progress pass (see [`Engine::POLL_EVERY`]).
-    pub eager_since_poll: usize,
 }
 
 /// The CPUs this process may run on, as a bit set (bit i: CPU i).
@@ -545,17 +543,11 @@ impl Engine {
             ncpus,
             node_procs,
             coll,
-            eager_since_poll: 0,
         })
     }
 
-    /// Eager bytes a run of sends goes on without a progress pass. Sends that the transport
-    /// takes at once read nothing, so a burst of large eager messages never saw the receiver's
-    /// report that its receives stopped being posted: the whole burst went eagerly into
-    /// unexpected buffers (256 KiB over TCP: all 64 messages of such a round, 0.8x the
-    /// throughput of rendezvous). A pass per megabyte reads the report while the burst is
-    /// still going, for one idle poll per megabyte.
-    pub const POLL_EVERY: usize = 1 << 20;
+    /// See [`crate::mpi::pml::POLL_EVERY`].
+    pub const POLL_EVERY: usize = crate::mpi::pml::POLL_EVERY;
 
     /// One progress pass: deliver arrived frames, push out what waits.
     #[inline]
@@ -578,7 +570,7 @@ impl Engine {
     /// schedule and no communicator construction).
     #[inline]
     pub fn progress_p2p(&mut self) -> usize {
-        self.eager_since_poll = 0;
+        self.pml.eager_unpolled = 0;
         let n = self.net.poll(&mut self.pml);
         if self.pml.busy() {
             // The frames of one pass leave together (see `Tcp::hold`).

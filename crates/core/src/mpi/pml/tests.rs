@@ -1103,3 +1103,21 @@ fn a_receiver_tells_a_change_of_phase_at_once() {
     // 24: 6 MiB, the same power of two, so nothing new.
     assert_eq!(told, vec![(8, (0, 22)), (16, (0, 23))]);
 }
+
+/// Sends without a request read nothing: after POLL_EVERY bytes of them the fast path declines
+/// until the engine has taken a progress pass (which resets the count), so a burst reads the
+/// receiver's reports while it goes.
+#[test]
+fn eager_without_request_declines_after_a_megabyte_unpolled() {
+    let mut t = Pair::new(Protocol::Eager, false);
+    let chunk = [3u8; 100];
+    let mut sent = 0;
+    while t.a.try_eager(1, env(1), &chunk, &mut t.ab) {
+        sent += chunk.len();
+        assert!(sent <= POLL_EVERY + chunk.len(), "never declined");
+    }
+    assert!(sent >= POLL_EVERY);
+    assert!(t.a.eager_unpolled >= POLL_EVERY);
+    t.a.eager_unpolled = 0; // what Engine::progress_p2p does
+    assert!(t.a.try_eager(1, env(1), &chunk, &mut t.ab));
+}
