@@ -38,10 +38,15 @@ class CrossoverSizes(unittest.TestCase):
         run = {8192: ((1700, 850, 840), (1760, 1400, 1540))}
         self.assertEqual(pr.crossover_sizes(launches(run), self.PCT), [])
 
-    def test_under_ten_percent_one_way_is_none(self):
+    def test_under_five_percent_one_way_is_none(self):
         # 1 MiB: rendezvous 47% ahead at 0%, eager only 2% ahead at 100%.
         run = {1048576: ((7500, 11050, 10980), (11500, 11250, 11120))}
         self.assertEqual(pr.crossover_sizes(launches(run), self.PCT), [])
+
+    def test_a_crossover_by_eight_percent(self):
+        # 256 KiB over TCP in one launch: rendezvous 13% ahead at 0%, eager 8% at 100%.
+        run = {262144: ((6500, 7350, 7300), (7900, 7300, 7310))}
+        self.assertEqual(pr.crossover_sizes(launches(run), self.PCT), [262144])
 
     def test_every_launch_must_cross(self):
         yes = {262144: ((8300, 9400, 9800), (11400, 9900, 10000))}
