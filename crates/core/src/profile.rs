@@ -6,7 +6,7 @@
 //! read-only). Names of per-protocol counters contain the protocol's short name (`eager`,
 //! `rndv`, `split` for eager-rendezvous) and `sent`.
 
-use crate::proto::policy::Route;
+use crate::transport::Route;
 
 /// Counters of one route.
 #[derive(Debug, Default, Clone, Copy)]

@@ -45,15 +45,7 @@ pub enum Plan {
     EagerRendezvous { prefix: usize },
 }
 
-/// Which transport reaches a peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    SelfLoop,
-    Shm,
-    Tcp,
-    /// No transport reaches this process.
-    Unreachable,
-}
+pub use crate::transport::Route;
 
 /// Protocol selection setting (`protocol` tunable, `protean_protocol` info hint).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,9 +13,7 @@
 //! Without PMI variables the process is a singleton: size 1, only the self route.
 
 pub mod global;
-pub mod net;
 
-use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -29,12 +27,13 @@ use crate::mpi::comm::{
     predefined_errhandlers, Comm, Errhandler, COMM_SELF, COMM_WORLD, CTX_SELF, CTX_WORLD,
 };
 use crate::mpi::datatype::{predefined, Datatype};
-use crate::mpi::pml::{Coop, Pml};
+use crate::mpi::pml::Pml;
 use crate::proto::policy::{parse_rules, Costs, Policy, Protocol, Route};
+use crate::transport::net::Net;
 use crate::transport::shm::{Geometry, Shm};
 use crate::transport::tcp::Tcp;
 use crate::transport::Gpid;
-use net::Net;
+use crate::transport::Transport;
 
 /// Cooperative-copy slots each process offers (large sends in flight at once that may use it).
 const COOP_SLOTS: usize = 64;
@@ -314,6 +313,7 @@ impl Engine {
                         Ipv4Addr::UNSPECIFIED,
                         cfg.tcp_nodelay,
                         cfg.tcp_sockbuf as usize,
+                        cfg.tcp_frag_bytes as usize,
                         cfg.verbose > 0,
                     )
                     .map_err(|e| io_err("cannot open a TCP listener", e))?,
@@ -475,8 +475,8 @@ impl Engine {
         let mut pml = Pml::new(me, routes.clone(), policy, cfg.shm_single_copy);
         pml.verbose = cfg.verbose > 0;
         pml.keep_unexpected_buffers(cfg.unexpected_cache as usize);
-        if let Some(s) = shm.as_ref() {
-            pml.coop = Coop::new(s, size as usize, &cfg);
+        if let Some(s) = shm.as_mut() {
+            s.set_copy(cfg.shm_coop_min as usize, cfg.shm_coop_chunk as usize);
         }
         if cfg.verbose > 0 && rank == 0 {
             eprintln!(
@@ -486,14 +486,7 @@ impl Engine {
                 PROTOCOLS[cfg.protocol]
             );
         }
-        let net = Net {
-            me,
-            shm,
-            tcp,
-            selfq: VecDeque::new(),
-            routes,
-            tcp_frag: cfg.tcp_frag_bytes as usize,
-        };
+        let net = Net::new(me, routes, shm, tcp);
 
         let world = Comm {
             predefined: true,
@@ -571,7 +564,7 @@ impl Engine {
     #[inline]
     pub fn progress_p2p(&mut self) -> usize {
         self.pml.eager_unpolled = 0;
-        let n = self.net.poll(&mut self.pml);
+        let n = self.net.progress(&mut self.pml);
         if self.pml.busy() {
             // The frames of one pass leave together (see `Tcp::hold`).
             self.net.hold();
@@ -585,10 +578,12 @@ impl Engine {
     /// Err: a value does not parse; nothing changed.
     pub fn reconfigure(&mut self) -> std::result::Result<(), String> {
         self.pml.policy = policy_from(&self.cfg)?;
+        self.net.set_tcp_frag(self.cfg.tcp_frag_bytes as usize);
+        self.net.set_shm_copy(
+            self.cfg.shm_coop_min as usize,
+            self.cfg.shm_coop_chunk as usize,
+        );
         self.pml.refresh_limits(&self.net);
-        self.net.tcp_frag = self.cfg.tcp_frag_bytes as usize;
-        self.pml.coop.min = self.cfg.shm_coop_min as usize;
-        self.pml.coop.chunk = self.cfg.shm_coop_chunk as usize;
         self.pml.verbose = self.cfg.verbose > 0;
         if !self.cfg.shm_single_copy {
             self.pml.single_copy = false;
@@ -615,7 +610,7 @@ impl Engine {
         let mut idle_since = std::time::Instant::now();
         loop {
             let busy = self.pml.busy()
-                || self.net.has_output()
+                || self.net.has_work()
                 || self.bsend.as_ref().is_some_and(|b| !b.used.is_empty());
             if !busy {
                 break;
@@ -639,10 +634,7 @@ impl Engine {
         if let Some(p) = self.pmi.as_mut() {
             p.barrier().map_err(pmi_err)?;
         }
-        if let Some(t) = self.net.tcp.as_mut() {
-            t.shutdown();
-        }
-        self.net.shm = None;
+        self.net.shutdown();
         if let Some(p) = self.pmi.as_mut() {
             p.finalize().map_err(pmi_err)?;
         }
@@ -789,8 +781,8 @@ mod tests {
         }
         let e = Engine::init(0).unwrap();
         assert_eq!((e.rank, e.size), (0, 1));
-        assert_eq!(e.net.routes, vec![Route::SelfLoop]);
-        assert!(e.net.shm.is_none() && e.net.tcp.is_none());
+        assert_eq!(e.net.routes(), &[Route::SelfLoop]);
+        assert!(!e.net.has(Route::Shm) && !e.net.has(Route::Tcp));
     }
 }
 
