@@ -257,6 +257,19 @@ fn open_segment(jobid: &str, peer: Gpid) -> io::Result<(Mapping, Geometry, u32)>
     Ok((m, g, h.pid))
 }
 
+/// A control record of this transport arrived: keep it for `run_copies`.
+#[cold]
+fn control(
+    ctl: &mut Vec<(Gpid, u8, Vec<u8>)>,
+    copying: &mut bool,
+    from: Gpid,
+    h: &[u8; HEADER_LEN],
+    p: &[u8],
+) {
+    ctl.push((from, h[1], p.to_vec()));
+    *copying = true;
+}
+
 /// Remove this process's segment name (the memory stays mapped).
 fn unlink_segment(jobid: &str, me: Gpid) {
     let name = shm_name(jobid, me);
@@ -290,6 +303,9 @@ pub struct Shm {
     copier: Copier,
     /// Control records that arrived during a poll, handled after it: (from, op, payload).
     ctl_in: Vec<(Gpid, u8, Vec<u8>)>,
+    /// Control records arrived or copies are in progress: `progress` has more to do than
+    /// poll (one load on the path of an idle poll).
+    copying: bool,
 }
 
 /// Fast-channel slot that `sender` uses in `receiver`'s segment under the static assignment,
@@ -352,6 +368,7 @@ impl Shm {
             unlinked: false,
             copier: Copier::new(Some(slots), 0, 1),
             ctl_in: Vec::new(),
+            copying: false,
         })
     }
 
@@ -458,18 +475,20 @@ impl Shm {
         self.rx_fast.iter().any(|(_, rx)| rx.ready()) || self.rx_queue.ready()
     }
 
-    /// Deliver what arrived: frames to the sink, control records to ourselves.
+    /// Deliver what arrived: frames to the sink, control records to ourselves (and set
+    /// `copying`, so that `progress` handles them).
     #[inline]
     fn poll<S: FrameSink>(&mut self, sink: &mut S) -> usize {
         let mut n = 0;
         let ctl = &mut self.ctl_in;
+        let copying = &mut self.copying;
         for (from, rx) in self.rx_fast.iter_mut() {
             let from = *from;
             let mut k = 0;
             while k < 64
                 && rx.pop(|h, p| {
                     if h[0] == CONTROL_KIND {
-                        ctl.push((from, h[1], p.to_vec()));
+                        control(ctl, copying, from, h, p);
                     } else {
                         sink.on_frame(from, h, p)
                     }
@@ -483,7 +502,7 @@ impl Shm {
         while k < 64
             && self.rx_queue.pop(|from, h, p| {
                 if h[0] == CONTROL_KIND {
-                    ctl.push((from, h[1], p.to_vec()));
+                    control(ctl, copying, from, h, p);
                 } else {
                     sink.on_frame(from, h, p)
                 }
@@ -577,8 +596,9 @@ impl Transport for Shm {
     #[inline]
     fn progress<S: FrameSink>(&mut self, sink: &mut S) -> usize {
         let n = self.poll(sink);
-        if !self.ctl_in.is_empty() || self.copier.busy() {
+        if self.copying {
             self.run_copies(sink);
+            self.copying = self.copier.busy();
         }
         n
     }
@@ -613,6 +633,7 @@ impl Transport for Shm {
         };
         let r = self.copier.get(peer, slots, region, offset, dst, token);
         if r == Ok(Copied::Pending) {
+            self.copying = true;
             // Ask for help at once rather than at the next pass.
             while let Some(&(p, help)) = self.copier.out.front() {
                 if !self.push(p, &copy::Help::header(), &[&help]) {
