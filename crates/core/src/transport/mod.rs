@@ -74,8 +74,7 @@ pub const HEADER_LEN: usize = 32;
 /// Frame kind (header byte 0) reserved for a transport's own control records.
 pub const CONTROL_KIND: u8 = 0;
 
-/// Global process id: index into the engine's process table (world ranks first).
-pub type Gpid = u32;
+pub use crate::ids::Gpid;
 
 /// Identifies a pending send to its owner (a request id), or nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

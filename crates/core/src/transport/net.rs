@@ -7,13 +7,18 @@
 //! [`Transport`] trait of the transport behind it; a new transport adds a route, a field and
 //! an arm to [`on_route!`].
 
+use std::net::{Ipv4Addr, SocketAddr};
+
 use super::selfloop::SelfLoop;
-use super::shm::Shm;
+use super::shm::{Geometry, Shm};
 use super::tcp::Tcp;
 use super::{
     Caps, Copied, CopyError, FrameSink, Gpid, Region, Route, SendError, Sent, Span, Token,
     Transport, HEADER_LEN,
 };
+use crate::config::{parse_rules, Config};
+use crate::error::{ErrorClass, MpiError};
+use crate::runtime::bootstrap::{io_err, Boot};
 
 pub struct Net {
     me: Gpid,
@@ -70,7 +75,151 @@ fn unreachable(peer: Gpid) -> SendError {
     SendError::Failed(format!("no transport reaches process {peer}"))
 }
 
+/// Cooperative-copy slots each process offers (large sends in flight at once that may use it).
+const COOP_SLOTS: usize = 64;
+
+/// `transports`-style list: `shm,tcp`.
+fn transport_list(text: &str) -> std::result::Result<Vec<&'static str>, String> {
+    let mut v = Vec::new();
+    for t in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        v.push(match t.to_ascii_lowercase().as_str() {
+            "shm" => "shm",
+            "tcp" => "tcp",
+            "self" => "self",
+            _ => return Err(format!("unknown transport '{t}' (known: shm, tcp)")),
+        });
+    }
+    Ok(v)
+}
+
 impl Net {
+    /// Open the transports of this process and choose the route to every other: TCP listener
+    /// (when TCP may be used), business-card exchange, shared memory among the processes of
+    /// each host (create, barrier, map the peers', barrier, unlink), then per peer self, shm
+    /// (same host, when allowed) or TCP. Every process of the job takes part in every barrier.
+    pub fn open(boot: &mut Boot, cfg: &Config) -> crate::error::Result<Net> {
+        let cfg_err = |name: &str, why: String| {
+            MpiError::new(ErrorClass::Other, format!("PROTEAN_{name}: {why}"))
+        };
+        let allowed = transport_list(&cfg.transports).map_err(|e| cfg_err("TRANSPORTS", e))?;
+        // Per-peer overrides: the first rule naming either end of a pair decides for both.
+        let peer_rules = parse_rules(&cfg.transport_peers, transport_list)
+            .map_err(|e| cfg_err("TRANSPORT_PEERS", e))?;
+        let (rank, size) = (boot.rank, boot.size);
+        let me = rank as Gpid;
+        let allowed_for = |r: Gpid| -> &[&str] {
+            peer_rules
+                .iter()
+                .find(|(s, _)| s.contains(me) || s.contains(r))
+                .map_or(&allowed[..], |(_, l)| &l[..])
+        };
+        let any_allows =
+            |t: &str| allowed.contains(&t) || peer_rules.iter().any(|(_, l)| l.contains(&t));
+        let allow_shm = any_allows("shm");
+        let allow_tcp = any_allows("tcp");
+
+        let mut tcp = None;
+        if boot.is_job() && allow_tcp {
+            tcp = Some(
+                Tcp::new(
+                    me,
+                    Ipv4Addr::UNSPECIFIED,
+                    cfg.tcp_nodelay,
+                    cfg.tcp_sockbuf as usize,
+                    cfg.tcp_frag_bytes as usize,
+                    cfg.verbose > 0,
+                )
+                .map_err(|e| io_err("cannot open a TCP listener", e))?,
+            );
+        }
+        boot.exchange(tcp.as_ref().map(|t| Boot::advertised(cfg, t.port())))?;
+        let local = boot.local();
+
+        // Shared memory among the processes of this host. The PMI barriers are collective over
+        // the whole job: every process takes part when any host has several processes, also
+        // one alone on its host (with three processes on two hosts, the single one's absence
+        // would stop the other two forever).
+        let mut shm = None;
+        if allow_shm && boot.is_job() && boot.shared_somewhere() {
+            let mut s = None;
+            if local.len() > 1 {
+                let g = Geometry::new(
+                    cfg.shm_fast_channels as usize,
+                    cfg.shm_ring_bytes as usize,
+                    cfg.shm_queue_cells as usize,
+                    cfg.shm_cell_bytes as usize,
+                    COOP_SLOTS,
+                );
+                s = Some(
+                    Shm::create(&boot.jobid, me, &local, g)
+                        .map_err(|e| io_err("cannot create the shared-memory segment", e))?,
+                );
+            }
+            boot.barrier()?;
+            if let Some(s) = s.as_mut() {
+                s.attach(&local, size as usize)
+                    .map_err(|e| io_err("cannot map a peer's shared-memory segment", e))?;
+            }
+            boot.barrier()?;
+            if let Some(s) = s.as_mut() {
+                s.unlink();
+                s.set_copy(cfg.shm_coop_min as usize, cfg.shm_coop_chunk as usize);
+            }
+            shm = s;
+        }
+
+        let mut routes = vec![Route::Unreachable; size as usize];
+        for r in 0..size {
+            let i = r as usize;
+            let pair = allowed_for(r);
+            routes[i] = if r == rank {
+                Route::SelfLoop
+            } else if pair.contains(&"shm") && shm.as_ref().is_some_and(|s| s.reaches(r)) {
+                Route::Shm
+            } else if let (true, Some(t), Some(Some(c))) =
+                (pair.contains(&"tcp"), tcp.as_mut(), boot.cards.get(i))
+            {
+                match c.tcp {
+                    Some(a) => {
+                        // Ranks of one host (as the cards say) meet over loopback.
+                        let a = if c.host == boot.hostname {
+                            SocketAddr::from((Ipv4Addr::LOCALHOST, a.port()))
+                        } else {
+                            a
+                        };
+                        t.set_addr(r, a);
+                        Route::Tcp
+                    }
+                    None => Route::Unreachable,
+                }
+            } else {
+                Route::Unreachable
+            };
+        }
+        if let Some(r) = routes.iter().position(|r| *r == Route::Unreachable) {
+            return Err(MpiError::new(
+                ErrorClass::Other,
+                format!(
+                    "no transport reaches rank {r} (host {}) from rank {rank} (host {}) with PROTEAN_TRANSPORTS={}{}",
+                    boot.hosts[r],
+                    boot.hostname,
+                    cfg.transports,
+                    if cfg.transport_peers.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" PROTEAN_TRANSPORT_PEERS={}", cfg.transport_peers)
+                    }
+                ),
+            ));
+        }
+        // Routes are symmetric (same host and same settings on both ends), so when no peer
+        // uses TCP nobody will connect to us either: close the listener rather than poll it.
+        if !routes.contains(&Route::Tcp) {
+            tcp = None;
+        }
+        Ok(Net::new(me, routes, shm, tcp))
+    }
+
     /// The transports of process `me`, and the route to each process (indexed by gpid).
     pub fn new(me: Gpid, routes: Vec<Route>, shm: Option<Shm>, tcp: Option<Tcp>) -> Net {
         Net {

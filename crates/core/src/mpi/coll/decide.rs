@@ -123,31 +123,10 @@ impl Coll {
     }
 }
 
-pub const BARRIER_ALGS: &[&str] = &["auto", "dissemination", "two_level", "linear"];
-pub const BCAST_ALGS: &[&str] = &[
-    "auto",
-    "binomial",
-    "scatter_allgather",
-    "chain",
-    "two_level",
-    "linear",
-];
-pub const REDUCE_ALGS: &[&str] = &["auto", "binomial", "linear", "two_level"];
-pub const ALLREDUCE_ALGS: &[&str] = &[
-    "auto",
-    "recursive_doubling",
-    "allgather_reduce",
-    "rabenseifner",
-    "ring",
-    "reduce_bcast",
-    "two_level",
-];
-pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial"];
-pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial"];
-pub const ALLGATHER_ALGS: &[&str] = &["auto", "ring", "recursive_doubling", "bruck", "linear"];
-pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck"];
-pub const REDUCE_SCATTER_ALGS: &[&str] = &["auto", "reduce_scatterv", "ring"];
-pub const SCAN_ALGS: &[&str] = &["auto", "recursive_doubling", "linear"];
+pub use crate::config::{
+    ALLGATHER_ALGS, ALLREDUCE_ALGS, ALLTOALL_ALGS, BARRIER_ALGS, BCAST_ALGS, GATHER_ALGS,
+    REDUCE_ALGS, REDUCE_SCATTER_ALGS, SCAN_ALGS, SCATTER_ALGS,
+};
 
 /// An inclusive range; `hi == usize::MAX` is unbounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

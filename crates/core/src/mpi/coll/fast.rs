@@ -17,11 +17,11 @@ use super::sched::{post_recv, post_send};
 use super::{byte_type, in_place, Args, Counts, Types};
 use crate::error::Result;
 use crate::mpi::datatype::Datatype;
+use crate::mpi::engine::Engine;
+use crate::mpi::global::{self, with};
 use crate::mpi::pml::DirectPost;
 use crate::mpi::request::Status;
 use crate::proto::frame::Envelope;
-use crate::runtime::global::{self, with};
-use crate::runtime::Engine;
 use crate::transport::Gpid;
 
 /// Largest buffer (bytes) the direct paths take.

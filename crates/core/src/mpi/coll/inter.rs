@@ -32,7 +32,7 @@
 //! # Neighbourhood collectives
 //!
 //! Each process sends one block to each out-neighbour and receives one from each in-neighbour,
-//! in the order of [`crate::runtime::Engine::topo_neighbors`]; MPI_PROC_NULL neighbours of a
+//! in the order of [`crate::mpi::engine::Engine::topo_neighbors`]; MPI_PROC_NULL neighbours of a
 //! non-periodic Cartesian grid are skipped and their blocks untouched. On a periodic dimension
 //! of extent 1 or 2 the same process is both the -1 and the +1 neighbour: sub-tags pair the
 //! message sent in the +1 direction with the receive from the -1 neighbour (and vice versa).
@@ -46,9 +46,9 @@ use super::{
 };
 use crate::err;
 use crate::error::Result;
+use crate::mpi::engine::Engine;
 use crate::mpi::request::PROC_NULL;
 use crate::mpi::topo::Topology;
-use crate::runtime::Engine;
 
 /// MPI_ROOT in the MPICH ABI.
 pub const ROOT: i32 = -3;
