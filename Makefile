@@ -6,6 +6,7 @@
 #   make check                every test: Rust unit tests, ABI and wrapper checks, C programs
 #                             under mpirun (every transport and protocol), real clients
 #   make bench                benchmarks side by side with Open MPI and MPICH
+#   make wan-demo             iperf3 across the WAN link emulator (protean-wan): table and plot
 #
 # The Rust workspace builds a static archive of the C ABI (crates/capi); this Makefile links it
 # into build/lib/libmpi.so.12 with gcc so that the exported symbol set is exactly the one in
@@ -21,10 +22,10 @@ PREFIX  ?= $(BUILD)
 RUSTDIR := $(CURDIR)/target/release
 LIBVER  := 12
 
-BINS    := mpirun protean-info protean-tune
+BINS    := mpirun protean-info protean-tune protean-wan
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
-        abi-check wrappers-check
+        abi-check wrappers-check wan-check wan-demo
 
 all: build
 
@@ -50,6 +51,7 @@ bin: rust
 	ln -sf mpirun $(BUILD)/bin/mpiexec
 	cp -f $(RUSTDIR)/protean-info $(BUILD)/bin/protean-info
 	cp -f $(RUSTDIR)/protean-tune $(BUILD)/bin/protean-tune
+	cp -f $(RUSTDIR)/protean-wan $(BUILD)/bin/protean-wan
 
 include:
 	@mkdir -p $(BUILD)/include
@@ -74,7 +76,7 @@ demo: build
 	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/ring examples/ring.c
 	$(BUILD)/bin/mpirun -n 4 $(BUILD)/examples/ring
 
-check: build deps unit bench-check abi-check wrappers-check ctest clients
+check: build deps unit bench-check abi-check wrappers-check wan-check ctest clients
 	@echo "make check: every suite passed"
 
 test: check
@@ -103,6 +105,14 @@ abi-check: lib
 # mpicc/mpicxx from a relocated install tree, and an MPICH-built binary on our library.
 wrappers-check: build
 	tests/wrappers/run
+
+# protean-wan, the WAN link emulator, from outside: delay, loss, rate, teardown (tests/wan/).
+wan-check: build deps
+	tests/wan/check
+
+# iperf3 across two emulated sites at RTT 2, 20 and 50 ms: a table and a plot (tests/wan/demo).
+wan-demo: build deps
+	tests/wan/demo
 
 bench: build
 	bench/run
