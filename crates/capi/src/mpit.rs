@@ -22,6 +22,7 @@ use crate::util::{copy_cstr, out};
 use protean_core::config::{Config, Kind, Value, TUNABLES};
 use protean_core::mpi::global::{self, with, Phase};
 use protean_core::profile::PVARS;
+use protean_core::transport::Transport;
 
 struct PvarHandle {
     session: usize,
@@ -534,7 +535,11 @@ pub unsafe extern "C" fn protean_MPI_T_pvar_session_free(
 
 /// Current value of performance variable `i`.
 fn pvar_now(i: usize) -> u64 {
-    with(|e| e.pml.counters.read(i)).unwrap_or(0)
+    with(|e| {
+        e.pml.counters.rejected_connections = e.net.rejected();
+        e.pml.counters.read(i)
+    })
+    .unwrap_or(0)
 }
 
 /// # Safety

@@ -312,7 +312,9 @@ tunables! {
     tcp_nodelay: bool = "1", Kind::Bool, writable = false,
         "Disable Nagle's algorithm on TCP connections.";
     tcp_addr: String = "", Kind::Str, writable = false,
-        "Address to publish for TCP connections (default: loopback when every rank is on this host, else the first non-loopback IPv4 address).";
+        "Address to listen on and publish for TCP connections (default: loopback when the process manager places every rank on one node, else the first non-loopback IPv4 address).";
+    tcp_frame_max: i64 = "64m", Kind::Int { min: 65536, max: 1 << 31 }, writable = false,
+        "Largest frame payload (bytes) a process accepts on a TCP connection, announced in the connection's handshake; a longer frame is a protocol error that closes the connection. tcp_frag_bytes is capped at it.";
     tcp_sockbuf: i64 = "4194304", SIZE, writable = false,
         "Socket send and receive buffer size for TCP connections (0: kernel default).";
     progress_yield: usize = "auto", Kind::Choice(YIELD_MODES), writable = true,

@@ -85,6 +85,12 @@ pub struct Boot {
     pub cards: Vec<Option<Card>>,
     /// Every process's host identity, by rank.
     pub hosts: Vec<String>,
+    /// The job's key for authenticating connections: made by rank 0, handed out with the
+    /// business cards (None for a singleton).
+    pub key: Option<[u8; 32]>,
+    /// The process manager placed every process on one node (PMI_process_mapping), when it
+    /// says so.
+    pub one_node: Option<bool>,
 }
 
 impl Boot {
@@ -105,7 +111,18 @@ impl Boot {
         } else {
             cfg.hostname.clone()
         };
+        let mut pmi = pmi;
+        let one_node = match pmi.as_mut().filter(|_| size > 1) {
+            Some(p) => p
+                .get("PMI_process_mapping")
+                .ok()
+                .flatten()
+                .and_then(|m| one_node(&m, size as usize)),
+            None => Some(true),
+        };
         Ok(Boot {
+            key: None,
+            one_node,
             pmi,
             rank,
             size,
@@ -123,11 +140,23 @@ impl Boot {
     }
 
     /// Publish our card (with the TCP address we listen on, if any), wait for everyone's, and
-    /// read them all. Nothing to do for a singleton.
+    /// read them all; rank 0 publishes the job's key with its card. Nothing to do for a
+    /// singleton.
     pub fn exchange(&mut self, tcp: Option<SocketAddr>) -> Result<()> {
         let Some(p) = self.pmi.as_mut().filter(|_| self.size > 1) else {
             return Ok(());
         };
+        if self.rank == 0 {
+            let mut key = [0u8; 32];
+            getrandom::getrandom(&mut key).map_err(|e| {
+                MpiError::new(
+                    ErrorClass::Other,
+                    format!("cannot draw the job's key from the kernel: {e}"),
+                )
+            })?;
+            p.put("protean-key", &hex(&key)).map_err(pmi_err)?;
+            self.key = Some(key);
+        }
         let card = Card {
             host: self.hostname.clone(),
             node: kernel_hostname(),
@@ -156,6 +185,16 @@ impl Boot {
             })?;
             self.hosts[r as usize] = c.host.clone();
             self.cards[r as usize] = Some(c);
+        }
+        if self.key.is_none() {
+            let v = p.get("protean-key").map_err(pmi_err)?;
+            let key = v.as_deref().and_then(unhex).ok_or_else(|| {
+                MpiError::new(
+                    ErrorClass::Other,
+                    "rank 0 published no key for the job's connections".to_string(),
+                )
+            })?;
+            self.key = Some(key);
         }
         Ok(())
     }
@@ -201,16 +240,17 @@ impl Boot {
         (masks.len().max(1), cpus_of(&masks))
     }
 
-    /// The address to advertise for a listener on `port`: `tcp_addr` when set, else the
-    /// host's first non-loopback IPv4 address, else loopback.
-    pub fn advertised(cfg: &Config, port: u16) -> SocketAddr {
-        let ip = cfg
-            .tcp_addr
-            .parse::<Ipv4Addr>()
-            .ok()
-            .or_else(primary_ipv4)
-            .unwrap_or(Ipv4Addr::LOCALHOST);
-        SocketAddr::from((ip, port))
+    /// The address to listen on and advertise: `tcp_addr` when set, else loopback when the
+    /// whole job is on this node, else the host's first non-loopback IPv4 address (loopback
+    /// when it has none).
+    pub fn listen_addr(cfg: &Config, one_node: bool) -> Ipv4Addr {
+        if let Ok(ip) = cfg.tcp_addr.parse::<Ipv4Addr>() {
+            return ip;
+        }
+        if one_node {
+            return Ipv4Addr::LOCALHOST;
+        }
+        primary_ipv4().unwrap_or(Ipv4Addr::LOCALHOST)
     }
 }
 
@@ -315,6 +355,48 @@ fn primary_ipv4() -> Option<Ipv4Addr> {
     }
 }
 
+/// Lower-case hex.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// 32 bytes from 64 hex digits.
+fn unhex(s: &str) -> Option<[u8; 32]> {
+    let s = s.trim();
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut k = [0u8; 32];
+    for (i, b) in k.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(k)
+}
+
+/// Does PMI_process_mapping (`(vector,(node,nodes,per_node),...)`, as Hydra and Slurm write
+/// it) put all `size` processes on one node? None when it does not parse or does not cover
+/// them.
+fn one_node(mapping: &str, size: usize) -> Option<bool> {
+    let body = mapping.trim().strip_prefix("(vector,")?.strip_suffix(')')?;
+    let mut nodes = std::collections::BTreeSet::new();
+    let mut covered = 0usize;
+    for part in body.split("),") {
+        let t = part.trim().trim_start_matches('(').trim_end_matches(')');
+        let v: Vec<usize> = t
+            .split(',')
+            .map(|x| x.trim().parse().ok())
+            .collect::<Option<_>>()?;
+        let [node, count, per] = v[..] else {
+            return None;
+        };
+        for k in 0..count {
+            nodes.insert(node + k);
+        }
+        covered = covered.checked_add(count.checked_mul(per)?)?;
+    }
+    (covered >= size).then_some(nodes.len() == 1)
+}
+
 pub fn pmi_err(e: protean_pmi::PmiError) -> MpiError {
     MpiError::new(ErrorClass::Other, format!("process manager (PMI): {e}"))
 }
@@ -360,6 +442,24 @@ mod tests {
         assert_eq!(Card::decode("x|m|1|-|zz"), None);
         assert_eq!(Card::decode("x||1|-|1"), None);
         assert_eq!(Card::decode(""), None);
+    }
+
+    #[test]
+    fn process_mappings_and_keys() {
+        assert_eq!(one_node("(vector,(0,1,4))", 4), Some(true));
+        assert_eq!(one_node("(vector,(0,2,2))", 4), Some(false));
+        assert_eq!(one_node("(vector,(0,1,2),(1,1,2))", 4), Some(false));
+        assert_eq!(
+            one_node("(vector,(0,1,2))", 4),
+            None,
+            "does not cover the job"
+        );
+        assert_eq!(one_node("nonsense", 2), None);
+        assert_eq!(one_node("(vector,(0,x,2))", 2), None);
+        let k = [0xa5u8; 32];
+        assert_eq!(unhex(&hex(&k)), Some(k));
+        assert_eq!(unhex("00"), None);
+        assert_eq!(unhex(&"zz".repeat(32)), None);
     }
 
     #[test]

@@ -333,6 +333,12 @@ pub trait Transport {
         )))
     }
 
+    /// Connections refused so far (failed or forged handshakes, duplicates, floods): none for
+    /// a transport without connections.
+    fn rejected(&self) -> u64 {
+        0
+    }
+
     /// Close every channel (at finalize, after all traffic is done).
     fn shutdown(&mut self) {}
 }

@@ -7,7 +7,7 @@
 //! [`Transport`] trait of the transport behind it; a new transport adds a route, a field and
 //! an arm to [`on_route!`].
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use super::selfloop::SelfLoop;
 use super::shm::{Geometry, Shm};
@@ -118,21 +118,28 @@ impl Net {
         let allow_shm = any_allows("shm");
         let allow_tcp = any_allows("tcp");
 
+        // The listener binds the address its card advertises: loopback when every process of
+        // the job is on this node, so nothing off the machine can even connect.
         let mut tcp = None;
+        let bind = Boot::listen_addr(cfg, boot.one_node == Some(true));
         if boot.is_job() && allow_tcp {
             tcp = Some(
                 Tcp::new(
                     me,
-                    Ipv4Addr::UNSPECIFIED,
+                    bind,
                     cfg.tcp_nodelay,
                     cfg.tcp_sockbuf as usize,
                     cfg.tcp_frag_bytes as usize,
+                    cfg.tcp_frame_max as usize,
                     cfg.verbose > 0,
                 )
                 .map_err(|e| io_err("cannot open a TCP listener", e))?,
             );
         }
-        boot.exchange(tcp.as_ref().map(|t| Boot::advertised(cfg, t.port())))?;
+        boot.exchange(tcp.as_ref().map(|t| SocketAddr::from((bind, t.port()))))?;
+        if let (Some(t), Some(key)) = (tcp.as_mut(), boot.key) {
+            t.start(key, size as usize);
+        }
         let local = boot.local();
 
         // Shared memory among the processes of this host. The PMI barriers are collective over
@@ -181,12 +188,6 @@ impl Net {
             {
                 match c.tcp {
                     Some(a) => {
-                        // Ranks of one host (as the cards say) meet over loopback.
-                        let a = if c.host == boot.hostname {
-                            SocketAddr::from((Ipv4Addr::LOCALHOST, a.port()))
-                        } else {
-                            a
-                        };
                         t.set_addr(r, a);
                         Route::Tcp
                     }
@@ -377,6 +378,10 @@ impl Transport for Net {
     ) -> Result<Copied, CopyError> {
         on_route!(self, peer, t => t.put(peer, region, offset, src, token),
             Err(CopyError::Refused(format!("no transport reaches process {peer}"))))
+    }
+
+    fn rejected(&self) -> u64 {
+        self.tcp.as_ref().map_or(0, |t| t.rejected())
     }
 
     /// Close every channel and unmap shared memory (at finalize).

@@ -38,10 +38,18 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::{Await, Caps, FrameSink, Gpid, SendError, Sent, Token, Transport, HEADER_LEN};
 
-const HELLO_MAGIC: u32 = 0x5054_4331; // "PTC1"
+pub mod hello;
+
+use hello::{Hello, Key, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
+
 const PREFIX: usize = 4 + HEADER_LEN;
-/// Largest payload accepted from the network: anything above is a corrupt stream.
+/// Largest payload a frame may have at all (the length prefix is 32 bits); the limit in force
+/// is the receiver's `tcp_frame_max`, announced in the handshake.
 pub const MAX_PAYLOAD: usize = 1 << 31;
+/// Handshakes of incoming connections in progress at most; more are refused at once.
+const MAX_PENDING: usize = 256;
+/// An incoming connection that has not finished its handshake by then is dropped.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 const INLINE_SMALL: usize = 28;
 const RX_BUF: usize = 256 * 1024;
 /// Payloads at least this large, when their header is in and they are not, are offered for
@@ -113,6 +121,11 @@ struct Conn {
     /// The socket's receive low-water mark (SO_RCVLOWAT) now, and the most it may be set to.
     lowat: usize,
     lowat_max: usize,
+    /// A connection we opened whose acceptor has not proved the key yet: nothing is written
+    /// to it (frames queue) and nothing but the challenge is read from it.
+    connecting: Option<Box<Connecting>>,
+    /// The largest frame payload the peer accepts (from the handshake).
+    peer_max: usize,
 }
 
 impl Conn {
@@ -173,10 +186,35 @@ impl Conn {
     }
 }
 
+/// Our side of a connection we opened, until the acceptor proved it holds the key.
+struct Connecting {
+    hello: [u8; HELLO_LEN],
+    challenge: [u8; CHALLENGE_LEN],
+    got: usize,
+}
+
+/// Where the handshake of an incoming connection is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Reading the connector's hello.
+    Hello,
+    /// Writing our challenge (bytes of it sent so far).
+    Answer(usize),
+    /// Reading the connector's proof.
+    Proof,
+}
+
+/// An incoming connection whose handshake is in progress (see [`hello`]).
 struct Incoming {
     sock: Socket,
-    hello: [u8; 8],
+    stage: Stage,
+    hello: [u8; HELLO_LEN],
+    challenge: [u8; CHALLENGE_LEN],
+    proof: [u8; PROOF_LEN],
     got: usize,
+    peer: Gpid,
+    lane: u8,
+    since: std::time::Instant,
 }
 
 /// The TCP transport of one process.
@@ -203,6 +241,16 @@ pub struct Tcp {
     held: bool,
     /// Largest payload of a frame we send (the protocol's fragment size).
     frag: usize,
+    /// The job's key (set once the bootstrap handed it out; connections wait for it) and the
+    /// number of processes a hello may name.
+    key: Option<Key>,
+    nprocs: usize,
+    /// Largest frame payload we accept (`tcp_frame_max`, announced in the handshake).
+    frame_max: usize,
+    /// By peer: an authenticated connection it opened to us exists (a second one is refused).
+    accepted: Vec<bool>,
+    /// Connections refused: bad handshakes, failed proofs, duplicates, timeouts, floods.
+    rejected: u64,
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -210,6 +258,59 @@ fn would_block(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
     )
+}
+
+/// Read into `buf[*got..]` without waiting: Ok(true) once `buf` is full, Ok(false) when the
+/// socket has nothing more now, Err when it closed or failed.
+fn read_exact_nb(fd: libc::c_int, buf: &mut [u8], got: &mut usize) -> Result<bool, String> {
+    while *got < buf.len() {
+        // SAFETY: reading into the unfilled tail of our own buffer.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                buf[*got..].as_mut_ptr().cast(),
+                buf.len() - *got,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            *got += n as usize;
+        } else if n == 0 {
+            return Err("closed during the handshake".into());
+        } else {
+            let e = io::Error::last_os_error();
+            if would_block(&e) {
+                return Ok(false);
+            }
+            return Err(format!("handshake: {e}"));
+        }
+    }
+    Ok(true)
+}
+
+/// Write `buf[*sent..]` without waiting: Ok(true) once all of it is written.
+fn write_all_nb(fd: libc::c_int, buf: &[u8], sent: &mut usize) -> Result<bool, String> {
+    while *sent < buf.len() {
+        // SAFETY: writing from our own buffer; MSG_NOSIGNAL turns a dead peer into an error.
+        let n = unsafe {
+            libc::send(
+                fd,
+                buf[*sent..].as_ptr().cast(),
+                buf.len() - *sent,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            *sent += n as usize;
+        } else {
+            let e = io::Error::last_os_error();
+            if would_block(&e) {
+                return Ok(false);
+            }
+            return Err(format!("handshake: {e}"));
+        }
+    }
+    Ok(true)
 }
 
 impl Tcp {
@@ -220,6 +321,7 @@ impl Tcp {
         nodelay: bool,
         sockbuf: usize,
         frag: usize,
+        frame_max: usize,
         verbose: bool,
     ) -> io::Result<Tcp> {
         let listener = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
@@ -254,8 +356,20 @@ impl Tcp {
             ep,
             relayed: 0,
             held: false,
-            frag: frag.clamp(1, MAX_PAYLOAD),
+            frag: frag.clamp(1, frame_max.clamp(1, MAX_PAYLOAD)),
+            key: None,
+            nprocs: 0,
+            frame_max: frame_max.clamp(1, MAX_PAYLOAD),
+            accepted: Vec::new(),
+            rejected: 0,
         })
+    }
+
+    /// Connections may start: the job's key and its number of processes (from the bootstrap).
+    pub fn start(&mut self, key: Key, nprocs: usize) {
+        self.key = Some(key);
+        self.nprocs = nprocs;
+        self.accepted.resize(nprocs, false);
     }
 
     /// The port we listen on.
@@ -274,7 +388,7 @@ impl Tcp {
 
     /// The largest payload of a frame we send (`tcp_frag_bytes`).
     pub fn set_frag(&mut self, frag: usize) {
-        self.frag = frag.clamp(1, MAX_PAYLOAD);
+        self.frag = frag.clamp(1, self.frame_max);
     }
 
     fn tune(&self, s: &Socket) -> io::Result<()> {
@@ -288,7 +402,7 @@ impl Tcp {
         s.set_nonblocking(true)
     }
 
-    fn add_conn(&mut self, sock: Socket, peer: Gpid) -> usize {
+    fn add_conn(&mut self, sock: Socket, peer: Gpid, connecting: Option<Box<Connecting>>) -> usize {
         let i = self.conns.len();
         // A write that is not a whole number of segments ends in a short one, which costs
         // (on loopback) about as much as a full one: cap writes at whole segments.
@@ -326,11 +440,13 @@ impl Tcp {
             rx: RxState::Frames,
             want: 0,
             closed: false,
-            // The hello may have brought frames along: look once.
+            // Frames may have come along with the handshake: look once.
             readable: true,
             unwatched: !watched,
             header_first: false,
             send_cap,
+            connecting,
+            peer_max: self.frame_max,
         });
         if self.send_conn.len() <= peer as usize {
             self.send_conn.resize(peer as usize + 1, None);
@@ -361,11 +477,16 @@ impl Tcp {
                 Err(e) => return Err(io::Error::new(e.kind(), format!("connect to {addr}: {e}"))),
             }
         }
-        let mut hello = [0u8; 8];
-        hello[..4].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
-        hello[4..].copy_from_slice(&self.me.to_le_bytes());
+        // The hello goes at once; frames wait until the acceptor proved the key.
+        let hello = Hello {
+            gpid: self.me,
+            lane: 0,
+            max_frame: self.frame_max as u32,
+            nonce: hello::nonce(),
+        }
+        .encode();
         let mut sent = 0;
-        while sent < 8 {
+        while sent < HELLO_LEN {
             match s.send(&hello[sent..]) {
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -379,12 +500,22 @@ impl Tcp {
                 self.me
             );
         }
-        Ok(self.add_conn(s, peer))
+        let hs = Box::new(Connecting {
+            hello,
+            challenge: [0; CHALLENGE_LEN],
+            got: 0,
+        });
+        Ok(self.add_conn(s, peer, Some(hs)))
     }
 
     fn conn_for(&mut self, peer: Gpid) -> io::Result<usize> {
         if let Some(Some(i)) = self.send_conn.get(peer as usize) {
             return Ok(*i);
+        }
+        if self.key.is_none() {
+            return Err(io::Error::other(
+                "TCP connections cannot start before the job's key is known",
+            ));
         }
         // The peer may have connected to us already; take that connection if so.
         self.accept_all();
@@ -394,72 +525,115 @@ impl Tcp {
         self.connect(peer)
     }
 
+    /// Take new connections and advance the handshakes of incoming ones; a connection whose
+    /// connector proved the key joins the others. Nothing is read before the key is known.
     fn accept_all(&mut self) {
-        while let Ok((s, _)) = self.listener.accept() {
-            if s.set_nonblocking(true).is_ok() {
-                self.incoming.push(Incoming {
-                    sock: s,
-                    hello: [0; 8],
-                    got: 0,
-                });
+        let Some(key) = self.key else {
+            return;
+        };
+        while let Ok((sock, _)) = self.listener.accept() {
+            if self.incoming.len() >= MAX_PENDING || sock.set_nonblocking(true).is_err() {
+                self.reject("too many connections in their handshake");
+                continue;
             }
+            self.incoming.push(Incoming {
+                sock,
+                stage: Stage::Hello,
+                hello: [0; HELLO_LEN],
+                challenge: [0; CHALLENGE_LEN],
+                proof: [0; PROOF_LEN],
+                got: 0,
+                peer: 0,
+                lane: 0,
+                since: std::time::Instant::now(),
+            });
         }
         let mut i = 0;
         while i < self.incoming.len() {
-            let inc = &mut self.incoming[i];
-            let mut failed = false;
-            while inc.got < 8 {
-                // SAFETY: reading into the unfilled tail of the 8-byte hello buffer.
-                let n = unsafe {
-                    libc::recv(
-                        inc.sock.as_raw_fd(),
-                        inc.hello[inc.got..].as_mut_ptr().cast(),
-                        8 - inc.got,
-                        libc::MSG_DONTWAIT,
-                    )
-                };
-                if n > 0 {
-                    inc.got += n as usize;
-                } else if n == 0 {
-                    failed = true;
-                    break;
-                } else {
-                    let e = io::Error::last_os_error();
-                    if !would_block(&e) {
-                        failed = true;
+            match self.handshake_step(i, &key) {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    let inc = self.incoming.swap_remove(i);
+                    if self.accepted[inc.peer as usize] {
+                        self.reject("a second connection from an already connected process");
+                        continue;
                     }
-                    break;
-                }
-            }
-            if failed {
-                self.incoming.swap_remove(i);
-                continue;
-            }
-            if inc.got == 8 {
-                let inc = self.incoming.swap_remove(i);
-                let magic = u32::from_le_bytes(inc.hello[..4].try_into().expect("4"));
-                let peer = u32::from_le_bytes(inc.hello[4..].try_into().expect("4"));
-                if magic != HELLO_MAGIC || peer as usize >= self.addrs.len().max(1 << 24) {
-                    if self.verbose {
-                        eprintln!(
-                            "Protean[{}]: dropping a TCP connection with a bad hello",
-                            self.me
-                        );
+                    if self.tune(&inc.sock).is_ok() {
+                        self.accepted[inc.peer as usize] = true;
+                        self.add_conn(inc.sock, inc.peer, None);
                     }
-                    continue;
                 }
-                if self.tune(&inc.sock).is_ok() {
-                    self.add_conn(inc.sock, peer);
+                Err(why) => {
+                    self.incoming.swap_remove(i);
+                    self.reject(&why);
                 }
-                continue;
             }
-            i += 1;
+        }
+    }
+
+    /// A connection failed its handshake: counted, and dropped without touching anything.
+    fn reject(&mut self, why: &str) {
+        self.rejected += 1;
+        if self.verbose {
+            eprintln!("Protean[{}]: refused a TCP connection: {why}", self.me);
+        }
+    }
+
+    /// Advance the handshake of incoming connection `i`: Ok(true) when its connector proved
+    /// the key, Ok(false) while it waits for bytes, Err when it must be dropped.
+    fn handshake_step(&mut self, i: usize, key: &Key) -> Result<bool, String> {
+        let (me, nprocs, frame_max) = (self.me, self.nprocs, self.frame_max);
+        let inc = &mut self.incoming[i];
+        if inc.since.elapsed() > HANDSHAKE_TIMEOUT {
+            return Err("handshake not finished in time".into());
+        }
+        let fd = inc.sock.as_raw_fd();
+        loop {
+            match inc.stage {
+                Stage::Hello => {
+                    if !read_exact_nb(fd, &mut inc.hello, &mut inc.got)? {
+                        return Ok(false);
+                    }
+                    let h = Hello::decode(&inc.hello).map_err(|e| e.to_string())?;
+                    if h.gpid as usize >= nprocs || h.gpid == me {
+                        return Err(format!("a hello from process {} (no such peer)", h.gpid));
+                    }
+                    if (h.max_frame as usize) < 4096 {
+                        return Err(format!("a frame limit of {} bytes", h.max_frame));
+                    }
+                    inc.peer = h.gpid;
+                    inc.lane = h.lane;
+                    inc.challenge =
+                        hello::challenge(key, &inc.hello, me, frame_max as u32, hello::nonce());
+                    inc.stage = Stage::Answer(0);
+                }
+                Stage::Answer(sent) => {
+                    let mut sent = sent;
+                    if !write_all_nb(fd, &inc.challenge, &mut sent)? {
+                        inc.stage = Stage::Answer(sent);
+                        return Ok(false);
+                    }
+                    inc.got = 0;
+                    inc.stage = Stage::Proof;
+                }
+                Stage::Proof => {
+                    if !read_exact_nb(fd, &mut inc.proof, &mut inc.got)? {
+                        return Ok(false);
+                    }
+                    hello::check_proof(key, &inc.hello, &inc.challenge, &inc.proof)
+                        .map_err(|e| format!("process {} claimed: {e}", inc.peer))?;
+                    return Ok(true);
+                }
+            }
         }
     }
 
     /// Write queued output of connection `ci`; report finished tokens.
     fn flush(&mut self, ci: usize) -> io::Result<()> {
         let c = &mut self.conns[ci];
+        if c.connecting.is_some() {
+            return Ok(()); // nothing goes before the acceptor proved the key
+        }
         while !c.out.is_empty() {
             let mut iov: [libc::iovec; 32] = [libc::iovec {
                 iov_base: std::ptr::null_mut(),
@@ -538,6 +712,9 @@ impl Tcp {
 
     /// Read and deliver what connection `ci` has. Returns frames delivered.
     fn read_conn<S: FrameSink>(&mut self, ci: usize, sink: &mut S) -> usize {
+        if self.conns[ci].connecting.is_some() && !self.finish_connect(ci, sink) {
+            return 0;
+        }
         let mut delivered = 0;
         let c = &mut self.conns[ci];
         if c.closed {
@@ -607,9 +784,15 @@ impl Tcp {
                 let b = &c.buf[c.start..c.end];
                 let plen = u32::from_le_bytes(b[..4].try_into().expect("4")) as usize;
                 let hdr: &[u8; HEADER_LEN] = b[4..PREFIX].try_into().expect("header");
-                if plen > MAX_PAYLOAD {
+                if plen > self.frame_max {
                     c.closed = true;
-                    sink.on_peer_lost(c.peer, "malformed TCP stream (frame too long)");
+                    sink.on_peer_lost(
+                        c.peer,
+                        &format!(
+                            "malformed TCP stream: a frame of {plen} bytes, above the limit of {} (tcp_frame_max)",
+                            self.frame_max
+                        ),
+                    );
                     return delivered;
                 }
                 // A large payload still on its way: read it where the protocol layer wants
@@ -712,6 +895,54 @@ impl Tcp {
         delivered
     }
 
+    /// A connection we opened: read the acceptor's challenge and, when it proves the key,
+    /// answer with our proof and let the queued frames go. True once the connection carries
+    /// frames; a failed proof loses the peer (the address its card gave is not the peer).
+    fn finish_connect<S: FrameSink>(&mut self, ci: usize, sink: &mut S) -> bool {
+        let key = self.key.expect("connections start with the key");
+        let c = &mut self.conns[ci];
+        let Some(hs) = c.connecting.as_mut() else {
+            return true;
+        };
+        let fd = c.sock.as_raw_fd();
+        let failed = match read_exact_nb(fd, &mut hs.challenge, &mut hs.got) {
+            Ok(false) => return false,
+            Ok(true) => match hello::check_challenge(&key, &hs.hello, c.peer, &hs.challenge) {
+                Ok((max, proof)) => {
+                    c.peer_max = max as usize;
+                    let mut head = [0u8; PREFIX + INLINE_SMALL];
+                    head[..PROOF_LEN].copy_from_slice(&proof);
+                    c.out.push_front(Out {
+                        head,
+                        head_len: PROOF_LEN,
+                        body: std::ptr::null(),
+                        body_len: 0,
+                        owned: None,
+                        off: 0,
+                        token: Token::NONE,
+                    });
+                    c.queued += PROOF_LEN;
+                    c.connecting = None;
+                    None
+                }
+                Err(e) => Some(format!(
+                    "the process listening at its address failed the handshake: {e}"
+                )),
+            },
+            Err(e) => Some(e),
+        };
+        if let Some(why) = failed {
+            c.closed = true;
+            c.connecting = None;
+            c.out.clear();
+            c.queued = 0;
+            sink.on_peer_lost(c.peer, &why);
+            return false;
+        }
+        self.flush_or_lose(ci, sink);
+        true
+    }
+
     /// Bytes queued and not yet written on the connection we send to `peer` on.
     fn queued_bytes(&self, peer: Gpid) -> usize {
         match self.send_conn.get(peer as usize) {
@@ -740,8 +971,11 @@ impl Tcp {
         let ci = self.conn_for(peer)?;
         let mut head = [0u8; PREFIX + INLINE_SMALL];
         let plen = small.len() + body.len();
-        if plen > MAX_PAYLOAD {
-            return Err(io::Error::other("frame payload too large for TCP"));
+        let peer_max = self.conns[ci].peer_max;
+        if plen > peer_max {
+            return Err(io::Error::other(format!(
+                "a frame of {plen} bytes is above the limit of {peer_max} that process {peer} accepts (tcp_frame_max)"
+            )));
         }
         head[..4].copy_from_slice(&(plen as u32).to_le_bytes());
         head[4..PREFIX].copy_from_slice(hdr);
@@ -983,6 +1217,10 @@ impl Transport for Tcp {
         self.release_output(sink);
     }
 
+    fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
     fn shutdown(&mut self) {
         for c in &mut self.conns {
             let _ = c.sock.shutdown(std::net::Shutdown::Both);
@@ -1099,14 +1337,23 @@ mod tests {
     }
 
     fn pair() -> (Tcp, Tcp) {
-        let mut a = Tcp::new(0, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, false).unwrap();
-        let mut b = Tcp::new(1, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, false).unwrap();
+        let mut a = endpoint(0);
+        let mut b = endpoint(1);
         let (pa, pb) = (a.port(), b.port());
         for t in [&mut a, &mut b] {
             t.set_addr(0, SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
             t.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
         }
         (a, b)
+    }
+
+    const KEY: Key = [0x5au8; 32];
+
+    /// Process `me` of a two-process job with the test key.
+    fn endpoint(me: Gpid) -> Tcp {
+        let mut t = Tcp::new(me, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+        t.start(KEY, 2);
+        t
     }
 
     #[test]
@@ -1357,24 +1604,136 @@ mod tests {
         assert!(sa.lost.is_empty() && sb.lost.is_empty());
     }
 
-    #[test]
-    fn garbage_stream_is_a_lost_peer_not_a_panic() {
-        let (mut a, mut b) = pair();
-        let mut sb = Sink::default();
-        // A raw connection that says hello and then sends an absurd length.
-        let s = std::net::TcpStream::connect(("127.0.0.1", b.port())).unwrap();
-        use std::io::Write;
-        let mut w = &s;
-        let mut hello = HELLO_MAGIC.to_le_bytes().to_vec();
-        hello.extend_from_slice(&0u32.to_le_bytes());
-        w.write_all(&hello).unwrap();
-        w.write_all(&u32::MAX.to_le_bytes()).unwrap();
-        w.write_all(&[1u8; HEADER_LEN]).unwrap();
+    /// Drive both ends until `done`, at most 10 s.
+    fn run(a: &mut Tcp, b: &mut Tcp, sa: &mut Sink, sb: &mut Sink, done: impl Fn(&Sink) -> bool) {
         let t0 = std::time::Instant::now();
-        while sb.lost.is_empty() && t0.elapsed().as_secs() < 5 {
+        while !done(sb) && t0.elapsed().as_secs() < 10 {
+            a.poll(sa);
+            b.poll(sb);
+        }
+    }
+
+    #[test]
+    fn forged_and_garbage_connections_are_refused_and_counted() {
+        use std::io::{Read, Write};
+        let (mut a, mut b) = pair();
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        let at = ("127.0.0.1", b.port());
+        let accept = |b: &mut Tcp, sb: &mut Sink| {
+            for _ in 0..200 {
+                b.accept_all();
+                b.poll(sb);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        // Garbage instead of a hello.
+        let mut g = std::net::TcpStream::connect(at).unwrap();
+        g.write_all(&[0xffu8; 64]).unwrap();
+        // A hello naming a process that is not in the job.
+        let mut h = std::net::TcpStream::connect(at).unwrap();
+        let stranger = Hello {
+            gpid: 7,
+            lane: 0,
+            max_frame: 1 << 20,
+            nonce: [1; 16],
+        };
+        h.write_all(&stranger.encode()).unwrap();
+        // A hello claiming to be process 0, then a proof made without the key, then a frame.
+        let mut f = std::net::TcpStream::connect(at).unwrap();
+        let forged = Hello {
+            gpid: 0,
+            lane: 0,
+            max_frame: 1 << 20,
+            nonce: [2; 16],
+        };
+        f.write_all(&forged.encode()).unwrap();
+        accept(&mut b, &mut sb);
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        f.read_exact(&mut challenge).unwrap();
+        let (_, bad) = hello::check_challenge(&[0u8; 32], &forged.encode(), 1, &{
+            hello::challenge(&[0u8; 32], &forged.encode(), 1, 1 << 20, [3; 16])
+        })
+        .unwrap();
+        f.write_all(&bad).unwrap();
+        let mut frame = (8u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(&eager(0));
+        frame.extend_from_slice(b"injected");
+        let _ = f.write_all(&frame);
+        accept(&mut b, &mut sb);
+        assert_eq!(b.rejected(), 3, "garbage, stranger and forgery are refused");
+        assert!(
+            sb.frames.is_empty() && sb.lost.is_empty(),
+            "nothing reached the sink"
+        );
+        // The real process 0 still gets through, and what it sends arrives.
+        a.post(1, &eager(0), &[], b"real", Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
+        assert_eq!(sb.frames.len(), 1);
+        assert_eq!(sb.frames[0].2, b"real");
+        assert!(sa.lost.is_empty() && sb.lost.is_empty());
+        drop((g, h, f));
+        // A second authenticated connection from an already connected process is refused, and
+        // its closing does not lose the real one.
+        let mut dup = endpoint(0);
+        dup.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())));
+        let mut sd = Sink::default();
+        dup.post(1, &eager(1), &[], b"duplicate", Token::NONE)
+            .unwrap();
+        for _ in 0..200 {
+            dup.poll(&mut sd);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert_eq!(b.rejected(), 4);
+        drop(dup);
+        for _ in 0..100 {
             b.poll(&mut sb);
         }
-        assert!(sb.lost[0].contains("malformed"), "{:?}", sb.lost);
-        let _ = &mut a;
+        assert!(sb.lost.is_empty(), "{:?}", sb.lost);
+        assert_eq!(sb.frames.len(), 1, "the duplicate delivered nothing");
+    }
+
+    #[test]
+    fn a_peer_that_fails_the_handshake_is_lost_with_a_reason() {
+        // Our card says process 1 listens here, but whoever answers does not hold the key.
+        let mut a = endpoint(0);
+        let mut b = Tcp::new(1, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+        b.start([1u8; 32], 2);
+        a.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())));
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        a.post(1, &eager(0), &[], b"secret", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while sa.lost.is_empty() && t0.elapsed().as_secs() < 10 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert!(sa.lost[0].contains("handshake"), "{:?}", sa.lost);
+        drop(a);
+        let t0 = std::time::Instant::now();
+        while b.rejected() == 0 && t0.elapsed().as_secs() < 10 {
+            b.accept_all();
+        }
+        assert!(sb.frames.is_empty(), "nothing was written before the proof");
+        assert_eq!(b.rejected(), 1);
+    }
+
+    #[test]
+    fn a_frame_above_the_limit_is_refused_on_both_sides() {
+        let (mut a, mut b) = pair();
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        b.frame_max = 1 << 16;
+        a.post(1, &eager(0), &[], b"hello", Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
+        let ci = a.send_conn[1].unwrap();
+        // The sender knows the limit from the handshake...
+        assert_eq!(a.conns[ci].peer_max, 1 << 16);
+        let big = vec![1u8; (1 << 16) + 1];
+        assert!(a.post(1, &eager(1), &[], &big, Token::NONE).is_err());
+        // ...and a sender that ignores it loses the connection.
+        a.conns[ci].peer_max = 1 << 20;
+        a.post(1, &eager(1), &[], &big, Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.lost.is_empty());
+        assert!(sb.lost[0].contains("tcp_frame_max"), "{:?}", sb.lost);
     }
 }
