@@ -291,6 +291,8 @@ tunables! {
         "Largest message (bytes) to the own rank copied eagerly when eager_limit is -1; larger ones are copied once when matched.";
     eager_rndv_prefix: i64 = "8192", SIZE, writable = true,
         "Bytes sent with the request-to-send under the eager-rendezvous protocol.";
+    unexpected_max: i64 = "4g", SIZE, writable = true,
+        "Bytes the messages that arrived before their receive was posted may hold in a rank; a sender that pushes them over stops the job with a message naming it (a bound against runaway senders: MPI lets standard sends go eagerly, so the receiver buffers them).";
     unexpected_cache: i64 = "67108864", SIZE, writable = false,
         "Bytes of freed buffers of unexpected messages (those that arrive before their receive is posted) each rank keeps for the next ones; 0 gives them back to the allocator at once, which then faults their pages in again for every burst of unexpected messages.";
     shm_single_copy: bool = "1", Kind::Bool, writable = true,

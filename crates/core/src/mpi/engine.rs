@@ -82,6 +82,10 @@ pub struct Engine {
     pub node_procs: usize,
     /// Reduction operations, running nonblocking and persistent collectives, decisions.
     pub coll: crate::mpi::coll::State,
+    /// Progress passes so far, and when the launcher was last seen alive (see
+    /// [`Engine::watch_launcher`]).
+    passes: u32,
+    launcher_seen: std::time::Instant,
 }
 
 impl Engine {
@@ -103,6 +107,7 @@ impl Engine {
         let mut pml = Pml::new(me, net.routes().to_vec(), policy, cfg.shm_single_copy);
         pml.verbose = cfg.verbose > 0;
         pml.keep_unexpected_buffers(cfg.unexpected_cache as usize);
+        pml.limit_unexpected(cfg.unexpected_max as usize);
         if cfg.verbose > 0 && rank == 0 {
             eprintln!(
                 "Protean: {size} ranks, {} on this host, {node_procs} on this machine ({ncpus} cpus, waiting ranks {}), protocol {}",
@@ -160,6 +165,8 @@ impl Engine {
             ncpus,
             node_procs,
             coll,
+            passes: 0,
+            launcher_seen: std::time::Instant::now(),
         })
     }
 
@@ -170,6 +177,10 @@ impl Engine {
     #[inline]
     pub fn progress(&mut self) -> usize {
         let n = self.progress_p2p();
+        self.passes = self.passes.wrapping_add(1);
+        if self.passes & 0xfff == 0 {
+            self.watch_launcher();
+        }
         if self.bsend.as_ref().is_some_and(|b| !b.used.is_empty()) {
             self.reap_bsend();
         }
@@ -189,6 +200,9 @@ impl Engine {
     pub fn progress_p2p(&mut self) -> usize {
         self.pml.eager_unpolled = 0;
         let n = self.net.progress(&mut self.pml);
+        if let Some(why) = self.pml.overflowed() {
+            self.fatal(&why);
+        }
         if self.pml.busy() {
             // The frames of one pass leave together (see `Tcp::hold`).
             self.net.hold();
@@ -208,6 +222,7 @@ impl Engine {
             self.cfg.shm_coop_chunk as usize,
         );
         self.pml.refresh_limits(&self.net);
+        self.pml.limit_unexpected(self.cfg.unexpected_max as usize);
         self.pml.verbose = self.cfg.verbose > 0;
         if !self.cfg.shm_single_copy {
             self.pml.single_copy = false;
@@ -263,6 +278,60 @@ impl Engine {
             p.finalize().map_err(pmi_err)?;
         }
         Ok(())
+    }
+
+    /// A rank blocked in communication must not outlive its job: every few thousand passes
+    /// (at most every 200 ms) look at the connection to the process manager, and leave when
+    /// it is closed (mpirun, a proxy, Hydra's or Slurm's step daemon died). Ranks our own
+    /// launcher starts also die with it (a parent-death signal); this covers the others.
+    #[cold]
+    fn watch_launcher(&mut self) {
+        if self.launcher_seen.elapsed() < std::time::Duration::from_millis(200) {
+            return;
+        }
+        self.launcher_seen = std::time::Instant::now();
+        let Some(fd) = self.pmi.as_ref().map(|p| p.raw_fd()) else {
+            return;
+        };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: polling one descriptor we own, without waiting.
+        if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 {
+            return;
+        }
+        let mut byte = 0u8;
+        // SAFETY: peeking one byte into a local; the descriptor is ours.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        let gone = pfd.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 || n == 0;
+        if gone {
+            eprintln!(
+                "Protean: rank {}: the process manager's connection closed (the launcher is gone); ending this process",
+                self.rank
+            );
+            std::process::exit(1);
+        }
+    }
+
+    /// An error that ends the job, found while progressing (not in a call with a communicator
+    /// to report to): say so, naming this rank, and abort.
+    #[cold]
+    pub fn fatal(&mut self, why: &str) -> ! {
+        let msg = format!("Protean: rank {}: {why}", self.rank);
+        // Our mpirun prints an abort's message; other process managers may not.
+        if std::env::var_os("PROTEAN_LAUNCHER").is_none() {
+            eprintln!("{msg}");
+        }
+        self.abort(1, &msg)
     }
 
     /// MPI_Abort: tell the launcher, then leave.

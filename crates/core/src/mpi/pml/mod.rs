@@ -187,6 +187,11 @@ pub struct Pml {
     pub verbose: bool,
     /// Set once Finalize has begun: lost peers are expected then.
     pub finalizing: bool,
+    /// Bytes the unexpected queue holds, its limit, and why the job must stop once a sender
+    /// pushed it over.
+    unexpected_bytes: usize,
+    unexpected_max: usize,
+    overflow: Option<String>,
 }
 
 impl Pml {
@@ -248,6 +253,9 @@ impl Pml {
             eager_unpolled: 0,
             verbose: false,
             finalizing: false,
+            unexpected_bytes: 0,
+            unexpected_max: usize::MAX,
+            overflow: None,
         }
     }
 
@@ -592,7 +600,7 @@ impl FrameSink for Pml {
                     .iter()
                     .position(|u| u.from == from && u.sreq == sreq);
                 if let Some(i) = found {
-                    let u = take_at(&mut self.unexpected, i);
+                    let u = self.take_unexpected(i);
                     self.recycle(u.data);
                 }
                 self.outbox.push_back(Ctrl::new(

@@ -72,6 +72,16 @@ pub enum UnexpectedData {
     Rts { info: RndvInfo, prefix: Vec<u8> },
 }
 
+impl Unexpected {
+    /// Bytes of ours it holds.
+    pub fn held(&self) -> usize {
+        match &self.data {
+            UnexpectedData::Eager { data, .. } => data.len(),
+            UnexpectedData::Rts { prefix, .. } => prefix.len(),
+        }
+    }
+}
+
 /// A message that arrived before its receive was posted.
 #[derive(Debug)]
 pub struct Unexpected {
@@ -136,6 +146,38 @@ pub(super) fn truncated(msg: usize, cap: usize) -> Box<MpiError> {
 }
 
 impl Pml {
+    /// A message waits unexpected; its bytes count against `unexpected_max`, and the first
+    /// one that goes over sets `overflow` (the engine stops the job with it).
+    pub(super) fn queue_unexpected(&mut self, u: Unexpected) {
+        self.unexpected_bytes += u.held();
+        if self.unexpected_bytes > self.unexpected_max && self.overflow.is_none() {
+            self.overflow = Some(format!(
+                "messages that no receive has matched yet hold {} bytes, more than unexpected_max ({} bytes); the last one came from process {}. Post receives earlier, or raise PROTEAN_UNEXPECTED_MAX",
+                self.unexpected_bytes, self.unexpected_max, u.from
+            ));
+        }
+        self.unexpected.push_back(u);
+    }
+
+    /// Take unexpected message `i` off the queue.
+    pub(super) fn take_unexpected(&mut self, i: usize) -> Unexpected {
+        let u = take_at(&mut self.unexpected, i);
+        self.unexpected_bytes -= u.held();
+        u
+    }
+
+    /// Stop the job when unexpected messages hold more than `max` bytes.
+    pub fn limit_unexpected(&mut self, max: usize) {
+        self.unexpected_max = max;
+    }
+
+    /// Why the job must stop, if it must (see [`Pml::queue_unexpected`]).
+    #[inline]
+    pub fn overflowed(&mut self) -> Option<String> {
+        self.overflow.as_ref()?;
+        self.overflow.take()
+    }
+
     // ----------------------------------------------------------------------------------------
     // Receiving
 
@@ -154,7 +196,7 @@ impl Pml {
                 self.outbox
                     .push_back(Ctrl::new(from, Frame::SyncAck { sreq }));
             }
-            let u = take_at(&mut self.unexpected, i);
+            let u = self.take_unexpected(i);
             self.recycle(u.data);
             return DirectPost::Done(st);
         }
@@ -190,7 +232,7 @@ impl Pml {
     pub fn post_recv(&mut self, slot: u32) -> bool {
         let spec = self.reqs.get(slot).expect("recv slot").env;
         if let Some(i) = self.unexpected.iter().position(|u| matches(&spec, &u.env)) {
-            let u = take_at(&mut self.unexpected, i);
+            let u = self.take_unexpected(i);
             self.deliver_unexpected(slot, u);
             return self.reqs.get(slot).is_none_or(|r| r.complete);
         }
@@ -388,7 +430,7 @@ impl Pml {
             },
             _ => return,
         };
-        self.unexpected.push_back(Unexpected {
+        self.queue_unexpected(Unexpected {
             env,
             from,
             sreq,
@@ -476,7 +518,7 @@ impl Pml {
     /// Take the first unexpected message matching `spec` (MPI_Mprobe): its message id and status.
     pub fn mprobe(&mut self, spec: &Envelope) -> Option<(u32, Status)> {
         let i = self.unexpected.iter().position(|u| matches(spec, &u.env))?;
-        let u = take_at(&mut self.unexpected, i);
+        let u = self.take_unexpected(i);
         let st = Status {
             source: u.env.src,
             tag: u.env.tag,
@@ -590,7 +632,7 @@ impl Pml {
                         self.deliver_posted(i, from, f, &data);
                         self.cache.give(data);
                     }
-                    None => self.unexpected.push_back(Unexpected {
+                    None => self.queue_unexpected(Unexpected {
                         env: pl.env,
                         from,
                         sreq: pl.sreq,
