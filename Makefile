@@ -6,6 +6,7 @@
 #   make check                every test: Rust unit tests, ABI and wrapper checks, C programs
 #                             under mpirun (every transport and protocol), real clients
 #   make bench                benchmarks side by side with Open MPI and MPICH
+#   make fuzz                 every fuzz target for FUZZ_SECONDS (default 300) each
 #   make wan-demo             iperf3 across the WAN link emulator (protean-wan): table and plot
 #
 # The Rust workspace builds a static archive of the C ABI (crates/capi); this Makefile links it
@@ -25,7 +26,7 @@ LIBVER  := 12
 BINS    := mpirun protean-info protean-tune protean-wan
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
-        abi-check wrappers-check wan-check wan-demo
+        abi-check wrappers-check wan-check wan-demo fuzz fuzz-check
 
 all: build
 
@@ -76,7 +77,7 @@ demo: build
 	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/ring examples/ring.c
 	$(BUILD)/bin/mpirun -n 4 $(BUILD)/examples/ring
 
-check: build deps unit bench-check abi-check wrappers-check wan-check ctest clients
+check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check ctest clients
 	@echo "make check: every suite passed"
 
 test: check
@@ -113,6 +114,15 @@ wan-check: build deps
 # iperf3 across two emulated sites at RTT 2, 20 and 50 ms: a table and a plot (tests/wan/demo).
 wan-demo: build deps
 	tests/wan/demo
+
+# The decoders of what other processes send, fuzzed (cargo-fuzz; fuzz/): briefly in `check`,
+# for as long as you like with `make fuzz FUZZ_SECONDS=600`.
+FUZZ_SECONDS ?= 300
+fuzz-check:
+	scripts/fuzz 15
+
+fuzz:
+	scripts/fuzz $(FUZZ_SECONDS)
 
 bench: build
 	bench/run

@@ -1737,3 +1737,79 @@ mod tests {
         assert!(sb.lost[0].contains("tcp_frame_max"), "{:?}", sb.lost);
     }
 }
+
+/// Entry points for the fuzz targets in `fuzz/` (built with `--cfg fuzzing` by cargo-fuzz).
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    /// A sink that places large payloads when the header's first byte is odd, and checks that
+    /// the transport never hands it more than the frame limit.
+    struct Sink {
+        bufs: Vec<Vec<u8>>,
+        limit: usize,
+    }
+
+    impl FrameSink for Sink {
+        fn on_frame(&mut self, _from: Gpid, _hdr: &[u8; HEADER_LEN], payload: &[u8]) {
+            assert!(payload.len() <= self.limit);
+        }
+        fn place(
+            &mut self,
+            _from: Gpid,
+            hdr: &[u8; HEADER_LEN],
+            len: usize,
+        ) -> Option<super::super::Placement> {
+            assert!(len <= self.limit);
+            if hdr[0] & 1 == 0 {
+                return None;
+            }
+            let wait = if hdr[1] & 1 == 1 {
+                Await::Whole
+            } else {
+                Await::AsItComes
+            };
+            self.bufs.push(vec![0u8; len]);
+            let b = self.bufs.last_mut()?;
+            // SAFETY: the buffer lives in `bufs` until the sink is dropped, after the transport.
+            let to = unsafe { super::super::Span::new(b.as_mut_ptr(), len) };
+            Some(super::super::Placement { to, wait })
+        }
+    }
+
+    /// Feed `bytes` to an authenticated connection's stream parser as if a peer wrote them.
+    pub fn stream(bytes: &[u8]) {
+        let limit = 1 << 16;
+        let mut t = Tcp::new(0, Ipv4Addr::LOCALHOST, true, 0, limit, limit, false)
+            .expect("a listener on loopback");
+        t.start([0; 32], 2);
+        let (mine, mut theirs) = UnixStream::pair().expect("a socket pair");
+        mine.set_nonblocking(true).expect("nonblocking");
+        let sock = Socket::from(std::os::fd::OwnedFd::from(mine));
+        let ci = t.add_conn(sock, 1, None);
+        theirs.set_nonblocking(true).expect("nonblocking");
+        let mut sink = Sink {
+            bufs: Vec::new(),
+            limit,
+        };
+        let mut at = 0;
+        for _ in 0..10_000 {
+            if at < bytes.len() {
+                match theirs.write(&bytes[at..]) {
+                    Ok(n) => at += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => break,
+                }
+                if at == bytes.len() {
+                    let _ = theirs.shutdown(std::net::Shutdown::Write);
+                }
+            }
+            t.read_conn(ci, &mut sink);
+            if t.conns[ci].closed {
+                break;
+            }
+        }
+    }
+}
