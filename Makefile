@@ -26,7 +26,7 @@ LIBVER  := 12
 BINS    := mpirun protean-info protean-tune protean-wan
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
-        abi-check wrappers-check wan-check wan-demo fuzz fuzz-check
+        abi-check wrappers-check wan-check wan-demo fuzz fuzz-check security-check
 
 all: build
 
@@ -77,7 +77,7 @@ demo: build
 	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/ring examples/ring.c
 	$(BUILD)/bin/mpirun -n 4 $(BUILD)/examples/ring
 
-check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check ctest clients
+check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check security-check ctest clients
 	@echo "make check: every suite passed"
 
 test: check
@@ -114,6 +114,11 @@ wan-check: build deps
 # iperf3 across two emulated sites at RTT 2, 20 and 50 ms: a table and a plot (tests/wan/demo).
 wan-demo: build deps
 	tests/wan/demo
+
+# A job over TCP attacked from outside (garbage, forged handshakes and frames, floods): its
+# output must not change (tests/security/attack).
+security-check: build
+	tests/security/attack
 
 # The decoders of what other processes send, fuzzed (cargo-fuzz; fuzz/): briefly in `check`,
 # for as long as you like with `make fuzz FUZZ_SECONDS=600`.
