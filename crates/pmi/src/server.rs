@@ -658,7 +658,9 @@ mod tests {
         assert_eq!(ask(&mut s, 0, "cmd=initack pmiid=1\n").len(), 4);
         assert!(ask(&mut s, 1, "cmd=initack pmiid=1\n").is_empty());
         match s.poll_event() {
-            Some(Event::ProtocolError { client: 1, error, .. }) => {
+            Some(Event::ProtocolError {
+                client: 1, error, ..
+            }) => {
                 assert!(error.contains("already claimed"), "{error}")
             }
             other => panic!("{other:?}"),
@@ -671,9 +673,7 @@ mod tests {
         let mut s = Server::new(2, "k", 0, 2);
         assert!(ask(&mut s, 2, "cmd=barrier_in\n").is_empty());
         assert!(ask(&mut s, usize::MAX, "cmd=get_maxes\n").is_empty());
-        assert!(s
-            .handle_request(5, Request::BarrierIn)
-            .is_empty());
+        assert!(s.handle_request(5, Request::BarrierIn).is_empty());
         for _ in 0..3 {
             match s.poll_event() {
                 Some(Event::ProtocolError { error, .. }) => {
@@ -719,7 +719,10 @@ mod tests {
         );
         match s.poll_event() {
             Some(Event::LimitExceeded { client: 1, limit }) => {
-                assert!(limit.contains("store") && limit.contains("\"c\""), "{limit}")
+                assert!(
+                    limit.contains("store") && limit.contains("\"c\""),
+                    "{limit}"
+                )
             }
             other => panic!("{other:?}"),
         }
