@@ -21,7 +21,7 @@ PREFIX  ?= $(BUILD)
 RUSTDIR := $(CURDIR)/target/release
 LIBVER  := 12
 
-BINS    := mpirun protean-info protean-tune
+BINS    := mpirun protean-proxy protean-info protean-tune
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
         abi-check wrappers-check
@@ -48,6 +48,7 @@ bin: rust
 	@mkdir -p $(BUILD)/bin
 	cp -f $(RUSTDIR)/mpirun $(BUILD)/bin/mpirun
 	ln -sf mpirun $(BUILD)/bin/mpiexec
+	cp -f $(RUSTDIR)/protean-proxy $(BUILD)/bin/protean-proxy
 	cp -f $(RUSTDIR)/protean-info $(BUILD)/bin/protean-info
 	cp -f $(RUSTDIR)/protean-tune $(BUILD)/bin/protean-tune
 

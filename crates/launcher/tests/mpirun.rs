@@ -668,3 +668,85 @@ fn ranks_that_ignore_sigterm_are_killed() {
     );
     assert_gone(&all_pids(&o));
 }
+
+/// Resident memory of a process in KiB (VmRSS), 0 when gone.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_rank_flooding_the_pmi_store_ends_the_job_and_is_named() {
+    let started = Instant::now();
+    let child = mpirun()
+        .args(["-n", "2", PROBE, "--fail", "1:flood"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Watch mpirun's memory while the flood goes on.
+    let watch = thread::spawn(move || {
+        let mut peak = 0;
+        while exists(&pid.to_string()) {
+            peak = peak.max(rss_kib(pid));
+            thread::sleep(Duration::from_millis(20));
+        }
+        peak
+    });
+    let o = wait_with_watchdog(child, started);
+    let peak = watch.join().unwrap();
+    assert_eq!(o.code(), Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("rank 1 (pid")
+            && o.stderr.contains("exceeded a limit of the PMI server")
+            && o.stderr.contains("store"),
+        "{}",
+        o.stderr
+    );
+    // The store stops at 16 MiB (some 15,000 puts of 1 KiB; unbounded, the flood would go on
+    // until memory ran out), and mpirun stays within a few times that.
+    assert!(o.stderr.contains("at most 16777216"), "{}", o.stderr);
+    assert!(peak < 80 * 1024, "mpirun peaked at {peak} KiB");
+    assert_gone(&all_pids(&o));
+}
+
+#[test]
+fn ranks_die_with_mpirun_killed_by_sigkill() {
+    let np = 3;
+    let mut child = mpirun()
+        .args(["-n", &np.to_string(), PROBE, "--pids", "--sleep", "20"])
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut pids = Vec::new();
+    while pids.len() < np {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("mpirun ended early");
+        }
+        if let Some(p) = line.strip_prefix("pid ") {
+            pids.push(p.split_whitespace().nth(1).unwrap().to_string());
+        }
+    }
+    // SAFETY: signalling our own child, which has not been waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    let killed = Instant::now();
+    child.wait().unwrap();
+    // No process of the job remains within 2 s (zombies reaped by init count as gone).
+    let alive = |p: &String| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    };
+    while pids.iter().any(alive) && killed.elapsed() < Duration::from_secs(2) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let left: Vec<_> = pids.iter().filter(|p| alive(p)).collect();
+    assert!(left.is_empty(), "ranks {left:?} outlived mpirun by 2 s");
+}

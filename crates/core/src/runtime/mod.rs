@@ -42,9 +42,10 @@ const COOP_SLOTS: usize = 64;
 /// What each process publishes about itself at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Card {
-    /// Host identity for the choice of transport (`hostname` tunable, else the kernel's).
+    /// Host identity for the choice of transport (`hostname` tunable, else the kernel's host
+    /// name, boot id and network namespace: see `host_identity`).
     pub host: String,
-    /// The kernel's host name: the machine whose CPUs the process shares.
+    /// The machine whose CPUs the process shares (its kernel's boot id).
     pub node: String,
     pub pid: u32,
     pub tcp: Option<SocketAddr>,
@@ -219,6 +220,36 @@ fn kernel_hostname() -> String {
     "localhost".into()
 }
 
+/// This process's host identity for the choice of transport: the kernel's host name, the boot
+/// (the machine) and the network namespace. Processes in different network namespaces are
+/// different hosts even on one machine (their loopback and addresses differ), as are those of
+/// different machines that happen to share a host name.
+fn host_identity(name: &str) -> String {
+    let netns = std::fs::read_link("/proc/self/ns/net")
+        .ok()
+        .and_then(|l| {
+            let l = l.to_string_lossy().into_owned();
+            let n = l
+                .strip_prefix("net:[")?
+                .strip_suffix(']')?
+                .parse::<u64>()
+                .ok()?;
+            Some(format!("{n:x}"))
+        })
+        .unwrap_or_default();
+    format!("{name}~{}.{netns}", &machine_id()[..8])
+}
+
+/// The running kernel's boot id: one per machine (and per boot), shared by every namespace and
+/// container on it; the kernel host name when it cannot be read.
+fn machine_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().replace('-', ""))
+        .filter(|s| s.len() >= 8 && s.chars().all(|c| c.is_ascii_hexdigit()))
+        .unwrap_or_else(|| format!("{:0<8}", sanitize(&kernel_hostname())))
+}
+
 /// First non-loopback IPv4 address of this host, if any.
 fn primary_ipv4() -> Option<Ipv4Addr> {
     let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
@@ -284,6 +315,13 @@ impl Engine {
         } else {
             cfg.hostname.clone()
         };
+        // What decides "same host" (shared memory) between ranks: the `hostname` tunable as
+        // given (emulated hosts), else name, machine and network namespace.
+        let host_id = if cfg.hostname.is_empty() {
+            host_identity(&hostname)
+        } else {
+            hostname.clone()
+        };
         let cfg_err = |name: &str, why: String| {
             MpiError::new(ErrorClass::Other, format!("PROTEAN_{name}: {why}"))
         };
@@ -303,7 +341,7 @@ impl Engine {
         let allow_shm = any_allows("shm");
         let allow_tcp = any_allows("tcp");
 
-        let mut hosts = vec![hostname.clone(); size as usize];
+        let mut hosts = vec![host_id.clone(); size as usize];
         let mut cards: Vec<Option<Card>> = vec![None; size as usize];
         let mut tcp = None;
         if let Some(p) = pmi.as_mut().filter(|_| size > 1) {
@@ -329,8 +367,8 @@ impl Engine {
                 SocketAddr::from((ip, t.port()))
             });
             let card = Card {
-                host: hostname.clone(),
-                node: kernel_hostname(),
+                host: host_id.clone(),
+                node: machine_id(),
                 pid: std::process::id(),
                 tcp: addr,
                 cpus: affinity(),
@@ -359,7 +397,7 @@ impl Engine {
             }
         }
         let local: Vec<Gpid> = (0..size)
-            .filter(|&r| hosts[r as usize] == hostname)
+            .filter(|&r| hosts[r as usize] == host_id)
             .collect();
 
         // Shared memory among the processes of this host. The PMI barriers are collective over
@@ -414,7 +452,7 @@ impl Engine {
             {
                 match c.tcp {
                     Some(a) => {
-                        let a = if c.host == hostname {
+                        let a = if c.host == host_id {
                             SocketAddr::from((Ipv4Addr::LOCALHOST, a.port()))
                         } else {
                             a
@@ -454,7 +492,7 @@ impl Engine {
         // between them (each may be pinned to one CPU, so one process's own mask says little;
         // and emulated hosts share the machine's CPUs).
         let own_mask = affinity();
-        let node = kernel_hostname();
+        let node = machine_id();
         let masks: Vec<&[u64]> = match pmi.as_ref().filter(|_| size > 1) {
             Some(_) => cards
                 .iter()
