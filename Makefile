@@ -4,7 +4,10 @@
 #   make install PREFIX=DIR   install the same tree under DIR
 #   make demo                 compile examples/ with our mpicc and run one on 4 ranks
 #   make check                every test: Rust unit tests, ABI and wrapper checks, C programs
-#                             under mpirun (every transport and protocol), real clients
+#                             under mpirun (every transport and protocol), real clients, jobs
+#                             across an emulated cluster (ssh, Slurm, Hydra; a chosen subset of
+#                             the C programs across hosts)
+#   make check-full           make check, plus every C program across 2 and 3 emulated hosts
 #   make bench                benchmarks side by side with Open MPI and MPICH
 #
 # The Rust workspace builds a static archive of the C ABI (crates/capi); this Makefile links it
@@ -24,7 +27,7 @@ LIBVER  := 12
 BINS    := mpirun protean-proxy protean-info protean-tune
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
-        abi-check wrappers-check
+        abi-check wrappers-check cluster-check check-full
 
 all: build
 
@@ -75,8 +78,22 @@ demo: build
 	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/ring examples/ring.c
 	$(BUILD)/bin/mpirun -n 4 $(BUILD)/examples/ring
 
-check: build deps unit bench-check abi-check wrappers-check ctest clients
+check: build deps unit bench-check abi-check wrappers-check ctest clients cluster-check
 	@echo "make check: every suite passed"
+
+# C programs run across emulated hosts in make check (all of them in make check-full).
+CLUSTER_SUBSET := 'p2p/(sendrecv|anysource|order|probe|bigmsg)|coll/(ops|all)|comm/(split|inter)|env/(init|abort|kill|fatal)|dtype/typemap'
+
+# Jobs across hosts: tests/cluster/test (ssh, failures, Hydra), tests/cluster/slurm (a real
+# Slurm), and the C programs' cluster variants (tests/README.md).
+cluster-check: build
+	tests/cluster/test
+	tests/cluster/slurm
+	tests/run --variants cluster2,cluster3 --filter $(CLUSTER_SUBSET)
+
+check-full: check
+	tests/run --variants cluster2,cluster3
+	@echo "make check-full: every suite passed"
 
 test: check
 

@@ -296,6 +296,12 @@ pub fn run(opts: Options) -> i32 {
     }
     job.launch_opts = Some(opts);
     job.event_loop();
+    if let Some(r) = job.remote.as_ref().filter(|r| r.refused > 0) {
+        say(&format!(
+            "refused {} connection(s) to the proxies' port that did not prove the job's secret",
+            r.refused
+        ));
+    }
     remove_job_segments(std::path::Path::new("/dev/shm"), &job.jobid);
     job.failure.unwrap_or(0)
 }

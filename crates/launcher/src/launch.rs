@@ -159,6 +159,8 @@ struct Launcher {
 }
 
 struct Pending {
+    /// Names the connection in `RemoteSrc::Pending` (indices move as connections go).
+    id: u64,
     stream: TcpStream,
     buf: Vec<u8>,
     deadline: Instant,
@@ -182,7 +184,7 @@ pub enum RemoteEvent {
 #[derive(Debug, Clone, Copy)]
 pub enum RemoteSrc {
     Listener,
-    Pending(usize),
+    Pending(u64),
     Host(usize),
     LauncherErr(usize),
 }
@@ -192,6 +194,7 @@ pub struct Remote {
     launchers: Vec<Launcher>,
     listener: TcpListener,
     pending: Vec<Pending>,
+    next_pending: u64,
     secret: Secret,
     jobid: String,
     kind: LauncherKind,
@@ -253,6 +256,7 @@ impl Remote {
             launchers: Vec::new(),
             listener,
             pending: Vec::new(),
+            next_pending: 0,
             secret,
             jobid: spec.jobid.to_string(),
             kind: spec.kind,
@@ -376,8 +380,8 @@ impl Remote {
     /// Descriptors to poll.
     pub fn poll_fds(&self, add: &mut dyn FnMut(RawFd, libc::c_short, RemoteSrc)) {
         add(self.listener.as_raw_fd(), libc::POLLIN, RemoteSrc::Listener);
-        for (i, p) in self.pending.iter().enumerate() {
-            add(p.stream.as_raw_fd(), libc::POLLIN, RemoteSrc::Pending(i));
+        for p in &self.pending {
+            add(p.stream.as_raw_fd(), libc::POLLIN, RemoteSrc::Pending(p.id));
         }
         for (i, h) in self.hosts.iter().enumerate() {
             if let Some(s) = &h.stream {
@@ -445,7 +449,11 @@ impl Remote {
     pub fn ready(&mut self, src: RemoteSrc, revents: libc::c_short, events: &mut Vec<RemoteEvent>) {
         match src {
             RemoteSrc::Listener => self.accept(),
-            RemoteSrc::Pending(i) => self.advance_pending(i, events),
+            RemoteSrc::Pending(id) => {
+                if let Some(i) = self.pending.iter().position(|p| p.id == id) {
+                    self.advance_pending(i, events);
+                }
+            }
             RemoteSrc::Host(h) => {
                 if revents & libc::POLLOUT != 0 {
                     self.flush(h, events);
@@ -471,7 +479,9 @@ impl Remote {
                         self.refused += 1;
                         continue;
                     }
+                    self.next_pending += 1;
                     self.pending.push(Pending {
+                        id: self.next_pending,
                         stream: s,
                         buf: Vec::new(),
                         deadline: Instant::now() + HELLO_TIMEOUT,
