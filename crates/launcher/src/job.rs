@@ -1259,13 +1259,9 @@ fn job_hosts(
     if !list.is_empty() {
         return Ok((Some(list), false));
     }
-    if opts.launcher != Some(LauncherKind::Fork) || opts.ppn.is_some() {
-        if let Some(l) = hosts::slurm_hosts(getenv).map_err(|e| e.0)? {
-            return Ok((Some(l), true));
-        }
-    }
-    if opts.ppn.is_some() || opts.map_by != hosts::MapBy::Slot {
-        // On this machine alone these change nothing.
+    // Inside a Slurm allocation (salloc, sbatch), its nodes are the hosts, as in Open MPI.
+    if let Some(l) = hosts::slurm_hosts(getenv).map_err(|e| e.0)? {
+        return Ok((Some(l), true));
     }
     Ok((None, false))
 }
