@@ -20,9 +20,9 @@ use crate::util::{copy_cstr, nonnull, object_name, out};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::attr::ObjKind;
 use protean_core::mpi::cm::{self, OpSpec};
+use protean_core::mpi::engine::Engine;
+use protean_core::mpi::global::with;
 use protean_core::mpi::group::{self as grp, UNDEFINED};
-use protean_core::runtime::global::with;
-use protean_core::runtime::Engine;
 
 type R<T> = Result<T, MpiError>;
 

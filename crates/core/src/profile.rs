@@ -6,7 +6,7 @@
 //! read-only). Names of per-protocol counters contain the protocol's short name (`eager`,
 //! `rndv`, `split` for eager-rendezvous) and `sent`.
 
-use crate::proto::policy::Route;
+use crate::transport::Route;
 
 /// Counters of one route.
 #[derive(Debug, Default, Clone, Copy)]
@@ -32,6 +32,9 @@ pub struct Counters {
     pub routes: [RouteCounters; 3],
     /// Malformed or stale frames dropped.
     pub bad_frames: u64,
+    /// Connections refused by the transports (failed or forged handshakes, duplicates,
+    /// floods); kept by the transports and copied here when read.
+    pub rejected_connections: u64,
 }
 
 /// Index of a route in [`Counters::routes`].
@@ -58,6 +61,7 @@ impl Counters {
         match p.route {
             Some(r) => (p.field)(&self.routes[r]),
             None if p.name == "protean_bad_frames" => self.bad_frames,
+            None if p.name == "protean_rejected_connections" => self.rejected_connections,
             None => self.routes.iter().map(p.field).sum(),
         }
     }
@@ -92,7 +96,7 @@ fn no_field(_: &RouteCounters) -> u64 {
 }
 
 /// Every performance variable: the aggregates first (`protean_<field>`), then per route
-/// (`protean_<field>_<route>`), then `protean_bad_frames`.
+/// (`protean_<field>_<route>`), then `protean_bad_frames` and `protean_rejected_connections`.
 pub static PVARS: std::sync::LazyLock<Vec<Pvar>> = std::sync::LazyLock::new(|| {
     let mut v = Vec::new();
     for (name, desc, field) in FIELDS {
@@ -116,6 +120,12 @@ pub static PVARS: std::sync::LazyLock<Vec<Pvar>> = std::sync::LazyLock::new(|| {
     v.push(Pvar {
         name: "protean_bad_frames".into(),
         desc: "malformed or stale frames dropped".into(),
+        route: None,
+        field: no_field,
+    });
+    v.push(Pvar {
+        name: "protean_rejected_connections".into(),
+        desc: "connections refused: failed or forged handshakes, a second connection from a connected process, handshakes not finished in time, floods".into(),
         route: None,
         field: no_field,
     });

@@ -127,8 +127,9 @@ pub struct Request {
     pub msg_len: usize,
     /// Data frames still referenced by a transport (sender).
     pub inflight: u32,
-    /// Cooperative copy: our copy slot + 1 (sender), or 0.
-    pub coop_slot: u32,
+    /// Sender: the buffer is exposed to the receiver for a direct read (single copy), until
+    /// the send ends.
+    pub exposed: bool,
     /// MPI_Request_free was called while active: release the slot on completion.
     pub user_freed: bool,
     /// This request was created internally (buffered send) and nobody waits on it.
@@ -176,7 +177,7 @@ impl Request {
             off: 0,
             msg_len: 0,
             inflight: 0,
-            coop_slot: 0,
+            exposed: false,
             user_freed: false,
             internal: false,
             bsend_region: None,

@@ -20,11 +20,14 @@
 //! frame is likely another one (a rendezvous stream), so its header is read alone first.
 //!
 //! Stream framing: `payload_len: u32` (little endian), the 32-byte frame header, the payload.
-//! Reads go into a per-connection buffer from which small frames are delivered in place; the
-//! payload of a rendezvous `Data` frame is read straight into the receive buffer when the
-//! engine names one ([`FrameSink::data_target`]). Writes use `sendmsg` with `MSG_NOSIGNAL`
-//! (a dead peer is an error, not a SIGPIPE); what the socket does not take stays queued, still
-//! referencing the caller's body until the token is reported.
+//! Reads go into a per-connection buffer from which small frames are delivered in place. When
+//! the header of a large frame has arrived and its payload has not, the transport asks the
+//! protocol layer where the payload goes ([`FrameSink::place`], naming the frame by its
+//! header) and reads it straight there; the answer also says whether to wait for the payload
+//! whole or take it as it comes ([`Await`]). The transport never decodes a frame header.
+//! Writes use `sendmsg` with `MSG_NOSIGNAL` (a dead peer is an error, not a SIGPIPE); what the
+//! socket does not take stays queued, still referencing the caller's body until the token is
+//! reported.
 
 use std::collections::VecDeque;
 use std::io;
@@ -33,29 +36,32 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{Caps, FrameSink, Gpid, NotNow, Sent, Token, Transport};
-use crate::proto::frame::{Frame, HEADER_LEN};
+use super::{Await, Caps, FrameSink, Gpid, SendError, Sent, Token, Transport, HEADER_LEN};
 
-const HELLO_MAGIC: u32 = 0x5054_4331; // "PTC1"
+pub mod hello;
+
+use hello::{Hello, Key, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
+
 const PREFIX: usize = 4 + HEADER_LEN;
-/// Largest payload accepted from the network: anything above is a corrupt stream.
+/// Largest payload a frame may have at all (the length prefix is 32 bits); the limit in force
+/// is the receiver's `tcp_frame_max`, announced in the handshake.
 pub const MAX_PAYLOAD: usize = 1 << 31;
+/// Handshakes of incoming connections in progress at most; more are refused at once.
+const MAX_PENDING: usize = 256;
+/// An incoming connection that has not finished its handshake by then is dropped.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 const INLINE_SMALL: usize = 28;
 const RX_BUF: usize = 256 * 1024;
-/// Eager payloads at least this large go straight into a posted receive.
-const EAGER_DIRECT_MIN: usize = 16 * 1024;
+/// Payloads at least this large, when their header is in and they are not, are offered for
+/// direct placement ([`FrameSink::place`]).
+const PLACE_MIN: usize = 16 * 1024;
 /// Bytes written per `sendmsg` at most, rounded down to whole segments (see `flush`).
 /// Measured on loopback (TCP latency and streams, 128 KiB to 4 MiB): 128 KiB halves stream
 /// throughput, 1 MiB and more cost 1 MiB ping-pongs 10-100%; 512 KiB is best at both.
 const SEND_CAP: usize = 512 * 1024;
-/// Largest receive low-water mark while a Data payload is placed directly (see
-/// `Conn::set_lowat`): a whole fragment at the default `tcp_frag_bytes`.
+/// Largest receive low-water mark while a payload is awaited whole (see `Conn::set_lowat`):
+/// a whole fragment at the default `tcp_frag_bytes`.
 const LOWAT_MAX: usize = 1 << 20;
-/// Eager payloads in a stream at least this large are awaited whole (see `Conn::set_lowat`).
-/// Measured in the mixed workload of bench/prepost over loopback, eager into posted receives
-/// against rendezvous: 1 MiB 0.8x without, 1.0x with; 512 KiB 0.87-0.96x without, 0.98-1.02x
-/// with; 256 KiB 1.01x without, 0.91-0.97x with.
-const EAGER_LOWAT_MIN: usize = 512 * 1024;
 /// Bytes asked of the kernel per read of frames (see `read_conn`).
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -75,36 +81,15 @@ impl Out {
     }
 }
 
-/// What a payload read straight into the receiver's memory is.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Placed {
-    /// A rendezvous Data frame (`rreq`, `offset`).
-    Data,
-    /// A whole eager message, into its receive or the buffer it waits in unexpected;
-    /// `stream`: it follows a frame from the same peer with nothing sent back in between,
-    /// and is large enough to be awaited whole ([`EAGER_LOWAT_MIN`]).
-    Eager { stream: bool },
-}
-
-impl Placed {
-    /// Wake for the payload only once the rest of it is there (see `Conn::set_lowat`).
-    fn whole(self) -> bool {
-        match self {
-            Placed::Data => true,
-            Placed::Eager { stream } => stream,
-        }
-    }
-}
-
 enum RxState {
     Frames,
-    /// Reading a payload straight into the receiver's memory.
+    /// Reading the payload of the frame `hdr` straight into the receiver's memory; `whole`:
+    /// wake for it only once the rest of it is there (see `Conn::set_lowat`).
     Direct {
-        what: Placed,
+        hdr: [u8; HEADER_LEN],
+        whole: bool,
         ptr: *mut u8,
         remaining: usize,
-        rreq: u32,
-        offset: u64,
         len: usize,
     },
 }
@@ -136,6 +121,11 @@ struct Conn {
     /// The socket's receive low-water mark (SO_RCVLOWAT) now, and the most it may be set to.
     lowat: usize,
     lowat_max: usize,
+    /// A connection we opened whose acceptor has not proved the key yet: nothing is written
+    /// to it (frames queue) and nothing but the challenge is read from it.
+    connecting: Option<Box<Connecting>>,
+    /// The largest frame payload the peer accepts (from the handshake).
+    peer_max: usize,
 }
 
 impl Conn {
@@ -160,17 +150,17 @@ impl Conn {
         };
     }
 
-    /// While a rendezvous Data payload, or a large eager one in a stream, is placed directly, the
-    /// socket reports itself readable (and wakes the epoll set) only once the rest of it
-    /// (`left` bytes, at most `lowat_max`) is there, so it is read in one or a few large
-    /// pieces. Reading it as it trickles in costs the sender, which on loopback is the
+    /// While a payload the protocol layer asked to await whole ([`Await::Whole`]) is placed
+    /// directly, the socket reports itself readable (and wakes the epoll set) only once the
+    /// rest of it (`left` bytes, at most `lowat_max`) is there, so it is read in one or a few
+    /// large pieces. Reading it as it trickles in costs the sender, which on loopback is the
     /// bottleneck: every read that frees receive space can send it a window update, and every
     /// segment that lands wakes the epoll set from the sender's softirq. Measured on a 4 MiB
     /// rendezvous stream, the median round went from 6.3 to 8.8-10 GB/s, and the spread
     /// between rounds halved; 1 MiB eager messages into posted receives went from 0.8x to
-    /// 1.0x of rendezvous. A lone eager message (we sent the peer something since its last
-    /// frame: a ping-pong) keeps reading as data comes, because its latency would grow by the
-    /// copy of the last piece (1 MiB: 95 -> 113 us). `left` 0 restores the mark to 1 byte.
+    /// 1.0x of rendezvous. A payload whose latency counts ([`Await::AsItComes`]: a ping-pong)
+    /// keeps reading as data comes, because its latency would grow by the copy of the last
+    /// piece (1 MiB: 95 -> 113 us). `left` 0 restores the mark to 1 byte.
     fn set_lowat(&mut self, left: usize) {
         let want = left.clamp(1, self.lowat_max);
         if want == self.lowat {
@@ -196,10 +186,35 @@ impl Conn {
     }
 }
 
+/// Our side of a connection we opened, until the acceptor proved it holds the key.
+struct Connecting {
+    hello: [u8; HELLO_LEN],
+    challenge: [u8; CHALLENGE_LEN],
+    got: usize,
+}
+
+/// Where the handshake of an incoming connection is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Reading the connector's hello.
+    Hello,
+    /// Writing our challenge (bytes of it sent so far).
+    Answer(usize),
+    /// Reading the connector's proof.
+    Proof,
+}
+
+/// An incoming connection whose handshake is in progress (see [`hello`]).
 struct Incoming {
     sock: Socket,
-    hello: [u8; 8],
+    stage: Stage,
+    hello: [u8; HELLO_LEN],
+    challenge: [u8; CHALLENGE_LEN],
+    proof: [u8; PROOF_LEN],
     got: usize,
+    peer: Gpid,
+    lane: u8,
+    since: std::time::Instant,
 }
 
 /// The TCP transport of one process.
@@ -224,8 +239,18 @@ pub struct Tcp {
     relayed: u64,
     /// Frames posted now are queued, not written, until `release` (see `hold`).
     held: bool,
-    /// By peer: we posted it a frame since we last read one from it.
-    sent_since_read: Vec<bool>,
+    /// Largest payload of a frame we send (the protocol's fragment size).
+    frag: usize,
+    /// The job's key (set once the bootstrap handed it out; connections wait for it) and the
+    /// number of processes a hello may name.
+    key: Option<Key>,
+    nprocs: usize,
+    /// Largest frame payload we accept (`tcp_frame_max`, announced in the handshake).
+    frame_max: usize,
+    /// By peer: an authenticated connection it opened to us exists (a second one is refused).
+    accepted: Vec<bool>,
+    /// Connections refused: bad handshakes, failed proofs, duplicates, timeouts, floods.
+    rejected: u64,
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -235,6 +260,59 @@ fn would_block(e: &io::Error) -> bool {
     )
 }
 
+/// Read into `buf[*got..]` without waiting: Ok(true) once `buf` is full, Ok(false) when the
+/// socket has nothing more now, Err when it closed or failed.
+fn read_exact_nb(fd: libc::c_int, buf: &mut [u8], got: &mut usize) -> Result<bool, String> {
+    while *got < buf.len() {
+        // SAFETY: reading into the unfilled tail of our own buffer.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                buf[*got..].as_mut_ptr().cast(),
+                buf.len() - *got,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            *got += n as usize;
+        } else if n == 0 {
+            return Err("closed during the handshake".into());
+        } else {
+            let e = io::Error::last_os_error();
+            if would_block(&e) {
+                return Ok(false);
+            }
+            return Err(format!("handshake: {e}"));
+        }
+    }
+    Ok(true)
+}
+
+/// Write `buf[*sent..]` without waiting: Ok(true) once all of it is written.
+fn write_all_nb(fd: libc::c_int, buf: &[u8], sent: &mut usize) -> Result<bool, String> {
+    while *sent < buf.len() {
+        // SAFETY: writing from our own buffer; MSG_NOSIGNAL turns a dead peer into an error.
+        let n = unsafe {
+            libc::send(
+                fd,
+                buf[*sent..].as_ptr().cast(),
+                buf.len() - *sent,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            *sent += n as usize;
+        } else {
+            let e = io::Error::last_os_error();
+            if would_block(&e) {
+                return Ok(false);
+            }
+            return Err(format!("handshake: {e}"));
+        }
+    }
+    Ok(true)
+}
+
 impl Tcp {
     /// Listen on `bind` (port 0: any) and return the transport; publish [`Tcp::card`].
     pub fn new(
@@ -242,6 +320,8 @@ impl Tcp {
         bind: Ipv4Addr,
         nodelay: bool,
         sockbuf: usize,
+        frag: usize,
+        frame_max: usize,
         verbose: bool,
     ) -> io::Result<Tcp> {
         let listener = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
@@ -276,8 +356,20 @@ impl Tcp {
             ep,
             relayed: 0,
             held: false,
-            sent_since_read: Vec::new(),
+            frag: frag.clamp(1, frame_max.clamp(1, MAX_PAYLOAD)),
+            key: None,
+            nprocs: 0,
+            frame_max: frame_max.clamp(1, MAX_PAYLOAD),
+            accepted: Vec::new(),
+            rejected: 0,
         })
+    }
+
+    /// Connections may start: the job's key and its number of processes (from the bootstrap).
+    pub fn start(&mut self, key: Key, nprocs: usize) {
+        self.key = Some(key);
+        self.nprocs = nprocs;
+        self.accepted.resize(nprocs, false);
     }
 
     /// The port we listen on.
@@ -294,8 +386,9 @@ impl Tcp {
         self.addrs[i] = Some(addr);
     }
 
-    pub fn reaches(&self, gpid: Gpid) -> bool {
-        matches!(self.addrs.get(gpid as usize), Some(Some(_)))
+    /// The largest payload of a frame we send (`tcp_frag_bytes`).
+    pub fn set_frag(&mut self, frag: usize) {
+        self.frag = frag.clamp(1, self.frame_max);
     }
 
     fn tune(&self, s: &Socket) -> io::Result<()> {
@@ -309,7 +402,7 @@ impl Tcp {
         s.set_nonblocking(true)
     }
 
-    fn add_conn(&mut self, sock: Socket, peer: Gpid) -> usize {
+    fn add_conn(&mut self, sock: Socket, peer: Gpid, connecting: Option<Box<Connecting>>) -> usize {
         let i = self.conns.len();
         // A write that is not a whole number of segments ends in a short one, which costs
         // (on loopback) about as much as a full one: cap writes at whole segments.
@@ -347,11 +440,13 @@ impl Tcp {
             rx: RxState::Frames,
             want: 0,
             closed: false,
-            // The hello may have brought frames along: look once.
+            // Frames may have come along with the handshake: look once.
             readable: true,
             unwatched: !watched,
             header_first: false,
             send_cap,
+            connecting,
+            peer_max: self.frame_max,
         });
         if self.send_conn.len() <= peer as usize {
             self.send_conn.resize(peer as usize + 1, None);
@@ -382,11 +477,16 @@ impl Tcp {
                 Err(e) => return Err(io::Error::new(e.kind(), format!("connect to {addr}: {e}"))),
             }
         }
-        let mut hello = [0u8; 8];
-        hello[..4].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
-        hello[4..].copy_from_slice(&self.me.to_le_bytes());
+        // The hello goes at once; frames wait until the acceptor proved the key.
+        let hello = Hello {
+            gpid: self.me,
+            lane: 0,
+            max_frame: self.frame_max as u32,
+            nonce: hello::nonce(),
+        }
+        .encode();
         let mut sent = 0;
-        while sent < 8 {
+        while sent < HELLO_LEN {
             match s.send(&hello[sent..]) {
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -400,12 +500,22 @@ impl Tcp {
                 self.me
             );
         }
-        Ok(self.add_conn(s, peer))
+        let hs = Box::new(Connecting {
+            hello,
+            challenge: [0; CHALLENGE_LEN],
+            got: 0,
+        });
+        Ok(self.add_conn(s, peer, Some(hs)))
     }
 
     fn conn_for(&mut self, peer: Gpid) -> io::Result<usize> {
         if let Some(Some(i)) = self.send_conn.get(peer as usize) {
             return Ok(*i);
+        }
+        if self.key.is_none() {
+            return Err(io::Error::other(
+                "TCP connections cannot start before the job's key is known",
+            ));
         }
         // The peer may have connected to us already; take that connection if so.
         self.accept_all();
@@ -415,72 +525,115 @@ impl Tcp {
         self.connect(peer)
     }
 
+    /// Take new connections and advance the handshakes of incoming ones; a connection whose
+    /// connector proved the key joins the others. Nothing is read before the key is known.
     fn accept_all(&mut self) {
-        while let Ok((s, _)) = self.listener.accept() {
-            if s.set_nonblocking(true).is_ok() {
-                self.incoming.push(Incoming {
-                    sock: s,
-                    hello: [0; 8],
-                    got: 0,
-                });
+        let Some(key) = self.key else {
+            return;
+        };
+        while let Ok((sock, _)) = self.listener.accept() {
+            if self.incoming.len() >= MAX_PENDING || sock.set_nonblocking(true).is_err() {
+                self.reject("too many connections in their handshake");
+                continue;
             }
+            self.incoming.push(Incoming {
+                sock,
+                stage: Stage::Hello,
+                hello: [0; HELLO_LEN],
+                challenge: [0; CHALLENGE_LEN],
+                proof: [0; PROOF_LEN],
+                got: 0,
+                peer: 0,
+                lane: 0,
+                since: std::time::Instant::now(),
+            });
         }
         let mut i = 0;
         while i < self.incoming.len() {
-            let inc = &mut self.incoming[i];
-            let mut failed = false;
-            while inc.got < 8 {
-                // SAFETY: reading into the unfilled tail of the 8-byte hello buffer.
-                let n = unsafe {
-                    libc::recv(
-                        inc.sock.as_raw_fd(),
-                        inc.hello[inc.got..].as_mut_ptr().cast(),
-                        8 - inc.got,
-                        libc::MSG_DONTWAIT,
-                    )
-                };
-                if n > 0 {
-                    inc.got += n as usize;
-                } else if n == 0 {
-                    failed = true;
-                    break;
-                } else {
-                    let e = io::Error::last_os_error();
-                    if !would_block(&e) {
-                        failed = true;
+            match self.handshake_step(i, &key) {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    let inc = self.incoming.swap_remove(i);
+                    if self.accepted[inc.peer as usize] {
+                        self.reject("a second connection from an already connected process");
+                        continue;
                     }
-                    break;
-                }
-            }
-            if failed {
-                self.incoming.swap_remove(i);
-                continue;
-            }
-            if inc.got == 8 {
-                let inc = self.incoming.swap_remove(i);
-                let magic = u32::from_le_bytes(inc.hello[..4].try_into().expect("4"));
-                let peer = u32::from_le_bytes(inc.hello[4..].try_into().expect("4"));
-                if magic != HELLO_MAGIC || peer as usize >= self.addrs.len().max(1 << 24) {
-                    if self.verbose {
-                        eprintln!(
-                            "Protean[{}]: dropping a TCP connection with a bad hello",
-                            self.me
-                        );
+                    if self.tune(&inc.sock).is_ok() {
+                        self.accepted[inc.peer as usize] = true;
+                        self.add_conn(inc.sock, inc.peer, None);
                     }
-                    continue;
                 }
-                if self.tune(&inc.sock).is_ok() {
-                    self.add_conn(inc.sock, peer);
+                Err(why) => {
+                    self.incoming.swap_remove(i);
+                    self.reject(&why);
                 }
-                continue;
             }
-            i += 1;
+        }
+    }
+
+    /// A connection failed its handshake: counted, and dropped without touching anything.
+    fn reject(&mut self, why: &str) {
+        self.rejected += 1;
+        if self.verbose {
+            eprintln!("Protean[{}]: refused a TCP connection: {why}", self.me);
+        }
+    }
+
+    /// Advance the handshake of incoming connection `i`: Ok(true) when its connector proved
+    /// the key, Ok(false) while it waits for bytes, Err when it must be dropped.
+    fn handshake_step(&mut self, i: usize, key: &Key) -> Result<bool, String> {
+        let (me, nprocs, frame_max) = (self.me, self.nprocs, self.frame_max);
+        let inc = &mut self.incoming[i];
+        if inc.since.elapsed() > HANDSHAKE_TIMEOUT {
+            return Err("handshake not finished in time".into());
+        }
+        let fd = inc.sock.as_raw_fd();
+        loop {
+            match inc.stage {
+                Stage::Hello => {
+                    if !read_exact_nb(fd, &mut inc.hello, &mut inc.got)? {
+                        return Ok(false);
+                    }
+                    let h = Hello::decode(&inc.hello).map_err(|e| e.to_string())?;
+                    if h.gpid as usize >= nprocs || h.gpid == me {
+                        return Err(format!("a hello from process {} (no such peer)", h.gpid));
+                    }
+                    if (h.max_frame as usize) < 4096 {
+                        return Err(format!("a frame limit of {} bytes", h.max_frame));
+                    }
+                    inc.peer = h.gpid;
+                    inc.lane = h.lane;
+                    inc.challenge =
+                        hello::challenge(key, &inc.hello, me, frame_max as u32, hello::nonce());
+                    inc.stage = Stage::Answer(0);
+                }
+                Stage::Answer(sent) => {
+                    let mut sent = sent;
+                    if !write_all_nb(fd, &inc.challenge, &mut sent)? {
+                        inc.stage = Stage::Answer(sent);
+                        return Ok(false);
+                    }
+                    inc.got = 0;
+                    inc.stage = Stage::Proof;
+                }
+                Stage::Proof => {
+                    if !read_exact_nb(fd, &mut inc.proof, &mut inc.got)? {
+                        return Ok(false);
+                    }
+                    hello::check_proof(key, &inc.hello, &inc.challenge, &inc.proof)
+                        .map_err(|e| format!("process {} claimed: {e}", inc.peer))?;
+                    return Ok(true);
+                }
+            }
         }
     }
 
     /// Write queued output of connection `ci`; report finished tokens.
     fn flush(&mut self, ci: usize) -> io::Result<()> {
         let c = &mut self.conns[ci];
+        if c.connecting.is_some() {
+            return Ok(()); // nothing goes before the acceptor proved the key
+        }
         while !c.out.is_empty() {
             let mut iov: [libc::iovec; 32] = [libc::iovec {
                 iov_base: std::ptr::null_mut(),
@@ -559,6 +712,9 @@ impl Tcp {
 
     /// Read and deliver what connection `ci` has. Returns frames delivered.
     fn read_conn<S: FrameSink>(&mut self, ci: usize, sink: &mut S) -> usize {
+        if self.conns[ci].connecting.is_some() && !self.finish_connect(ci, sink) {
+            return 0;
+        }
         let mut delivered = 0;
         let c = &mut self.conns[ci];
         if c.closed {
@@ -568,16 +724,15 @@ impl Tcp {
         for _round in 0..16 {
             // 1. Direct placement in progress: read into the destination.
             if let RxState::Direct {
-                what,
+                hdr,
+                whole,
                 ptr,
                 remaining,
-                rreq,
-                offset,
                 len,
             } = c.rx
             {
-                // SAFETY: data_target promised `len` writable bytes at ptr; we write the
-                // last `remaining` of them.
+                // SAFETY: place() gave a span of `len` writable bytes at ptr (Span's contract,
+                // until we report it placed); we write the last `remaining` of them.
                 let n = unsafe {
                     libc::recv(
                         fd,
@@ -590,13 +745,13 @@ impl Tcp {
                     if n == 0 || !would_block(&io::Error::last_os_error()) {
                         c.closed = true;
                         sink.on_peer_lost(c.peer, "connection closed during a data transfer");
-                    } else if what.whole() {
+                    } else if whole {
                         c.set_lowat(remaining);
                     }
                     return delivered;
                 }
                 let left = remaining - n as usize;
-                if what.whole() {
+                if whole {
                     c.set_lowat(left);
                 }
                 if left > 0 {
@@ -605,20 +760,16 @@ impl Tcp {
                 if left == 0 {
                     c.rx = RxState::Frames;
                     c.header_first = true;
-                    match what {
-                        Placed::Data => sink.on_data_placed(c.peer, rreq, offset, len),
-                        Placed::Eager { .. } => sink.on_eager_placed(c.peer),
-                    }
+                    sink.placed(c.peer, &hdr, len);
                     delivered += 1;
                 } else {
                     // More may have landed meanwhile: read until the socket is dry, and
                     // only then wait for epoll to say it is readable again.
                     c.rx = RxState::Direct {
-                        what,
+                        hdr,
+                        whole,
                         ptr,
                         remaining: left,
-                        rreq,
-                        offset,
                         len,
                     };
                 }
@@ -633,59 +784,33 @@ impl Tcp {
                 let b = &c.buf[c.start..c.end];
                 let plen = u32::from_le_bytes(b[..4].try_into().expect("4")) as usize;
                 let hdr: &[u8; HEADER_LEN] = b[4..PREFIX].try_into().expect("header");
-                // A frame that follows one from the same peer, with nothing sent back since,
-                // is part of a stream. (A frame seen twice, while its payload comes in, counts
-                // as streamed the second time; only large eager payloads ask, and they are
-                // placed the first time.)
-                let stream = !self
-                    .sent_since_read
-                    .get_mut(c.peer as usize)
-                    .is_some_and(std::mem::take);
-                if plen > MAX_PAYLOAD {
+                if plen > self.frame_max {
                     c.closed = true;
-                    sink.on_peer_lost(c.peer, "malformed TCP stream (frame too long)");
+                    sink.on_peer_lost(
+                        c.peer,
+                        &format!(
+                            "malformed TCP stream: a frame of {plen} bytes, above the limit of {} (tcp_frame_max)",
+                            self.frame_max
+                        ),
+                    );
                     return delivered;
                 }
-                if let Ok(Frame::Data { rreq, offset }) = Frame::decode(hdr) {
-                    if let Some(ptr) = sink.data_target(rreq, offset, plen) {
-                        let have = (avail - PREFIX).min(plen);
-                        self.relayed += have as u64;
-                        // SAFETY: data_target promised plen writable bytes at ptr.
-                        unsafe { std::ptr::copy_nonoverlapping(b[PREFIX..].as_ptr(), ptr, have) };
-                        c.start += PREFIX + have;
-                        if have == plen {
-                            sink.on_data_placed(c.peer, rreq, offset, plen);
-                            delivered += 1;
-                            continue;
-                        }
-                        c.rx = RxState::Direct {
-                            what: Placed::Data,
-                            ptr,
-                            remaining: plen - have,
-                            rreq,
-                            offset,
-                            len: plen,
-                        };
-                        break;
-                    }
-                }
-                // A large eager message whose payload is still on its way: read it into its
-                // receive, or the buffer it waits in unexpected, not through this buffer.
-                if plen >= EAGER_DIRECT_MIN && avail < PREFIX + plen {
-                    if let Some(ptr) = sink.eager_target(c.peer, hdr, plen) {
+                // A large payload still on its way: read it where the protocol layer wants
+                // it (a receive buffer, or the buffer it will wait in), not through this one.
+                if plen >= PLACE_MIN && avail < PREFIX + plen {
+                    if let Some(pl) = sink.place(c.peer, hdr, plen) {
+                        let hdr = *hdr;
                         let have = avail - PREFIX;
-                        // SAFETY: eager_target promised plen writable bytes at ptr.
-                        unsafe { std::ptr::copy_nonoverlapping(b[PREFIX..].as_ptr(), ptr, have) };
+                        self.relayed += have as u64;
+                        debug_assert_eq!(pl.to.len(), plen);
+                        pl.to.write(&b[PREFIX..PREFIX + have]);
                         c.start += PREFIX + have;
                         c.want = 0;
                         c.rx = RxState::Direct {
-                            what: Placed::Eager {
-                                stream: stream && plen >= EAGER_LOWAT_MIN,
-                            },
-                            ptr,
+                            hdr,
+                            whole: pl.wait == Await::Whole,
+                            ptr: pl.to.ptr(),
                             remaining: plen - have,
-                            rreq: 0,
-                            offset: 0,
                             len: plen,
                         };
                         break;
@@ -770,8 +895,56 @@ impl Tcp {
         delivered
     }
 
+    /// A connection we opened: read the acceptor's challenge and, when it proves the key,
+    /// answer with our proof and let the queued frames go. True once the connection carries
+    /// frames; a failed proof loses the peer (the address its card gave is not the peer).
+    fn finish_connect<S: FrameSink>(&mut self, ci: usize, sink: &mut S) -> bool {
+        let key = self.key.expect("connections start with the key");
+        let c = &mut self.conns[ci];
+        let Some(hs) = c.connecting.as_mut() else {
+            return true;
+        };
+        let fd = c.sock.as_raw_fd();
+        let failed = match read_exact_nb(fd, &mut hs.challenge, &mut hs.got) {
+            Ok(false) => return false,
+            Ok(true) => match hello::check_challenge(&key, &hs.hello, c.peer, &hs.challenge) {
+                Ok((max, proof)) => {
+                    c.peer_max = max as usize;
+                    let mut head = [0u8; PREFIX + INLINE_SMALL];
+                    head[..PROOF_LEN].copy_from_slice(&proof);
+                    c.out.push_front(Out {
+                        head,
+                        head_len: PROOF_LEN,
+                        body: std::ptr::null(),
+                        body_len: 0,
+                        owned: None,
+                        off: 0,
+                        token: Token::NONE,
+                    });
+                    c.queued += PROOF_LEN;
+                    c.connecting = None;
+                    None
+                }
+                Err(e) => Some(format!(
+                    "the process listening at its address failed the handshake: {e}"
+                )),
+            },
+            Err(e) => Some(e),
+        };
+        if let Some(why) = failed {
+            c.closed = true;
+            c.connecting = None;
+            c.out.clear();
+            c.queued = 0;
+            sink.on_peer_lost(c.peer, &why);
+            return false;
+        }
+        self.flush_or_lose(ci, sink);
+        true
+    }
+
     /// Bytes queued and not yet written on the connection we send to `peer` on.
-    pub fn queued_bytes(&self, peer: Gpid) -> usize {
+    fn queued_bytes(&self, peer: Gpid) -> usize {
         match self.send_conn.get(peer as usize) {
             Some(Some(i)) => self.conns[*i].queued,
             _ => 0,
@@ -779,7 +952,7 @@ impl Tcp {
     }
 
     /// Is output queued on the connection we send to `peer` on?
-    pub fn has_queued(&self, peer: Gpid) -> bool {
+    fn has_queued(&self, peer: Gpid) -> bool {
         match self.send_conn.get(peer as usize) {
             Some(Some(i)) => !self.conns[*i].out.is_empty(),
             _ => false,
@@ -787,7 +960,7 @@ impl Tcp {
     }
 
     /// Queue (and try to write) one frame.
-    pub fn post(
+    fn post(
         &mut self,
         peer: Gpid,
         hdr: &[u8; HEADER_LEN],
@@ -796,15 +969,13 @@ impl Tcp {
         token: Token,
     ) -> io::Result<Sent> {
         let ci = self.conn_for(peer)?;
-        let p = peer as usize;
-        if self.sent_since_read.len() <= p {
-            self.sent_since_read.resize(p + 1, false);
-        }
-        self.sent_since_read[p] = true;
         let mut head = [0u8; PREFIX + INLINE_SMALL];
         let plen = small.len() + body.len();
-        if plen > MAX_PAYLOAD {
-            return Err(io::Error::other("frame payload too large for TCP"));
+        let peer_max = self.conns[ci].peer_max;
+        if plen > peer_max {
+            return Err(io::Error::other(format!(
+                "a frame of {plen} bytes is above the limit of {peer_max} that process {peer} accepts (tcp_frame_max)"
+            )));
         }
         head[..4].copy_from_slice(&(plen as u32).to_le_bytes());
         head[4..PREFIX].copy_from_slice(hdr);
@@ -869,7 +1040,7 @@ impl Tcp {
         Ok(Sent::Pending)
     }
 
-    pub fn poll<S: FrameSink>(&mut self, sink: &mut S) -> usize {
+    fn poll<S: FrameSink>(&mut self, sink: &mut S) -> usize {
         // New connections are rare: look at the listener every few passes, not every time
         // (a sender that needs a connection checks it at once, see `conn_for`).
         self.since_accept += 1;
@@ -922,13 +1093,13 @@ impl Tcp {
     /// over one loopback segment: sent alone it takes two. The engine holds the frames of one
     /// progress pass (clear-to-sends, Data frames) and releases them together, so a stream of
     /// them goes out in full segments.
-    pub fn hold(&mut self) {
+    fn hold_output(&mut self) {
         self.held = true;
     }
 
     /// Write what was queued since [`Tcp::hold`] (as much as the sockets take) and report
     /// the tokens of frames that went out whole.
-    pub fn release<S: FrameSink>(&mut self, sink: &mut S) {
+    fn release_output<S: FrameSink>(&mut self, sink: &mut S) {
         self.held = false;
         for ci in 0..self.conns.len() {
             self.flush_or_lose(ci, sink);
@@ -976,16 +1147,8 @@ impl Tcp {
     }
 
     /// Frames or bytes still waiting to be written.
-    pub fn has_output(&self) -> bool {
+    fn has_output(&self) -> bool {
         self.conns.iter().any(|c| !c.out.is_empty() && !c.closed)
-    }
-
-    /// Close every connection (at finalize, after all traffic is done).
-    pub fn shutdown(&mut self) {
-        for c in &mut self.conns {
-            let _ = c.sock.shutdown(std::net::Shutdown::Both);
-            c.closed = true;
-        }
     }
 }
 
@@ -994,15 +1157,31 @@ impl Transport for Tcp {
         "tcp"
     }
 
-    fn caps(&self, _peer: Gpid) -> Caps {
+    fn reaches(&self, peer: Gpid) -> bool {
+        matches!(self.addrs.get(peer as usize), Some(Some(_)))
+    }
+
+    fn caps(&self, peer: Gpid) -> Caps {
+        if !self.reaches(peer) {
+            return Caps::NONE;
+        }
         Caps {
             reliable: true,
             ordered: true,
-            max_payload: MAX_PAYLOAD,
-            single_copy: false,
+            max_payload: self.frag,
+            lanes: 1,
+            get: false,
+            put: false,
+            queues: true,
         }
     }
 
+    #[inline]
+    fn queued(&self, peer: Gpid) -> usize {
+        self.queued_bytes(peer)
+    }
+
+    #[inline]
     fn send(
         &mut self,
         peer: Gpid,
@@ -1010,62 +1189,144 @@ impl Transport for Tcp {
         small: &[u8],
         body: &[u8],
         token: Token,
-    ) -> Result<Sent, NotNow> {
-        self.post(peer, hdr, small, body, token).map_err(|_| NotNow)
+    ) -> Result<Sent, SendError> {
+        self.post(peer, hdr, small, body, token)
+            .map_err(|e| SendError::Failed(e.to_string()))
+    }
+
+    /// Behind queued output the frame would have to be copied: the caller takes the request
+    /// path instead, which lends the buffer to the transport.
+    #[inline]
+    fn try_send(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], body: &[u8]) -> bool {
+        !self.has_queued(peer) && self.post(peer, hdr, &[], body, Token::NONE).is_ok()
     }
 
     fn progress<S: FrameSink>(&mut self, sink: &mut S) -> usize {
         self.poll(sink)
+    }
+
+    fn has_work(&self) -> bool {
+        self.has_output()
+    }
+
+    fn hold(&mut self) {
+        self.hold_output();
+    }
+
+    fn release<S: FrameSink>(&mut self, sink: &mut S) {
+        self.release_output(sink);
+    }
+
+    fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
+    fn shutdown(&mut self) {
+        for c in &mut self.conns {
+            let _ = c.sock.shutdown(std::net::Shutdown::Both);
+            c.closed = true;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::frame::Envelope;
+    use crate::transport::{Placement, Span};
+
+    // The transport never looks into a header; these tests give theirs a meaning of their
+    // own: byte 0 the kind (1: a message, 2: a piece of bulk data), a sequence number at 4..8,
+    // a key at 8..12 and an offset at 24..32.
+    const MSG: u8 = 1;
+    const BULK: u8 = 2;
+
+    fn hdr(kind: u8, seq: u32, key: u32, offset: u64) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[0] = kind;
+        h[4..8].copy_from_slice(&seq.to_le_bytes());
+        h[8..12].copy_from_slice(&key.to_le_bytes());
+        h[24..32].copy_from_slice(&offset.to_le_bytes());
+        h
+    }
+
+    fn key_offset(h: &[u8; HEADER_LEN]) -> (u32, u64) {
+        (
+            u32::from_le_bytes(h[8..12].try_into().unwrap()),
+            u64::from_le_bytes(h[24..32].try_into().unwrap()),
+        )
+    }
+
+    fn eager(seq: u32) -> [u8; HEADER_LEN] {
+        hdr(MSG, seq, 0, 0)
+    }
+
+    fn data(key: u32, offset: usize) -> [u8; HEADER_LEN] {
+        hdr(BULK, 0, key, offset as u64)
+    }
 
     #[derive(Default)]
     struct Sink {
-        frames: Vec<(Gpid, Frame, Vec<u8>)>,
+        frames: Vec<(Gpid, [u8; HEADER_LEN], Vec<u8>)>,
+        /// Bulk pieces with this key are placed here at their offset, awaited whole.
         target: Option<(u32, Vec<u8>)>,
         placed: Vec<(u32, u64, usize)>,
-        /// Give eager_target a buffer: the buffers, and how many were placed.
-        eager_direct: bool,
-        eager_bufs: Vec<Vec<u8>>,
-        eager_placed: usize,
+        /// Give large messages a buffer of their own, with this wait: the buffers, and how
+        /// many were placed.
+        msg_direct: Option<Await>,
+        msg_bufs: Vec<Vec<u8>>,
+        msg_placed: usize,
         sent: Vec<Token>,
         lost: Vec<String>,
     }
 
     impl FrameSink for Sink {
         fn on_frame(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], payload: &[u8]) {
-            self.frames
-                .push((from, Frame::decode(hdr).unwrap(), payload.to_vec()));
-        }
-        fn data_target(&mut self, rreq: u32, offset: u64, len: usize) -> Option<*mut u8> {
-            let (r, buf) = self.target.as_mut()?;
-            if *r != rreq {
-                return None;
+            // A bulk piece too small to be offered for placement comes whole: copy it to the
+            // target as a protocol layer would.
+            if hdr[0] == BULK {
+                let (key, offset) = key_offset(hdr);
+                if let Some((k, buf)) = self.target.as_mut().filter(|(k, _)| *k == key) {
+                    let at = offset as usize;
+                    buf[at..at + payload.len()].copy_from_slice(payload);
+                    self.placed.push((*k, offset, payload.len()));
+                    return;
+                }
             }
-            Some(buf[offset as usize..offset as usize + len].as_mut_ptr())
+            self.frames.push((from, *hdr, payload.to_vec()));
         }
-        fn on_data_placed(&mut self, _from: Gpid, rreq: u32, offset: u64, len: usize) {
-            self.placed.push((rreq, offset, len));
-        }
-        fn eager_target(
-            &mut self,
-            _from: Gpid,
-            _hdr: &[u8; HEADER_LEN],
-            len: usize,
-        ) -> Option<*mut u8> {
-            if !self.eager_direct {
-                return None;
+        fn place(&mut self, _from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) -> Option<Placement> {
+            match hdr[0] {
+                BULK => {
+                    let (key, offset) = key_offset(hdr);
+                    let (k, buf) = self.target.as_mut()?;
+                    if *k != key {
+                        return None;
+                    }
+                    let b = &mut buf[offset as usize..offset as usize + len];
+                    Some(Placement {
+                        to: unsafe { Span::new(b.as_mut_ptr(), len) },
+                        wait: Await::Whole,
+                    })
+                }
+                _ => {
+                    let wait = self.msg_direct?;
+                    self.msg_bufs.push(vec![0u8; len]);
+                    let b = self.msg_bufs.last_mut()?;
+                    Some(Placement {
+                        to: unsafe { Span::new(b.as_mut_ptr(), len) },
+                        wait,
+                    })
+                }
             }
-            self.eager_bufs.push(vec![0u8; len]);
-            Some(self.eager_bufs.last_mut()?.as_mut_ptr())
         }
-        fn on_eager_placed(&mut self, _from: Gpid) {
-            self.eager_placed += 1;
+        fn placed(&mut self, _from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) {
+            match hdr[0] {
+                BULK => {
+                    let (key, offset) = key_offset(hdr);
+                    self.placed.push((key, offset, len));
+                }
+                _ => self.msg_placed += 1,
+            }
         }
         fn on_sent(&mut self, t: Token) {
             self.sent.push(t);
@@ -1076,8 +1337,8 @@ mod tests {
     }
 
     fn pair() -> (Tcp, Tcp) {
-        let mut a = Tcp::new(0, Ipv4Addr::LOCALHOST, true, 0, false).unwrap();
-        let mut b = Tcp::new(1, Ipv4Addr::LOCALHOST, true, 0, false).unwrap();
+        let mut a = endpoint(0);
+        let mut b = endpoint(1);
         let (pa, pb) = (a.port(), b.port());
         for t in [&mut a, &mut b] {
             t.set_addr(0, SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
@@ -1086,18 +1347,13 @@ mod tests {
         (a, b)
     }
 
-    fn eager(seq: u32) -> [u8; HEADER_LEN] {
-        Frame::Eager {
-            env: Envelope {
-                ctx: 0,
-                src: 0,
-                tag: 5,
-            },
-            seq,
-            sreq: 0,
-            sync: false,
-        }
-        .encode()
+    const KEY: Key = [0x5au8; 32];
+
+    /// Process `me` of a two-process job with the test key.
+    fn endpoint(me: Gpid) -> Tcp {
+        let mut t = Tcp::new(me, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+        t.start(KEY, 2);
+        t
     }
 
     #[test]
@@ -1119,7 +1375,7 @@ mod tests {
         assert_eq!(sb.frames.len(), 100);
         for (i, (from, f, p)) in sb.frames.iter().enumerate() {
             assert_eq!(*from, 0);
-            assert_eq!(*f, Frame::decode(&eager(i as u32)).unwrap());
+            assert_eq!(*f, eager(i as u32));
             assert_eq!(p.len(), 2 + i * 37);
         }
         assert_eq!(sa.frames[0].2, b"back");
@@ -1135,16 +1391,8 @@ mod tests {
         let src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
         sb.target = Some((42, vec![0u8; n]));
         let half = n / 2;
-        let d0 = Frame::Data {
-            rreq: 42,
-            offset: 0,
-        }
-        .encode();
-        let d1 = Frame::Data {
-            rreq: 42,
-            offset: half as u64,
-        }
-        .encode();
+        let d0 = data(42, 0);
+        let d1 = data(42, half);
         let r0 = a.post(1, &d0, &[], &src[..half], Token(1)).unwrap();
         let r1 = a.post(1, &d1, &[], &src[half..], Token(2)).unwrap();
         let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.placed.len() >= 2);
@@ -1200,40 +1448,35 @@ mod tests {
     }
 
     #[test]
-    fn streamed_eager_payloads_are_awaited_whole_and_a_lone_one_is_not() {
+    fn placed_payloads_are_awaited_whole_or_read_as_they_come_as_asked() {
         let (mut a, mut b) = pair();
         let mut sa = Sink::default();
         let mut sb = Sink {
-            eager_direct: true,
+            msg_direct: Some(Await::Whole),
             ..Sink::default()
         };
         let n = 4 << 20;
         let src: Vec<u8> = (0..n).map(|i| (i * 5 + 1) as u8).collect();
-        // A ping: b has sent nothing yet, so a's frames are a stream from the start.
         a.post(1, &eager(0), &[], b"ping", Token::NONE).unwrap();
         let r = a.post(1, &eager(1), &[], &src, Token(1)).unwrap();
-        let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.eager_placed == 1);
-        assert_eq!(sb.eager_placed, 1);
-        assert!(sb.eager_bufs[0] == src);
+        let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.msg_placed == 1);
+        assert_eq!(sb.msg_placed, 1);
+        assert!(sb.msg_bufs[0] == src);
         assert!(lowat > 1 && lowat <= LOWAT_MAX, "{lowat}");
         if r == Sent::Pending {
             while sa.sent.is_empty() {
                 a.poll(&mut sa);
             }
         }
-        // b answers, so a's next large payload is lone: read as it comes.
-        b.post(0, &eager(0), &[], b"pong", Token::NONE).unwrap();
-        while sa.frames.is_empty() {
-            a.poll(&mut sa);
-            b.poll(&mut sb);
-        }
+        // Asked to read it as it comes: the low-water mark stays at one byte.
+        sb.msg_direct = Some(Await::AsItComes);
         for c in &mut b.conns {
             c.lowat = 1;
         }
         a.post(1, &eager(2), &[], &src, Token(2)).unwrap();
-        let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.eager_placed == 2);
-        assert_eq!(sb.eager_placed, 2);
-        assert!(sb.eager_bufs[1] == src);
+        let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.msg_placed == 2);
+        assert_eq!(sb.msg_placed, 2);
+        assert!(sb.msg_bufs[1] == src);
         assert_eq!(lowat, 1);
         assert!(sa.lost.is_empty() && sb.lost.is_empty());
     }
@@ -1271,13 +1514,7 @@ mod tests {
         let n = 4 << 20;
         let src: Vec<u8> = (0..n).map(|i| (i * 13 + 1) as u8).collect();
         sb.target = Some((9, vec![0u8; n]));
-        let data = |offset: usize| {
-            Frame::Data {
-                rreq: 9,
-                offset: offset as u64,
-            }
-            .encode()
-        };
+        let data = |offset: usize| data(9, offset);
         let run = |a: &mut Tcp, b: &mut Tcp, sa: &mut Sink, sb: &mut Sink, placed, frames| {
             let t0 = std::time::Instant::now();
             while (sb.placed.len() < placed || sb.frames.len() < frames)
@@ -1367,24 +1604,212 @@ mod tests {
         assert!(sa.lost.is_empty() && sb.lost.is_empty());
     }
 
-    #[test]
-    fn garbage_stream_is_a_lost_peer_not_a_panic() {
-        let (mut a, mut b) = pair();
-        let mut sb = Sink::default();
-        // A raw connection that says hello and then sends an absurd length.
-        let s = std::net::TcpStream::connect(("127.0.0.1", b.port())).unwrap();
-        use std::io::Write;
-        let mut w = &s;
-        let mut hello = HELLO_MAGIC.to_le_bytes().to_vec();
-        hello.extend_from_slice(&0u32.to_le_bytes());
-        w.write_all(&hello).unwrap();
-        w.write_all(&u32::MAX.to_le_bytes()).unwrap();
-        w.write_all(&[1u8; HEADER_LEN]).unwrap();
+    /// Drive both ends until `done`, at most 10 s.
+    fn run(a: &mut Tcp, b: &mut Tcp, sa: &mut Sink, sb: &mut Sink, done: impl Fn(&Sink) -> bool) {
         let t0 = std::time::Instant::now();
-        while sb.lost.is_empty() && t0.elapsed().as_secs() < 5 {
+        while !done(sb) && t0.elapsed().as_secs() < 10 {
+            a.poll(sa);
+            b.poll(sb);
+        }
+    }
+
+    #[test]
+    fn forged_and_garbage_connections_are_refused_and_counted() {
+        use std::io::{Read, Write};
+        let (mut a, mut b) = pair();
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        let at = ("127.0.0.1", b.port());
+        let accept = |b: &mut Tcp, sb: &mut Sink| {
+            for _ in 0..200 {
+                b.accept_all();
+                b.poll(sb);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        // Garbage instead of a hello.
+        let mut g = std::net::TcpStream::connect(at).unwrap();
+        g.write_all(&[0xffu8; 64]).unwrap();
+        // A hello naming a process that is not in the job.
+        let mut h = std::net::TcpStream::connect(at).unwrap();
+        let stranger = Hello {
+            gpid: 7,
+            lane: 0,
+            max_frame: 1 << 20,
+            nonce: [1; 16],
+        };
+        h.write_all(&stranger.encode()).unwrap();
+        // A hello claiming to be process 0, then a proof made without the key, then a frame.
+        let mut f = std::net::TcpStream::connect(at).unwrap();
+        let forged = Hello {
+            gpid: 0,
+            lane: 0,
+            max_frame: 1 << 20,
+            nonce: [2; 16],
+        };
+        f.write_all(&forged.encode()).unwrap();
+        accept(&mut b, &mut sb);
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        f.read_exact(&mut challenge).unwrap();
+        let (_, bad) = hello::check_challenge(&[0u8; 32], &forged.encode(), 1, &{
+            hello::challenge(&[0u8; 32], &forged.encode(), 1, 1 << 20, [3; 16])
+        })
+        .unwrap();
+        f.write_all(&bad).unwrap();
+        let mut frame = (8u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(&eager(0));
+        frame.extend_from_slice(b"injected");
+        let _ = f.write_all(&frame);
+        accept(&mut b, &mut sb);
+        assert_eq!(b.rejected(), 3, "garbage, stranger and forgery are refused");
+        assert!(
+            sb.frames.is_empty() && sb.lost.is_empty(),
+            "nothing reached the sink"
+        );
+        // The real process 0 still gets through, and what it sends arrives.
+        a.post(1, &eager(0), &[], b"real", Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
+        assert_eq!(sb.frames.len(), 1);
+        assert_eq!(sb.frames[0].2, b"real");
+        assert!(sa.lost.is_empty() && sb.lost.is_empty());
+        drop((g, h, f));
+        // A second authenticated connection from an already connected process is refused, and
+        // its closing does not lose the real one.
+        let mut dup = endpoint(0);
+        dup.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())));
+        let mut sd = Sink::default();
+        dup.post(1, &eager(1), &[], b"duplicate", Token::NONE)
+            .unwrap();
+        for _ in 0..200 {
+            dup.poll(&mut sd);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert_eq!(b.rejected(), 4);
+        drop(dup);
+        for _ in 0..100 {
             b.poll(&mut sb);
         }
-        assert!(sb.lost[0].contains("malformed"), "{:?}", sb.lost);
-        let _ = &mut a;
+        assert!(sb.lost.is_empty(), "{:?}", sb.lost);
+        assert_eq!(sb.frames.len(), 1, "the duplicate delivered nothing");
+    }
+
+    #[test]
+    fn a_peer_that_fails_the_handshake_is_lost_with_a_reason() {
+        // Our card says process 1 listens here, but whoever answers does not hold the key.
+        let mut a = endpoint(0);
+        let mut b = Tcp::new(1, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+        b.start([1u8; 32], 2);
+        a.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())));
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        a.post(1, &eager(0), &[], b"secret", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while sa.lost.is_empty() && t0.elapsed().as_secs() < 10 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert!(sa.lost[0].contains("handshake"), "{:?}", sa.lost);
+        drop(a);
+        let t0 = std::time::Instant::now();
+        while b.rejected() == 0 && t0.elapsed().as_secs() < 10 {
+            b.accept_all();
+        }
+        assert!(sb.frames.is_empty(), "nothing was written before the proof");
+        assert_eq!(b.rejected(), 1);
+    }
+
+    #[test]
+    fn a_frame_above_the_limit_is_refused_on_both_sides() {
+        let (mut a, mut b) = pair();
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        b.frame_max = 1 << 16;
+        a.post(1, &eager(0), &[], b"hello", Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
+        let ci = a.send_conn[1].unwrap();
+        // The sender knows the limit from the handshake...
+        assert_eq!(a.conns[ci].peer_max, 1 << 16);
+        let big = vec![1u8; (1 << 16) + 1];
+        assert!(a.post(1, &eager(1), &[], &big, Token::NONE).is_err());
+        // ...and a sender that ignores it loses the connection.
+        a.conns[ci].peer_max = 1 << 20;
+        a.post(1, &eager(1), &[], &big, Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.lost.is_empty());
+        assert!(sb.lost[0].contains("tcp_frame_max"), "{:?}", sb.lost);
+    }
+}
+
+/// Entry points for the fuzz targets in `fuzz/` (built with `--cfg fuzzing` by cargo-fuzz).
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    /// A sink that places large payloads when the header's first byte is odd, and checks that
+    /// the transport never hands it more than the frame limit.
+    struct Sink {
+        bufs: Vec<Vec<u8>>,
+        limit: usize,
+    }
+
+    impl FrameSink for Sink {
+        fn on_frame(&mut self, _from: Gpid, _hdr: &[u8; HEADER_LEN], payload: &[u8]) {
+            assert!(payload.len() <= self.limit);
+        }
+        fn place(
+            &mut self,
+            _from: Gpid,
+            hdr: &[u8; HEADER_LEN],
+            len: usize,
+        ) -> Option<super::super::Placement> {
+            assert!(len <= self.limit);
+            if hdr[0] & 1 == 0 {
+                return None;
+            }
+            let wait = if hdr[1] & 1 == 1 {
+                Await::Whole
+            } else {
+                Await::AsItComes
+            };
+            self.bufs.push(vec![0u8; len]);
+            let b = self.bufs.last_mut()?;
+            // SAFETY: the buffer lives in `bufs` until the sink is dropped, after the transport.
+            let to = unsafe { super::super::Span::new(b.as_mut_ptr(), len) };
+            Some(super::super::Placement { to, wait })
+        }
+    }
+
+    /// Feed `bytes` to an authenticated connection's stream parser as if a peer wrote them.
+    pub fn stream(bytes: &[u8]) {
+        let limit = 1 << 16;
+        let mut t = Tcp::new(0, Ipv4Addr::LOCALHOST, true, 0, limit, limit, false)
+            .expect("a listener on loopback");
+        t.start([0; 32], 2);
+        let (mine, mut theirs) = UnixStream::pair().expect("a socket pair");
+        mine.set_nonblocking(true).expect("nonblocking");
+        let sock = Socket::from(std::os::fd::OwnedFd::from(mine));
+        let ci = t.add_conn(sock, 1, None);
+        theirs.set_nonblocking(true).expect("nonblocking");
+        let mut sink = Sink {
+            bufs: Vec::new(),
+            limit,
+        };
+        let mut at = 0;
+        for _ in 0..10_000 {
+            if at < bytes.len() {
+                match theirs.write(&bytes[at..]) {
+                    Ok(n) => at += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => break,
+                }
+                if at == bytes.len() {
+                    let _ = theirs.shutdown(std::net::Shutdown::Write);
+                }
+            }
+            t.read_conn(ci, &mut sink);
+            if t.conns[ci].closed {
+                break;
+            }
+        }
     }
 }
