@@ -127,6 +127,18 @@ fn connect_list(host: &str, all: &[Ipv4Addr], port: u16) -> String {
     format!("{}:{port}", ips.join(","))
 }
 
+/// Why a host is lost when its proxy's connection ends without `Done`.
+const PROXY_GONE: &str =
+    "its proxy closed the connection before the job ended (the proxy or its host died)";
+
+/// The same for a connection that failed: a reset is the proxy dying with unread data.
+fn connection_failed(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => PROXY_GONE.to_string(),
+        _ => format!("the connection to its proxy failed: {e}"),
+    }
+}
+
 /// A host's connection state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostState {
@@ -608,10 +620,7 @@ impl Remote {
                     host.outq.drain(..n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    let why = format!("the connection to its proxy failed: {e}");
-                    return self.lose(h, why, events);
-                }
+                Err(e) => return self.lose(h, connection_failed(&e), events),
             }
         }
     }
@@ -630,10 +639,7 @@ impl Remote {
                         host.session = None;
                         return;
                     }
-                    let why = "its proxy closed the connection before the job ended (the proxy \
-                               or its host died)"
-                        .to_string();
-                    return self.lose(h, why, events);
+                    return self.lose(h, PROXY_GONE.to_string(), events);
                 }
                 Ok(n) => {
                     session.push(&buf[..n]);
@@ -656,10 +662,7 @@ impl Remote {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    let why = format!("the connection to its proxy failed: {e}");
-                    return self.lose(h, why, events);
-                }
+                Err(e) => return self.lose(h, connection_failed(&e), events),
             }
         }
     }
