@@ -2296,7 +2296,7 @@ pub mod fuzzing {
         let (mine, mut theirs) = UnixStream::pair().expect("a socket pair");
         mine.set_nonblocking(true).expect("nonblocking");
         let sock = Socket::from(std::os::fd::OwnedFd::from(mine));
-        let ci = t.add_conn(sock, 1, None);
+        let ci = t.add_conn(sock, 1, 0, None);
         theirs.set_nonblocking(true).expect("nonblocking");
         let mut sink = Sink {
             bufs: Vec::new(),
