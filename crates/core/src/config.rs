@@ -321,6 +321,8 @@ tunables! {
         "Disable Nagle's algorithm on TCP connections.";
     tcp_addr: String = "", Kind::Str, writable = false,
         "Address to listen on and publish for TCP connections (default: loopback when the process manager places every rank on one node, else the first non-loopback IPv4 address).";
+    tcp_fault: String = "", Kind::Str, writable = false,
+        "Fault injection for tests: lane K@BYTES resets (RST) lane K of the first peer whose lane K has carried BYTES of bulk data from this process (lane=1@4m). Empty: none.";
     tcp_if: String = "", Kind::Str, writable = false,
         "Interfaces TCP may use, comma-separated: interface names (eth0) or IPv4 subnets (10.1.0.0/16); the listener binds the first address of the first up interface that matches, in the order given (default: any; tcp_addr overrides it). Like Open MPI's btl_tcp_if_include.";
     tcp_frame_max: i64 = "64m", Kind::Int { min: 65536, max: 1 << 31 }, writable = false,

@@ -377,7 +377,11 @@ impl Engine {
             src,
             tag,
         };
-        let r = self.pml.post_direct(spec, buf, cap);
+        let from = usize::try_from(src)
+            .ok()
+            .and_then(|s| c.peers().get(s).copied())
+            .unwrap_or(UNKNOWN_PEER);
+        let r = self.pml.post_direct(spec, from, buf, cap);
         if self.pml.busy() {
             // A synchronous sender may be waiting for its acknowledgement.
             self.pml.flush(&mut self.net);
@@ -411,9 +415,16 @@ impl Engine {
             return Ok(self.done_request(comm, Status::PROC_NULL));
         }
         let (ptr, len, packed) = self.recv_data(buf, count, d)?;
-        let ctx = self.comm(comm)?.ctx + ctx_offset;
+        let c = self.comm(comm)?;
+        let ctx = c.ctx + ctx_offset;
+        let from = usize::try_from(src)
+            .ok()
+            .and_then(|s| c.peers().get(s).copied());
         let (slot, r) = self.pml.reqs.insert_new(Kind::Recv, comm);
         r.env = Envelope { ctx, src, tag };
+        if let Some(g) = from {
+            r.peer = g;
+        }
         r.buf = ptr;
         r.len = len;
         r.packed = packed;

@@ -99,6 +99,9 @@ impl Drop for Packed {
     }
 }
 
+/// `Request::peer` of a receive whose source process is not known (yet).
+pub const UNKNOWN_PEER: Gpid = Gpid::MAX;
+
 #[derive(Debug)]
 pub struct Request {
     pub gen: u8,
@@ -106,7 +109,8 @@ pub struct Request {
     pub complete: bool,
     pub status: Status,
     pub comm: u32,
-    /// Send: destination; receive: the matched sender.
+    /// Send: destination; receive: the matched sender, or before the match the process the
+    /// receive names as its source ([`UNKNOWN_PEER`] for MPI_ANY_SOURCE or not known).
     pub peer: Gpid,
     /// Send: the envelope sent; receive: the match specification.
     pub env: Envelope,
@@ -165,7 +169,7 @@ impl Request {
             complete: false,
             status: Status::EMPTY,
             comm,
-            peer: 0,
+            peer: UNKNOWN_PEER,
             env: Envelope::default(),
             buf: std::ptr::null_mut(),
             len: 0,

@@ -80,6 +80,23 @@ fn unreachable(peer: Gpid) -> SendError {
 /// Cooperative-copy slots each process offers (large sends in flight at once that may use it).
 const COOP_SLOTS: usize = 64;
 
+/// `tcp_fault`: `lane=K@BYTES` (BYTES with an optional k, m or g).
+fn parse_fault(text: &str) -> std::result::Result<(u8, u64), String> {
+    let bad = || format!("'{text}' is not lane=K@BYTES (lane=1@4m)");
+    let spec = text.trim().strip_prefix("lane=").ok_or_else(bad)?;
+    let (k, b) = spec.split_once('@').ok_or_else(bad)?;
+    let lane = k
+        .trim()
+        .parse::<u8>()
+        .ok()
+        .filter(|k| *k < MAX_LANES)
+        .ok_or_else(bad)?;
+    let after = crate::config::parse_size(b.trim())
+        .filter(|n| *n >= 0)
+        .ok_or_else(bad)?;
+    Ok((lane, after as u64))
+}
+
 /// The lane mode for TCP peers and the per-peer rules, from the tunables.
 fn lane_settings(cfg: &Config) -> std::result::Result<(Mode, Vec<(RankSet, Mode)>), String> {
     let max = cfg.tcp_lanes_max.clamp(1, MAX_LANES as i64) as u8;
@@ -154,6 +171,11 @@ impl Net {
             t.start(key, size as usize);
             let (mode, rules) = lane_settings(cfg).map_err(|e| cfg_err("TCP_LANES", e))?;
             t.set_lanes(mode, rules);
+            if !cfg.tcp_fault.is_empty() {
+                let (lane, after) =
+                    parse_fault(&cfg.tcp_fault).map_err(|e| cfg_err("TCP_FAULT", e))?;
+                t.set_fault(lane, after);
+            }
         }
         let local = boot.local();
 

@@ -20,7 +20,7 @@ use crate::mpi::datatype::Datatype;
 use crate::mpi::engine::Engine;
 use crate::mpi::global::{self, with};
 use crate::mpi::pml::DirectPost;
-use crate::mpi::request::Status;
+use crate::mpi::request::{Status, UNKNOWN_PEER};
 use crate::proto::frame::Envelope;
 use crate::transport::Gpid;
 
@@ -67,7 +67,12 @@ impl Call {
                         src,
                         tag: self.tag,
                     };
-                    match e.pml.post_direct(spec, r.rbuf, r.rcap) {
+                    let peer = e
+                        .comm(self.comm)
+                        .ok()
+                        .and_then(|c| c.peers().get(src as usize).copied())
+                        .unwrap_or(UNKNOWN_PEER);
+                    match e.pml.post_direct(spec, peer, r.rbuf, r.rcap) {
                         DirectPost::Done(st) => Recv::Done(st),
                         DirectPost::Posted => Recv::Direct,
                         DirectPost::UseRequest => {

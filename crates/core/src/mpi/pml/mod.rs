@@ -733,7 +733,12 @@ impl Pml {
                         && !r.complete
                         && match r.kind {
                             Kind::Send => !r.send.is_done(),
-                            Kind::Recv => r.recv.state() == RecvState::Receiving,
+                            // Arriving, or posted for this process alone (MPI_ANY_SOURCE
+                            // receives may still be matched by others).
+                            Kind::Recv => {
+                                r.recv.state() == RecvState::Receiving
+                                    || (r.recv.state() == RecvState::Posted && r.env.src >= 0)
+                            }
                             Kind::Done => false,
                         }
                 })
@@ -742,6 +747,18 @@ impl Pml {
         let p = &mut self.peers[peer as usize];
         self.backlogged -= p.backlog.len();
         p.backlog.clear();
+        if let Some(d) = self.direct.as_mut() {
+            if d.from == peer && d.spec.src >= 0 && d.state == DirectState::Waiting {
+                let mut st = Status::EMPTY;
+                st.error = Some(Box::new(MpiError::new(
+                    ErrorClass::Other,
+                    format!("the connection to process {peer} broke: {why}"),
+                )));
+                d.state = DirectState::Done(st);
+                self.posted.retain(|p| p.slot != DIRECT);
+            }
+        }
+        self.posted.retain(|p| !slots.contains(&p.slot));
         for s in slots {
             self.streaming.retain(|x| *x != s);
             self.fail(

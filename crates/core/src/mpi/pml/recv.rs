@@ -41,6 +41,8 @@ pub(super) enum DirectState {
 #[derive(Debug)]
 pub(super) struct Direct {
     pub(super) spec: Envelope,
+    /// The process the receive names as its source (`UNKNOWN_PEER` for MPI_ANY_SOURCE).
+    pub(super) from: Gpid,
     pub(super) buf: *mut u8,
     pub(super) cap: usize,
     pub(super) state: DirectState,
@@ -181,9 +183,22 @@ impl Pml {
     // ----------------------------------------------------------------------------------------
     // Receiving
 
-    /// Post a blocking receive of `cap` contiguous bytes without a request.
-    pub fn post_direct(&mut self, spec: Envelope, buf: *mut u8, cap: usize) -> DirectPost {
-        if self.direct.is_some() {
+    /// Post a blocking receive of `cap` contiguous bytes without a request; `from` is the
+    /// process `spec.src` names (`UNKNOWN_PEER` for MPI_ANY_SOURCE).
+    pub fn post_direct(
+        &mut self,
+        spec: Envelope,
+        from: Gpid,
+        buf: *mut u8,
+        cap: usize,
+    ) -> DirectPost {
+        // Busy, or a source that is gone (the request path reports it).
+        if self.direct.is_some()
+            || self
+                .peers
+                .get(from as usize)
+                .is_some_and(|p| p.lost.is_some())
+        {
             return DirectPost::UseRequest;
         }
         if let Some(i) = self.unexpected.iter().position(|u| matches(&spec, &u.env)) {
@@ -203,6 +218,7 @@ impl Pml {
         self.posted.push_back(Posted { spec, slot: DIRECT });
         self.direct = Some(Direct {
             spec,
+            from,
             buf,
             cap,
             state: DirectState::Waiting,
@@ -235,6 +251,16 @@ impl Pml {
             let u = self.take_unexpected(i);
             self.deliver_unexpected(slot, u);
             return self.reqs.get(slot).is_none_or(|r| r.complete);
+        }
+        // A receive from one process that is gone (and sent nothing matching before) fails
+        // now rather than wait for it.
+        let from = self.reqs.get(slot).expect("slot").peer;
+        if spec.src >= 0 {
+            if let Some(why) = self.peers.get(from as usize).and_then(|p| p.lost.clone()) {
+                let e = MpiError::new(ErrorClass::Other, format!("process {from} is gone: {why}"));
+                self.fail(slot, e);
+                return true;
+            }
         }
         let r = self.reqs.get_mut(slot).expect("slot");
         if let Err(e) = r.recv.post() {

@@ -683,13 +683,13 @@ fn blocking_receive_without_a_request() {
     // Posted, then an eager message completes it in place.
     let mut buf = [0u8; 8];
     assert!(matches!(
-        t.b.post_direct(any, buf.as_mut_ptr(), 8),
+        t.b.post_direct(any, UNKNOWN_PEER, buf.as_mut_ptr(), 8),
         DirectPost::Posted
     ));
     assert!(!t.b.direct_ready());
     assert!(
         matches!(
-            t.b.post_direct(any, buf.as_mut_ptr(), 8),
+            t.b.post_direct(any, UNKNOWN_PEER, buf.as_mut_ptr(), 8),
             DirectPost::UseRequest
         ),
         "one at a time"
@@ -709,7 +709,7 @@ fn blocking_receive_without_a_request() {
     let (s, _) = send(&mut t.a, &mut t.ab, b"sync", 5, Mode::Sync);
     t.run();
     let mut small = [0u8; 2];
-    match t.b.post_direct(any, small.as_mut_ptr(), 2) {
+    match t.b.post_direct(any, UNKNOWN_PEER, small.as_mut_ptr(), 2) {
         DirectPost::Done(st) => assert_eq!(st.error_class(), Some(ErrorClass::Truncate)),
         other => panic!("{other:?}"),
     }
@@ -719,7 +719,7 @@ fn blocking_receive_without_a_request() {
     let big: Vec<u8> = (0..500u32).map(|i| i as u8).collect();
     let mut dst = vec![0u8; 500];
     assert!(matches!(
-        t.b.post_direct(any, dst.as_mut_ptr(), 500),
+        t.b.post_direct(any, UNKNOWN_PEER, dst.as_mut_ptr(), 500),
         DirectPost::Posted
     ));
     let (s2, _) = send(&mut t.a, &mut t.ab, &big, 6, Mode::Standard);
@@ -731,7 +731,7 @@ fn blocking_receive_without_a_request() {
     send(&mut t.a, &mut t.ab, &big, 7, Mode::Standard);
     t.run();
     assert!(matches!(
-        t.b.post_direct(any, dst.as_mut_ptr(), 500),
+        t.b.post_direct(any, UNKNOWN_PEER, dst.as_mut_ptr(), 500),
         DirectPost::UseRequest
     ));
 }
@@ -772,7 +772,7 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
         tag: ANY_TAG,
     };
     assert!(matches!(
-        t.b.post_direct(any, small.as_mut_ptr(), 16),
+        t.b.post_direct(any, UNKNOWN_PEER, small.as_mut_ptr(), 16),
         DirectPost::Posted
     ));
     let p = place(&mut t.b, &hdr(1, false), 16).unwrap();

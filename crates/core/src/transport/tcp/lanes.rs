@@ -10,13 +10,21 @@
 //! The choice is per peer, from what the transport measures (sans-IO here: the caller passes
 //! in each finished bulk transfer, the round trip and the window of the connection):
 //! - `Fixed(n)`: always `n` lanes (the `tcp_lanes` tunable, or a per-peer rule).
-//! - `Auto`: one lane while the round trip is short (below [`LONG_RTT`]); on a long link, probe:
-//!   double the lanes while a transfer's throughput rises by at least [`GAIN`] over the best so
-//!   far, and settle on the best count when it does not (or at the maximum). A settled count is
-//!   probed again from one lane when throughput falls to half the best, since the link changed.
+//! - `Auto`: one lane while the round trip is short (below [`LONG_RTT`]); on a long link, start
+//!   from the bandwidth-delay product against the socket buffer before anything is measured
+//!   (enough lanes for a link of [`ASSUMED_RATE`] at the connection's round trip, each lane
+//!   carrying half a buffer per round trip, at most [`FIRST_JUMP`]: [`LaneCtl::estimate`]),
+//!   then probe: the first step follows from the bandwidth-delay product against the socket buffer: when
+//!   one lane moved at least half a buffer per round trip (its window, not the link, held it
+//!   back), it jumps to [`FIRST_JUMP`] lanes, else it doubles; after that it doubles the lanes
+//!   while a transfer's throughput rises by at least [`GAIN`] over the best so far, and settles
+//!   on the best count when it does not (or at the maximum). A settled count is probed again
+//!   from one lane when [`RELAPSE`] transfers in a row ran at under half the best: the link
+//!   changed.
 //!
-//! Only transfers of at least [`MIN_BULK`] bytes that ran on lanes all open before they started
-//! count: a connection that just opened is still in slow start and would understate its lanes.
+//! Only transfers of at least [`MIN_BULK`] bytes that ran on lanes all open, and each past
+//! [`WARM_BYTES`] of bulk data, before they started count: a connection that just opened is
+//! still in slow start and would understate its lanes.
 
 use std::time::Duration;
 
@@ -26,6 +34,16 @@ pub const LONG_RTT: Duration = Duration::from_millis(1);
 pub const MIN_BULK: u64 = 1 << 20;
 /// More lanes must bring this much more throughput to be kept.
 pub const GAIN: f64 = 1.10;
+/// A lane must have carried this much bulk data before its transfers measure the link.
+pub const WARM_BYTES: u64 = 1 << 20;
+/// Lanes of the first step when one lane is held back by its window.
+pub const FIRST_JUMP: u8 = 4;
+/// The link rate (bytes per second) the first estimate assumes: 1 Gbit/s, what links between
+/// sites commonly offer (the second seed's); probing corrects it either way.
+pub const ASSUMED_RATE: f64 = 125e6;
+/// Settled transfers in a row at under half the best throughput that make the count be
+/// probed again.
+pub const RELAPSE: u8 = 3;
 
 /// How a peer's lane count is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +79,10 @@ pub struct LaneCtl {
     /// Best throughput seen (bytes per second) and its lane count.
     best: Option<(f64, u8)>,
     settled: bool,
+    /// Settled transfers in a row that ran at under half the best.
+    low: u8,
+    /// The first estimate was made (or was not needed).
+    estimated: bool,
 }
 
 impl LaneCtl {
@@ -73,7 +95,33 @@ impl LaneCtl {
             },
             best: None,
             settled: false,
+            low: 0,
+            estimated: false,
         }
+    }
+
+    /// Before the first bulk transfer to the peer: the first estimate from the round trip
+    /// of its first connection and that connection's socket send buffer (`window` bytes, 0:
+    /// unknown). Only once, and only in auto mode on a long link. Returns true when the
+    /// target changed.
+    pub fn estimate(&mut self, rtt: Duration, window: u64) -> bool {
+        if self.estimated {
+            return false;
+        }
+        self.estimated = true;
+        let Mode::Auto { max } = self.mode else {
+            return false;
+        };
+        if rtt < LONG_RTT || window == 0 || self.best.is_some() {
+            return false;
+        }
+        let bdp = ASSUMED_RATE * rtt.as_secs_f64();
+        let n = (bdp / (window as f64 / 2.0))
+            .ceil()
+            .clamp(1.0, FIRST_JUMP as f64) as u8;
+        let before = self.target;
+        self.target = n.min(max).max(1);
+        self.target != before
     }
 
     /// Lanes bulk data should use now.
@@ -91,8 +139,16 @@ impl LaneCtl {
     }
 
     /// A bulk transfer of `bytes` took `elapsed` on `lanes` lanes; the link's round trip is
-    /// `rtt`. Returns true when the target changed.
-    pub fn observe(&mut self, bytes: u64, elapsed: Duration, lanes: u8, rtt: Duration) -> bool {
+    /// `rtt` and a lane's socket send buffer `window` bytes (0: unknown). Returns true when the
+    /// target changed.
+    pub fn observe(
+        &mut self,
+        bytes: u64,
+        elapsed: Duration,
+        lanes: u8,
+        rtt: Duration,
+        window: u64,
+    ) -> bool {
         let Mode::Auto { max } = self.mode else {
             return false;
         };
@@ -102,10 +158,14 @@ impl LaneCtl {
         let rate = bytes as f64 / elapsed.as_secs_f64();
         let before = self.target;
         if self.settled {
-            // The link changed a lot: probe again from one lane.
-            if self.best.is_some_and(|(b, _)| rate < b / 2.0) && rtt >= LONG_RTT {
+            // The link changed a lot (the last few transfers all ran at under half the best,
+            // not just one unlucky one): probe again from one lane.
+            let slow = self.best.is_some_and(|(b, _)| rate < b / 2.0) && rtt >= LONG_RTT;
+            self.low = if slow { self.low + 1 } else { 0 };
+            if self.low >= RELAPSE {
                 self.best = None;
                 self.settled = false;
+                self.low = 0;
                 self.target = 1;
             } else if let Some((b, n)) = self.best.as_mut() {
                 if *n == lanes && rate > *b {
@@ -118,7 +178,15 @@ impl LaneCtl {
             None => {
                 self.best = Some((rate, lanes));
                 if rtt >= LONG_RTT && lanes < max {
-                    self.target = (lanes * 2).min(max);
+                    // Window-limited: a lane moved about what its buffer allows per round
+                    // trip (the kernel keeps about half of a buffer for data in flight).
+                    let per_rtt = rate * rtt.as_secs_f64() / lanes as f64;
+                    let step = if window > 0 && per_rtt >= window as f64 / 4.0 {
+                        FIRST_JUMP.max(lanes * 2)
+                    } else {
+                        lanes * 2
+                    };
+                    self.target = step.min(max);
                 } else {
                     self.settled = true;
                 }
@@ -154,15 +222,7 @@ mod tests {
     }
 
     fn settle(ctl: &mut LaneCtl, rtt: Duration, rate: impl Fn(u8) -> f64) -> u8 {
-        for _ in 0..20 {
-            let n = ctl.target();
-            let secs = (16 * MB) as f64 / rate(n);
-            ctl.observe(16 * MB, Duration::from_secs_f64(secs), n, rtt);
-            if ctl.settled() {
-                break;
-            }
-        }
-        ctl.target()
+        settle_w(ctl, rtt, 0, rate)
     }
 
     #[test]
@@ -199,20 +259,23 @@ mod tests {
             MB / 2,
             Duration::from_millis(50),
             1,
-            Duration::from_millis(20)
+            Duration::from_millis(20),
+            0
         ));
         assert!(!c.observe(
             4 * MB,
             Duration::from_millis(50),
             3,
-            Duration::from_millis(20)
+            Duration::from_millis(20),
+            0
         ));
         assert_eq!(c.target(), 1);
         assert!(c.observe(
             4 * MB,
             Duration::from_millis(500),
             1,
-            Duration::from_millis(20)
+            Duration::from_millis(20),
+            0
         ));
         assert_eq!(c.target(), 2);
         let mut f = LaneCtl::new(Mode::Fixed(4));
@@ -220,13 +283,67 @@ mod tests {
             64 * MB,
             Duration::from_secs(1),
             4,
-            Duration::from_millis(20)
+            Duration::from_millis(20),
+            0
         ));
         assert_eq!(f.target(), 4);
         assert_eq!(Mode::parse("auto", 16), Ok(Mode::Auto { max: 16 }));
         assert_eq!(Mode::parse(" 8 ", 16), Ok(Mode::Fixed(8)));
         assert!(Mode::parse("0", 16).is_err() && Mode::parse("17", 16).is_err());
         assert!(Mode::parse("many", 16).is_err());
+    }
+
+    #[test]
+    fn a_window_limited_lane_jumps_to_four() {
+        // 256 KiB buffers, 20 ms: one lane moves 6.5 MB/s, about half a buffer a round trip.
+        let rtt = Duration::from_millis(20);
+        let mut c = LaneCtl::new(Mode::Auto { max: 16 });
+        let secs = (4 * MB) as f64 / 6.5e6;
+        assert!(c.observe(4 * MB, Duration::from_secs_f64(secs), 1, rtt, 256 << 10));
+        assert_eq!(c.target(), 4);
+        // Far below what the window allows (the link is the limit): only double.
+        let mut c = LaneCtl::new(Mode::Auto { max: 16 });
+        let secs = (4 * MB) as f64 / 1e6;
+        assert!(c.observe(4 * MB, Duration::from_secs_f64(secs), 1, rtt, 256 << 10));
+        assert_eq!(c.target(), 2);
+        // Then doubling as before, up to the link: 1 Gbit/s, 6.5 MB/s a lane.
+        let mut c = LaneCtl::new(Mode::Auto { max: 16 });
+        let n = settle_w(&mut c, rtt, 256 << 10, |n| link(125e6, 6.5e6, n));
+        assert_eq!(n, 16);
+    }
+
+    fn settle_w(ctl: &mut LaneCtl, rtt: Duration, w: u64, rate: impl Fn(u8) -> f64) -> u8 {
+        for _ in 0..20 {
+            let n = ctl.target();
+            let secs = (16 * MB) as f64 / rate(n);
+            ctl.observe(16 * MB, Duration::from_secs_f64(secs), n, rtt, w);
+            if ctl.settled() {
+                break;
+            }
+        }
+        ctl.target()
+    }
+
+    #[test]
+    fn the_first_estimate_is_the_bandwidth_delay_product_against_the_buffer() {
+        let w = 256 << 10;
+        let est = |rtt_us: u64, w: u64, mode: Mode| {
+            let mut c = LaneCtl::new(mode);
+            c.estimate(Duration::from_micros(rtt_us), w);
+            let again = c.estimate(Duration::from_millis(50), w);
+            assert!(!again, "only once");
+            c.target()
+        };
+        let auto = Mode::Auto { max: 16 };
+        assert_eq!(est(40, w, auto), 1, "loopback");
+        assert_eq!(est(900, w, auto), 1, "a LAN");
+        // 2 ms: 250 KB in flight for 1 Gbit/s, 128 KiB a lane: 2 lanes.
+        assert_eq!(est(2_000, w, auto), 2);
+        // 20 ms: 2.5 MB: capped at the first jump, probing goes on from there.
+        assert_eq!(est(20_000, w, auto), FIRST_JUMP);
+        assert_eq!(est(20_000, w, Mode::Auto { max: 2 }), 2);
+        assert_eq!(est(20_000, 0, auto), 1, "unknown buffer");
+        assert_eq!(est(20_000, w, Mode::Fixed(3)), 3);
     }
 
     #[test]
@@ -237,7 +354,14 @@ mod tests {
         // The link now carries a tenth: the count is probed again from one lane.
         let slow = |n| link(12.5e6, 9e6, n);
         let secs = (16 * MB) as f64 / slow(16);
-        assert!(c.observe(16 * MB, Duration::from_secs_f64(secs), 16, rtt));
+        let fast_secs = (16 * MB) as f64 / link(125e6, 9e6, 16);
+        // One slow transfer is noise; a fast one between resets the count.
+        assert!(!c.observe(16 * MB, Duration::from_secs_f64(secs), 16, rtt, 0));
+        assert!(!c.observe(16 * MB, Duration::from_secs_f64(fast_secs), 16, rtt, 0));
+        for _ in 1..RELAPSE {
+            assert!(!c.observe(16 * MB, Duration::from_secs_f64(secs), 16, rtt, 0));
+        }
+        assert!(c.observe(16 * MB, Duration::from_secs_f64(secs), 16, rtt, 0));
         assert_eq!(c.target(), 1);
         assert_eq!(settle(&mut c, rtt, slow), 2);
     }

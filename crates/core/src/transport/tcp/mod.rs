@@ -138,6 +138,9 @@ struct Conn {
     peer_max: usize,
     /// Which of the peer's lanes this connection is (0: the one frames keep their order on).
     lane: u8,
+    /// Bulk data bytes queued on it so far: a lane measures its link only once past slow
+    /// start (see `lanes::WARM_BYTES`).
+    bulk: u64,
 }
 
 impl Conn {
@@ -288,6 +291,10 @@ pub struct Tcp {
     /// Bulk data: lanes by peer, how many each peer gets (a default and per-peer rules), and
     /// payload bytes sent on each lane number.
     peer_lanes: Vec<Option<Box<PeerLanes>>>,
+    /// Fault to inject (`tcp_fault`): reset lane .0 once it carried .1 bytes of bulk data.
+    fault: Option<(u8, u64)>,
+    /// Peers whose connection a fault reset, to report lost at the next progress.
+    faulted: Vec<(Gpid, String)>,
     lane_mode: Mode,
     lane_rules: Vec<(RankSet, Mode)>,
     lane_bytes: [u64; MAX_LANES as usize],
@@ -429,11 +436,20 @@ impl Tcp {
             accepted: Vec::new(),
             rejected: 0,
             peer_lanes: Vec::new(),
+            fault: None,
+            faulted: Vec::new(),
             lane_mode: Mode::Fixed(1),
             lane_rules: Vec::new(),
             lane_bytes: [0; MAX_LANES as usize],
             bursts: 0,
         })
+    }
+
+    /// Fault injection (`tcp_fault`): reset lane `lane` of the first peer whose lane has
+    /// carried `after` bytes of bulk data from this process. For tests of what a broken
+    /// lane does to the messages under way.
+    pub fn set_fault(&mut self, lane: u8, after: u64) {
+        self.fault = Some((lane, after));
     }
 
     /// Connections may start: the job's key and its number of processes (from the bootstrap).
@@ -573,6 +589,7 @@ impl Tcp {
             connecting,
             peer_max: self.frame_max,
             lane,
+            bulk: 0,
         });
         if self.send_conn.len() <= peer as usize {
             self.send_conn.resize(peer as usize + 1, None);
@@ -1201,6 +1218,24 @@ impl Tcp {
     ) -> Result<Sent, SendError> {
         let failed = |e: io::Error| SendError::Failed(e.to_string());
         let ci0 = self.conn_for(peer).map_err(failed)?;
+        let auto = matches!(
+            Self::mode_for(self.lane_mode, &self.lane_rules, peer),
+            Mode::Auto { .. }
+        );
+        if auto && self.conns[ci0].connecting.is_none() {
+            let c = &self.conns[ci0];
+            let (rtt, window) = (
+                rtt_of(&c.sock),
+                c.sock.send_buffer_size().unwrap_or(0) as u64,
+            );
+            if self.lanes_mut(peer).ctl.estimate(rtt, window) && self.verbose {
+                eprintln!(
+                    "Protean[{}]: {} lanes to process {peer} (first estimate: rtt {rtt:?}, buffer {window})",
+                    self.me,
+                    self.lanes_of(peer)
+                );
+            }
+        }
         let target = self.lanes_of(peer) as usize;
         let measuring = match self.peer_lanes.get(peer as usize) {
             Some(Some(pl)) => !pl.ctl.settled(),
@@ -1262,10 +1297,14 @@ impl Tcp {
                 .flatten()
                 .all(|ci| conns[*ci].out.is_empty());
             if idle {
+                // Lanes that just opened are in slow start and would understate the count.
                 let all_ready = pl.conns[..target]
                     .iter()
                     .flatten()
-                    .filter(|ci| ready(ci))
+                    .filter(|ci| {
+                        ready(ci)
+                            && (conns[**ci].lane == 0 || conns[**ci].bulk >= lanes::WARM_BYTES)
+                    })
                     .count()
                     == target;
                 self.bursts += 1;
@@ -1281,9 +1320,35 @@ impl Tcp {
             b.bytes += len;
         }
         let lane = self.conns[ci].lane as usize;
+        self.conns[ci].bulk += len;
         self.lane_bytes[lane.min(MAX_LANES as usize - 1)] += len;
-        self.post_on(ci, peer, hdr, small, body, token)
-            .map_err(failed)
+        let sent = self
+            .post_on(ci, peer, hdr, small, body, token)
+            .map_err(failed);
+        if let Some((k, after)) = self.fault {
+            if lane == k as usize && self.conns[ci].bulk >= after {
+                self.fault = None;
+                self.reset(ci);
+            }
+        }
+        sent
+    }
+
+    /// Abort connection `ci` (an RST to the peer, queued data dropped) and report its peer
+    /// lost at the next progress: the fault `tcp_fault` injects.
+    fn reset(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        let _ = c.sock.set_linger(Some(std::time::Duration::ZERO));
+        // Closing with a zero linger time sends the RST; a placeholder takes the descriptor's
+        // place (the slot stays, closed, for the indexes that name it).
+        if let Ok(dead) = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), None) {
+            drop(std::mem::replace(&mut c.sock, dead));
+        }
+        c.closed = true;
+        c.out.clear();
+        c.queued = 0;
+        let why = format!("lane {} reset (fault injected by tcp_fault)", c.lane);
+        self.faulted.push((c.peer, why));
     }
 
     /// Bursts of bulk data that ended (every lane idle, every byte acknowledged) tell the
@@ -1322,7 +1387,10 @@ impl Tcp {
             let rtt = lanes
                 .first()
                 .map_or(std::time::Duration::ZERO, |ci| rtt_of(&conns[*ci].sock));
-            if pl.ctl.observe(bytes, elapsed, used, rtt) && self.verbose {
+            let window = lanes.first().map_or(0, |ci| {
+                conns[*ci].sock.send_buffer_size().unwrap_or(0) as u64
+            });
+            if pl.ctl.observe(bytes, elapsed, used, rtt, window) && self.verbose {
                 eprintln!(
                     "Protean[{}]: {} lanes to process {g} ({} bytes in {:?} on {used}, rtt {:?})",
                     self.me,
@@ -1592,6 +1660,9 @@ impl Transport for Tcp {
     }
 
     fn progress<S: FrameSink>(&mut self, sink: &mut S) -> usize {
+        for (peer, why) in std::mem::take(&mut self.faulted) {
+            sink.on_peer_lost(peer, &why);
+        }
         self.poll(sink)
     }
 
