@@ -513,12 +513,7 @@ pub unsafe extern "C" fn protean_MPI_Win_set_info(win: MPI_Win, info: MPI_Info) 
         let h = hints(info)?;
         with(|e| -> R<()> {
             let w = e.rma.win_mut(id)?;
-            for (k, v) in h {
-                match w.info.iter_mut().find(|(x, _)| *x == k) {
-                    Some(e) => e.1 = v,
-                    None => w.info.push((k, v)),
-                }
-            }
+            rma::set_hints(&mut w.info, &h);
             Ok(())
         })?
     })();

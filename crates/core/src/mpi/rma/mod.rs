@@ -480,6 +480,30 @@ fn info_flag(info: &[(String, String)], key: &str) -> bool {
         .is_some_and(|(_, v)| v.eq_ignore_ascii_case("true"))
 }
 
+/// The hints a window knows (others are ignored, as MPICH does).
+const HINTS: &[&str] = &[
+    "no_locks",
+    "accumulate_ordering",
+    "accumulate_ops",
+    "same_size",
+    "same_disp_unit",
+    "mpi_accumulate_granularity",
+    "alloc_shared_noncontig",
+];
+
+/// Add hints to a window's (MPI_Win_set_info): known keys only.
+pub fn set_hints(have: &mut Vec<(String, String)>, set: &[(String, String)]) {
+    for (k, val) in set {
+        if !HINTS.contains(&k.as_str()) {
+            continue;
+        }
+        match have.iter_mut().find(|(x, _)| x == k) {
+            Some(e) => e.1 = val.clone(),
+            None => have.push((k.clone(), val.clone())),
+        }
+    }
+}
+
 /// The hints a window reports (MPI_Win_get_info): the defaults, then what was set.
 fn effective_info(flavor: Flavor, set: &[(String, String)]) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = vec![
@@ -493,12 +517,7 @@ fn effective_info(flavor: Flavor, set: &[(String, String)]) -> Vec<(String, Stri
     if flavor == Flavor::Shared {
         v.push(("alloc_shared_noncontig".into(), "false".into()));
     }
-    for (k, val) in set {
-        match v.iter_mut().find(|(x, _)| x == k) {
-            Some(e) => e.1 = val.clone(),
-            None => v.push((k.clone(), val.clone())),
-        }
-    }
+    set_hints(&mut v, set);
     v
 }
 
