@@ -766,6 +766,23 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_registry_defaults_are_the_built_in_costs() {
+        let c = crate::config::Config::defaults();
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_shm),
+            Costs::parse(Costs::SHM)
+        );
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_tcp),
+            Costs::parse(Costs::TCP)
+        );
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_self),
+            Costs::parse(Costs::SELF)
+        );
+    }
     use crate::proto::frame::FEEDBACK_SHARE_MAX as FEEDBACK_MAX;
 
     fn p(protocol: Protocol) -> Policy {
