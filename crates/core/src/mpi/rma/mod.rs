@@ -163,6 +163,11 @@ pub struct Win {
     /// Accumulates on our memory use atomic instructions (memory the library allocated in
     /// shared memory), else the accumulate lock.
     atomic: bool,
+    /// Some member may reach us (or we reach some member) by active messages: every call on
+    /// the window makes a progress pass, so that a process spinning on its own window (a
+    /// spin lock of compare-and-swap, a flag it polls under MPI_Win_lock) still applies the
+    /// operations others sent it.
+    pub(crate) am: bool,
     /// Epochs.
     pub(crate) fence_open: bool,
     pub(crate) access: Option<Vec<usize>>,
@@ -753,6 +758,14 @@ unsafe fn build(
             );
         }
         let exposed = (!cards[me].region.is_none()).then_some(cards[me].region);
+        // Members reach us by frames where we reach them by frames (routes are symmetric),
+        // and every local member does where our memory is not exposed to them.
+        let unexposed = match flavor {
+            Flavor::Create => cards[me].region.is_none(),
+            Flavor::Dynamic => !cards[me].exposes,
+            _ => false,
+        };
+        let am = peers.iter().any(|p| p.mech == Mech::Am) || (n > 1 && unexposed);
         let w = Win {
             comm: wcomm,
             ctx,
@@ -777,6 +790,7 @@ unsafe fn build(
             exposed,
             attached: Vec::new(),
             atomic: allocates,
+            am,
             fence_open: false,
             access: None,
             exposure: None,
@@ -989,6 +1003,15 @@ impl Engine {
         self.rma.early_bytes = self.rma.early.iter().map(|(_, _, p)| p.len()).sum();
         for (from, h, p) in mine {
             self.rma.on_frame(&mut self.pml, from, &h, &p);
+        }
+    }
+
+    /// A progress pass at the start of a call on window `win` when active messages may
+    /// arrive for it (see [`Win::am`]).
+    #[inline]
+    pub(crate) fn rma_poke(&mut self, win: u32) {
+        if self.rma.win(win).is_ok_and(|w| w.am) {
+            self.progress_p2p();
         }
     }
 

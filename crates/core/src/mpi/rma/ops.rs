@@ -234,7 +234,10 @@ pub unsafe fn op(
     t: Target,
     request: bool,
 ) -> Result<Option<u32>> {
-    with(|e| e.rma_op(win, what, origin, result, compare, t, request))?
+    with(|e| {
+        e.rma_poke(win);
+        e.rma_op(win, what, origin, result, compare, t, request)
+    })?
 }
 
 impl Engine {
@@ -686,6 +689,7 @@ impl Engine {
         if failed {
             if let Ok(w) = self.rma.win_mut(r.win) {
                 w.peers[r.target].mech = Mech::Am;
+                w.am = true;
             }
             return Err(Fallback::Am);
         }

@@ -89,7 +89,10 @@ impl Engine {
 
 /// Complete every operation of this process on `targets` at the targets.
 fn settle(win: u32, targets: &[usize]) -> Result<()> {
-    with(|e| e.rma_flush_start(win, targets))??;
+    with(|e| {
+        e.rma_poke(win);
+        e.rma_flush_start(win, targets)
+    })??;
     wait(|e| e.rma_settled(win, targets))?;
     with(|e| e.rma_take_error(win))?
 }
@@ -301,6 +304,7 @@ fn lock_kind(t: LockType) -> bool {
 fn acquire(win: u32, targets: &[usize], t: LockType, assert: i32) -> Result<()> {
     let exclusive = lock_kind(t);
     let hows = with(|e| -> Result<Vec<How>> {
+        e.rma_poke(win);
         let w = e.rma.win(win)?;
         let hows: Vec<How> = targets
             .iter()
@@ -353,6 +357,7 @@ fn release(win: u32, targets: &[usize]) -> Result<()> {
     // Targets locked by frames get an Unlock (answered after everything before it); the
     // others a Flush if needed, then their lock word is released here.
     let unlock_by_frames = with(|e| -> Result<Vec<(usize, bool)>> {
+        e.rma_poke(win);
         let w = e.rma.win(win)?;
         let mut v = Vec::new();
         for &r in targets {
@@ -534,13 +539,17 @@ pub fn flush_local(win: u32, rank: Option<i32>) -> Result<()> {
             "MPI_Win_flush_local_all"
         },
     )?;
+    with(|e| e.rma_poke(win))?;
     wait(|e| e.rma_settled(win, &targets))?;
     with(|e| e.rma_take_error(win))?
 }
 
 /// MPI_Win_sync: the public and private copies agree (one copy here: a memory barrier).
 pub fn sync(win: u32) -> Result<()> {
-    with(|e| e.rma.win(win).map(|_| ()))??;
+    with(|e| {
+        e.rma_poke(win);
+        e.rma.win(win).map(|_| ())
+    })??;
     mem_fence(Ordering::SeqCst);
     Ok(())
 }
