@@ -667,7 +667,10 @@ unsafe fn build(
             )
         })?);
     }
-    if shared {
+    // Some host has a segment (the same answer at every member: the barrier is collective).
+    let any_shared = flavor == Flavor::Shared
+        || (0..n).any(|j| hosts[..j].contains(&hosts[j]));
+    if any_shared {
         // Everyone on the host has mapped the segment before its name goes.
         crate::mpi::coll::barrier(wcomm)?;
         if let Some(s) = seg.as_mut() {
