@@ -84,6 +84,8 @@ pub struct Engine {
     pub coll: crate::mpi::coll::State,
     /// Windows and one-sided operations in flight.
     pub rma: crate::mpi::rma::State,
+    /// MPI_Isendrecv(_replace) requests waiting for their send and receive.
+    pub pairs: Vec<crate::mpi::p2p::Pair>,
     /// Progress passes so far, and when the launcher was last seen alive (see
     /// [`Engine::watch_launcher`]).
     passes: u32,
@@ -168,6 +170,7 @@ impl Engine {
             node_procs,
             coll,
             rma: Default::default(),
+            pairs: Vec::new(),
             passes: 0,
             launcher_seen: std::time::Instant::now(),
         })
@@ -192,6 +195,9 @@ impl Engine {
         }
         if self.coll.busy() {
             self.coll_progress();
+        }
+        if !self.pairs.is_empty() {
+            self.pair_progress();
         }
         n
     }

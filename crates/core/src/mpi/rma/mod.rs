@@ -668,8 +668,7 @@ unsafe fn build(
         })?);
     }
     // Some host has a segment (the same answer at every member: the barrier is collective).
-    let any_shared = flavor == Flavor::Shared
-        || (0..n).any(|j| hosts[..j].contains(&hosts[j]));
+    let any_shared = flavor == Flavor::Shared || (0..n).any(|j| hosts[..j].contains(&hosts[j]));
     if any_shared {
         // Everyone on the host has mapped the segment before its name goes.
         crate::mpi::coll::barrier(wcomm)?;
