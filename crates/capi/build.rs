@@ -36,11 +36,22 @@ fn scan_implementations(src: &Path) -> Result<BTreeMap<String, String>, String> 
         let rel = file.strip_prefix(src).expect("under src");
         let module = module_path(rel);
         let text = fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-        for (lineno, line) in text.lines().enumerate() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (lineno, line) in lines.iter().enumerate() {
             let code = line.trim_start();
             if code.starts_with("//") {
                 continue;
             }
+            // rustfmt breaks a long macro call after `name!(`: its first argument is on the
+            // next line.
+            let joined;
+            let code = match lines.get(lineno + 1) {
+                Some(next) if code.ends_with("!(") => {
+                    joined = format!("{code}{}", next.trim_start());
+                    joined.as_str()
+                }
+                _ => code,
+            };
             for name in defined_names(code) {
                 if !header::API_PREFIXES.iter().any(|p| name.starts_with(p)) {
                     continue; // protean_unimplemented and other helpers

@@ -640,3 +640,66 @@ pub unsafe fn comm_free_attrs(id: u32) -> Result<(), Failure> {
     }
     delete_attrs(ObjKind::Comm, comm_handle(id), id)
 }
+
+// ---------------------------------------------------------------------------------------------
+// Windows (the predefined window attributes come from the one-sided chapter, `crate::rma`)
+
+/// # Safety
+/// `attribute_val` receives a pointer; `flag` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Win_get_attr(
+    win: MPI_Win,
+    win_keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+) -> c_int {
+    let r = (|| {
+        let obj = crate::rma::win_obj(win)?;
+        if let Some(p) = crate::rma::predefined_attr(obj, win_keyval)? {
+            nonnull(flag, "flag")?;
+            nonnull(attribute_val, "attribute_val")?;
+            *(attribute_val as *mut *mut c_void) = p;
+            *flag = 1;
+            return Ok(());
+        }
+        get_attr(ObjKind::Win, obj, win_keyval, attribute_val, flag)
+    })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => crate::rma::raise_win(win, e, "MPI_Win_get_attr"),
+    }
+}
+
+/// # Safety
+/// `attribute_val` is stored, not dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Win_set_attr(
+    win: MPI_Win,
+    win_keyval: c_int,
+    attribute_val: *mut c_void,
+) -> c_int {
+    let r = (|| {
+        let obj = crate::rma::win_obj(win)?;
+        set_attr(ObjKind::Win, win, obj, win_keyval, attribute_val)
+    })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(Failure::Mpi(e)) => crate::rma::raise_win(win, e, "MPI_Win_set_attr"),
+        Err(f) => report(f, MPI_COMM_WORLD, "MPI_Win_set_attr"),
+    }
+}
+
+/// # Safety
+/// Plain handles.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
+    let r = (|| {
+        let obj = crate::rma::win_obj(win)?;
+        delete_attr(ObjKind::Win, win, obj, win_keyval)
+    })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(Failure::Mpi(e)) => crate::rma::raise_win(win, e, "MPI_Win_delete_attr"),
+        Err(f) => report(f, MPI_COMM_WORLD, "MPI_Win_delete_attr"),
+    }
+}

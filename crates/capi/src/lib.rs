@@ -22,6 +22,8 @@ pub mod info;
 pub mod memory;
 pub mod mpit;
 pub mod p2p;
+pub mod rma;
+pub mod status;
 pub mod topo;
 mod unimplemented;
 pub mod util;

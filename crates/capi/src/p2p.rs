@@ -1610,3 +1610,202 @@ pub unsafe extern "C" fn protean_MPI_Buffer_detach_c(
         Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Buffer_detach_c"),
     }
 }
+
+/// MPI_Isendrecv and MPI_Isendrecv_c.
+unsafe fn isendrecv(
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    func: &str,
+) -> c_int {
+    let (c, sd) = resolve!(comm, sendtype, func);
+    let (_, rd) = resolve!(comm, recvtype, func);
+    if request.is_null() {
+        return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
+    }
+    let send = (sendbuf.cast(), sendcount, sd, dest, sendtag);
+    let recv = (recvbuf.cast(), recvcount, rd, source, recvtag);
+    match with(|e| e.isendrecv(send, recv, c, None)) {
+        Ok(Ok(slot)) => {
+            *request = request_handle(slot);
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, func),
+    }
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Isendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    isendrecv(
+        sendbuf,
+        sendcount as i64,
+        sendtype,
+        dest,
+        sendtag,
+        recvbuf,
+        recvcount as i64,
+        recvtype,
+        source,
+        recvtag,
+        comm,
+        request,
+        "MPI_Isendrecv",
+    )
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Isendrecv_c(
+    sendbuf: *const c_void,
+    sendcount: MPI_Count,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: MPI_Count,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    isendrecv(
+        sendbuf,
+        sendcount,
+        sendtype,
+        dest,
+        sendtag,
+        recvbuf,
+        recvcount,
+        recvtype,
+        source,
+        recvtag,
+        comm,
+        request,
+        "MPI_Isendrecv_c",
+    )
+}
+
+/// MPI_Isendrecv_replace(_c): the data goes out as a packed copy (kept with the request) so
+/// that the receive can land in the same buffer.
+unsafe fn isendrecv_replace(
+    buf: *mut c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    func: &str,
+) -> c_int {
+    let (c, d) = resolve!(comm, dt, func);
+    let (_, byte) = resolve!(comm, MPI_BYTE, func);
+    if count < 0 {
+        return raise(
+            comm,
+            bad(ErrorClass::Count, format!("negative count {count}")),
+            func,
+        );
+    }
+    if request.is_null() {
+        return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
+    }
+    let r = with(|e| -> Result<u32, MpiError> {
+        let t = e.dtype(d)?.clone();
+        let mut copy = Vec::new();
+        t.pack(buf as *const u8, count as usize, &mut copy);
+        let send = (copy.as_ptr(), copy.len() as i64, byte, dest, sendtag);
+        let recv = (buf.cast(), count, d, source, recvtag);
+        e.isendrecv(send, recv, c, Some(copy))
+    });
+    match r {
+        Ok(Ok(slot)) => {
+            *request = request_handle(slot);
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, func),
+    }
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Isendrecv_replace(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    isendrecv_replace(
+        buf,
+        count as i64,
+        datatype,
+        dest,
+        sendtag,
+        source,
+        recvtag,
+        comm,
+        request,
+        "MPI_Isendrecv_replace",
+    )
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Isendrecv_replace_c(
+    buf: *mut c_void,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    isendrecv_replace(
+        buf,
+        count,
+        datatype,
+        dest,
+        sendtag,
+        source,
+        recvtag,
+        comm,
+        request,
+        "MPI_Isendrecv_replace_c",
+    )
+}

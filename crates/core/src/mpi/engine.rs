@@ -82,6 +82,10 @@ pub struct Engine {
     pub node_procs: usize,
     /// Reduction operations, running nonblocking and persistent collectives, decisions.
     pub coll: crate::mpi::coll::State,
+    /// Windows and one-sided operations in flight.
+    pub rma: crate::mpi::rma::State,
+    /// MPI_Isendrecv(_replace) requests waiting for their send and receive.
+    pub pairs: Vec<crate::mpi::p2p::Pair>,
     /// Progress passes so far, and when the launcher was last seen alive (see
     /// [`Engine::watch_launcher`]).
     passes: u32,
@@ -165,6 +169,8 @@ impl Engine {
             ncpus,
             node_procs,
             coll,
+            rma: Default::default(),
+            pairs: Vec::new(),
             passes: 0,
             launcher_seen: std::time::Instant::now(),
         })
@@ -190,6 +196,9 @@ impl Engine {
         if self.coll.busy() {
             self.coll_progress();
         }
+        if !self.pairs.is_empty() {
+            self.pair_progress();
+        }
         n
     }
 
@@ -199,7 +208,11 @@ impl Engine {
     #[inline]
     pub fn progress_p2p(&mut self) -> usize {
         self.pml.eager_unpolled = 0;
-        let n = self.net.progress(&mut self.pml);
+        // One-sided frames go to the RMA layer, the rest to the point-to-point engine.
+        let n = self.net.progress(&mut crate::mpi::rma::Sink {
+            pml: &mut self.pml,
+            rma: &mut self.rma,
+        });
         if let Some(why) = self.pml.overflowed() {
             self.fatal(&why);
         }
@@ -208,6 +221,9 @@ impl Engine {
             self.net.hold();
             self.pml.flush(&mut self.net);
             self.net.release(&mut self.pml);
+        }
+        if self.rma.busy() {
+            self.rma_progress();
         }
         n
     }
@@ -250,6 +266,7 @@ impl Engine {
         let mut idle_since = std::time::Instant::now();
         loop {
             let busy = self.pml.busy()
+                || !self.rma.outbox.is_empty()
                 || self.net.has_work()
                 || self.bsend.as_ref().is_some_and(|b| !b.used.is_empty());
             if !busy {

@@ -12,4 +12,5 @@ pub mod group;
 pub mod p2p;
 pub mod pml;
 pub mod request;
+pub mod rma;
 pub mod topo;

@@ -43,6 +43,79 @@ fn bad_request() -> MpiError {
     )
 }
 
+/// An MPI_Isendrecv(_replace) request (`outer`, which the user holds) and the send and
+/// receive it stands for; `_keep` is the packed copy of the data an
+/// MPI_Isendrecv_replace sends, alive until the send is done.
+pub struct Pair {
+    outer: u32,
+    send: u32,
+    recv: u32,
+    _keep: Option<Vec<u8>>,
+}
+
+impl Engine {
+    /// MPI_Isendrecv: a receive and a send started together, and a request that completes
+    /// with the receive's status once both have. `send` is (buffer, count, datatype, dest,
+    /// tag), `recv` (buffer, count, datatype, source, tag); `keep` is memory the send reads,
+    /// kept until it is done (MPI_Isendrecv_replace's packed copy).
+    ///
+    /// # Safety
+    /// The buffers stay valid until the request completes (MPI's rule).
+    #[allow(clippy::type_complexity)]
+    pub unsafe fn isendrecv(
+        &mut self,
+        send: (*const u8, i64, u32, i32, i32),
+        recv: (*mut u8, i64, u32, i32, i32),
+        comm: u32,
+        keep: Option<Vec<u8>>,
+    ) -> Result<u32> {
+        let r = self.irecv(recv.0, recv.1, recv.2, recv.3, recv.4, comm)?;
+        let s = match self.isend(send.0, send.1, send.2, send.3, send.4, comm, Mode::Standard) {
+            Ok(s) => s,
+            Err(err) => {
+                self.pml.cancel(r);
+                self.pml.release(r);
+                return Err(err);
+            }
+        };
+        let outer = self.pml.reqs.insert(Request::new(Kind::Done, comm));
+        self.pairs.push(Pair {
+            outer,
+            send: s,
+            recv: r,
+            _keep: keep,
+        });
+        self.pair_progress();
+        Ok(outer)
+    }
+
+    /// Complete the MPI_Isendrecv requests whose send and receive are both done.
+    pub(crate) fn pair_progress(&mut self) {
+        let mut i = 0;
+        while i < self.pairs.len() {
+            let p = &self.pairs[i];
+            let done = |e: &Self, s: u32| e.is_complete(s).unwrap_or(true);
+            if !(done(self, p.send) && done(self, p.recv)) {
+                i += 1;
+                continue;
+            }
+            let p = self.pairs.swap_remove(i);
+            let sst = self.collect(p.send).ok().flatten();
+            let mut st = self.collect(p.recv).ok().flatten().unwrap_or(Status::EMPTY);
+            if st.error.is_none() {
+                st.error = sst.and_then(|s| s.error);
+            }
+            if let Some(req) = self.pml.reqs.get_mut(p.outer) {
+                req.complete = true;
+                req.status = st;
+                if req.user_freed {
+                    self.pml.reqs.remove(p.outer);
+                }
+            }
+        }
+    }
+}
+
 impl Engine {
     #[inline(always)]
     fn check_count(count: i64) -> Result<usize> {

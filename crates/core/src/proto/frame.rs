@@ -42,6 +42,47 @@
 //! Rendezvous (`Rts`) payloads start with [`RndvInfo`] (24 bytes: the eager prefix length and
 //! a transport's description of the sender's memory for single copy) and may carry the first
 //! part of the message after it (eager-rendezvous).
+//!
+//! # One-sided communication (active messages)
+//!
+//! Kinds [`RMA_FIRST`] and up carry one-sided operations to a target that applies them itself
+//! (`mpi::rma`: across hosts, and wherever a transport cannot reach a window's memory
+//! directly). They never take part in matching; the engine hands them to the RMA layer before
+//! the point-to-point engine sees them, and [`Frame::decode`] rejects them. One layout serves
+//! every RMA kind ([`RmaHeader`]; a field a kind does not use is zero, and decoding checks the
+//! ones a kind must not carry):
+//! ```text
+//! offset size  field
+//!  0      1    kind     RmaKind (16..=26)
+//!  1      1    flags    EXCLUSIVE (0x1, Lock/Unlock); FETCH (0x2, Acc: send the old values)
+//!  2      2    -        zero (RMA frames carry no feedback)
+//!  4      4    win      the window: the context id of its communicator
+//!  8      4    id       the origin's operation id, which the answer names (0: none wanted)
+//! 12      4    nsegs    target pieces listed at the start of the payload (0: one, at disp)
+//! 16      2    elem     accumulate element type (a predefined datatype's engine id)
+//! 18      1    op       accumulate operation (a predefined operation's engine id)
+//! 19      1    -        zero
+//! 20      4    len      bytes at the target (one contiguous piece), or of a reply's data
+//! 24      8    disp     byte offset in the target's window (an address for a dynamic window);
+//!                       in a Data reply, the offset of its bytes in the operation's result
+//!
+//! kind        flags      id  nsegs elem op len disp   payload
+//! Put         -          -   n     -    -  l   d      [segments] data
+//! Acc         FETCH      i?  n     e    o  l   d      [segments] origin values (FETCH: Data)
+//! Get         -          i   n     -    -  l   d      [segments]                    (Data)
+//! Cas         -          i   -     e    -  l   d      origin value, compare value   (Data)
+//! Data        -          i   -     -    -  l   off    bytes of the result
+//! Flush       -          i   -     -    -  -   -      -                             (Ack)
+//! Ack         -          i   -     -    -  -   -      -
+//! Lock        EXCLUSIVE  i   -     -    -  -   -      -             (Ack once granted)
+//! Unlock      EXCLUSIVE  i   -     -    -  -   -      -             (Ack once released)
+//! Post        -          -   -     -    -  -   -      - (the target exposes its window to us)
+//! Complete    -          -   -     -    -  -   -      - (the origin ended its access epoch)
+//! ```
+//! A segment is `offset: u64, len: u64` in the target's window (absolute, `disp` unused);
+//! segments and data together fit one frame: the origin cuts larger operations into pieces at
+//! element boundaries, each its own frame (a Get's or fetching operation's pieces are answered
+//! with one Data frame each, at the piece's offset in the result).
 
 use std::fmt;
 
@@ -528,6 +569,181 @@ impl RndvInfo {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// One-sided communication
+
+/// First frame kind of one-sided communication (see the module doc).
+pub const RMA_FIRST: u8 = 16;
+
+/// Is a header's kind one of the RMA kinds?
+#[inline(always)]
+pub fn is_rma(hdr: &[u8; HEADER_LEN]) -> bool {
+    hdr[field::KIND] >= RMA_FIRST
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RmaKind {
+    Put = 16,
+    Acc = 17,
+    Get = 18,
+    Cas = 19,
+    Data = 20,
+    Flush = 21,
+    Ack = 22,
+    Lock = 23,
+    Unlock = 24,
+    Post = 25,
+    Complete = 26,
+}
+
+impl RmaKind {
+    pub fn from_u8(v: u8) -> Option<RmaKind> {
+        use RmaKind::*;
+        Some(match v {
+            16 => Put,
+            17 => Acc,
+            18 => Get,
+            19 => Cas,
+            20 => Data,
+            21 => Flush,
+            22 => Ack,
+            23 => Lock,
+            24 => Unlock,
+            25 => Post,
+            26 => Complete,
+            _ => return None,
+        })
+    }
+
+    /// Flags the kind may carry.
+    fn flags(self) -> u8 {
+        match self {
+            RmaKind::Lock | RmaKind::Unlock => RMA_EXCLUSIVE,
+            RmaKind::Acc => RMA_FETCH,
+            _ => 0,
+        }
+    }
+}
+
+/// Lock / Unlock: the lock is exclusive.
+pub const RMA_EXCLUSIVE: u8 = 0x1;
+/// Acc: answer with the target's values before the operation (MPI_Get_accumulate).
+pub const RMA_FETCH: u8 = 0x2;
+
+/// The header of an RMA frame (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RmaHeader {
+    pub kind: RmaKind,
+    pub flags: u8,
+    pub win: u32,
+    pub id: u32,
+    pub nsegs: u32,
+    pub elem: u16,
+    pub op: u8,
+    pub len: u32,
+    pub disp: u64,
+}
+
+/// Bytes of one target segment in an RMA payload.
+pub const SEG_LEN: usize = 16;
+
+impl RmaHeader {
+    pub fn new(kind: RmaKind, win: u32) -> RmaHeader {
+        RmaHeader {
+            kind,
+            flags: 0,
+            win,
+            id: 0,
+            nsegs: 0,
+            elem: 0,
+            op: 0,
+            len: 0,
+            disp: 0,
+        }
+    }
+
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0] = self.kind as u8;
+        b[1] = self.flags;
+        b[4..8].copy_from_slice(&self.win.to_le_bytes());
+        b[8..12].copy_from_slice(&self.id.to_le_bytes());
+        b[12..16].copy_from_slice(&self.nsegs.to_le_bytes());
+        b[16..18].copy_from_slice(&self.elem.to_le_bytes());
+        b[18] = self.op;
+        b[20..24].copy_from_slice(&self.len.to_le_bytes());
+        b[24..32].copy_from_slice(&self.disp.to_le_bytes());
+        b
+    }
+
+    /// Decode and check a header: a known kind, only its flags, zero reserved bytes, and no
+    /// field the kind cannot carry (segments only with data-moving kinds, an element type and
+    /// operation only with accumulates).
+    pub fn decode(b: &[u8; HEADER_LEN]) -> Result<RmaHeader, FrameError> {
+        let kind = RmaKind::from_u8(b[0]).ok_or(FrameError::BadKind(b[0]))?;
+        if b[1] & !kind.flags() != 0 {
+            return Err(FrameError::BadFlags(b[1]));
+        }
+        if b[2] != 0 || b[3] != 0 || b[19] != 0 {
+            return Err(FrameError::Reserved);
+        }
+        let h = RmaHeader {
+            kind,
+            flags: b[1],
+            win: get32(b, 4..8),
+            id: get32(b, 8..12),
+            nsegs: get32(b, 12..16),
+            elem: u16::from_le_bytes([b[16], b[17]]),
+            op: b[18],
+            len: get32(b, 20..24),
+            disp: get64(b, 24..32),
+        };
+        let segs_ok = matches!(kind, RmaKind::Put | RmaKind::Acc | RmaKind::Get) || h.nsegs == 0;
+        let elem_ok = matches!(kind, RmaKind::Acc | RmaKind::Cas) || (h.elem == 0 && h.op == 0);
+        if !segs_ok || !elem_ok {
+            return Err(FrameError::BadField(
+                "a field this RMA kind does not use is set",
+            ));
+        }
+        Ok(h)
+    }
+}
+
+/// Encode target segments (absolute offsets in the window) for an RMA payload.
+pub fn put_segments(out: &mut Vec<u8>, segs: &[(u64, u64)]) {
+    for &(off, len) in segs {
+        out.extend_from_slice(&off.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+    }
+}
+
+/// Target segments of an RMA frame: (offset, bytes).
+pub type Segments = Vec<(u64, u64)>;
+
+/// Split an RMA payload into its `n` segments and the data after them; an error when it is
+/// too short, or a segment's end overflows.
+pub fn take_segments(payload: &[u8], n: u32) -> Result<(Segments, &[u8]), FrameError> {
+    let n = n as usize;
+    let need = n
+        .checked_mul(SEG_LEN)
+        .filter(|&k| k <= payload.len())
+        .ok_or(FrameError::BadPayload(
+            "RMA payload shorter than its segment list",
+        ))?;
+    let mut segs = Vec::with_capacity(n);
+    for k in 0..n {
+        let at = k * SEG_LEN;
+        let off = u64::from_le_bytes(payload[at..at + 8].try_into().expect("8"));
+        let len = u64::from_le_bytes(payload[at + 8..at + 16].try_into().expect("8"));
+        if off.checked_add(len).is_none() {
+            return Err(FrameError::BadPayload("RMA segment past the end of memory"));
+        }
+        segs.push((off, len));
+    }
+    Ok((segs, &payload[need..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -672,6 +888,54 @@ mod tests {
         assert!(RndvInfo::decode(&p[..5]).is_err());
     }
 
+    #[test]
+    fn rma_headers_roundtrip_and_reject_misuse() {
+        let mut h = RmaHeader::new(RmaKind::Acc, 12);
+        h.flags = RMA_FETCH;
+        h.id = 99;
+        h.nsegs = 3;
+        h.elem = 7;
+        h.op = 2;
+        h.len = 1 << 20;
+        h.disp = 1 << 40;
+        let b = h.encode();
+        assert!(is_rma(&b));
+        assert_eq!(RmaHeader::decode(&b), Ok(h));
+        // RMA kinds are not point-to-point frames.
+        assert_eq!(Frame::decode(&b), Err(FrameError::BadKind(17)));
+        let mut bad = b;
+        bad[1] = RMA_EXCLUSIVE; // not an accumulate flag
+        assert_eq!(RmaHeader::decode(&bad), Err(FrameError::BadFlags(1)));
+        let mut bad = b;
+        bad[19] = 1;
+        assert_eq!(RmaHeader::decode(&bad), Err(FrameError::Reserved));
+        let mut g = RmaHeader::new(RmaKind::Flush, 1);
+        g.nsegs = 1;
+        assert!(matches!(
+            RmaHeader::decode(&g.encode()),
+            Err(FrameError::BadField(_))
+        ));
+        let mut g = RmaHeader::new(RmaKind::Put, 1);
+        g.op = 2;
+        assert!(matches!(
+            RmaHeader::decode(&g.encode()),
+            Err(FrameError::BadField(_))
+        ));
+        let mut b = RmaHeader::new(RmaKind::Lock, 1).encode();
+        b[0] = 27;
+        assert_eq!(RmaHeader::decode(&b), Err(FrameError::BadKind(27)));
+        let mut p = Vec::new();
+        put_segments(&mut p, &[(8, 16), (100, 4)]);
+        p.extend_from_slice(b"data");
+        let (segs, rest) = take_segments(&p, 2).unwrap();
+        assert_eq!(segs, vec![(8, 16), (100, 4)]);
+        assert_eq!(rest, b"data");
+        assert!(take_segments(&p, 3).is_err());
+        let mut p = Vec::new();
+        put_segments(&mut p, &[(u64::MAX, 2)]);
+        assert!(take_segments(&p, 1).is_err());
+    }
+
     proptest! {
         #[test]
         fn decode_never_panics_and_is_canonical(bytes in proptest::array::uniform32(any::<u8>())) {
@@ -703,6 +967,14 @@ mod tests {
         #[test]
         fn rndv_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = RndvInfo::decode(&bytes);
+        }
+
+        #[test]
+        fn rma_decode_never_panics_and_is_canonical(bytes in proptest::array::uniform32(any::<u8>())) {
+            if let Ok(h) = RmaHeader::decode(&bytes) {
+                prop_assert_eq!(h.encode(), bytes);
+            }
+            let _ = take_segments(&bytes, bytes[0] as u32 % 4);
         }
     }
 }

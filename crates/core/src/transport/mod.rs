@@ -50,6 +50,18 @@
 //!   [`Transport::retract`] once the peer is done with it, before the buffer is given back.
 //! - **Batching**: between [`Transport::hold`] and [`Transport::release`] sends may be queued
 //!   and written together.
+//! - **Windows** (one-sided communication, `mpi::rma`): [`Transport::expose_any`] describes a
+//!   region of our memory (a window made from user memory, or memory attached to a dynamic
+//!   window) to *every* peer the transport reaches, for as long as it stays exposed: peers
+//!   read and write it with [`Transport::get`] and [`Transport::put`] at any time, without
+//!   this process taking part (passive-target progress within a host), and no help with the
+//!   copy is offered. It is retracted like any region. A transport that cannot offer it
+//!   returns None, and the protocol layer moves the data by frames that the target handles
+//!   (active messages). Memory that the processes of one host share outright (windows
+//!   allocated by MPI, and every window's control block: its locks) is a [`HostMem`]
+//!   segment: one process creates it, the others map it from its description, the creator
+//!   unlinks its name once all have (the shared-memory module implements it; it does not
+//!   need the shared-memory transport to be the route to those processes).
 //!
 //! # What a transport may assume
 //!
@@ -67,6 +79,7 @@ pub mod shm;
 pub mod tcp;
 
 pub use crate::mem::Span;
+pub use shm::hostmem::HostMem;
 
 /// Bytes of a frame header.
 pub const HEADER_LEN: usize = 32;
@@ -341,6 +354,13 @@ pub trait Transport {
 
     /// The peer is done with a region we exposed to it: release what it held.
     fn retract(&mut self, _peer: Gpid, _region: &Region) {}
+
+    /// Describe `buf` for every peer this transport reaches to read and write directly at
+    /// any time until it is retracted (a one-sided window), or None when this transport
+    /// cannot offer that. The span stays valid until [`Transport::retract`].
+    fn expose_any(&mut self, _buf: Span) -> Option<Region> {
+        None
+    }
 
     /// Copy `dst.len()` bytes at `offset` of `peer`'s exposed `region` into `dst` (valid until
     /// the copy ends).

@@ -413,6 +413,11 @@ impl Transport for Net {
         on_route!(self, peer, t => t.retract(peer, region), ())
     }
 
+    /// Only shared memory offers windows to every peer (the peers on this host).
+    fn expose_any(&mut self, buf: Span) -> Option<Region> {
+        self.shm.as_mut().and_then(|s| s.expose_any(buf))
+    }
+
     fn get(
         &mut self,
         peer: Gpid,

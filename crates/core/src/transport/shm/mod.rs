@@ -24,6 +24,7 @@
 pub mod cma;
 pub mod coop;
 pub mod copy;
+pub mod hostmem;
 pub mod queue;
 pub mod ring;
 
@@ -613,6 +614,20 @@ impl Transport for Shm {
 
     fn retract(&mut self, _peer: Gpid, region: &Region) {
         self.copier.retract(region);
+    }
+
+    /// A window's memory: the process id and address, no copy slot (a reader or writer moves
+    /// the bytes alone, with cross-memory attach).
+    fn expose_any(&mut self, buf: Span) -> Option<Region> {
+        (!buf.ptr().is_null()).then(|| {
+            copy::RegionDesc {
+                pid: std::process::id(),
+                addr: buf.ptr() as u64,
+                slot: 0,
+                chunk: 0,
+            }
+            .encode()
+        })
     }
 
     fn get(

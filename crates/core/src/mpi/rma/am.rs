@@ -1,0 +1,411 @@
+//! Active messages: cutting operations into frames at the origin, applying them at the target,
+//! and the answers (Data, Ack) back at the origin.
+//!
+//! Invariants:
+//! - A target applies the frames of one origin in the order they were sent (transports are
+//!   ordered), all of a frame at once, while its engine makes progress; so an Ack to a Flush
+//!   or Unlock means everything before it is done, and accumulates from one origin keep their
+//!   order (the standard's default accumulate ordering).
+//! - Nothing the target reads from a frame is trusted: headers are checked by
+//!   `RmaHeader::decode`, segments must lie in the window's memory (attached memory of a
+//!   dynamic window), accumulate element types and operations must be predefined and agree;
+//!   anything else is dropped and counted, and an operation that reads is answered with an
+//!   empty Data frame, which fails it at the origin.
+
+use super::acc;
+use super::{Flavor, LockWait, State, Waiting};
+use crate::mpi::pml::Pml;
+use crate::proto::frame::{self, RmaHeader, RmaKind, HEADER_LEN, RMA_EXCLUSIVE, RMA_FETCH};
+use crate::transport::Gpid;
+
+/// A piece of an operation that goes in one frame: its target segments, and where its data
+/// lies in the operation's packed data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Piece {
+    pub segs: Vec<(u64, u64)>,
+    pub at: usize,
+    pub len: usize,
+}
+
+/// Cut `segs` into pieces whose segment list and data fit `budget` bytes, splitting segments
+/// only at multiples of `elem` bytes.
+pub(crate) fn cut(segs: &[(u64, u64)], elem: usize, budget: usize) -> Vec<Piece> {
+    let elem = elem.max(1);
+    let mut out = Vec::new();
+    let mut cur = Piece {
+        segs: Vec::new(),
+        at: 0,
+        len: 0,
+    };
+    let mut at = 0usize;
+    for &(off, len) in segs {
+        let (mut o, mut l) = (off, len as usize);
+        while l > 0 {
+            let room = budget.saturating_sub(frame::SEG_LEN * (cur.segs.len() + 1) + cur.len)
+                / elem
+                * elem;
+            if room == 0 {
+                let next = cur.at + cur.len;
+                out.push(std::mem::replace(
+                    &mut cur,
+                    Piece {
+                        segs: Vec::new(),
+                        at: next,
+                        len: 0,
+                    },
+                ));
+                continue;
+            }
+            let take = l.min(room);
+            cur.segs.push((o, take as u64));
+            cur.len += take;
+            at += take;
+            o += take as u64;
+            l -= take;
+        }
+    }
+    if !cur.segs.is_empty() {
+        out.push(cur);
+    }
+    debug_assert_eq!(out.iter().map(|p| p.len).sum::<usize>(), at);
+    out
+}
+
+impl State {
+    fn bad(&mut self, from: Gpid, why: &str) {
+        self.bad_frames += 1;
+        if self.verbose {
+            eprintln!("Protean: dropped a one-sided frame from process {from}: {why}");
+        }
+    }
+
+    /// Answer an operation that reads.
+    fn answer(&mut self, to: Gpid, win: u32, id: u32, data: Vec<u8>) {
+        let mut h = RmaHeader::new(RmaKind::Data, win);
+        h.id = id;
+        h.len = data.len() as u32;
+        self.send(to, h, data);
+    }
+
+    fn ack(&mut self, to: Gpid, win: u32, id: u32) {
+        let mut h = RmaHeader::new(RmaKind::Ack, win);
+        h.id = id;
+        self.send(to, h, Vec::new());
+    }
+
+    /// An RMA frame arrived (see the module doc).
+    pub(crate) fn on_frame(
+        &mut self,
+        pml: &mut Pml,
+        from: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        payload: &[u8],
+    ) {
+        let h = match RmaHeader::decode(hdr) {
+            Ok(h) => h,
+            Err(e) => return self.bad(from, &e.to_string()),
+        };
+        if matches!(h.kind, RmaKind::Data | RmaKind::Ack) {
+            return self.on_answer(pml, from, h, payload);
+        }
+        let Some(&wid) = self.by_ctx.get(&h.win) else {
+            // The window is not made here yet (its creation ends at different times).
+            if self.early_bytes + payload.len() > super::EARLY_MAX {
+                return self.bad(from, "too much data for a window that does not exist");
+            }
+            self.early_bytes += payload.len();
+            self.early.push((from, *hdr, payload.to_vec()));
+            return;
+        };
+        let Some(rank) = self.wins[wid as usize]
+            .as_ref()
+            .and_then(|w| w.rank_of(from))
+        else {
+            return self.bad(from, "frame from a process outside the window's group");
+        };
+        match h.kind {
+            RmaKind::Put | RmaKind::Acc | RmaKind::Get => self.on_data_op(from, wid, h, payload),
+            RmaKind::Cas => self.on_cas(from, wid, h, payload),
+            RmaKind::Flush => self.ack(from, h.win, h.id),
+            RmaKind::Lock => {
+                let exclusive = h.flags & RMA_EXCLUSIVE != 0;
+                let w = self.wins[wid as usize].as_ref().expect("live");
+                let queued = self.locks.iter().any(|l| l.win == wid);
+                if !queued && w.ctl().try_lock(exclusive) {
+                    self.ack(from, h.win, h.id);
+                } else {
+                    self.locks.push(LockWait {
+                        from,
+                        win: wid,
+                        id: h.id,
+                        exclusive,
+                    });
+                }
+            }
+            RmaKind::Unlock => {
+                let w = self.wins[wid as usize].as_ref().expect("live");
+                w.ctl().unlock(h.flags & RMA_EXCLUSIVE != 0);
+                self.ack(from, h.win, h.id);
+            }
+            RmaKind::Post => {
+                let w = self.wins[wid as usize].as_mut().expect("live");
+                w.peers[rank].posts += 1;
+            }
+            RmaKind::Complete => {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+                let w = self.wins[wid as usize].as_mut().expect("live");
+                w.peers[rank].completes += 1;
+            }
+            RmaKind::Data | RmaKind::Ack => unreachable!("answers handled above"),
+        }
+    }
+
+    /// Grant waiting Lock frames whose lock is free now, in the order they came per window.
+    pub(crate) fn grant_locks(&mut self) {
+        let mut i = 0;
+        let mut stuck: Vec<u32> = Vec::new();
+        while i < self.locks.len() {
+            let l = &self.locks[i];
+            if stuck.contains(&l.win) {
+                i += 1;
+                continue;
+            }
+            let granted = match self.wins.get(l.win as usize).and_then(|w| w.as_ref()) {
+                Some(w) => w.ctl().try_lock(l.exclusive),
+                None => {
+                    self.locks.remove(i);
+                    continue;
+                }
+            };
+            if granted {
+                let l = self.locks.remove(i);
+                let ctx = self.wins[l.win as usize].as_ref().expect("live").ctx;
+                self.ack(l.from, ctx, l.id);
+            } else {
+                stuck.push(l.win);
+                i += 1;
+            }
+        }
+    }
+
+    /// Put, Acc (with or without FETCH), Get.
+    fn on_data_op(&mut self, from: Gpid, wid: u32, h: RmaHeader, payload: &[u8]) {
+        let (segs, data) = if h.nsegs == 0 {
+            (vec![(h.disp, h.len as u64)], payload)
+        } else {
+            match frame::take_segments(payload, h.nsegs) {
+                Ok(x) => x,
+                Err(e) => return self.bad(from, &e.to_string()),
+            }
+        };
+        let total: u64 = segs.iter().map(|s| s.1).sum();
+        let reads = h.kind == RmaKind::Get || h.flags & RMA_FETCH != 0;
+        let fail = |s: &mut State, why: &str| {
+            if reads {
+                s.answer(from, h.win, h.id, Vec::new());
+            }
+            eprintln!("Protean: a one-sided operation from process {from} was not applied: {why}");
+            s.bad_frames += 1;
+        };
+        let w = self.wins[wid as usize].as_ref().expect("live");
+        if total != h.len as u64 && h.nsegs != 0 {
+            return fail(self, "its segments do not add up to its length");
+        }
+        if let Some(&(o, l)) = segs.iter().find(|s| !w.holds(s.0, s.1)) {
+            return fail(
+                self,
+                &format!(
+                    "bytes {o}..{} are outside the target's window memory",
+                    o.saturating_add(l)
+                ),
+            );
+        }
+        let acc = if h.kind == RmaKind::Acc {
+            match self.accs.get(h.op, h.elem) {
+                Ok(a) => Some(a),
+                Err(e) => return fail(self, &e.msg),
+            }
+        } else {
+            None
+        };
+        let no_op = h.op == 13;
+        let needs = match h.kind {
+            RmaKind::Put => total as usize,
+            RmaKind::Acc if no_op && data.is_empty() => 0,
+            RmaKind::Acc => total as usize,
+            _ => 0,
+        };
+        if data.len() != needs {
+            return fail(self, "its data does not match its length");
+        }
+        if let Some(a) = &acc {
+            if segs.iter().any(|s| s.1 % a.size as u64 != 0) {
+                return fail(self, "a segment splits an element");
+            }
+        }
+        let w = self.wins[wid as usize].as_ref().expect("live");
+        let mut out = if reads {
+            vec![0u8; total as usize]
+        } else {
+            Vec::new()
+        };
+        let mut done = 0usize;
+        let locked = acc.is_some() && !w.atomic;
+        if locked {
+            w.ctl().acc_lock();
+        }
+        for &(off, len) in &segs {
+            let p = w.at(off);
+            let len = len as usize;
+            // SAFETY: [off, off + len) lies in our window memory (checked above), mapped here
+            // and alive with the window; `data` and `out` hold `total` bytes.
+            unsafe {
+                match h.kind {
+                    RmaKind::Put => std::ptr::copy(data.as_ptr().add(done), p, len),
+                    RmaKind::Get => std::ptr::copy(p, out.as_mut_ptr().add(done), len),
+                    _ => {
+                        let a = acc.as_ref().expect("acc");
+                        let o = if data.is_empty() {
+                            std::ptr::null()
+                        } else {
+                            data.as_ptr().add(done)
+                        };
+                        let old = reads.then(|| out.as_mut_ptr().add(done));
+                        let mode = if w.atomic {
+                            w.mode()
+                        } else {
+                            acc::Mode::Locked
+                        };
+                        a.apply(o, p, len / a.size, old, mode);
+                    }
+                }
+            }
+            done += len;
+        }
+        if locked {
+            w.ctl().acc_unlock();
+        }
+        if reads {
+            self.answer(from, h.win, h.id, out);
+        }
+    }
+
+    fn on_cas(&mut self, from: Gpid, wid: u32, h: RmaHeader, payload: &[u8]) {
+        let n = h.len as usize;
+        let w = self.wins[wid as usize].as_ref().expect("live");
+        let size_ok = self.accs.get(12, h.elem).is_ok_and(|a| a.size == n);
+        if !size_ok || payload.len() != 2 * n || !w.holds(h.disp, n as u64) {
+            self.answer(from, h.win, h.id, Vec::new());
+            return self.bad(from, "malformed compare-and-swap");
+        }
+        let mut old = vec![0u8; n];
+        let p = w.at(h.disp);
+        // SAFETY: n bytes at p are window memory (checked); payload holds two values.
+        unsafe {
+            if w.atomic {
+                acc::compare_and_swap(
+                    n,
+                    payload.as_ptr(),
+                    payload.as_ptr().add(n),
+                    p,
+                    old.as_mut_ptr(),
+                    w.mode(),
+                );
+            } else {
+                w.ctl().acc_lock();
+                acc::compare_and_swap(
+                    n,
+                    payload.as_ptr(),
+                    payload.as_ptr().add(n),
+                    p,
+                    old.as_mut_ptr(),
+                    acc::Mode::Locked,
+                );
+                w.ctl().acc_unlock();
+            }
+        }
+        self.answer(from, h.win, h.id, old);
+    }
+
+    /// Data and Ack frames: answers to this process's operations.
+    fn on_answer(&mut self, pml: &mut Pml, from: Gpid, h: RmaHeader, payload: &[u8]) {
+        let Some(wt) = self.waiting.remove(&h.id) else {
+            return self.bad(from, "an answer nobody waits for");
+        };
+        let (win, target) = match wt {
+            Waiting::Ack { win, target } => {
+                if h.kind != RmaKind::Ack {
+                    return self.bad(from, "data where an acknowledgement was due");
+                }
+                (win, target)
+            }
+            Waiting::Data { op, at, len } => {
+                let Some(f) = self.fetching.get_mut(&op) else {
+                    return self.bad(from, "data for a finished operation");
+                };
+                if h.kind != RmaKind::Data || payload.len() != len {
+                    f.error = Some(crate::mpi_error!(
+                        RmaRange,
+                        "rank {} did not apply a one-sided operation (outside its window memory, or malformed)",
+                        f.target
+                    ));
+                } else if !f.dst.is_null() {
+                    // SAFETY: the result (user buffer or staging) holds the operation's bytes;
+                    // at + len is inside (the pieces partition it).
+                    unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), f.dst.add(at), len) };
+                }
+                f.left = f.left.saturating_sub(len);
+                let (win, target) = (f.win, f.target);
+                if f.left == 0 {
+                    let f = self.fetching.remove(&op).expect("present");
+                    if let Some(e) = &f.error {
+                        if let Some(Some(w)) = self.wins.get_mut(win as usize) {
+                            w.error.get_or_insert_with(|| e.clone());
+                        }
+                    }
+                    self.finish_fetch(pml, f);
+                }
+                (win, target)
+            }
+        };
+        if let Some(Some(w)) = self.wins.get_mut(win as usize) {
+            if let Some(p) = w.peers.get_mut(target) {
+                p.outstanding = p.outstanding.saturating_sub(1);
+            }
+        }
+        let _ = Flavor::Create;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_fit_and_cover() {
+        // One segment of 10000 bytes, budget 4096: three pieces of whole 8-byte elements.
+        let p = cut(&[(100, 10000)], 8, 4096);
+        assert!(p.len() >= 3);
+        let mut at = 0;
+        let mut off = 100;
+        for x in &p {
+            assert_eq!(x.at, at);
+            assert!(frame::SEG_LEN * x.segs.len() + x.len <= 4096);
+            for s in &x.segs {
+                assert_eq!(s.0, off);
+                assert_eq!(s.1 % 8, 0);
+                off += s.1;
+            }
+            at += x.len;
+        }
+        assert_eq!(at, 10000);
+        // Many small segments: the list itself is cut.
+        let segs: Vec<(u64, u64)> = (0..1000).map(|i| (i * 16, 4)).collect();
+        let p = cut(&segs, 4, 4096);
+        assert_eq!(p.iter().map(|x| x.segs.len()).sum::<usize>(), 1000);
+        assert!(p
+            .iter()
+            .all(|x| frame::SEG_LEN * x.segs.len() + x.len <= 4096));
+        assert!(cut(&[], 4, 4096).is_empty());
+    }
+}

@@ -1,0 +1,1072 @@
+//! One-sided communication (MPI-4.1 chapter 12): windows, their operations and epochs.
+//!
+//! Read first: MPI-4.1 sections 12.2 (window creation; the unified memory model, which is the
+//! one this library offers: MPI_WIN_MODEL is MPI_WIN_UNIFIED for every window), 12.3
+//! (operations; datatypes on both sides; 12.3.4 accumulate rules), 12.5 (synchronisation:
+//! fence, post-start-complete-wait, lock), 12.7 (semantics: atomicity of accumulates, the
+//! default accumulate ordering rar,raw,war,waw, progress).
+//!
+//! # Mechanisms, per window and per target
+//!
+//! Every window has a context id of its own (its communicator is a duplicate of the user's),
+//! which names it in frames. When it is made, each process decides how it reaches each
+//! target ([`Mech`]):
+//!
+//! - **Direct**: the target's window memory is mapped here: windows of MPI_Win_allocate and
+//!   MPI_Win_allocate_shared live in one segment per host ([`crate::transport::HostMem`]),
+//!   so a target on this host reached through shared memory is written and read with plain
+//!   copies, and accumulates with atomic instructions ([`acc`]). The target takes no part.
+//! - **Cma**: a window of user memory (MPI_Win_create, memory attached to a dynamic window) on
+//!   this host is read and written through the transport's single copy
+//!   ([`crate::transport::Transport::expose_any`], `get`, `put`: cross-memory attach), and
+//!   accumulated under the target's accumulate lock (read, combine, write). The target takes
+//!   no part either. Where the kernel refuses, the target falls back to active messages.
+//! - **Am**: active messages: the origin sends the operation in RMA frames
+//!   (`proto::frame::RmaHeader`) and the target applies it when its engine makes progress
+//!   (inside any MPI call that progresses): targets on other hosts, and on this host where the
+//!   route is not shared memory (`transports=tcp`).
+//!
+//! Every window with several processes on a host also has, per process, a control block in
+//! the host segment ([`ctl`]): the passive-target lock word, which origins on the host take
+//! with atomic instructions (a target elsewhere takes Lock frames and grants them from its
+//! progress, on the same word), the accumulate lock, and the attach table of a dynamic
+//! window. So passive-target epochs within a host never wait for the target.
+//!
+//! # Completion
+//!
+//! Direct and cross-memory operations are complete when the call returns. Active messages
+//! are complete at the origin once the transport has the frame (a copy), and at the target
+//! when it has applied them; frames from one origin arrive in order, so a Flush (or Unlock)
+//! frame answered with an Ack completes everything sent before it, and Data frames answer
+//! reads. Fence = complete everything at every target, then a barrier; Complete sends a
+//! Complete frame after the epoch's operations, Wait counts them; Post sends Post frames,
+//! Start waits for them.
+//!
+//! Files: this one (windows: creation, memory, attributes, the frame sink), [`ctl`] (control
+//! blocks), [`acc`] (accumulate kernels, atomically), `ops.rs` (the origin's side of every
+//! operation), `am.rs` (active messages: building and answering them), `sync.rs` (epochs).
+
+pub mod acc;
+pub mod ctl;
+
+mod am;
+pub mod ops;
+pub mod sync;
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::err;
+use crate::error::{ErrorClass, MpiError, Result};
+use crate::mpi::engine::Engine;
+use crate::mpi::global::{self, with};
+use crate::mpi::pml::Pml;
+use crate::proto::frame::{self, HEADER_LEN};
+use crate::transport::{
+    FrameSink, Gpid, HostMem, Placement, Region, Route, Span, Token, Transport, REGION_LEN,
+};
+use ctl::{Attached, Ctl, CTL_BYTES};
+
+pub use ops::{Buf, Target, What};
+pub use sync::LockType;
+
+/// How a window was made (the values of MPI_WIN_CREATE_FLAVOR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Create = 1,
+    Allocate = 2,
+    Dynamic = 3,
+    Shared = 4,
+}
+
+/// MPI_WIN_UNIFIED: the only memory model here.
+pub const MODEL_UNIFIED: i32 = 2;
+
+/// Assertions (MPI_MODE_*), MPICH's values.
+pub const MODE_NOCHECK: i32 = 1024;
+pub const MODE_NOSTORE: i32 = 2048;
+pub const MODE_NOPUT: i32 = 4096;
+pub const MODE_NOPRECEDE: i32 = 8192;
+pub const MODE_NOSUCCEED: i32 = 16384;
+
+/// How this process reaches one target's window memory (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mech {
+    /// The target's window starts at this address here.
+    Direct(*mut u8),
+    /// Our own dynamic window: displacements are addresses.
+    SelfDyn,
+    /// Cross-memory attach at this region (None: a dynamic window, regions looked up in the
+    /// target's attach table).
+    Cma(Option<Region>),
+    /// Active messages.
+    Am,
+}
+
+impl Mech {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mech::Direct(_) | Mech::SelfDyn => "direct",
+            Mech::Cma(_) => "cma",
+            Mech::Am => "am",
+        }
+    }
+}
+
+/// What this process knows of one member of a window.
+#[derive(Debug)]
+pub(crate) struct Peer {
+    pub gpid: Gpid,
+    pub size: u64,
+    pub disp_unit: u64,
+    pub mech: Mech,
+    /// The member's control block mapped here (null: not on this host).
+    pub ctl: *const Ctl,
+    /// Frames that change the target's memory went to it since its last Ack.
+    pub unflushed: bool,
+    /// Answers (Data, Ack) we wait for from it.
+    pub outstanding: u32,
+    /// Post frames from it not consumed by a Start yet, Complete frames not consumed by a Wait.
+    pub posts: u32,
+    pub completes: u32,
+    /// We hold its passive-target lock (exclusive?), and took it on its control block.
+    pub lock: Option<LockType>,
+    pub lock_direct: bool,
+    pub lock_nocheck: bool,
+}
+
+/// A window.
+pub struct Win {
+    /// The communicator the window's traffic uses (a duplicate of the user's).
+    pub comm: u32,
+    pub ctx: u32,
+    pub rank: usize,
+    pub flavor: Flavor,
+    pub base: *mut u8,
+    pub size: usize,
+    pub disp_unit: usize,
+    pub name: String,
+    pub info: Vec<(String, String)>,
+    pub errhandler: u32,
+    pub(crate) peers: Vec<Peer>,
+    rank_of: HashMap<Gpid, usize>,
+    /// Our control block (in the host segment, or `own_ctl`).
+    ctl: *const Ctl,
+    /// Owns our control block when it is not in a host segment (`ctl` points into it).
+    _own_ctl: Option<Box<Ctl>>,
+    seg: Option<HostMem>,
+    /// Memory MPI_Win_allocate took from the heap (alone on the host).
+    heap: Option<(*mut u8, std::alloc::Layout)>,
+    /// Our window memory exposed for cross-memory attach (MPI_Win_create).
+    exposed: Option<Region>,
+    /// Dynamic window: attached regions (address, bytes, region for cross-memory attach).
+    attached: Vec<Attached>,
+    /// Accumulates on our memory use atomic instructions (memory the library allocated in
+    /// shared memory), else the accumulate lock.
+    atomic: bool,
+    /// Some member may reach us (or we reach some member) by active messages: every call on
+    /// the window makes a progress pass, so that a process spinning on its own window (a
+    /// spin lock of compare-and-swap, a flag it polls under MPI_Win_lock) still applies the
+    /// operations others sent it.
+    pub(crate) am: bool,
+    /// Epochs.
+    pub(crate) fence_open: bool,
+    pub(crate) access: Option<Vec<usize>>,
+    pub(crate) exposure: Option<Vec<usize>>,
+    pub(crate) lock_all: bool,
+    /// An error an active message met at its target, reported by the next call that
+    /// completes operations.
+    pub(crate) error: Option<MpiError>,
+}
+
+impl Win {
+    fn ctl(&self) -> &Ctl {
+        // SAFETY: `ctl` points into our host segment or `own_ctl`, both alive as long as the
+        // window.
+        unsafe { &*self.ctl }
+    }
+
+    /// Our memory as the accumulate kernels may touch it.
+    pub(crate) fn mode(&self) -> acc::Mode<'_> {
+        if self.atomic {
+            acc::Mode::Atomic(self.ctl())
+        } else {
+            acc::Mode::Locked
+        }
+    }
+
+    /// Is `[off, off + len)` inside our memory (an attached region for a dynamic window)?
+    fn holds(&self, off: u64, len: u64) -> bool {
+        let Some(end) = off.checked_add(len) else {
+            return false;
+        };
+        if self.flavor == Flavor::Dynamic {
+            return len == 0
+                || self
+                    .attached
+                    .iter()
+                    .any(|a| off >= a.base && end <= a.base + a.len);
+        }
+        end <= self.size as u64
+    }
+
+    /// Where window offset `off` is in our address space.
+    fn at(&self, off: u64) -> *mut u8 {
+        if self.flavor == Flavor::Dynamic {
+            off as usize as *mut u8
+        } else {
+            self.base.wrapping_add(off as usize)
+        }
+    }
+
+    /// The rank of a process in the window's group.
+    pub(crate) fn rank_of(&self, g: Gpid) -> Option<usize> {
+        self.rank_of.get(&g).copied()
+    }
+
+    pub fn group(&self) -> Vec<Gpid> {
+        self.peers.iter().map(|p| p.gpid).collect()
+    }
+}
+
+/// A frame the RMA layer has to send: to whom, header, payload.
+pub(crate) struct Out {
+    pub to: Gpid,
+    pub hdr: [u8; HEADER_LEN],
+    pub payload: Vec<u8>,
+}
+
+/// The origin waits for the answer to operation `id`.
+pub(crate) enum Waiting {
+    /// Data for `len` bytes of result `op` at byte `at`.
+    Data { op: u32, at: usize, len: usize },
+    /// An Ack (flush, lock, unlock).
+    Ack { win: u32, target: usize },
+}
+
+/// An operation whose result comes back in Data frames.
+pub(crate) struct Fetching {
+    pub win: u32,
+    pub target: usize,
+    /// Where the result goes: straight into the user's contiguous buffer, or staged and
+    /// unpacked once complete.
+    pub dst: *mut u8,
+    pub staged: Option<Vec<u8>>,
+    #[allow(clippy::type_complexity)]
+    pub unpack: Option<(
+        *mut u8,
+        usize,
+        std::sync::Arc<crate::mpi::datatype::Datatype>,
+    )>,
+    pub left: usize,
+    /// The request of an MPI_R* call.
+    pub request: Option<u32>,
+    /// The target could not apply (a piece of) it.
+    pub error: Option<MpiError>,
+}
+
+/// A Lock frame the target could not grant yet.
+struct LockWait {
+    from: Gpid,
+    win: u32,
+    id: u32,
+    exclusive: bool,
+}
+
+/// The one-sided state of a process.
+#[derive(Default)]
+pub struct State {
+    wins: Vec<Option<Win>>,
+    by_ctx: HashMap<u32, u32>,
+    /// Frames for windows this process has not finished making yet.
+    early: Vec<(Gpid, [u8; HEADER_LEN], Vec<u8>)>,
+    early_bytes: usize,
+    pub(crate) outbox: VecDeque<Out>,
+    pub(crate) waiting: HashMap<u32, Waiting>,
+    pub(crate) fetching: HashMap<u32, Fetching>,
+    next_id: u32,
+    locks: Vec<LockWait>,
+    pub(crate) accs: acc::Cache,
+    serial: u32,
+    /// Malformed or misdirected RMA frames dropped.
+    pub bad_frames: u64,
+    pub verbose: bool,
+}
+
+/// Frames held for windows not made yet, at most this many bytes (a target that never
+/// makes the window is a broken program; beyond this its frames are dropped).
+const EARLY_MAX: usize = 64 << 20;
+
+impl State {
+    /// Work for the progress pass: frames to send, locks to grant.
+    #[inline]
+    pub fn busy(&self) -> bool {
+        !self.outbox.is_empty() || !self.locks.is_empty()
+    }
+
+    /// A fresh operation id (never 0).
+    pub(crate) fn id(&mut self) -> u32 {
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        self.next_id
+    }
+
+    pub fn win(&self, id: u32) -> Result<&Win> {
+        match self.wins.get(id as usize) {
+            Some(Some(w)) => Ok(w),
+            _ => err!(Win, "invalid window (MPI_WIN_NULL or freed)"),
+        }
+    }
+
+    pub fn win_mut(&mut self, id: u32) -> Result<&mut Win> {
+        match self.wins.get_mut(id as usize) {
+            Some(Some(w)) => Ok(w),
+            _ => err!(Win, "invalid window (MPI_WIN_NULL or freed)"),
+        }
+    }
+
+    /// Windows alive (diagnostics, finalize).
+    pub fn live(&self) -> usize {
+        self.wins.iter().filter(|w| w.is_some()).count()
+    }
+
+    /// Queue a frame.
+    pub(crate) fn send(&mut self, to: Gpid, hdr: frame::RmaHeader, payload: Vec<u8>) {
+        self.outbox.push_back(Out {
+            to,
+            hdr: hdr.encode(),
+            payload,
+        });
+    }
+
+    /// Push queued frames to the transports; a peer that says "not now" keeps its frames (and
+    /// their order) for the next pass.
+    pub fn flush<T: Transport>(&mut self, io: &mut T) {
+        let mut blocked: Vec<Gpid> = Vec::new();
+        let mut keep = VecDeque::new();
+        while let Some(o) = self.outbox.pop_front() {
+            if blocked.contains(&o.to) {
+                keep.push_back(o);
+                continue;
+            }
+            match io.send(o.to, &o.hdr, &[], &o.payload, Token::NONE) {
+                Ok(_) => {}
+                Err(crate::transport::SendError::NotNow) => {
+                    blocked.push(o.to);
+                    keep.push_back(o);
+                }
+                Err(crate::transport::SendError::Failed(why)) => {
+                    if self.verbose {
+                        eprintln!("Protean: one-sided frame to process {} lost: {why}", o.to);
+                    }
+                }
+            }
+        }
+        self.outbox = keep;
+    }
+}
+
+/// What the transports deliver to: RMA frames to the RMA layer, the rest to the
+/// point-to-point engine (one compare on the message path).
+pub struct Sink<'a> {
+    pub pml: &'a mut Pml,
+    pub rma: &'a mut State,
+}
+
+impl FrameSink for Sink<'_> {
+    #[inline(always)]
+    fn on_frame(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], payload: &[u8]) {
+        if frame::is_rma(hdr) {
+            self.rma.on_frame(self.pml, from, hdr, payload);
+        } else {
+            self.pml.on_frame(from, hdr, payload);
+        }
+    }
+
+    #[inline]
+    fn place(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) -> Option<Placement> {
+        if frame::is_rma(hdr) {
+            return None;
+        }
+        self.pml.place(from, hdr, len)
+    }
+
+    fn placed(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) {
+        self.pml.placed(from, hdr, len)
+    }
+
+    fn on_sent(&mut self, token: Token) {
+        self.pml.on_sent(token)
+    }
+
+    fn on_got(&mut self, token: Token, result: std::result::Result<(), String>) {
+        self.pml.on_got(token, result)
+    }
+
+    fn on_peer_lost(&mut self, peer: Gpid, why: &str) {
+        self.pml.on_peer_lost(peer, why)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Creation
+
+/// Where a local group's members are in their host segment.
+struct Layout {
+    /// Offset of each local member's control block, by local index.
+    ctl: Vec<usize>,
+    /// Offset of each local member's window memory (allocated flavors), by local index.
+    data: Vec<usize>,
+    total: usize,
+}
+
+fn layout(sizes: &[usize], with_data: bool, contiguous: bool) -> Layout {
+    let n = sizes.len();
+    let ctl: Vec<usize> = (0..n).map(|i| i * CTL_BYTES).collect();
+    let mut at = (n * CTL_BYTES).div_ceil(4096) * 4096;
+    let mut data = Vec::with_capacity(n);
+    for &s in sizes {
+        if with_data {
+            if !contiguous {
+                at = at.div_ceil(64) * 64;
+            }
+            data.push(at);
+            at += s;
+        } else {
+            data.push(0);
+        }
+    }
+    Layout {
+        ctl,
+        data,
+        total: at.max(n * CTL_BYTES),
+    }
+}
+
+/// What each member tells every other when a window is made.
+struct Card {
+    size: u64,
+    disp_unit: u64,
+    region: Region,
+    /// It can expose memory to its host's processes (attached regions of a dynamic window).
+    exposes: bool,
+}
+
+impl Card {
+    const LEN: usize = 16 + REGION_LEN + 1;
+
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(Self::LEN);
+        v.extend_from_slice(&self.size.to_le_bytes());
+        v.extend_from_slice(&self.disp_unit.to_le_bytes());
+        v.extend_from_slice(&self.region.0);
+        v.push(self.exposes as u8);
+        v
+    }
+
+    fn decode(b: &[u8]) -> Result<Card> {
+        if b.len() != Self::LEN {
+            return err!(
+                Intern,
+                "window creation: a member's description is malformed"
+            );
+        }
+        Ok(Card {
+            size: u64::from_le_bytes(b[0..8].try_into().expect("8")),
+            disp_unit: u64::from_le_bytes(b[8..16].try_into().expect("8")),
+            region: Region(b[16..16 + REGION_LEN].try_into().expect("region")),
+            exposes: b[16 + REGION_LEN] != 0,
+        })
+    }
+}
+
+fn info_flag(info: &[(String, String)], key: &str) -> bool {
+    info.iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .is_some_and(|(_, v)| v.eq_ignore_ascii_case("true"))
+}
+
+/// The hints a window knows (others are ignored, as MPICH does).
+const HINTS: &[&str] = &[
+    "no_locks",
+    "accumulate_ordering",
+    "accumulate_ops",
+    "same_size",
+    "same_disp_unit",
+    "mpi_accumulate_granularity",
+    "alloc_shared_noncontig",
+];
+
+/// Add hints to a window's (MPI_Win_set_info): known keys only.
+pub fn set_hints(have: &mut Vec<(String, String)>, set: &[(String, String)]) {
+    for (k, val) in set {
+        if !HINTS.contains(&k.as_str()) {
+            continue;
+        }
+        match have.iter_mut().find(|(x, _)| x == k) {
+            Some(e) => e.1 = val.clone(),
+            None => have.push((k.clone(), val.clone())),
+        }
+    }
+}
+
+/// The hints a window reports (MPI_Win_get_info): the defaults, then what was set.
+fn effective_info(flavor: Flavor, set: &[(String, String)]) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = vec![
+        ("no_locks".into(), "false".into()),
+        ("accumulate_ordering".into(), "rar,raw,war,waw".into()),
+        ("accumulate_ops".into(), "same_op_no_op".into()),
+        ("same_size".into(), "false".into()),
+        ("same_disp_unit".into(), "false".into()),
+        ("mpi_accumulate_granularity".into(), "0".into()),
+    ];
+    if flavor == Flavor::Shared {
+        v.push(("alloc_shared_noncontig".into(), "false".into()));
+    }
+    set_hints(&mut v, set);
+    v
+}
+
+/// MPI_Win_create, MPI_Win_allocate, MPI_Win_allocate_shared, MPI_Win_create_dynamic:
+/// collective over `comm`. `base` is the user's memory for MPI_Win_create. Returns the window
+/// and its memory.
+///
+/// # Safety
+/// For MPI_Win_create, `base` holds `size` bytes until the window is freed.
+pub unsafe fn create(
+    flavor: Flavor,
+    base: *mut u8,
+    size: i64,
+    disp_unit: i64,
+    info: Vec<(String, String)>,
+    comm: u32,
+) -> Result<(u32, *mut u8)> {
+    if size < 0 {
+        return err!(Size, "negative window size {size}");
+    }
+    if disp_unit <= 0 {
+        return err!(Disp, "displacement unit {disp_unit} is not positive");
+    }
+    if flavor == Flavor::Create && size > 0 && base.is_null() {
+        return err!(Base, "null base for a window of {size} bytes");
+    }
+    let (size, disp_unit) = (size as usize, disp_unit as usize);
+    let spec = with(|e| -> Result<_> {
+        let c = e.live_comm(comm)?;
+        if c.is_inter() {
+            return err!(Comm, "windows are made over intracommunicators");
+        }
+        if flavor == Flavor::Shared {
+            let h = &e.hosts[e.rank as usize];
+            if let Some(g) = c.group.iter().find(|g| &e.hosts[**g as usize] != h) {
+                return err!(
+                    RmaShared,
+                    "MPI_Win_allocate_shared needs every process of the communicator on one host (rank {} is on {}, this one on {h})",
+                    c.group.iter().position(|x| x == g).unwrap_or(0),
+                    e.hosts[*g as usize]
+                );
+            }
+        }
+        e.op_dup(comm, None)
+    })??;
+    let wcomm = crate::mpi::cm::run(spec)?
+        .ok_or_else(|| crate::mpi_error!(Intern, "window creation: no communicator"))?;
+    let made = build(flavor, base, size, disp_unit, info, wcomm);
+    if made.is_err() {
+        let _ = with(|e| e.free_comm(wcomm));
+    }
+    made
+}
+
+/// The rest of [`create`], over the window's own communicator.
+unsafe fn build(
+    flavor: Flavor,
+    base: *mut u8,
+    size: usize,
+    disp_unit: usize,
+    info: Vec<(String, String)>,
+    wcomm: u32,
+) -> Result<(u32, *mut u8)> {
+    // 1. Every member tells every other its size, unit and (for user memory) its region.
+    let (n, me, group, card) = with(|e| -> Result<_> {
+        let (csize, crank, cgroup) = {
+            let c = e.live_comm(wcomm)?;
+            (c.size(), c.rank as usize, c.group.clone())
+        };
+        let exposed = if flavor == Flavor::Create && size > 0 {
+            e.net.expose_any(Span::new(base, size))
+        } else {
+            None
+        };
+        let probe = [0u8; 1];
+        let exposes = e.net.expose_any(Span::of(&probe)).is_some();
+        let card = Card {
+            size: size as u64,
+            disp_unit: if flavor == Flavor::Dynamic {
+                1
+            } else {
+                disp_unit as u64
+            },
+            region: exposed.unwrap_or(Region::NONE),
+            exposes,
+        };
+        Ok((csize, crank, cgroup, card))
+    })??;
+    let cards: Vec<Card> = crate::mpi::cm::exchange_all(wcomm, vec![card.encode(); n])?
+        .iter()
+        .map(|b| Card::decode(b))
+        .collect::<Result<_>>()?;
+
+    // 2. The members on each host share a segment for their control blocks (and their
+    //    memory, for the allocating flavors); its first member makes it.
+    let (hosts, my_host) = with(|e| {
+        (
+            group
+                .iter()
+                .map(|g| e.hosts[*g as usize].clone())
+                .collect::<Vec<_>>(),
+            e.hosts[e.rank as usize].clone(),
+        )
+    })?;
+    let local: Vec<usize> = (0..n).filter(|&j| hosts[j] == my_host).collect();
+    let li = local.iter().position(|&j| j == me).expect("we are local");
+    let allocates = matches!(flavor, Flavor::Allocate | Flavor::Shared);
+    let contiguous = flavor == Flavor::Shared && !info_flag(&info, "alloc_shared_noncontig");
+    let shared = local.len() > 1 || flavor == Flavor::Shared;
+    let sizes: Vec<usize> = local.iter().map(|&j| cards[j].size as usize).collect();
+    let lay = layout(&sizes, allocates, contiguous);
+    let mut seg = None;
+    let mut msgs = vec![Vec::new(); n];
+    if shared && li == 0 {
+        let s = with(|e| {
+            e.rma.serial = e.rma.serial.wrapping_add(1);
+            HostMem::create(&e.jobid, e.rank as Gpid, e.rma.serial, lay.total)
+        })?
+        .map_err(|err| {
+            crate::mpi_error!(
+                NoMem,
+                "cannot make {} bytes of shared memory for a window: {err}",
+                lay.total
+            )
+        })?;
+        for &j in &local[1..] {
+            msgs[j] = s.desc().0.to_vec();
+        }
+        seg = Some(s);
+    }
+    let got = crate::mpi::cm::exchange_all(wcomm, msgs)?;
+    if shared && li > 0 {
+        let leader = local[0];
+        let desc: [u8; REGION_LEN] = got[leader].as_slice().try_into().map_err(|_| {
+            crate::mpi_error!(Intern, "window creation: malformed segment description")
+        })?;
+        let jobid = with(|e| e.jobid.clone())?;
+        seg = Some(HostMem::open(&jobid, &Region(desc)).map_err(|err| {
+            crate::mpi_error!(
+                NoMem,
+                "cannot map the shared memory of a window made by rank {leader}: {err}"
+            )
+        })?);
+    }
+    // Some host has a segment (the same answer at every member: the barrier is collective).
+    let any_shared = flavor == Flavor::Shared || (0..n).any(|j| hosts[..j].contains(&hosts[j]));
+    if any_shared {
+        // Everyone on the host has mapped the segment before its name goes.
+        crate::mpi::coll::barrier(wcomm)?;
+        if let Some(s) = seg.as_mut() {
+            s.unlink();
+        }
+    }
+
+    // 3. Our memory and control block, and how we reach every member.
+    let mut heap = None;
+    let mut own_ctl = None;
+    let seg_base = seg.as_ref().map(|s| s.base());
+    let mem = match flavor {
+        Flavor::Create => base,
+        Flavor::Dynamic => std::ptr::null_mut(),
+        _ => match seg_base {
+            Some(b) => b.add(lay.data[li]),
+            None => {
+                let l = std::alloc::Layout::from_size_align(size.max(1), 64)
+                    .map_err(|_| crate::mpi_error!(NoMem, "window of {size} bytes"))?;
+                let p = std::alloc::alloc_zeroed(l);
+                if p.is_null() {
+                    return err!(NoMem, "cannot allocate {size} bytes for a window");
+                }
+                heap = Some((p, l));
+                p
+            }
+        },
+    };
+    let ctl: *const Ctl = match seg_base {
+        Some(b) => b.add(lay.ctl[li]) as *const Ctl,
+        None => {
+            let c = Ctl::boxed();
+            let p = &*c as *const Ctl;
+            own_ctl = Some(c);
+            p
+        }
+    };
+    with(|e| -> Result<(u32, *mut u8)> {
+        let ctx = e.live_comm(wcomm)?.ctx;
+        let mut peers = Vec::with_capacity(n);
+        for (j, card) in cards.iter().enumerate() {
+            let g = group[j];
+            let lj = local.iter().position(|&x| x == j);
+            let route = e.net.route(g);
+            let pctl = match (seg_base, lj) {
+                (Some(b), Some(l)) => b.add(lay.ctl[l]) as *const Ctl,
+                _ => std::ptr::null(),
+            };
+            let mech = if j == me {
+                if flavor == Flavor::Dynamic {
+                    Mech::SelfDyn
+                } else {
+                    Mech::Direct(mem)
+                }
+            } else if route == Route::Shm && lj.is_some() {
+                match flavor {
+                    Flavor::Allocate | Flavor::Shared => match (seg_base, lj) {
+                        (Some(b), Some(l)) => Mech::Direct(b.add(lay.data[l])),
+                        _ => Mech::Am,
+                    },
+                    Flavor::Create if !card.region.is_none() => Mech::Cma(Some(card.region)),
+                    Flavor::Dynamic if card.exposes && !pctl.is_null() => Mech::Cma(None),
+                    _ => Mech::Am,
+                }
+            } else {
+                Mech::Am
+            };
+            peers.push(Peer {
+                gpid: g,
+                size: card.size,
+                disp_unit: card.disp_unit,
+                mech,
+                ctl: pctl,
+                unflushed: false,
+                outstanding: 0,
+                posts: 0,
+                completes: 0,
+                lock: None,
+                lock_direct: false,
+                lock_nocheck: false,
+            });
+        }
+        if e.cfg.verbose >= 2 {
+            let mechs: Vec<&str> = peers.iter().map(|p| p.mech.name()).collect();
+            eprintln!(
+                "Protean[{}]: window ctx {ctx} ({flavor:?}, {size} bytes): {mechs:?}",
+                e.rank
+            );
+        }
+        let exposed = (!cards[me].region.is_none()).then_some(cards[me].region);
+        // Members reach us by frames where we reach them by frames (routes are symmetric),
+        // and every local member does where our memory is not exposed to them.
+        let unexposed = match flavor {
+            Flavor::Create => cards[me].region.is_none(),
+            Flavor::Dynamic => !cards[me].exposes,
+            _ => false,
+        };
+        let am = peers.iter().any(|p| p.mech == Mech::Am) || (n > 1 && unexposed);
+        let w = Win {
+            comm: wcomm,
+            ctx,
+            rank: me,
+            flavor,
+            base: mem,
+            size: if flavor == Flavor::Dynamic { 0 } else { size },
+            disp_unit: if flavor == Flavor::Dynamic {
+                1
+            } else {
+                disp_unit
+            },
+            name: String::new(),
+            info: effective_info(flavor, &info),
+            errhandler: crate::mpi::comm::ERRH_FATAL,
+            rank_of: group.iter().enumerate().map(|(j, g)| (*g, j)).collect(),
+            peers,
+            ctl,
+            _own_ctl: own_ctl.take(),
+            seg: seg.take(),
+            heap,
+            exposed,
+            attached: Vec::new(),
+            atomic: allocates,
+            am,
+            fence_open: false,
+            access: None,
+            exposure: None,
+            lock_all: false,
+            error: None,
+        };
+        let id = match e.rma.wins.iter().position(|w| w.is_none()) {
+            Some(i) => {
+                e.rma.wins[i] = Some(w);
+                i as u32
+            }
+            None => {
+                e.rma.wins.push(Some(w));
+                (e.rma.wins.len() - 1) as u32
+            }
+        };
+        e.rma.by_ctx.insert(ctx, id);
+        e.rma.verbose = e.cfg.verbose > 0;
+        e.rma_replay(ctx);
+        Ok((id, mem))
+    })?
+}
+
+/// MPI_Win_free: collective; every epoch must be over.
+pub fn free(win: u32) -> Result<()> {
+    let comm = with(|e| -> Result<u32> {
+        let w = e.rma.win(win)?;
+        if w.lock_all || w.peers.iter().any(|p| p.lock.is_some()) {
+            return err!(
+                RmaSync,
+                "the window is still locked (call MPI_Win_unlock / MPI_Win_unlock_all first)"
+            );
+        }
+        if w.access.is_some() || w.exposure.is_some() {
+            return err!(
+                RmaSync,
+                "a post-start-complete-wait epoch of the window is still open"
+            );
+        }
+        Ok(w.comm)
+    })??;
+    // Operations of every member on our memory are complete once every member has completed
+    // its epochs and reached this barrier.
+    sync::settle_all(win)?;
+    crate::mpi::coll::barrier(comm)?;
+    with(|e| -> Result<()> {
+        let w = e.rma.wins[win as usize].take().expect("checked");
+        e.rma.by_ctx.remove(&w.ctx);
+        if let Some(r) = w.exposed {
+            e.net.retract(e.rank as Gpid, &r);
+        }
+        for a in &w.attached {
+            if !a.region.is_none() {
+                e.net.retract(e.rank as Gpid, &a.region);
+            }
+        }
+        if let Some((p, l)) = w.heap {
+            // SAFETY: allocated in `build` with this layout; the window is gone.
+            unsafe { std::alloc::dealloc(p, l) };
+        }
+        e.rma.locks.retain(|l| l.win != win);
+        e.free_comm(w.comm)
+    })?
+}
+
+/// MPI_Win_attach: make `size` bytes at `base` accessible in a dynamic window.
+///
+/// # Safety
+/// The memory stays valid until it is detached.
+pub unsafe fn attach(win: u32, base: *mut u8, size: i64) -> Result<()> {
+    with(|e| -> Result<()> {
+        if size < 0 {
+            return err!(Size, "negative size {size}");
+        }
+        let w = e.rma.win(win)?;
+        if w.flavor != Flavor::Dynamic {
+            return err!(
+                RmaFlavor,
+                "memory can be attached only to a window made by MPI_Win_create_dynamic"
+            );
+        }
+        if size == 0 {
+            return Ok(());
+        }
+        if base.is_null() {
+            return err!(Base, "null base");
+        }
+        let (b, l) = (base as u64, size as u64);
+        if w.attached
+            .iter()
+            .any(|a| b < a.base + a.len && a.base < b + l)
+        {
+            return err!(
+                RmaAttach,
+                "the memory overlaps a region already attached to the window"
+            );
+        }
+        let region = e
+            .net
+            .expose_any(Span::new(base, size as usize))
+            .unwrap_or(Region::NONE);
+        let w = e.rma.win_mut(win)?;
+        w.attached.push(Attached {
+            base: b,
+            len: l,
+            region,
+        });
+        w.ctl().publish(&w.attached);
+        Ok(())
+    })?
+}
+
+/// MPI_Win_detach.
+pub fn detach(win: u32, base: *const u8) -> Result<()> {
+    with(|e| -> Result<()> {
+        let w = e.rma.win_mut(win)?;
+        if w.flavor != Flavor::Dynamic {
+            return err!(
+                RmaFlavor,
+                "memory can be detached only from a window made by MPI_Win_create_dynamic"
+            );
+        }
+        let Some(i) = w.attached.iter().position(|a| a.base == base as u64) else {
+            return err!(
+                RmaAttach,
+                "no region attached to the window starts at {base:p}"
+            );
+        };
+        let a = w.attached.remove(i);
+        w.ctl().publish(&w.attached);
+        if !a.region.is_none() {
+            e.net.retract(e.rank as Gpid, &a.region);
+        }
+        Ok(())
+    })?
+}
+
+/// MPI_Win_shared_query: the size, unit and address (here) of `rank`'s memory when this
+/// process can load and store it directly (size 0 and null otherwise); MPI_PROC_NULL (-1)
+/// asks for the first member with memory.
+pub fn shared_query(win: u32, rank: i32) -> Result<(u64, u64, *mut u8)> {
+    with(|e| -> Result<_> {
+        let w = e.rma.win(win)?;
+        let direct = |p: &Peer| match p.mech {
+            Mech::Direct(b) if w.flavor != Flavor::Dynamic => Some(b),
+            _ => None,
+        };
+        if rank == -1 {
+            for (j, p) in w.peers.iter().enumerate() {
+                if p.size > 0 {
+                    let b = direct(p).or_else(|| match (w.flavor, w.seg.as_ref()) {
+                        (Flavor::Shared, Some(s)) if !p.ctl.is_null() => shared_address(w, s, j),
+                        _ => None,
+                    });
+                    if let Some(b) = b {
+                        return Ok((p.size, p.disp_unit, b));
+                    }
+                }
+            }
+            return Ok((0, 0, std::ptr::null_mut()));
+        }
+        let p = w
+            .peers
+            .get(rank as usize)
+            .filter(|_| rank >= 0)
+            .ok_or_else(|| {
+                crate::mpi_error!(
+                    Rank,
+                    "rank {rank} is out of range for a window of {} processes",
+                    w.peers.len()
+                )
+            })?;
+        let mut b = direct(p);
+        if b.is_none() && w.flavor == Flavor::Shared {
+            // A member on this host reached by TCP: its memory is still mapped here.
+            if let (Some(s), false) = (w.seg.as_ref(), p.ctl.is_null()) {
+                b = shared_address(w, s, rank as usize);
+            }
+        }
+        Ok(match b {
+            Some(b) => (p.size, p.disp_unit, b),
+            None => (0, p.disp_unit, std::ptr::null_mut()),
+        })
+    })?
+}
+
+/// The address of member `j`'s memory in a shared window's segment, recomputed from the
+/// layout (for members whose data goes through active messages).
+fn shared_address(w: &Win, s: &HostMem, j: usize) -> Option<*mut u8> {
+    let local: Vec<usize> = (0..w.peers.len())
+        .filter(|&k| !w.peers[k].ctl.is_null())
+        .collect();
+    let sizes: Vec<usize> = local.iter().map(|&k| w.peers[k].size as usize).collect();
+    let contiguous = !info_flag(&w.info, "alloc_shared_noncontig");
+    let lay = layout(&sizes, true, contiguous);
+    let l = local.iter().position(|&k| k == j)?;
+    Some(s.base().wrapping_add(lay.data[l]))
+}
+
+impl Engine {
+    /// Hand the frames that arrived for window `ctx` before it was made to it.
+    fn rma_replay(&mut self, ctx: u32) {
+        if self.rma.early.is_empty() {
+            return;
+        }
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.rma.early)
+            .into_iter()
+            .partition(|(_, h, _)| frame::RmaHeader::decode(h).is_ok_and(|h| h.win == ctx));
+        self.rma.early = rest;
+        self.rma.early_bytes = self.rma.early.iter().map(|(_, _, p)| p.len()).sum();
+        for (from, h, p) in mine {
+            self.rma.on_frame(&mut self.pml, from, &h, &p);
+        }
+    }
+
+    /// A progress pass at the start of a call on window `win` when active messages may
+    /// arrive for it (see [`Win::am`]).
+    #[inline]
+    pub(crate) fn rma_poke(&mut self, win: u32) {
+        if self.rma.win(win).is_ok_and(|w| w.am) {
+            self.progress_p2p();
+        }
+    }
+
+    /// Give a window's progress its part of the pass: grant locks, push frames.
+    #[inline]
+    pub fn rma_progress(&mut self) {
+        if !self.rma.locks.is_empty() {
+            self.rma.grant_locks();
+        }
+        if !self.rma.outbox.is_empty() {
+            self.rma.flush(&mut self.net);
+        }
+    }
+}
+
+/// Wait until `done` holds for the engine, making progress meanwhile.
+pub(crate) fn wait(done: impl FnMut(&mut Engine) -> bool) -> Result<()> {
+    global::wait_until(done)
+}
+
+/// A window error, for the C layer to raise on the window's handler.
+pub fn win_err(class: ErrorClass, msg: impl Into<String>) -> MpiError {
+    MpiError::new(class, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_keep_blocks_apart_and_memory_contiguous_when_asked() {
+        let l = layout(&[10, 0, 7], true, true);
+        assert_eq!(l.ctl, vec![0, CTL_BYTES, 2 * CTL_BYTES]);
+        let d0 = l.data[0];
+        assert_eq!(d0 % 4096, 0);
+        assert_eq!(l.data, vec![d0, d0 + 10, d0 + 10]);
+        assert_eq!(l.total, d0 + 17);
+        let l = layout(&[10, 3, 7], true, false);
+        assert!(l.data.iter().all(|d| d % 64 == 0));
+        assert!(l.data[1] >= l.data[0] + 10 && l.data[2] >= l.data[1] + 3);
+        let l = layout(&[10, 3], false, false);
+        assert_eq!(l.total, 4096.max(2 * CTL_BYTES).div_ceil(4096) * 4096);
+        let c = Card {
+            size: 5,
+            disp_unit: 8,
+            region: Region([3; REGION_LEN]),
+            exposes: true,
+        };
+        let d = Card::decode(&c.encode()).unwrap();
+        assert_eq!(
+            (d.size, d.disp_unit, d.region, d.exposes),
+            (5, 8, c.region, true)
+        );
+        assert!(Card::decode(&[0; 3]).is_err());
+    }
+}

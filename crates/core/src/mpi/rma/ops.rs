@@ -1,0 +1,882 @@
+//! The origin's side of every one-sided operation (MPI-4.1 12.3): MPI_Put, MPI_Get,
+//! MPI_Accumulate, MPI_Get_accumulate, MPI_Fetch_and_op, MPI_Compare_and_swap and their
+//! request-based forms.
+//!
+//! An operation is checked (window, rank, counts, datatypes, the access epoch, the range at
+//! the target), its target datatype is flattened into the byte segments it names in the
+//! target's window, its origin data packed when it is not contiguous, and then it goes by the
+//! target's mechanism (see the module doc of `rma`): copied now (direct, cross-memory attach),
+//! or sent as frames (active messages) whose answers, for the operations that read, complete
+//! it later.
+
+use std::sync::Arc;
+
+use super::acc::{self, Acc};
+use super::am::{cut, Piece};
+use super::ctl::Lookup;
+use super::{Fetching, Flavor, Mech, State, Waiting, Win};
+use crate::err;
+use crate::error::Result;
+use crate::mpi::coll::op::{elem_of, Builtin, NPREDEFINED};
+use crate::mpi::datatype::layout::for_each_block;
+use crate::mpi::datatype::Datatype;
+use crate::mpi::engine::Engine;
+use crate::mpi::global::with;
+use crate::mpi::request::{Kind, Request, Status};
+use crate::proto::frame::{self, RmaHeader, RmaKind};
+use crate::transport::{CopyError, Gpid, Span, Token, Transport};
+
+/// A buffer at the origin: address, count, datatype (engine id).
+#[derive(Debug, Clone, Copy)]
+pub struct Buf {
+    pub ptr: *mut u8,
+    pub count: i64,
+    pub dt: u32,
+}
+
+impl Buf {
+    pub const NONE: Buf = Buf {
+        ptr: std::ptr::null_mut(),
+        count: 0,
+        dt: 0,
+    };
+}
+
+/// Where at the target: rank in the window's group, displacement (in the target's units),
+/// count and datatype.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    pub rank: i32,
+    pub disp: i64,
+    pub count: i64,
+    pub dt: u32,
+}
+
+/// Which operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    Put,
+    Get,
+    /// MPI_Accumulate with an operation (engine id).
+    Acc(u32),
+    /// MPI_Get_accumulate / MPI_Fetch_and_op.
+    GetAcc(u32),
+    /// MPI_Compare_and_swap (the compare value is passed apart).
+    Cas,
+}
+
+impl What {
+    fn name(self) -> &'static str {
+        match self {
+            What::Put => "put",
+            What::Get => "get",
+            What::Acc(_) => "accumulate",
+            What::GetAcc(_) => "get-accumulate",
+            What::Cas => "compare-and-swap",
+        }
+    }
+}
+
+/// The segments (absolute offset in the target's window, bytes) that `count` elements of
+/// `dt` at byte displacement `start` name, adjacent ones merged, in type-map order.
+pub(crate) fn segments(dt: &Datatype, count: usize, start: i64) -> Result<Vec<(u64, u64)>> {
+    let mut v: Vec<(u64, u64)> = Vec::new();
+    let mut bad = None;
+    let mut push = |off: isize, len: usize| {
+        if len == 0 {
+            return;
+        }
+        let a = start.checked_add(off as i64);
+        match a {
+            Some(a) if a >= 0 => {
+                let a = a as u64;
+                match v.last_mut() {
+                    Some(l) if l.0 + l.1 == a => l.1 += len as u64,
+                    _ => v.push((a, len as u64)),
+                }
+            }
+            _ => bad = Some(off),
+        }
+    };
+    if let Some(off) = dt.contiguous_span(count) {
+        push(off, dt.size * count);
+    } else {
+        let ext = dt.extent();
+        for i in 0..count as isize {
+            for_each_block(&dt.ops, i * ext, &mut |off, len| push(off, len));
+        }
+    }
+    if bad.is_some() {
+        return err!(
+            RmaRange,
+            "the target datatype reaches before the start of the target's window"
+        );
+    }
+    Ok(v)
+}
+
+fn committed<'a>(e: &'a Engine, dt: u32, what: &str) -> Result<&'a Arc<Datatype>> {
+    let d = e.dtype(dt)?;
+    if !d.committed {
+        return err!(
+            Type,
+            "the {what} datatype {} has not been committed (call MPI_Type_commit)",
+            d.describe()
+        );
+    }
+    Ok(d)
+}
+
+fn count_of(c: i64, what: &str) -> Result<usize> {
+    if c < 0 {
+        return err!(Count, "negative {what} count {c}");
+    }
+    Ok(c as usize)
+}
+
+/// A buffer's bytes: the pointer to its contiguous bytes, or a packed copy.
+struct Data {
+    ptr: *const u8,
+    _packed: Option<Vec<u8>>,
+}
+
+/// # Safety
+/// `buf` holds `count` elements of `d`.
+unsafe fn packed(buf: *const u8, count: usize, d: &Datatype) -> Data {
+    if let Some(off) = d.contiguous_span(count) {
+        return Data {
+            ptr: buf.wrapping_offset(off),
+            _packed: None,
+        };
+    }
+    let mut v = Vec::with_capacity(d.size * count);
+    d.pack(buf, count, &mut v);
+    Data {
+        ptr: v.as_ptr(),
+        _packed: Some(v),
+    }
+}
+
+/// Where a result goes.
+#[derive(Clone)]
+pub(crate) struct Sinkhole {
+    /// Contiguous: the bytes go straight here.
+    pub direct: Option<*mut u8>,
+    /// Else unpack into this buffer.
+    pub unpack: (*mut u8, usize, Arc<Datatype>),
+}
+
+impl Sinkhole {
+    fn new(b: *mut u8, count: usize, d: &Arc<Datatype>) -> Sinkhole {
+        Sinkhole {
+            direct: d.contiguous_span(count).map(|off| b.wrapping_offset(off)),
+            unpack: (b, count, d.clone()),
+        }
+    }
+
+    /// A staging buffer when the result is not contiguous.
+    fn stage(&self, len: usize) -> Option<Vec<u8>> {
+        self.direct.is_none().then(|| vec![0u8; len])
+    }
+
+    /// Where byte 0 of the packed result goes now.
+    fn dst(&self, staged: &mut Option<Vec<u8>>) -> *mut u8 {
+        match (self.direct, staged) {
+            (Some(p), _) => p,
+            (None, Some(v)) => v.as_mut_ptr(),
+            (None, None) => std::ptr::null_mut(),
+        }
+    }
+
+    /// Unpack a staged result.
+    ///
+    /// # Safety
+    /// The user's buffer holds the elements.
+    pub unsafe fn finish(&self, staged: Option<Vec<u8>>) {
+        if let Some(v) = staged {
+            let (b, n, d) = &self.unpack;
+            d.unpack(&v, *b, *n);
+        }
+    }
+}
+
+/// One operation, checked and resolved: what the mechanisms need.
+struct Resolved {
+    win: u32,
+    target: usize,
+    gpid: Gpid,
+    mech: Mech,
+    segs: Vec<(u64, u64)>,
+    bytes: usize,
+    /// Accumulate: the bound operation and its element type id.
+    acc: Option<(Arc<Acc>, u8, u16)>,
+    fetch: bool,
+    /// The window's memory takes atomics (allocated in shared memory).
+    atomic: bool,
+    ctl: *const super::ctl::Ctl,
+    own: bool,
+}
+
+/// MPI_Put and friends (see [`What`]). `origin` is the data sent (the destination of a Get);
+/// `result` receives the target's values of a get-accumulate or compare-and-swap; `compare`
+/// is the compare value of a compare-and-swap. Returns a request when `request` is asked (the
+/// MPI_R* forms).
+///
+/// # Safety
+/// The buffers hold what their counts and datatypes say and stay valid until the operation
+/// completes (MPI's rules for one-sided buffers).
+pub unsafe fn op(
+    win: u32,
+    what: What,
+    origin: Buf,
+    result: Buf,
+    compare: *const u8,
+    t: Target,
+    request: bool,
+) -> Result<Option<u32>> {
+    with(|e| {
+        e.rma_poke(win);
+        e.rma_op(win, what, origin, result, compare, t, request)
+    })?
+}
+
+impl Engine {
+    fn rma_done_request(&mut self, win: u32, request: bool) -> Result<Option<u32>> {
+        if !request {
+            return Ok(None);
+        }
+        let comm = self.rma.win(win)?.comm;
+        let mut r = Request::new(Kind::Done, comm);
+        r.complete = true;
+        r.status = Status::EMPTY;
+        Ok(Some(self.pml.reqs.insert(r)))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rma_op(
+        &mut self,
+        win: u32,
+        what: What,
+        origin: Buf,
+        result: Buf,
+        compare: *const u8,
+        t: Target,
+        request: bool,
+    ) -> Result<Option<u32>> {
+        let w = self.rma.win(win)?;
+        if t.rank == crate::mpi::request::PROC_NULL {
+            return self.rma_done_request(win, request);
+        }
+        let n = w.peers.len();
+        if t.rank < 0 || t.rank as usize >= n {
+            return err!(
+                Rank,
+                "target rank {} is out of range for a window of {n} processes",
+                t.rank
+            );
+        }
+        let target = t.rank as usize;
+        if !w.in_access_epoch(target) {
+            return err!(
+                RmaSync,
+                "no access epoch to rank {target} is open (call MPI_Win_fence, MPI_Win_start, MPI_Win_lock or MPI_Win_lock_all first)"
+            );
+        }
+        let tcount = count_of(t.count, "target")?;
+        let ocount = count_of(origin.count, "origin")?;
+        let td = committed(self, t.dt, "target")?.clone();
+        let tbytes = td
+            .packed_size(tcount)
+            .ok_or_else(|| crate::mpi_error!(Count, "target count {tcount} overflows"))?;
+        // The operation and its element type, checked before anything moves.
+        let (op, uses_origin, fetch) = match what {
+            What::Put => (None, true, false),
+            What::Get => (None, true, true),
+            What::Acc(o) => (Some(o), true, false),
+            What::GetAcc(o) => (Some(o), o as usize != builtin_index(Builtin::NoOp), true),
+            What::Cas => (None, true, true),
+        };
+        if let Some(o) = op {
+            if o >= NPREDEFINED {
+                return err!(
+                    Op,
+                    "one-sided accumulates take predefined operations only, not user-defined ones"
+                );
+            }
+        }
+        let od = if uses_origin {
+            Some(committed(self, origin.dt, "origin")?.clone())
+        } else {
+            None
+        };
+        let obytes = match &od {
+            Some(d) => d
+                .packed_size(ocount)
+                .ok_or_else(|| crate::mpi_error!(Count, "origin count {ocount} overflows"))?,
+            None => tbytes,
+        };
+        let rd = if matches!(what, What::GetAcc(_) | What::Cas) {
+            Some(committed(self, result.dt, "result")?.clone())
+        } else {
+            None
+        };
+        if tbytes == 0 && obytes == 0 {
+            return self.rma_done_request(win, request);
+        }
+        if obytes != tbytes {
+            return err!(
+                Count,
+                "the origin ({obytes} bytes) and target ({tbytes} bytes) of a {} differ in size",
+                what.name()
+            );
+        }
+        if let Some(d) = &rd {
+            let rcount = count_of(result.count, "result")?;
+            if d.packed_size(rcount) != Some(tbytes) {
+                return err!(
+                    Count,
+                    "the result buffer ({} bytes) and the target ({tbytes} bytes) differ in size",
+                    d.size * rcount
+                );
+            }
+        }
+        let acc = match (what, op) {
+            (What::Acc(o) | What::GetAcc(o), Some(_)) => {
+                let b = Builtin::ALL[o as usize];
+                let telem = elem_of(&self.dtypes, t.dt);
+                let elem = match (b, telem) {
+                    (_, Some(el)) => {
+                        if let (Some(_), Some(oe)) = (&od, elem_of(&self.dtypes, origin.dt)) {
+                            if oe != el && !matches!(b, Builtin::Replace | Builtin::NoOp) {
+                                return err!(
+                                    Type,
+                                    "the origin and target datatypes of an accumulate are made of different basic types"
+                                );
+                            }
+                        }
+                        acc::elem_id(el).ok_or_else(|| {
+                            crate::mpi_error!(Type, "no predefined type for the element")
+                        })?
+                    }
+                    (Builtin::Replace | Builtin::NoOp, None) => acc::byte_id(),
+                    (_, None) => {
+                        return err!(
+                            Op,
+                            "{} needs a target datatype made of one basic type",
+                            b.name()
+                        )
+                    }
+                };
+                let a = self.rma.accs.get(o as u8, elem)?;
+                Some((a, o as u8, elem))
+            }
+            (What::Cas, _) => {
+                let el = elem_of(&self.dtypes, t.dt)
+                    .and_then(acc::elem_id)
+                    .ok_or_else(|| {
+                        crate::mpi_error!(
+                            Type,
+                            "MPI_Compare_and_swap needs a predefined integer, logical or byte type"
+                        )
+                    })?;
+                // REPLACE on the element: the kernel is never used, only its size.
+                let a = self
+                    .rma
+                    .accs
+                    .get(builtin_index(Builtin::Replace) as u8, el)?;
+                Some((a, 0, el))
+            }
+            _ => None,
+        };
+        let w = self.rma.win(win)?;
+        let p = &w.peers[target];
+        let start = if w.flavor == Flavor::Dynamic {
+            t.disp
+        } else {
+            t.disp
+                .checked_mul(p.disp_unit as i64)
+                .ok_or_else(|| crate::mpi_error!(Disp, "displacement {} overflows", t.disp))?
+        };
+        let segs = segments(&td, tcount, start)?;
+        if let Some((a, _, _)) = &acc {
+            if segs.iter().any(|s| s.1 % a.size as u64 != 0) {
+                return err!(
+                    Type,
+                    "the target datatype splits an element of the accumulate's basic type"
+                );
+            }
+        }
+        if w.flavor != Flavor::Dynamic {
+            if let Some(s) = segs.iter().find(|s| s.0 + s.1 > p.size) {
+                return err!(
+                    RmaRange,
+                    "the {} reaches byte {} of rank {target}'s window of {} bytes",
+                    what.name(),
+                    s.0 + s.1,
+                    p.size
+                );
+            }
+        } else if p.mech == Mech::SelfDyn {
+            if let Some(s) = segs.iter().find(|s| !w.holds(s.0, s.1)) {
+                return err!(
+                    RmaRange,
+                    "address {:#x} ({} bytes) is not in memory attached to the window",
+                    s.0,
+                    s.1
+                );
+            }
+        }
+        let r = Resolved {
+            win,
+            target,
+            gpid: p.gpid,
+            mech: p.mech,
+            segs,
+            bytes: tbytes,
+            acc,
+            fetch,
+            atomic: w.atomic,
+            ctl: if target == w.rank { w.ctl } else { p.ctl },
+            own: target == w.rank,
+        };
+        // The data sent, and where answers go.
+        let data = match (&od, what) {
+            (Some(d), What::Put | What::Acc(_) | What::GetAcc(_) | What::Cas) => {
+                Some(packed(origin.ptr, ocount, d))
+            }
+            _ => None,
+        };
+        let sink = match what {
+            What::Get => Some(Sinkhole::new(
+                origin.ptr,
+                ocount,
+                od.as_ref().expect("origin"),
+            )),
+            What::GetAcc(_) | What::Cas => Some(Sinkhole::new(
+                result.ptr,
+                result.count as usize,
+                rd.as_ref().expect("result"),
+            )),
+            _ => None,
+        };
+        let src = data.as_ref().map_or(std::ptr::null(), |d| d.ptr);
+        let cmp = if what == What::Cas {
+            let d = od.as_ref().expect("origin");
+            packed(compare, 1, d).ptr
+        } else {
+            std::ptr::null()
+        };
+        let done = self.rma_move(&r, what, src, cmp, sink.clone(), request)?;
+        match done {
+            Some(slot) => Ok(Some(slot)),
+            None => self.rma_done_request(win, request),
+        }
+    }
+
+    /// Move the data by the target's mechanism. Returns the request of an operation that
+    /// completes later (active messages that read), None when it is complete (or its request
+    /// can be complete now).
+    unsafe fn rma_move(
+        &mut self,
+        r: &Resolved,
+        what: What,
+        src: *const u8,
+        cmp: *const u8,
+        sink: Option<Sinkhole>,
+        request: bool,
+    ) -> Result<Option<u32>> {
+        match r.mech {
+            Mech::Direct(base) => {
+                self.rma_direct(r, what, src, cmp, sink, |off| {
+                    base.wrapping_add(off as usize)
+                });
+                Ok(None)
+            }
+            Mech::SelfDyn => {
+                self.rma_direct(r, what, src, cmp, sink, |off| off as usize as *mut u8);
+                Ok(None)
+            }
+            Mech::Cma(region) => match self.rma_cma(r, region, what, src, cmp, sink.clone()) {
+                Ok(()) => Ok(None),
+                Err(Fallback::Range(e)) => Err(e),
+                Err(Fallback::Am) => {
+                    // The kernel refused (or a dynamic window's table overflowed): the
+                    // target handles this operation, and, after a refusal, every later one.
+                    self.rma_am(r, what, src, cmp, sink, request)
+                }
+            },
+            Mech::Am => self.rma_am(r, what, src, cmp, sink, request),
+        }
+    }
+
+    /// Load/store on memory mapped here (`at` maps a window offset to an address).
+    unsafe fn rma_direct(
+        &mut self,
+        r: &Resolved,
+        what: What,
+        src: *const u8,
+        cmp: *const u8,
+        sink: Option<Sinkhole>,
+        at: impl Fn(u64) -> *mut u8,
+    ) {
+        let ctl = &*r.ctl;
+        let mut staged = sink.as_ref().and_then(|s| s.stage(r.bytes));
+        let dst = sink.as_ref().map(|s| s.dst(&mut staged));
+        // Our own window of user memory (or a dynamic one): origins on the host accumulate
+        // into it under its lock, so do we.
+        let locked = r.acc.is_some() && !r.atomic;
+        if locked {
+            ctl.acc_lock();
+        }
+        let mode = if r.atomic {
+            acc::Mode::Atomic(ctl)
+        } else {
+            acc::Mode::Locked
+        };
+        let mut done = 0usize;
+        for &(off, len) in &r.segs {
+            let p = at(off);
+            let len = len as usize;
+            match what {
+                What::Put => std::ptr::copy(src.add(done), p, len),
+                What::Get => std::ptr::copy(p, dst.expect("sink").add(done), len),
+                What::Acc(_) | What::GetAcc(_) => {
+                    let (a, _, _) = r.acc.as_ref().expect("acc");
+                    let o = if src.is_null() { src } else { src.add(done) };
+                    let old = dst.map(|d| d.add(done));
+                    a.apply(o, p, len / a.size, old, mode);
+                }
+                What::Cas => {
+                    acc::compare_and_swap(len, src, cmp, p, dst.expect("sink"), mode);
+                }
+            }
+            done += len;
+        }
+        if locked {
+            ctl.acc_unlock();
+        }
+        if let Some(s) = sink {
+            s.finish(staged);
+        }
+        let _ = r.own;
+    }
+
+    /// Cross-memory attach through the transport.
+    unsafe fn rma_cma(
+        &mut self,
+        r: &Resolved,
+        region: Option<crate::transport::Region>,
+        what: What,
+        src: *const u8,
+        cmp: *const u8,
+        sink: Option<Sinkhole>,
+    ) -> std::result::Result<(), Fallback> {
+        let ctl = &*r.ctl;
+        // Where each segment is: (region, offset in it).
+        let mut places = Vec::with_capacity(r.segs.len());
+        for &(off, len) in &r.segs {
+            match region {
+                Some(reg) => places.push((reg, off as usize)),
+                None => match ctl.lookup(off, len) {
+                    Lookup::Found(a) if !a.region.is_none() => {
+                        places.push((a.region, (off - a.base) as usize))
+                    }
+                    Lookup::Found(_) | Lookup::Unknown => return Err(Fallback::Am),
+                    Lookup::Missing => {
+                        return Err(Fallback::Range(crate::mpi_error!(
+                            RmaRange,
+                            "address {off:#x} ({len} bytes) is not in memory attached to rank {}'s window",
+                            r.target
+                        )))
+                    }
+                },
+            }
+        }
+        let mut staged = sink.as_ref().and_then(|s| s.stage(r.bytes));
+        let dst = sink.as_ref().map(|s| s.dst(&mut staged));
+        let locked = r.acc.is_some();
+        if locked {
+            ctl.acc_lock();
+        }
+        let mut done = 0usize;
+        let mut failed = false;
+        let mut tmp: Vec<u8> = Vec::new();
+        for (k, &(_, len)) in r.segs.iter().enumerate() {
+            let (reg, at) = places[k];
+            let len = len as usize;
+            let res = match what {
+                What::Put => self.net.put(
+                    r.gpid,
+                    &reg,
+                    at,
+                    Span::new(src.add(done) as *mut u8, len),
+                    Token::NONE,
+                ),
+                What::Get => self.net.get(
+                    r.gpid,
+                    &reg,
+                    at,
+                    Span::new(dst.expect("sink").add(done), len),
+                    Token::NONE,
+                ),
+                What::Acc(_) | What::GetAcc(_) | What::Cas => {
+                    tmp.resize(len, 0);
+                    let got = self.net.get(
+                        r.gpid,
+                        &reg,
+                        at,
+                        Span::new(tmp.as_mut_ptr(), len),
+                        Token::NONE,
+                    );
+                    if got.is_ok() {
+                        if what == What::Cas {
+                            let old = dst.expect("sink");
+                            acc::compare_and_swap(
+                                len,
+                                src,
+                                cmp,
+                                tmp.as_mut_ptr(),
+                                old,
+                                acc::Mode::Locked,
+                            );
+                        } else {
+                            let (a, _, _) = r.acc.as_ref().expect("acc");
+                            let o = if src.is_null() { src } else { src.add(done) };
+                            let old = dst.map(|d| d.add(done));
+                            a.apply(o, tmp.as_mut_ptr(), len / a.size, old, acc::Mode::Locked);
+                        }
+                        self.net.put(
+                            r.gpid,
+                            &reg,
+                            at,
+                            Span::new(tmp.as_mut_ptr(), len),
+                            Token::NONE,
+                        )
+                    } else {
+                        got
+                    }
+                }
+            };
+            match res {
+                Ok(_) => {}
+                Err(CopyError::Refused(why)) if k == 0 => {
+                    if self.cfg.verbose > 0 {
+                        eprintln!(
+                            "Protean[{}]: cross-memory attach to rank {} refused ({why}); its window operations go through it",
+                            self.rank, r.target
+                        );
+                    }
+                    failed = true;
+                    break;
+                }
+                Err(e) => {
+                    if locked {
+                        ctl.acc_unlock();
+                    }
+                    return Err(Fallback::Range(crate::mpi_error!(
+                        Other,
+                        "one-sided {} to rank {}: {e}",
+                        what.name(),
+                        r.target
+                    )));
+                }
+            }
+            done += len;
+        }
+        if locked {
+            ctl.acc_unlock();
+        }
+        if failed {
+            if let Ok(w) = self.rma.win_mut(r.win) {
+                w.peers[r.target].mech = Mech::Am;
+                w.am = true;
+            }
+            return Err(Fallback::Am);
+        }
+        if let Some(s) = sink {
+            s.finish(staged);
+        }
+        Ok(())
+    }
+
+    /// Active messages: frames now, answers later.
+    unsafe fn rma_am(
+        &mut self,
+        r: &Resolved,
+        what: What,
+        src: *const u8,
+        cmp: *const u8,
+        sink: Option<Sinkhole>,
+        request: bool,
+    ) -> Result<Option<u32>> {
+        let w = self.rma.win(r.win)?;
+        let ctx = w.ctx;
+        let comm = w.comm;
+        let budget = self.net.caps(r.gpid).max_payload.clamp(4096, 1 << 20);
+        let elem = r.acc.as_ref().map_or(1, |(a, _, _)| a.size);
+        let kind = match what {
+            What::Put => RmaKind::Put,
+            What::Get => RmaKind::Get,
+            What::Acc(_) | What::GetAcc(_) => RmaKind::Acc,
+            What::Cas => RmaKind::Cas,
+        };
+        let pieces: Vec<Piece> = if what == What::Cas {
+            vec![Piece {
+                segs: r.segs.clone(),
+                at: 0,
+                len: r.bytes,
+            }]
+        } else {
+            cut(&r.segs, elem, budget)
+        };
+        // Operations that read are answered piece by piece into one result.
+        let mut slot = None;
+        let op_id = if r.fetch {
+            let id = self.rma.id();
+            let s = sink.expect("a reading operation has a sink");
+            let mut staged = s.stage(r.bytes);
+            let dst = s.dst(&mut staged);
+            let req = if request {
+                let mut q = Request::new(Kind::Done, comm);
+                q.complete = false;
+                let sl = self.pml.reqs.insert(q);
+                slot = Some(sl);
+                Some(sl)
+            } else {
+                None
+            };
+            self.rma.fetching.insert(
+                id,
+                Fetching {
+                    win: r.win,
+                    target: r.target,
+                    dst,
+                    staged,
+                    unpack: s.direct.is_none().then(|| s.unpack.clone()),
+                    left: r.bytes,
+                    request: req,
+                    error: None,
+                },
+            );
+            id
+        } else {
+            0
+        };
+        let rma = &mut self.rma;
+        for p in &pieces {
+            let mut h = RmaHeader::new(kind, ctx);
+            let mut payload = Vec::new();
+            if p.segs.len() == 1 {
+                h.disp = p.segs[0].0;
+            } else {
+                h.nsegs = p.segs.len() as u32;
+                frame::put_segments(&mut payload, &p.segs);
+            }
+            h.len = p.len as u32;
+            if let Some((_, o, el)) = &r.acc {
+                h.op = *o;
+                h.elem = *el;
+            }
+            match what {
+                What::Put | What::Acc(_) => {
+                    payload.extend_from_slice(std::slice::from_raw_parts(src.add(p.at), p.len))
+                }
+                What::GetAcc(_) if !src.is_null() => {
+                    payload.extend_from_slice(std::slice::from_raw_parts(src.add(p.at), p.len))
+                }
+                What::Cas => {
+                    h.op = 0;
+                    payload.extend_from_slice(std::slice::from_raw_parts(src, p.len));
+                    payload.extend_from_slice(std::slice::from_raw_parts(cmp, p.len));
+                }
+                _ => {}
+            }
+            if r.fetch {
+                let id = rma.id();
+                h.id = id;
+                if kind == RmaKind::Acc {
+                    h.flags = frame::RMA_FETCH;
+                }
+                rma.waiting.insert(
+                    id,
+                    Waiting::Data {
+                        op: op_id,
+                        at: p.at,
+                        len: p.len,
+                    },
+                );
+            }
+            rma.send(r.gpid, h, payload);
+        }
+        let w = rma.win_mut(r.win)?;
+        let peer = &mut w.peers[r.target];
+        if r.fetch {
+            peer.outstanding += pieces.len() as u32;
+        }
+        if matches!(what, What::Put | What::Acc(_) | What::GetAcc(_) | What::Cas) {
+            peer.unflushed = true;
+        }
+        // Send now: the target may be waiting for exactly this.
+        rma.flush(&mut self.net);
+        Ok(slot)
+    }
+}
+
+/// Why cross-memory attach did not do an operation.
+enum Fallback {
+    /// Send it to the target instead.
+    Am,
+    /// An error for the caller.
+    Range(crate::error::MpiError),
+}
+
+fn builtin_index(b: Builtin) -> usize {
+    Builtin::ALL.iter().position(|x| *x == b).expect("builtin")
+}
+
+impl Win {
+    /// May this process access `target` now?
+    pub(crate) fn in_access_epoch(&self, target: usize) -> bool {
+        self.fence_open
+            || self.lock_all
+            || self.peers[target].lock.is_some()
+            || self.access.as_ref().is_some_and(|g| g.contains(&target))
+    }
+}
+
+impl State {
+    /// The result of a reading operation is complete: unpack it and complete its request.
+    pub(crate) fn finish_fetch(&mut self, pml: &mut crate::mpi::pml::Pml, f: Fetching) {
+        if let (Some(v), Some((b, n, d))) = (f.staged, f.unpack) {
+            // SAFETY: the user's result buffer holds n elements of d until the operation
+            // completes, which is now.
+            unsafe { d.unpack(&v, b, n) };
+        }
+        if let Some(slot) = f.request {
+            if let Some(r) = pml.reqs.get_mut(slot) {
+                r.complete = true;
+                if let Some(e) = f.error {
+                    r.status.error = Some(Box::new(e));
+                }
+                if r.user_freed {
+                    pml.reqs.remove(slot);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mpi::datatype::{predefined, predefined_index};
+
+    #[test]
+    fn segments_of_contiguous_and_strided_types() {
+        let all = predefined();
+        let int = &all[predefined_index("MPI_INT").unwrap()];
+        assert_eq!(segments(int, 5, 8).unwrap(), vec![(8, 20)]);
+        assert!(segments(int, 0, 8).unwrap().is_empty());
+        assert!(segments(int, 1, -4).is_err());
+    }
+}

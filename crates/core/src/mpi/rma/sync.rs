@@ -1,0 +1,555 @@
+//! Epochs (MPI-4.1 12.5): fence, post-start-complete-wait, lock/unlock (shared, exclusive,
+//! all), flushes and MPI_Win_sync.
+//!
+//! Completing operations at a target (`settle`): direct and cross-memory operations are done
+//! when they return; for a target reached by active messages that has had frames changing its
+//! memory since its last answer, a Flush frame goes out and its Ack comes back after
+//! everything before it was applied; reading operations complete with their Data.
+//!
+//! Locks: a target whose control block is mapped here (same host) is locked with atomic
+//! instructions on its lock word, retried between progress passes; another is sent a Lock
+//! frame and granted by its progress, on the same word. MPI_MODE_NOCHECK takes no lock.
+
+use std::sync::atomic::{fence as mem_fence, Ordering};
+
+use super::{wait, Waiting, MODE_NOCHECK, MODE_NOSUCCEED};
+use crate::err;
+use crate::error::Result;
+use crate::mpi::engine::Engine;
+use crate::mpi::global::with;
+use crate::proto::frame::{RmaHeader, RmaKind, RMA_EXCLUSIVE};
+use crate::transport::Gpid;
+
+/// A passive-target lock held by this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockType {
+    Shared,
+    Exclusive,
+}
+
+/// How a held lock was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    NoCheck,
+    Direct,
+    Frames,
+}
+
+impl Engine {
+    /// Ask `targets` of window `win` for an Ack to a frame of `kind` (Flush, Lock, Unlock).
+    fn rma_ask(&mut self, win: u32, targets: &[usize], kind: RmaKind, flags: u8) -> Result<()> {
+        let ctx = self.rma.win(win)?.ctx;
+        for &t in targets {
+            let id = self.rma.id();
+            let w = self.rma.win_mut(win)?;
+            let p = &mut w.peers[t];
+            p.outstanding += 1;
+            if matches!(kind, RmaKind::Flush | RmaKind::Unlock) {
+                p.unflushed = false;
+            }
+            let g = p.gpid;
+            self.rma.waiting.insert(id, Waiting::Ack { win, target: t });
+            let mut h = RmaHeader::new(kind, ctx);
+            h.id = id;
+            h.flags = flags;
+            self.rma.send(g, h, Vec::new());
+        }
+        self.rma.flush(&mut self.net);
+        Ok(())
+    }
+
+    /// Start completing every operation to `targets` at the targets: Flush frames to those
+    /// reached by frames that have unanswered changes.
+    fn rma_flush_start(&mut self, win: u32, targets: &[usize]) -> Result<()> {
+        let w = self.rma.win(win)?;
+        let need: Vec<usize> = targets
+            .iter()
+            .copied()
+            .filter(|&t| w.peers[t].unflushed)
+            .collect();
+        mem_fence(Ordering::SeqCst);
+        self.rma_ask(win, &need, RmaKind::Flush, 0)
+    }
+
+    fn rma_settled(&self, win: u32, targets: &[usize]) -> bool {
+        self.rma.win(win).map_or(true, |w| {
+            targets.iter().all(|&t| w.peers[t].outstanding == 0)
+        })
+    }
+
+    /// An error an earlier operation left on the window (an active message the target could
+    /// not apply), reported once.
+    fn rma_take_error(&mut self, win: u32) -> Result<()> {
+        match self.rma.win_mut(win)?.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Complete every operation of this process on `targets` at the targets.
+fn settle(win: u32, targets: &[usize]) -> Result<()> {
+    with(|e| {
+        e.rma_poke(win);
+        e.rma_flush_start(win, targets)
+    })??;
+    wait(|e| e.rma_settled(win, targets))?;
+    with(|e| e.rma_take_error(win))?
+}
+
+/// Complete every operation of this process on the window, at every target.
+pub(crate) fn settle_all(win: u32) -> Result<()> {
+    let n = with(|e| e.rma.win(win).map(|w| w.peers.len()))??;
+    let all: Vec<usize> = (0..n).collect();
+    settle(win, &all)
+}
+
+fn check_assert(assert: i32, allowed: i32, call: &str) -> Result<()> {
+    if assert & !allowed != 0 {
+        return err!(
+            Assert,
+            "{call}: assertion {assert:#x} holds flags it does not take"
+        );
+    }
+    Ok(())
+}
+
+/// MPI_Win_fence.
+pub fn fence(win: u32, assert: i32) -> Result<()> {
+    check_assert(
+        assert,
+        super::MODE_NOSTORE | super::MODE_NOPUT | super::MODE_NOPRECEDE | MODE_NOSUCCEED,
+        "MPI_Win_fence",
+    )?;
+    let comm = with(|e| -> Result<u32> {
+        let w = e.rma.win(win)?;
+        if w.access.is_some()
+            || w.exposure.is_some()
+            || w.lock_all
+            || w.peers.iter().any(|p| p.lock.is_some())
+        {
+            return err!(
+                RmaSync,
+                "MPI_Win_fence inside a post-start-complete-wait or lock epoch"
+            );
+        }
+        Ok(w.comm)
+    })??;
+    settle_all(win)?;
+    crate::mpi::coll::barrier(comm)?;
+    mem_fence(Ordering::SeqCst);
+    with(|e| -> Result<()> {
+        e.rma.win_mut(win)?.fence_open = assert & MODE_NOSUCCEED == 0;
+        Ok(())
+    })?
+}
+
+/// Window ranks of a group of processes (a PSCW group), checked against the window's.
+fn ranks_of(e: &Engine, win: u32, group: &[Gpid]) -> Result<Vec<usize>> {
+    let w = e.rma.win(win)?;
+    group
+        .iter()
+        .map(|g| {
+            w.rank_of(*g).ok_or_else(|| {
+                crate::mpi_error!(
+                    Group,
+                    "process {g} of the group is not in the window's group"
+                )
+            })
+        })
+        .collect()
+}
+
+/// MPI_Win_post: expose the window to the origins in `group`.
+pub fn post(win: u32, group: &[Gpid], assert: i32) -> Result<()> {
+    check_assert(
+        assert,
+        MODE_NOCHECK | super::MODE_NOSTORE | super::MODE_NOPUT,
+        "MPI_Win_post",
+    )?;
+    with(|e| -> Result<()> {
+        let ranks = ranks_of(e, win, group)?;
+        let w = e.rma.win_mut(win)?;
+        if w.exposure.is_some() {
+            return err!(RmaSync, "MPI_Win_post: an exposure epoch is already open");
+        }
+        w.exposure = Some(ranks.clone());
+        mem_fence(Ordering::SeqCst);
+        if assert & MODE_NOCHECK == 0 {
+            let ctx = w.ctx;
+            for r in ranks {
+                let g = e.rma.win(win)?.peers[r].gpid;
+                e.rma
+                    .send(g, RmaHeader::new(RmaKind::Post, ctx), Vec::new());
+            }
+            e.rma.flush(&mut e.net);
+        }
+        Ok(())
+    })?
+}
+
+/// MPI_Win_start: begin an access epoch to the targets in `group` (waits for their posts).
+pub fn start(win: u32, group: &[Gpid], assert: i32) -> Result<()> {
+    check_assert(assert, MODE_NOCHECK, "MPI_Win_start")?;
+    let ranks = with(|e| -> Result<Vec<usize>> {
+        let ranks = ranks_of(e, win, group)?;
+        let w = e.rma.win_mut(win)?;
+        if w.access.is_some() {
+            return err!(RmaSync, "MPI_Win_start: an access epoch is already open");
+        }
+        Ok(ranks)
+    })??;
+    if assert & MODE_NOCHECK == 0 {
+        wait(|e| {
+            e.rma
+                .win(win)
+                .map_or(true, |w| ranks.iter().all(|&r| w.peers[r].posts > 0))
+        })?;
+    }
+    with(|e| -> Result<()> {
+        let w = e.rma.win_mut(win)?;
+        if assert & MODE_NOCHECK == 0 {
+            for &r in &ranks {
+                w.peers[r].posts -= 1;
+            }
+        }
+        mem_fence(Ordering::SeqCst);
+        w.access = Some(ranks);
+        Ok(())
+    })?
+}
+
+/// MPI_Win_complete: end the access epoch; the targets learn it after our operations.
+pub fn complete(win: u32) -> Result<()> {
+    let ranks = with(|e| -> Result<Vec<usize>> {
+        match e.rma.win(win)?.access.clone() {
+            Some(r) => Ok(r),
+            None => err!(RmaSync, "MPI_Win_complete without MPI_Win_start"),
+        }
+    })??;
+    // Reads must have their data; frames that change memory are followed by Complete in order.
+    wait(|e| e.rma_settled(win, &ranks))?;
+    with(|e| -> Result<()> {
+        mem_fence(Ordering::SeqCst);
+        let w = e.rma.win_mut(win)?;
+        w.access = None;
+        let ctx = w.ctx;
+        let targets: Vec<Gpid> = ranks.iter().map(|&r| w.peers[r].gpid).collect();
+        for r in &ranks {
+            w.peers[*r].unflushed = false;
+        }
+        for g in targets {
+            e.rma
+                .send(g, RmaHeader::new(RmaKind::Complete, ctx), Vec::new());
+        }
+        e.rma.flush(&mut e.net);
+        Ok(())
+    })??;
+    with(|e| e.rma_take_error(win))?
+}
+
+fn exposure_done(e: &Engine, win: u32) -> bool {
+    e.rma.win(win).map_or(true, |w| {
+        w.exposure
+            .as_ref()
+            .is_none_or(|g| g.iter().all(|&r| w.peers[r].completes > 0))
+    })
+}
+
+fn end_exposure(e: &mut Engine, win: u32) -> Result<()> {
+    let w = e.rma.win_mut(win)?;
+    if let Some(g) = w.exposure.take() {
+        for r in g {
+            w.peers[r].completes -= 1;
+        }
+    }
+    mem_fence(Ordering::SeqCst);
+    Ok(())
+}
+
+/// MPI_Win_wait: end the exposure epoch once every origin completed.
+pub fn wait_epoch(win: u32) -> Result<()> {
+    with(|e| -> Result<()> {
+        if e.rma.win(win)?.exposure.is_none() {
+            return err!(RmaSync, "MPI_Win_wait without MPI_Win_post");
+        }
+        Ok(())
+    })??;
+    wait(|e| exposure_done(e, win))?;
+    with(|e| end_exposure(e, win))?
+}
+
+/// MPI_Win_test: MPI_Win_wait if it would not block.
+pub fn test(win: u32) -> Result<bool> {
+    with(|e| -> Result<bool> {
+        if e.rma.win(win)?.exposure.is_none() {
+            return err!(RmaSync, "MPI_Win_test without MPI_Win_post");
+        }
+        if !exposure_done(e, win) {
+            e.progress();
+        }
+        if exposure_done(e, win) {
+            end_exposure(e, win)?;
+            return Ok(true);
+        }
+        Ok(false)
+    })?
+}
+
+fn lock_kind(t: LockType) -> bool {
+    t == LockType::Exclusive
+}
+
+/// Take `targets`' locks (MPI_Win_lock, MPI_Win_lock_all).
+fn acquire(win: u32, targets: &[usize], t: LockType, assert: i32) -> Result<()> {
+    let exclusive = lock_kind(t);
+    let hows = with(|e| -> Result<Vec<How>> {
+        e.rma_poke(win);
+        let w = e.rma.win(win)?;
+        let hows: Vec<How> = targets
+            .iter()
+            .map(|&r| {
+                if assert & MODE_NOCHECK != 0 {
+                    How::NoCheck
+                } else if !w.peers[r].ctl.is_null() || r == w.rank {
+                    How::Direct
+                } else {
+                    How::Frames
+                }
+            })
+            .collect();
+        let by_frames: Vec<usize> = targets
+            .iter()
+            .zip(&hows)
+            .filter(|(_, h)| **h == How::Frames)
+            .map(|(r, _)| *r)
+            .collect();
+        let flags = if exclusive { RMA_EXCLUSIVE } else { 0 };
+        e.rma_ask(win, &by_frames, RmaKind::Lock, flags)?;
+        Ok(hows)
+    })??;
+    for (&r, &h) in targets.iter().zip(&hows) {
+        if h == How::Direct {
+            wait(|e| {
+                e.rma.win(win).map_or(true, |w| {
+                    let c = if r == w.rank { w.ctl } else { w.peers[r].ctl };
+                    // SAFETY: a control block mapped here for as long as the window lives.
+                    unsafe { &*c }.try_lock(exclusive)
+                })
+            })?;
+        }
+    }
+    wait(|e| e.rma_settled(win, targets))?;
+    with(|e| -> Result<()> {
+        let w = e.rma.win_mut(win)?;
+        for (&r, &h) in targets.iter().zip(&hows) {
+            w.peers[r].lock = Some(t);
+            w.peers[r].lock_direct = h == How::Direct;
+            w.peers[r].lock_nocheck = h == How::NoCheck;
+        }
+        mem_fence(Ordering::SeqCst);
+        Ok(())
+    })?
+}
+
+/// Release `targets`' locks after completing our operations there.
+fn release(win: u32, targets: &[usize]) -> Result<()> {
+    // Targets locked by frames get an Unlock (answered after everything before it); the
+    // others a Flush if needed, then their lock word is released here.
+    let unlock_by_frames = with(|e| -> Result<Vec<(usize, bool)>> {
+        e.rma_poke(win);
+        let w = e.rma.win(win)?;
+        let mut v = Vec::new();
+        for &r in targets {
+            let p = &w.peers[r];
+            if !p.lock_direct && !p.lock_nocheck {
+                v.push((r, p.lock == Some(LockType::Exclusive)));
+            }
+        }
+        Ok(v)
+    })??;
+    let others: Vec<usize> = targets
+        .iter()
+        .copied()
+        .filter(|r| !unlock_by_frames.iter().any(|(x, _)| x == r))
+        .collect();
+    with(|e| -> Result<()> {
+        e.rma_flush_start(win, &others)?;
+        for &(r, excl) in &unlock_by_frames {
+            e.rma_ask(
+                win,
+                &[r],
+                RmaKind::Unlock,
+                if excl { RMA_EXCLUSIVE } else { 0 },
+            )?;
+        }
+        Ok(())
+    })??;
+    wait(|e| e.rma_settled(win, targets))?;
+    with(|e| -> Result<()> {
+        mem_fence(Ordering::SeqCst);
+        let w = e.rma.win_mut(win)?;
+        for &r in targets {
+            let (direct, lock) = (w.peers[r].lock_direct, w.peers[r].lock);
+            if direct {
+                let c = if r == w.rank { w.ctl } else { w.peers[r].ctl };
+                // SAFETY: mapped for as long as the window lives.
+                unsafe { &*c }.unlock(lock == Some(LockType::Exclusive));
+            }
+            let p = &mut w.peers[r];
+            p.lock = None;
+            p.lock_direct = false;
+            p.lock_nocheck = false;
+        }
+        Ok(())
+    })??;
+    with(|e| e.rma_take_error(win))?
+}
+
+fn target_rank(e: &Engine, win: u32, rank: i32) -> Result<usize> {
+    let w = e.rma.win(win)?;
+    if rank < 0 || rank as usize >= w.peers.len() {
+        return err!(
+            Rank,
+            "rank {rank} is out of range for a window of {} processes",
+            w.peers.len()
+        );
+    }
+    Ok(rank as usize)
+}
+
+/// MPI_Win_lock.
+pub fn lock(win: u32, t: LockType, rank: i32, assert: i32) -> Result<()> {
+    check_assert(assert, MODE_NOCHECK, "MPI_Win_lock")?;
+    if rank == crate::mpi::request::PROC_NULL {
+        return Ok(());
+    }
+    let r = with(|e| -> Result<usize> {
+        let r = target_rank(e, win, rank)?;
+        let w = e.rma.win(win)?;
+        if w.lock_all || w.peers[r].lock.is_some() {
+            return err!(
+                RmaSync,
+                "MPI_Win_lock: rank {r} is already locked by this process"
+            );
+        }
+        Ok(r)
+    })??;
+    acquire(win, &[r], t, assert)
+}
+
+/// MPI_Win_unlock.
+pub fn unlock(win: u32, rank: i32) -> Result<()> {
+    if rank == crate::mpi::request::PROC_NULL {
+        return Ok(());
+    }
+    let r = with(|e| -> Result<usize> {
+        let r = target_rank(e, win, rank)?;
+        let w = e.rma.win(win)?;
+        if w.lock_all || w.peers[r].lock.is_none() {
+            return err!(
+                RmaSync,
+                "MPI_Win_unlock: rank {r} is not locked by this process"
+            );
+        }
+        Ok(r)
+    })??;
+    release(win, &[r])
+}
+
+/// MPI_Win_lock_all: a shared lock on every member.
+pub fn lock_all(win: u32, assert: i32) -> Result<()> {
+    check_assert(assert, MODE_NOCHECK, "MPI_Win_lock_all")?;
+    let all = with(|e| -> Result<Vec<usize>> {
+        let w = e.rma.win(win)?;
+        if w.lock_all || w.peers.iter().any(|p| p.lock.is_some()) {
+            return err!(RmaSync, "MPI_Win_lock_all: the window is already locked");
+        }
+        Ok((0..w.peers.len()).collect())
+    })??;
+    acquire(win, &all, LockType::Shared, assert)?;
+    with(|e| -> Result<()> {
+        e.rma.win_mut(win)?.lock_all = true;
+        Ok(())
+    })?
+}
+
+/// MPI_Win_unlock_all.
+pub fn unlock_all(win: u32) -> Result<()> {
+    let all = with(|e| -> Result<Vec<usize>> {
+        let w = e.rma.win(win)?;
+        if !w.lock_all {
+            return err!(RmaSync, "MPI_Win_unlock_all without MPI_Win_lock_all");
+        }
+        Ok((0..w.peers.len()).collect())
+    })??;
+    release(win, &all)?;
+    with(|e| -> Result<()> {
+        e.rma.win_mut(win)?.lock_all = false;
+        Ok(())
+    })?
+}
+
+/// Targets a flush applies to: one rank, or all (None); they must be in a passive epoch.
+fn flush_targets(win: u32, rank: Option<i32>, call: &str) -> Result<Vec<usize>> {
+    with(|e| -> Result<Vec<usize>> {
+        let w = e.rma.win(win)?;
+        let ranks: Vec<usize> = match rank {
+            Some(r) if r == crate::mpi::request::PROC_NULL => return Ok(Vec::new()),
+            Some(r) => vec![target_rank(e, win, r)?],
+            None => (0..w.peers.len()).collect(),
+        };
+        if !w.lock_all && rank.is_some() && w.peers[ranks[0]].lock.is_none() {
+            return err!(
+                RmaSync,
+                "{call}: rank {} is not locked by this process",
+                ranks[0]
+            );
+        }
+        if rank.is_none() && !w.lock_all && w.peers.iter().all(|p| p.lock.is_none()) {
+            return err!(RmaSync, "{call} outside a passive-target epoch");
+        }
+        Ok(ranks)
+    })?
+}
+
+/// MPI_Win_flush (Some(rank)) / MPI_Win_flush_all (None).
+pub fn flush(win: u32, rank: Option<i32>) -> Result<()> {
+    let targets = flush_targets(
+        win,
+        rank,
+        if rank.is_some() {
+            "MPI_Win_flush"
+        } else {
+            "MPI_Win_flush_all"
+        },
+    )?;
+    settle(win, &targets)
+}
+
+/// MPI_Win_flush_local / MPI_Win_flush_local_all: our buffers may be reused. Frames copy the
+/// data they carry, so only reads wait (for their data).
+pub fn flush_local(win: u32, rank: Option<i32>) -> Result<()> {
+    let targets = flush_targets(
+        win,
+        rank,
+        if rank.is_some() {
+            "MPI_Win_flush_local"
+        } else {
+            "MPI_Win_flush_local_all"
+        },
+    )?;
+    with(|e| e.rma_poke(win))?;
+    wait(|e| e.rma_settled(win, &targets))?;
+    with(|e| e.rma_take_error(win))?
+}
+
+/// MPI_Win_sync: the public and private copies agree (one copy here: a memory barrier).
+pub fn sync(win: u32) -> Result<()> {
+    with(|e| {
+        e.rma_poke(win);
+        e.rma.win(win).map(|_| ())
+    })??;
+    mem_fence(Ordering::SeqCst);
+    Ok(())
+}
