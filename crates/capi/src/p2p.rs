@@ -63,11 +63,7 @@ unsafe fn finish_status(st: Status, status: *mut MPI_Status, comm: MPI_Comm, fun
     match st.error {
         None => MPI_SUCCESS,
         Some(e) => {
-            let code = if ignored(status) {
-                code_for(class_code(e.class), format!("{func}: {}", e.msg))
-            } else {
-                (*status).MPI_ERROR
-            };
+            let code = code_for(class_code(e.class), format!("{func}: {}", e.msg));
             raise_code(comm, code, func, &format!("{func}: {}", e.msg))
         }
     }
@@ -654,8 +650,28 @@ fn check_array(count: c_int, reqs: *const MPI_Request, func: &str) -> Result<(),
     Ok(())
 }
 
-/// Raise MPI_ERR_IN_STATUS after a multiple completion with errors.
-fn in_status(errs: &[(usize, Box<MpiError>)], comm: MPI_Comm, func: &str) -> c_int {
+/// Raise MPI_ERR_IN_STATUS after a multiple completion with errors (`errs`: request index,
+/// the error). That return value is the only case where a completion call writes the
+/// MPI_ERROR fields (MPI-4.1 3.2.5): every status of the output array gets one, MPI_SUCCESS
+/// for the requests that completed without error (`at`: the index of request `i`'s status,
+/// `n`: the statuses written).
+unsafe fn in_status(
+    errs: &[(usize, Box<MpiError>)],
+    statuses: *mut MPI_Status,
+    n: usize,
+    at: impl Fn(usize) -> usize,
+    comm: MPI_Comm,
+    func: &str,
+) -> c_int {
+    if !ignored(statuses) {
+        for k in 0..n {
+            write_error(statuses.add(k), MPI_SUCCESS);
+        }
+        for (i, e) in errs {
+            let code = code_for(class_code(e.class), format!("{func}: {}", e.msg));
+            write_error(statuses.add(at(*i)), code);
+        }
+    }
     let (i, e) = &errs[0];
     raise(
         comm,
@@ -710,7 +726,14 @@ pub unsafe extern "C" fn protean_MPI_Waitall(
     if errs.is_empty() {
         MPI_SUCCESS
     } else {
-        in_status(&errs, comm, "MPI_Waitall")
+        in_status(
+            &errs,
+            array_of_statuses,
+            s.len(),
+            |i| i,
+            comm,
+            "MPI_Waitall",
+        )
     }
 }
 
@@ -772,7 +795,14 @@ pub unsafe extern "C" fn protean_MPI_Testall(
             if errs.is_empty() {
                 MPI_SUCCESS
             } else {
-                in_status(&errs, comm, "MPI_Testall")
+                in_status(
+                    &errs,
+                    array_of_statuses,
+                    s.len(),
+                    |i| i,
+                    comm,
+                    "MPI_Testall",
+                )
             }
         }
         Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Testall"),
@@ -917,7 +947,8 @@ unsafe fn collect_some(
     if errs.is_empty() {
         MPI_SUCCESS
     } else {
-        in_status(&errs, comm, func)
+        let at = |i| done.iter().position(|&d| d == i).expect("completed");
+        in_status(&errs, statuses, done.len(), at, comm, func)
     }
 }
 
@@ -1515,7 +1546,7 @@ unsafe fn set_elements(
         Ok(Ok(Some(bytes))) => {
             let s = &mut *status;
             let c = status_cancelled(s);
-            write_raw(s, s.MPI_SOURCE, s.MPI_TAG, s.MPI_ERROR, bytes, c);
+            write_raw(s, s.MPI_SOURCE, s.MPI_TAG, bytes, c);
             MPI_SUCCESS
         }
         Ok(Ok(None)) => raise(
@@ -1608,5 +1639,150 @@ pub unsafe extern "C" fn protean_MPI_Buffer_detach_c(
             MPI_SUCCESS
         }
         Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Buffer_detach_c"),
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// MPI_Isendrecv, MPI_Isendrecv_replace (MPI-4.0 3.10)
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn isendrecv(
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    func: &str,
+) -> c_int {
+    let (c, sd) = resolve!(comm, sendtype, func);
+    let (_, rd) = resolve!(comm, recvtype, func);
+    if request.is_null() {
+        return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
+    }
+    let r = with(|e| {
+        e.isendrecv(
+            sendbuf.cast(),
+            sendcount,
+            sd,
+            dest,
+            sendtag,
+            recvbuf.cast(),
+            recvcount,
+            rd,
+            source,
+            recvtag,
+            c,
+        )
+    });
+    match r {
+        Ok(Ok(slot)) => {
+            *request = request_handle(slot);
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, func),
+    }
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Isendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    isendrecv(
+        sendbuf,
+        sendcount as i64,
+        sendtype,
+        dest,
+        sendtag,
+        recvbuf,
+        recvcount as i64,
+        recvtype,
+        source,
+        recvtag,
+        comm,
+        request,
+        "MPI_Isendrecv",
+    )
+}
+
+/// # Safety
+/// Arguments as the MPI standard requires.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Isendrecv_c(
+    sendbuf: *const c_void,
+    sendcount: MPI_Count,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: MPI_Count,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> c_int {
+    isendrecv(
+        sendbuf,
+        sendcount,
+        sendtype,
+        dest,
+        sendtag,
+        recvbuf,
+        recvcount,
+        recvtype,
+        source,
+        recvtag,
+        comm,
+        request,
+        "MPI_Isendrecv_c",
+    )
+}
+
+both_counts!(protean_MPI_Isendrecv_replace, protean_MPI_Isendrecv_replace_c, |buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, "MPI_Isendrecv_replace"));
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn isendrecv_replace(
+    buf: *mut c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    func: &str,
+) -> c_int {
+    let (c, d) = resolve!(comm, dt, func);
+    if request.is_null() {
+        return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
+    }
+    match with(|e| e.isendrecv_replace(buf.cast(), count, d, dest, sendtag, source, recvtag, c)) {
+        Ok(Ok(slot)) => {
+            *request = request_handle(slot);
+            MPI_SUCCESS
+        }
+        Ok(Err(e)) | Err(e) => raise(comm, e, func),
     }
 }

@@ -429,13 +429,48 @@ impl Engine {
     #[inline]
     pub fn is_complete(&self, slot: u32) -> Result<bool> {
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some(parts) = r.parts {
+            return Ok(self.parts_done(parts));
+        }
         Ok(r.complete || (r.persist.is_some() && !r.active))
+    }
+
+    /// Have both halves of an MPI_Isendrecv completed?
+    fn parts_done(&self, parts: [u32; 2]) -> bool {
+        parts
+            .iter()
+            .all(|&p| self.pml.reqs.get(p).is_none_or(|q| q.complete))
+    }
+
+    /// The status of an MPI_Isendrecv whose halves completed: the receive's, with the send's
+    /// error when the receive has none; cancelled when both halves were.
+    fn parts_status(send: Status, recv: Status) -> Status {
+        let mut st = recv;
+        if st.error.is_none() {
+            st.error = send.error;
+        }
+        st.cancelled = st.cancelled && send.cancelled;
+        st
+    }
+
+    /// [`Engine::collect`] of an MPI_Isendrecv request.
+    fn collect_parts(&mut self, slot: u32, [s, r]: [u32; 2]) -> Result<Option<Status>> {
+        if !self.parts_done([s, r]) {
+            return Ok(None);
+        }
+        let sst = self.collect(s)?.unwrap_or(Status::EMPTY);
+        let rst = self.collect(r)?.unwrap_or(Status::EMPTY);
+        self.pml.discard(slot);
+        Ok(Some(Self::parts_status(sst, rst)))
     }
 
     /// Collect a complete request: its status; a non-persistent request is released, a
     /// persistent one becomes inactive. None when not complete.
     pub fn collect(&mut self, slot: u32) -> Result<Option<Status>> {
         let r = self.pml.reqs.get_mut(slot).ok_or_else(bad_request)?;
+        if let Some(parts) = r.parts {
+            return self.collect_parts(slot, parts);
+        }
         if r.persist.is_some() {
             if !r.active {
                 return Ok(Some(Status::EMPTY));
@@ -463,6 +498,13 @@ impl Engine {
     /// MPI_Request_get_status: the status if complete, without collecting.
     pub fn peek(&self, slot: u32) -> Result<Option<Status>> {
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some([s, rv]) = r.parts {
+            if !self.parts_done([s, rv]) {
+                return Ok(None);
+            }
+            let part = |p| self.peek(p).ok().flatten().unwrap_or(Status::EMPTY);
+            return Ok(Some(Self::parts_status(part(s), part(rv))));
+        }
         if r.persist.is_some() && !r.active {
             return Ok(Some(Status::EMPTY));
         }
@@ -483,6 +525,13 @@ impl Engine {
         if r.permanent {
             return Ok(());
         }
+        if let Some([s, rv]) = r.parts {
+            // The halves go on (or are released) by themselves.
+            self.request_free(s)?;
+            self.request_free(rv)?;
+            self.pml.release(slot);
+            return Ok(());
+        }
         let done = r.complete || (r.persist.is_some() && !r.active);
         if done {
             self.coll_forget(slot);
@@ -496,6 +545,10 @@ impl Engine {
     /// MPI_Cancel.
     pub fn cancel(&mut self, slot: u32) -> Result<()> {
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some([s, rv]) = r.parts {
+            self.cancel(s)?;
+            return self.cancel(rv);
+        }
         if r.persist.is_some() && !r.active {
             return Ok(());
         }
@@ -593,6 +646,123 @@ impl Engine {
             self.pml.flush(&mut self.net);
         }
         Ok(slot)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // MPI_Isendrecv, MPI_Isendrecv_replace
+
+    /// MPI_Isendrecv: the receive is posted, then the send started; the request returned
+    /// completes when both have (see [`Engine::parts_status`] for its status).
+    /// # Safety
+    /// Both buffers hold their counts of elements of their datatypes and stay valid until the
+    /// request completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn isendrecv(
+        &mut self,
+        sbuf: *const u8,
+        scount: i64,
+        sdt: u32,
+        dest: i32,
+        stag: i32,
+        rbuf: *mut u8,
+        rcount: i64,
+        rdt: u32,
+        src: i32,
+        rtag: i32,
+        comm: u32,
+    ) -> Result<u32> {
+        // Check the send's arguments first: nothing is started when either half is wrong.
+        self.check_send_args(scount, sdt, dest, stag, comm)?;
+        let r = self.irecv(rbuf, rcount, rdt, src, rtag, comm)?;
+        let s = match self.isend(sbuf, scount, sdt, dest, stag, comm, Mode::Standard) {
+            Ok(s) => s,
+            Err(e) => {
+                self.pml.release(r);
+                return Err(e);
+            }
+        };
+        Ok(self.parts_request(comm, s, r))
+    }
+
+    /// MPI_Isendrecv_replace: as [`Engine::isendrecv`], the message sent being a packed copy
+    /// of the buffer taken before the receive may write it.
+    /// # Safety
+    /// The buffer holds `count` elements of the datatype and stays valid until the request
+    /// completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn isendrecv_replace(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        stag: i32,
+        src: i32,
+        rtag: i32,
+        comm: u32,
+    ) -> Result<u32> {
+        self.check_send_args(count, dt, dest, stag, comm)?;
+        let d = self.check_dtype(dt)?.clone();
+        let n = Self::check_count(count)?;
+        let Some(len) = d.packed_size(n) else {
+            return err!(Count, "count {n} overflows the message size");
+        };
+        let mut copy = pool::take_empty(len);
+        if len > 0 {
+            d.pack(buf, n, &mut copy);
+        }
+        let r = self.irecv(buf, count, dt, src, rtag, comm)?;
+        let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE") as u32;
+        let s = match self.isend(
+            copy.as_ptr(),
+            len as i64,
+            byte,
+            dest,
+            stag,
+            comm,
+            Mode::Standard,
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                self.pml.release(r);
+                return Err(e);
+            }
+        };
+        let bytes = self.dtype(byte)?.clone();
+        match self.pml.reqs.get_mut(s) {
+            // Still sending: the request keeps the copy (a send request's `packed` only holds
+            // memory unless the send is streamed, which a contiguous send never is).
+            Some(q) if !q.permanent && !q.complete => {
+                q.packed = Some(Box::new(Packed {
+                    data: copy,
+                    user_buf: std::ptr::null_mut(),
+                    count: 0,
+                    dtype: bytes,
+                }))
+            }
+            // Sent already (the transport copied it): the copy goes back to the pool.
+            _ => pool::give(copy),
+        }
+        Ok(self.parts_request(comm, s, r))
+    }
+
+    /// The argument checks of a send, without starting it.
+    fn check_send_args(&self, count: i64, dt: u32, dest: i32, tag: i32, comm: u32) -> Result<()> {
+        Self::check_count(count)?;
+        self.check_dtype(dt)?;
+        if !(0..=TAG_UB).contains(&tag) {
+            return err!(
+                Tag,
+                "tag {tag} is invalid for a send (must be between 0 and {TAG_UB})"
+            );
+        }
+        self.dest_gpid(comm, dest).map(|_| ())
+    }
+
+    fn parts_request(&mut self, comm: u32, send: u32, recv: u32) -> u32 {
+        let mut r = Request::new(Kind::Done, comm);
+        r.parts = Some([send, recv]);
+        self.pml.reqs.insert(r)
     }
 
     // ---------------------------------------------------------------------------------------

@@ -154,6 +154,9 @@ pub struct Request {
     /// user's buffer as their Data frames arrived (usize::MAX: none); completion unpacks only
     /// the bytes before it.
     pub unpacked_from: usize,
+    /// MPI_Isendrecv(_replace): the send and the receive this request stands for (a
+    /// `Kind::Done` request, complete when both are).
+    pub parts: Option<[u32; 2]>,
 }
 
 impl Request {
@@ -187,6 +190,7 @@ impl Request {
             streamed: false,
             staged: 0,
             unpacked_from: usize::MAX,
+            parts: None,
         }
     }
 }
