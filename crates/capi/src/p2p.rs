@@ -103,7 +103,7 @@ unsafe fn start_send(
     if request.is_null() {
         return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
     }
-    match with(|e| e.isend(buf.cast(), count, d, dest, tag, c, mode)) {
+    match with(|e| e.isend_nb(buf.cast(), count, d, dest, tag, c, mode)) {
         Ok(Ok(slot)) => {
             *request = request_handle(slot);
             MPI_SUCCESS
@@ -467,14 +467,9 @@ pub unsafe extern "C" fn protean_MPI_Sendrecv_replace_c(
 
 /// The communicator handle and persistence of a live request.
 fn req_info(slot: u32) -> Option<(MPI_Comm, bool)> {
-    with(|e| {
-        e.pml
-            .reqs
-            .get(slot)
-            .map(|r| (comm_handle(r.comm), r.persist.is_some()))
-    })
-    .ok()
-    .flatten()
+    with(|e| e.request_info(slot).map(|(c, p)| (comm_handle(c), p)))
+        .ok()
+        .flatten()
 }
 
 fn bad_request_code(func: &str) -> c_int {
@@ -594,13 +589,10 @@ unsafe fn collect_one(
 ) -> Result<(Status, MPI_Comm), MpiError> {
     // One visit to the engine: the request's communicator and kind, then its status.
     let (comm, persistent, st) = with(|e| {
-        let r = e
-            .pml
-            .reqs
-            .get(slot)
+        let (comm, persistent) = e
+            .request_info(slot)
             .ok_or_else(|| bad(ErrorClass::Request, "invalid request handle"))?;
-        let (comm, persistent) = (comm_handle(r.comm), r.persist.is_some());
-        Ok::<_, MpiError>((comm, persistent, e.collect(slot)?))
+        Ok::<_, MpiError>((comm_handle(comm), persistent, e.collect(slot)?))
     })??;
     let st = st.expect("complete request");
     if !persistent {

@@ -208,6 +208,55 @@ impl Engine {
         self.isend_on(buf, count, dt, dest, tag, comm, mode, 0)
     }
 
+    /// [`Engine::isend`] for MPI_Isend and friends: a send that goes out on the request-free
+    /// eager path gets a [`SentRec`] slot instead of the shared complete request, which
+    /// remembers the message's sequence number, so that MPI_Cancel can still ask the receiver
+    /// to take it out of its unexpected queue. (Blocking sends keep the shared request.)
+    /// # Safety
+    /// As for [`Engine::isend`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub unsafe fn isend_nb(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+        mode: Mode,
+    ) -> Result<u32> {
+        if matches!(mode, Mode::Standard | Mode::Ready) {
+            if let Some(peer) = self.send_now_to(buf, count, dt, dest, tag, comm, 0)? {
+                let seq = self.pml.sent_seq(peer);
+                return Ok(self.pml.reqs.insert_sent(SentRec {
+                    peer,
+                    seq,
+                    comm,
+                    promoted: 0,
+                }));
+            }
+        }
+        self.isend_general(buf, count, dt, dest, tag, comm, mode, 0)
+    }
+
+    /// The request a [`SentRec`] slot stands for once MPI_Cancel made one (None before).
+    fn promoted(&self, slot: u32) -> Result<Option<u32>> {
+        let rec = self.pml.reqs.sent(slot).ok_or_else(bad_request)?;
+        Ok(rec.promoted.checked_sub(1))
+    }
+
+    /// The communicator and persistence of a live request (None: not a request).
+    pub fn request_info(&self, slot: u32) -> Option<(u32, bool)> {
+        if Slab::is_sent(slot) {
+            return self.pml.reqs.sent(slot).map(|r| (r.comm, false));
+        }
+        self.pml
+            .reqs
+            .get(slot)
+            .map(|r| (r.comm, r.persist.is_some()))
+    }
+
     /// Post a receive; returns its request slot.
     /// # Safety
     /// The buffer must hold `count` elements of the datatype and stay valid until the
@@ -249,6 +298,25 @@ impl Engine {
             // Sent and complete: the shared complete-send request stands for it.
             return Ok(Pml::DONE_SEND);
         }
+        self.isend_general(buf, count, dt, dest, tag, comm, mode, ctx_offset)
+    }
+
+    /// [`Engine::isend_on`] past the request-free path: every check, a request.
+    /// # Safety
+    /// As for [`Engine::isend`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    unsafe fn isend_general(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+        mode: Mode,
+        ctx_offset: u32,
+    ) -> Result<u32> {
         if self.pml.eager_unpolled >= Self::POLL_EVERY {
             // A run of eager sends read nothing for a while (`Pml::try_eager` declined this
             // one for that): take the receivers' reports first, and plan by them.
@@ -308,22 +376,42 @@ impl Engine {
         comm: u32,
         ctx_offset: u32,
     ) -> Result<bool> {
+        Ok(self
+            .send_now_to(buf, count, dt, dest, tag, comm, ctx_offset)?
+            .is_some())
+    }
+
+    /// [`Engine::send_now`], saying to which process the message went.
+    /// # Safety
+    /// As for [`Engine::send_now`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn send_now_to(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+        ctx_offset: u32,
+    ) -> Result<Option<u32>> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
             self.dtypes.get(dt as usize),
             self.comms.get(comm as usize),
         ) else {
-            return Ok(false);
+            return Ok(None);
         };
         if !d.contig || !d.committed || !(0..=TAG_UB).contains(&tag) || c.protocol.is_some() {
-            return Ok(false);
+            return Ok(None);
         }
         let Some(&peer) = c.peers().get(dest as usize).filter(|_| dest >= 0) else {
-            return Ok(false);
+            return Ok(None);
         };
         let len = match d.packed_size(count) {
             Some(l) if l == 0 || !buf.is_null() => l,
-            _ => return Ok(false),
+            _ => return Ok(None),
         };
         let env = Envelope {
             ctx: c.ctx + ctx_offset,
@@ -337,9 +425,9 @@ impl Engine {
             unsafe { std::slice::from_raw_parts(buf, len) }
         };
         if !self.pml.try_eager(peer, env, data, &mut self.net) {
-            return Ok(false);
+            return Ok(None);
         }
-        Ok(true)
+        Ok(Some(peer))
     }
 
     /// A blocking receive of contiguous data without a request, when possible
@@ -428,18 +516,41 @@ impl Engine {
     /// Is the request complete (without collecting it)? Errors for an unknown slot.
     #[inline]
     pub fn is_complete(&self, slot: u32) -> Result<bool> {
+        if Slab::is_sent(slot) {
+            return match self.pml.reqs.sent(slot) {
+                Some(&SentRec { promoted: 0, .. }) => Ok(true),
+                _ => self.is_complete(self.promoted(slot)?.expect("promoted")),
+            };
+        }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
         if let Some(parts) = r.parts {
             return Ok(self.parts_done(parts));
         }
+        if let Some(done) = self.buffered_cancel(r) {
+            return Ok(done.is_some());
+        }
         Ok(r.complete || (r.persist.is_some() && !r.active))
+    }
+
+    /// A buffered send whose cancellation is being asked (the user's request, incomplete while
+    /// the send from the attached buffer awaits the receiver's answer): None when `r` is not
+    /// one; Some(None) while the answer is out; Some(Some(cancelled)) once it came.
+    fn buffered_cancel(&self, r: &Request) -> Option<Option<bool>> {
+        if r.complete || r.link == 0 || r.internal {
+            return None;
+        }
+        Some(match self.pml.reqs.from_wire(r.link) {
+            None => Some(false),
+            Some(i) => {
+                let q = self.pml.reqs.get(i).expect("live");
+                q.complete.then_some(q.status.cancelled)
+            }
+        })
     }
 
     /// Have both halves of an MPI_Isendrecv completed?
     fn parts_done(&self, parts: [u32; 2]) -> bool {
-        parts
-            .iter()
-            .all(|&p| self.pml.reqs.get(p).is_none_or(|q| q.complete))
+        parts.iter().all(|&p| self.is_complete(p).unwrap_or(true))
     }
 
     /// The status of an MPI_Isendrecv whose halves completed: the receive's, with the send's
@@ -467,10 +578,31 @@ impl Engine {
     /// Collect a complete request: its status; a non-persistent request is released, a
     /// persistent one becomes inactive. None when not complete.
     pub fn collect(&mut self, slot: u32) -> Result<Option<Status>> {
-        let r = self.pml.reqs.get_mut(slot).ok_or_else(bad_request)?;
+        if Slab::is_sent(slot) {
+            let st = match self.pml.reqs.sent(slot) {
+                Some(&SentRec { promoted: 0, .. }) => Status::EMPTY,
+                _ => match self.collect(self.promoted(slot)?.expect("promoted"))? {
+                    Some(st) => st,
+                    None => return Ok(None),
+                },
+            };
+            self.pml.reqs.remove_sent(slot);
+            return Ok(Some(st));
+        }
+        let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
         if let Some(parts) = r.parts {
             return self.collect_parts(slot, parts);
         }
+        match self.buffered_cancel(r) {
+            Some(None) => return Ok(None),
+            Some(Some(cancelled)) => {
+                let r = self.pml.reqs.get_mut(slot).expect("live");
+                r.complete = true;
+                r.status.cancelled = cancelled;
+            }
+            None => {}
+        }
+        let r = self.pml.reqs.get_mut(slot).expect("live");
         if r.persist.is_some() {
             if !r.active {
                 return Ok(Some(Status::EMPTY));
@@ -497,6 +629,12 @@ impl Engine {
 
     /// MPI_Request_get_status: the status if complete, without collecting.
     pub fn peek(&self, slot: u32) -> Result<Option<Status>> {
+        if Slab::is_sent(slot) {
+            return match self.promoted(slot)? {
+                Some(p) => self.peek(p),
+                None => Ok(Some(Status::EMPTY)),
+            };
+        }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
         if let Some([s, rv]) = r.parts {
             if !self.parts_done([s, rv]) {
@@ -504,6 +642,15 @@ impl Engine {
             }
             let part = |p| self.peek(p).ok().flatten().unwrap_or(Status::EMPTY);
             return Ok(Some(Self::parts_status(part(s), part(rv))));
+        }
+        match self.buffered_cancel(r) {
+            Some(None) => return Ok(None),
+            Some(Some(cancelled)) => {
+                let mut st = r.status.clone();
+                st.cancelled = cancelled;
+                return Ok(Some(st));
+            }
+            None => {}
         }
         if r.persist.is_some() && !r.active {
             return Ok(Some(Status::EMPTY));
@@ -521,7 +668,14 @@ impl Engine {
 
     /// MPI_Request_free.
     pub fn request_free(&mut self, slot: u32) -> Result<()> {
-        let r = self.pml.reqs.get_mut(slot).ok_or_else(bad_request)?;
+        if Slab::is_sent(slot) {
+            if let Some(p) = self.promoted(slot)? {
+                self.request_free(p)?;
+            }
+            self.pml.reqs.remove_sent(slot);
+            return Ok(());
+        }
+        let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
         if r.permanent {
             return Ok(());
         }
@@ -533,17 +687,32 @@ impl Engine {
             return Ok(());
         }
         let done = r.complete || (r.persist.is_some() && !r.active);
-        if done {
+        if done || self.buffered_cancel(r).is_some() {
+            // (A buffered send being cancelled goes on by itself.)
             self.coll_forget(slot);
             self.pml.release(slot);
         } else {
-            r.user_freed = true;
+            self.pml.reqs.get_mut(slot).expect("live").user_freed = true;
         }
         Ok(())
     }
 
     /// MPI_Cancel.
     pub fn cancel(&mut self, slot: u32) -> Result<()> {
+        if Slab::is_sent(slot) {
+            if self.promoted(slot)?.is_some() {
+                return Ok(());
+            }
+            // A request now carries the cancellation: complete, in `SendState::Sent`.
+            let rec = *self.pml.reqs.sent(slot).expect("checked");
+            let (p, r) = self.pml.reqs.insert_new(Kind::Send, rec.comm);
+            r.send = Sender::sent();
+            r.complete = true;
+            r.peer = rec.peer;
+            r.seq = rec.seq;
+            self.pml.reqs.sent_mut(slot).expect("checked").promoted = p + 1;
+            return self.cancel(p);
+        }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
         if let Some([s, rv]) = r.parts {
             self.cancel(s)?;
@@ -555,9 +724,59 @@ impl Engine {
         if r.bsend_region.is_some() {
             return Ok(());
         }
+        if r.link != 0 {
+            return self.cancel_buffered(slot);
+        }
         self.pml.cancel(slot);
         if self.pml.busy() {
             self.pml.flush(&mut self.net);
+        }
+        self.settle_self_cancel(slot);
+        Ok(())
+    }
+
+    /// A cancel request to ourselves is answered by our own next progress passes: take them
+    /// now, so that the outcome is known when MPI_Cancel returns (as for a send to another
+    /// process, the request stays incomplete until the answer).
+    fn settle_self_cancel(&mut self, slot: u32) {
+        for _ in 0..8 {
+            let Some(r) = self.pml.reqs.get(slot) else {
+                return;
+            };
+            if r.kind != Kind::Send
+                || r.send.state() != SendState::Cancelling
+                || self.pml.route(r.peer) != crate::proto::policy::Route::SelfLoop
+            {
+                return;
+            }
+            self.progress_p2p();
+        }
+    }
+
+    /// MPI_Cancel of a buffered send: cancel the send from the attached buffer. The user's
+    /// request, complete since the data was copied, stays incomplete until that send's
+    /// outcome is known (see [`Engine::buffered_cancel`]).
+    fn cancel_buffered(&mut self, slot: u32) -> Result<()> {
+        let link = self.pml.reqs.get(slot).expect("live").link;
+        let Some(inner) = self.pml.reqs.from_wire(link) else {
+            return Ok(());
+        };
+        self.pml.cancel(inner);
+        if self.pml.busy() {
+            self.pml.flush(&mut self.net);
+        }
+        self.settle_self_cancel(inner);
+        let q = self
+            .pml
+            .reqs
+            .get(inner)
+            .expect("held for the user's request");
+        let (done, cancelled) = (q.complete, q.status.cancelled);
+        let r = self.pml.reqs.get_mut(slot).expect("live");
+        if done {
+            r.status.cancelled = cancelled;
+        } else {
+            r.complete = false;
         }
         Ok(())
     }
@@ -674,7 +893,7 @@ impl Engine {
         // Check the send's arguments first: nothing is started when either half is wrong.
         self.check_send_args(scount, sdt, dest, stag, comm)?;
         let r = self.irecv(rbuf, rcount, rdt, src, rtag, comm)?;
-        let s = match self.isend(sbuf, scount, sdt, dest, stag, comm, Mode::Standard) {
+        let s = match self.isend_nb(sbuf, scount, sdt, dest, stag, comm, Mode::Standard) {
             Ok(s) => s,
             Err(e) => {
                 self.pml.release(r);
@@ -833,6 +1052,11 @@ impl Engine {
             None => return err!(Request, "MPI_Start on a request that is not persistent"),
         };
         let d = self.check_dtype(p.dtype)?.clone();
+        // The buffered send of the previous start is no longer this request's.
+        let old = r.link;
+        if let Some(q) = self.pml.reqs.from_wire(old).filter(|_| old != 0) {
+            self.pml.reqs.get_mut(q).expect("live").link = 0;
+        }
         let fresh = |kind| {
             let mut r = Request::new(kind, p.comm);
             r.active = true;
@@ -846,11 +1070,12 @@ impl Engine {
                     nr.complete = true;
                     nr.status = Status::PROC_NULL;
                 }
-                Some(peer) if p.mode == Mode::Buffered => {
-                    // The buffered copy is made now; the persistent request completes at once.
-                    let inner = self.bsend_start(p.user_buf, p.count, &d, p.rank, p.tag, p.comm)?;
-                    self.pml.release(inner);
-                    let _ = peer;
+                Some(_) if p.mode == Mode::Buffered => {
+                    // The buffered copy is made now; the persistent request completes at once
+                    // and takes the place of the user's request of the buffered send (linked
+                    // below, once its generation is renewed).
+                    let user = self.bsend_start(p.user_buf, p.count, &d, p.rank, p.tag, p.comm)?;
+                    nr.link = self.pml.release(user).map_or(0, |u| u.link);
                     nr.complete = true;
                 }
                 Some(peer) => {
@@ -896,6 +1121,11 @@ impl Engine {
             r.user_freed = user_freed;
         }
         self.pml.reqs.renew(slot);
+        let link = self.pml.reqs.get(slot).expect("live").link;
+        if let Some(inner) = self.pml.reqs.from_wire(link).filter(|_| link != 0) {
+            let w = self.pml.reqs.wire_id(slot);
+            self.pml.reqs.get_mut(inner).expect("live").link = w;
+        }
         if pending {
             if p.is_send {
                 self.pml.start_send(slot, &mut self.net);
@@ -1008,8 +1238,14 @@ impl Engine {
             .used
             .insert(idx, (off, need, slot));
         self.pml.start_send(slot, &mut self.net);
+        // The user's request and the send name each other: MPI_Cancel on the former cancels
+        // the latter, which stays (holding its buffer space) while the former lives.
+        let user = self.done_request(comm, Status::EMPTY);
+        let (uw, iw) = (self.pml.reqs.wire_id(user), self.pml.reqs.wire_id(slot));
+        self.pml.reqs.get_mut(user).expect("live").link = iw;
+        self.pml.reqs.get_mut(slot).expect("live").link = uw;
         self.reap_bsend();
-        Ok(self.done_request(comm, Status::EMPTY))
+        Ok(user)
     }
 
     /// Release the buffer space of buffered sends that completed.
@@ -1017,13 +1253,26 @@ impl Engine {
         let Some(b) = self.bsend.as_mut() else { return };
         let reqs = &mut self.pml.reqs;
         b.used.retain(|&(_, _, slot)| {
-            if reqs.get(slot).is_some_and(|r| r.complete) {
+            // Kept while the user's request lives: a cancel may still ask for it, and a
+            // cancelled send tells the user's request so.
+            let free = reqs
+                .get(slot)
+                .is_some_and(|r| r.complete && (r.link == 0 || reqs.from_wire(r.link).is_none()));
+            if free {
                 reqs.remove(slot);
-                false
-            } else {
-                true
             }
+            !free
         });
+    }
+
+    /// MPI_Finalize: buffered sends no longer wait for requests the user left behind.
+    pub fn unlink_bsend(&mut self) {
+        let Some(b) = self.bsend.as_ref() else { return };
+        for &(_, _, slot) in &b.used {
+            if let Some(r) = self.pml.reqs.get_mut(slot) {
+                r.link = 0;
+            }
+        }
     }
 
     /// Buffered sends still in flight.

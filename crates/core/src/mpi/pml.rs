@@ -68,6 +68,7 @@ struct Placing {
     env: Envelope,
     sync: bool,
     sreq: u32,
+    seq: u32,
     len: usize,
 }
 
@@ -134,6 +135,8 @@ pub struct Unexpected {
     pub env: Envelope,
     pub from: Gpid,
     pub sreq: u32,
+    /// The sender's sequence number of the message (what a cancel request names).
+    pub seq: u32,
     /// Total message length in bytes.
     pub len: u64,
     pub data: UnexpectedData,
@@ -575,6 +578,7 @@ impl Pml {
         let r = self.reqs.get_mut(slot).expect("send slot");
         let p = &mut self.peers[peer as usize];
         let seq = p.send_seq;
+        r.seq = seq;
         let fb = p.fb_out;
         // SAFETY: the send buffer holds `len` bytes and stays valid until the request completes.
         let data: &[u8] = if len == 0 {
@@ -1248,8 +1252,10 @@ impl Pml {
 
     /// A matchable frame in its turn: match it or queue it as unexpected.
     fn on_matchable(&mut self, from: Gpid, f: Frame, payload: &[u8]) {
-        let (env, sreq) = match f {
-            Frame::Eager { env, sreq, .. } | Frame::Rts { env, sreq, .. } => (env, sreq),
+        let (env, sreq, seq) = match f {
+            Frame::Eager { env, sreq, seq, .. } | Frame::Rts { env, sreq, seq, .. } => {
+                (env, sreq, seq)
+            }
             _ => return,
         };
         let found = self.find_posted(&env);
@@ -1287,6 +1293,7 @@ impl Pml {
             env,
             from,
             sreq,
+            seq,
             len,
             data,
         });
@@ -1548,7 +1555,9 @@ impl Pml {
         let Some(r) = self.reqs.get_mut(slot) else {
             return false;
         };
-        if r.complete {
+        // A standard eager send is complete here but may still be unmatched there.
+        let sent = r.kind == Kind::Send && r.send.state() == SendState::Sent && !r.permanent;
+        if r.complete && !sent {
             return true;
         }
         match r.kind {
@@ -1572,9 +1581,11 @@ impl Pml {
                     self.maybe_complete_send(slot)
                 }
                 Ok(SendAction::AskCancel) => {
-                    let peer = r.peer;
+                    let (peer, seq) = (r.peer, r.seq);
+                    // Incomplete until the answer (an eager send was complete).
+                    r.complete = false;
                     self.outbox
-                        .push_back(Ctrl::new(peer, Frame::CancelReq { sreq: wire, seq: 0 }));
+                        .push_back(Ctrl::new(peer, Frame::CancelReq { sreq: wire, seq }));
                     false
                 }
                 _ => false,
@@ -1611,6 +1622,12 @@ impl Pml {
         if r.kind == Kind::Recv && r.recv.state() == RecvState::Posted {
             self.posted.retain(|p| p.slot != slot);
         }
+    }
+
+    /// The sequence number of the last matchable frame sent to `peer` (that of a send
+    /// [`Pml::try_eager`] just made, for the request that stands for it).
+    pub fn sent_seq(&self, peer: Gpid) -> u32 {
+        self.peers[peer as usize].send_seq.wrapping_sub(1)
     }
 
     /// Sends still waiting for their first frame to go out, for a peer (diagnostics).
@@ -1760,11 +1777,13 @@ impl FrameSink for Pml {
                     Err(e) => self.bad_frame(from, &e.to_string()),
                 }
             }
-            Frame::CancelReq { sreq, .. } => {
+            Frame::CancelReq { sreq, seq } => {
+                // The message, if it still waits unmatched (matchable frames from one peer
+                // have distinct sequence numbers; eager ones carry no request id).
                 let found = self
                     .unexpected
                     .iter()
-                    .position(|u| u.from == from && u.sreq == sreq);
+                    .position(|u| u.from == from && u.seq == seq);
                 if let Some(i) = found {
                     let u = take_at(&mut self.unexpected, i);
                     self.recycle(u.data);
@@ -1784,12 +1803,17 @@ impl FrameSink for Pml {
                 let r = self.reqs.get_mut(slot).expect("slot");
                 // Not cancelled (matched already): the protocol goes on where it was. Stale
                 // (an ack or finish arrived first): nothing to do.
-                if let Ok(SendAction::CompleteCancelled) =
-                    r.send.on(SendEvent::CancelAnswer { cancelled })
-                {
-                    r.status.cancelled = true;
-                    self.release_coop(slot);
-                    self.maybe_complete_send(slot);
+                match r.send.on(SendEvent::CancelAnswer { cancelled }) {
+                    Ok(SendAction::CompleteCancelled) => {
+                        r.status.cancelled = true;
+                        self.release_coop(slot);
+                        self.maybe_complete_send(slot);
+                    }
+                    // An eager send the receiver had matched: complete again.
+                    Ok(SendAction::Complete) => {
+                        self.maybe_complete_send(slot);
+                    }
+                    _ => {}
                 }
             }
         }
@@ -1863,6 +1887,7 @@ impl FrameSink for Pml {
             env,
             sync,
             sreq,
+            seq,
             len,
         });
         Some(ptr)
@@ -1895,6 +1920,7 @@ impl FrameSink for Pml {
                         env: pl.env,
                         from,
                         sreq: pl.sreq,
+                        seq: pl.seq,
                         len: pl.len as u64,
                         data: UnexpectedData::Eager {
                             data,
