@@ -99,11 +99,7 @@ pub extern "C" fn protean_MPI_Finalize() -> c_int {
     // Attributes of MPI_COMM_SELF (then MPI_COMM_WORLD) are deleted first, while MPI is still
     // fully usable (their delete callbacks are the standard's "at exit" hook).
     crate::attr::finalize_attrs();
-    let r = with(|e| {
-        // Buffered sends still held for requests the user never completed go now.
-        e.unlink_bsend();
-        e.finalize()
-    });
+    let r = with(|e| e.finalize());
     let engine = global::uninstall();
     drop(engine);
     match r {

@@ -423,6 +423,8 @@ pub struct CommMgr {
     pending: Vec<(u32, Key)>,
     /// Operations still being advanced by progress.
     pub live: usize,
+    /// Communicators freed while in use and not released yet.
+    pub deferred: usize,
 }
 
 /// How to start an operation (built by the `Engine::op_*` constructors).
@@ -528,6 +530,9 @@ impl Engine {
     /// A usable communicator (not one MPI_Comm_idup is still creating).
     pub fn live_comm(&self, id: u32) -> Result<&Comm> {
         let c = self.comm(id)?;
+        if c.freed {
+            return err!(Comm, "invalid communicator (already freed)");
+        }
         if c.pending {
             return err!(
                 Comm,
@@ -854,6 +859,8 @@ impl Engine {
 
     /// Register an operation and take its first steps; its id.
     pub fn cm_start(&mut self, s: OpSpec, request: Option<u32>, target: Option<u32>) -> u32 {
+        // Contexts of communicators freed while in use go back first, if they may.
+        self.sweep_comms();
         let n = self.size as usize;
         let cap = 64 + CTX_WORDS * 8 + 16 * n.max(s.party.members.len()) * 2;
         let op = Box::new(Op {
@@ -1375,10 +1382,46 @@ impl Engine {
                 "the communicator is still being created by MPI_Comm_idup (wait for its request first)"
             );
         }
+        if self.comm_in_use(id) {
+            // Pending operations complete normally (MPI-4.1 7.4.3): the context may not be
+            // given to another communicator while their messages can still arrive.
+            self.comm_mut(id)?.freed = true;
+            self.cm.deferred += 1;
+            return Ok(());
+        }
         let ctx = c.ctx;
         self.comms[id as usize] = None;
         self.cm.ctx.release(ctx);
         Ok(())
+    }
+
+    /// Does a request (pending, or complete and not yet collected) still name communicator
+    /// `id`?
+    pub fn comm_in_use(&self, id: u32) -> bool {
+        self.pml.reqs.iter().any(|r| r.comm == id && !r.permanent)
+    }
+
+    /// Does a pending request still name communicator `id` (MPI_Comm_disconnect waits)?
+    pub fn comm_busy(&self, id: u32) -> bool {
+        self.pml
+            .reqs
+            .iter()
+            .any(|r| r.comm == id && !r.permanent && !r.complete)
+    }
+
+    /// Release the communicators freed while in use whose requests are all gone.
+    pub fn sweep_comms(&mut self) {
+        if self.cm.deferred == 0 {
+            return;
+        }
+        for id in 0..self.comms.len() as u32 {
+            let freed = self.comms[id as usize].as_ref().is_some_and(|c| c.freed);
+            if freed && !self.comm_in_use(id) {
+                let ctx = self.comms[id as usize].take().expect("freed").ctx;
+                self.cm.ctx.release(ctx);
+                self.cm.deferred -= 1;
+            }
+        }
     }
 
     // -----------------------------------------------------------------------------------------

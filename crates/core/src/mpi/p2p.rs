@@ -599,6 +599,7 @@ impl Engine {
                 let r = self.pml.reqs.get_mut(slot).expect("live");
                 r.complete = true;
                 r.status.cancelled = cancelled;
+                self.drop_cancel_request(slot);
             }
             None => {}
         }
@@ -757,28 +758,56 @@ impl Engine {
     /// request, complete since the data was copied, stays incomplete until that send's
     /// outcome is known (see [`Engine::buffered_cancel`]).
     fn cancel_buffered(&mut self, slot: u32) -> Result<()> {
-        let link = self.pml.reqs.get(slot).expect("live").link;
-        let Some(inner) = self.pml.reqs.from_wire(link) else {
-            return Ok(());
+        let r = self.pml.reqs.get(slot).expect("live");
+        let (link, peer, seq, emitted, comm) = (
+            r.link,
+            r.peer,
+            r.seq,
+            r.send.state() == SendState::Sent,
+            r.comm,
+        );
+        let inner = match self.pml.reqs.from_wire(link) {
+            Some(i) => i,
+            // The send from the buffer completed and went; its message may still wait at the
+            // receiver: a request of our own asks for it.
+            None if emitted => {
+                let (p, q) = self.pml.reqs.insert_new(Kind::Send, comm);
+                q.send = Sender::sent();
+                q.complete = true;
+                (q.peer, q.seq) = (peer, seq);
+                let w = self.pml.reqs.wire_id(p);
+                self.pml.reqs.get_mut(slot).expect("live").link = w;
+                p
+            }
+            None => return Ok(()),
         };
         self.pml.cancel(inner);
         if self.pml.busy() {
             self.pml.flush(&mut self.net);
         }
         self.settle_self_cancel(inner);
-        let q = self
-            .pml
-            .reqs
-            .get(inner)
-            .expect("held for the user's request");
+        let q = self.pml.reqs.get(inner).expect("live");
         let (done, cancelled) = (q.complete, q.status.cancelled);
         let r = self.pml.reqs.get_mut(slot).expect("live");
         if done {
             r.status.cancelled = cancelled;
+            self.drop_cancel_request(slot);
         } else {
             r.complete = false;
         }
         Ok(())
+    }
+
+    /// The outcome of a buffered send's cancellation is in: a request made only to ask for it
+    /// (not the send from the buffer, which `reap_bsend` releases) goes.
+    fn drop_cancel_request(&mut self, slot: u32) {
+        let link = self.pml.reqs.get(slot).map_or(0, |r| r.link);
+        if let Some(q) = self.pml.reqs.from_wire(link).filter(|_| link != 0) {
+            if !self.pml.reqs.get(q).expect("live").internal {
+                self.pml.discard(q);
+                self.pml.reqs.get_mut(slot).expect("live").link = 0;
+            }
+        }
     }
 
     /// MPI_Iprobe (after one progress pass).
@@ -1004,7 +1033,7 @@ impl Engine {
         is_send: bool,
     ) -> Result<u32> {
         let n = Self::check_count(count)?;
-        self.check_dtype(dt)?;
+        let dtype = self.check_dtype(dt)?.clone();
         if is_send {
             if !(0..=TAG_UB).contains(&tag) {
                 return err!(
@@ -1023,7 +1052,7 @@ impl Engine {
         r.persist = Some(Box::new(Persist {
             user_buf: buf,
             count: n,
-            dtype: dt,
+            dtype,
             rank,
             tag,
             comm,
@@ -1051,7 +1080,7 @@ impl Engine {
             }
             None => return err!(Request, "MPI_Start on a request that is not persistent"),
         };
-        let d = self.check_dtype(p.dtype)?.clone();
+        let d = p.dtype.clone();
         // The buffered send of the previous start is no longer this request's.
         let old = r.link;
         if let Some(q) = self.pml.reqs.from_wire(old).filter(|_| old != 0) {
@@ -1075,7 +1104,9 @@ impl Engine {
                     // and takes the place of the user's request of the buffered send (linked
                     // below, once its generation is renewed).
                     let user = self.bsend_start(p.user_buf, p.count, &d, p.rank, p.tag, p.comm)?;
-                    nr.link = self.pml.release(user).map_or(0, |u| u.link);
+                    if let Some(u) = self.pml.release(user) {
+                        (nr.link, nr.peer, nr.seq, nr.send) = (u.link, u.peer, u.seq, u.send);
+                    }
                     nr.complete = true;
                 }
                 Some(peer) => {
@@ -1242,8 +1273,17 @@ impl Engine {
         // the latter, which stays (holding its buffer space) while the former lives.
         let user = self.done_request(comm, Status::EMPTY);
         let (uw, iw) = (self.pml.reqs.wire_id(user), self.pml.reqs.wire_id(slot));
-        self.pml.reqs.get_mut(user).expect("live").link = iw;
-        self.pml.reqs.get_mut(slot).expect("live").link = uw;
+        let q = self.pml.reqs.get_mut(slot).expect("live");
+        q.link = uw;
+        // Once its frame went out, the message is known by its sequence number: the user's
+        // request can still cancel it after the send from the buffer is gone.
+        let emitted = (!matches!(q.send.state(), SendState::Idle | SendState::Backlogged))
+            .then_some((q.peer, q.seq));
+        let u = self.pml.reqs.get_mut(user).expect("live");
+        u.link = iw;
+        if let Some((peer, seq)) = emitted {
+            (u.peer, u.seq, u.send) = (peer, seq, Sender::sent());
+        }
         self.reap_bsend();
         Ok(user)
     }
@@ -1253,26 +1293,19 @@ impl Engine {
         let Some(b) = self.bsend.as_mut() else { return };
         let reqs = &mut self.pml.reqs;
         b.used.retain(|&(_, _, slot)| {
-            // Kept while the user's request lives: a cancel may still ask for it, and a
-            // cancelled send tells the user's request so.
-            let free = reqs
-                .get(slot)
-                .is_some_and(|r| r.complete && (r.link == 0 || reqs.from_wire(r.link).is_none()));
+            // Kept while the user's request waits for the outcome of its cancellation.
+            let free = reqs.get(slot).is_some_and(|r| {
+                r.complete
+                    && (r.link == 0
+                        || reqs
+                            .from_wire(r.link)
+                            .is_none_or(|u| reqs.get(u).is_none_or(|u| u.complete)))
+            });
             if free {
                 reqs.remove(slot);
             }
             !free
         });
-    }
-
-    /// MPI_Finalize: buffered sends no longer wait for requests the user left behind.
-    pub fn unlink_bsend(&mut self) {
-        let Some(b) = self.bsend.as_ref() else { return };
-        for &(_, _, slot) in &b.used {
-            if let Some(r) = self.pml.reqs.get_mut(slot) {
-                r.link = 0;
-            }
-        }
     }
 
     /// Buffered sends still in flight.

@@ -74,7 +74,9 @@ pub use crate::proto::machine::{Receiver, RecvState, SendState, Sender};
 pub struct Persist {
     pub user_buf: *mut u8,
     pub count: usize,
-    pub dtype: u32,
+    /// The datatype, held: the user may free it between MPI_Send_init and MPI_Start (the
+    /// free takes effect once no operation uses it, MPI-4.1 5.1.9).
+    pub dtype: std::sync::Arc<crate::mpi::datatype::Datatype>,
     /// Destination or source rank in the communicator.
     pub rank: i32,
     pub tag: i32,
@@ -340,6 +342,11 @@ impl Slab {
 
     pub fn live(&self) -> usize {
         self.live
+    }
+
+    /// The live requests.
+    pub fn iter(&self) -> impl Iterator<Item = &Request> {
+        self.slots.iter().flatten()
     }
 
     /// Store the record of a send made without a request; its slot (with [`SENT_BIT`]).

@@ -146,6 +146,10 @@ pub struct Engine {
     pub node_procs: usize,
     /// Reduction operations, running nonblocking and persistent collectives, decisions.
     pub coll: crate::mpi::coll::State,
+    /// Datatypes the user freed while operations or other types still hold them: their slots
+    /// stay taken (the handle stays meaningful to those users) until `Engine::free_dtype`
+    /// finds them unreferenced.
+    pub freed_types: Vec<u32>,
 }
 
 /// The CPUs this process may run on, as a bit set (bit i: CPU i).
@@ -543,6 +547,7 @@ impl Engine {
             ncpus,
             node_procs,
             coll,
+            freed_types: Vec::new(),
         })
     }
 

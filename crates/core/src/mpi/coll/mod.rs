@@ -450,10 +450,11 @@ impl Engine {
     fn coll_register(&mut self, comm: u32, sched: Sched, persistent: bool) -> u32 {
         let mut req = Request::new(Kind::Done, comm);
         if persistent {
+            let byte = byte_type();
             req.persist = Some(Box::new(Persist {
                 user_buf: std::ptr::null_mut(),
                 count: 0,
-                dtype: 0,
+                dtype: byte,
                 rank: 0,
                 tag: 0,
                 comm,

@@ -229,29 +229,29 @@ fn predefined_elems() -> &'static [Option<Elem>] {
 }
 
 /// The element kind of datatype `id`: a predefined type's own, or for a derived type the one
-/// basic type all its components share. None when mixed (or a component was freed).
+/// basic type all its components share. None when mixed. A derived type's components are
+/// followed through the references it holds, so a component the user freed still counts.
 pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: u32) -> Option<Elem> {
-    fn walk(dtypes: &[Option<Arc<Datatype>>], id: u32, depth: usize) -> Option<Elem> {
+    fn walk(id: u32, d: &Datatype, depth: usize) -> Option<Elem> {
         if (id as usize) < PREDEFINED_NAMES.len() {
             return predefined_elems()[id as usize];
         }
-        if depth > 64 {
-            return None;
-        }
-        let d = dtypes.get(id as usize)?.as_ref()?;
         if d.predefined {
             // Made by MPI_Type_create_f90_*: a predefined type of its base's kind.
             return d.basic.map(Elem::Basic);
         }
+        if depth > 64 {
+            return None;
+        }
         let mut found: Option<Elem> = None;
-        for &(t, _) in &d.contents.types {
+        for (t, c) in &d.contents.types {
             // The MPI-1 bound markers carry no values.
-            if (t as usize) < PREDEFINED_NAMES.len()
-                && matches!(PREDEFINED_NAMES[t as usize], "MPI_LB" | "MPI_UB")
+            if (*t as usize) < PREDEFINED_NAMES.len()
+                && matches!(PREDEFINED_NAMES[*t as usize], "MPI_LB" | "MPI_UB")
             {
                 continue;
             }
-            let k = walk(dtypes, t, depth + 1)?;
+            let k = walk(*t, c, depth + 1)?;
             if matches!(k, Elem::Pair { .. }) || found.is_some_and(|f| f != k) {
                 return None;
             }
@@ -259,7 +259,11 @@ pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: u32) -> Option<Elem> {
         }
         found
     }
-    walk(dtypes, id, 0)
+    if (id as usize) < PREDEFINED_NAMES.len() {
+        return predefined_elems()[id as usize];
+    }
+    let d = dtypes.get(id as usize)?.as_ref()?;
+    walk(id, d, 0)
 }
 
 // ---------------------------------------------------------------------------------------------
