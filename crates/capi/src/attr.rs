@@ -20,7 +20,7 @@ use crate::util::nonnull;
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::attr::{AttrCall, ObjKind};
 use protean_core::mpi::comm::{COMM_SELF, COMM_WORLD};
-use protean_core::runtime::global::with;
+use protean_core::mpi::global::with;
 
 type R<T> = Result<T, MpiError>;
 

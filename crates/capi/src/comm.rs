@@ -20,9 +20,9 @@ use crate::util::{copy_cstr, nonnull, object_name, out};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::attr::ObjKind;
 use protean_core::mpi::cm::{self, OpSpec};
+use protean_core::mpi::engine::Engine;
+use protean_core::mpi::global::with;
 use protean_core::mpi::group::{self as grp, UNDEFINED};
-use protean_core::runtime::global::with;
-use protean_core::runtime::Engine;
 
 type R<T> = Result<T, MpiError>;
 
@@ -430,7 +430,7 @@ unsafe fn free(comm: *mut MPI_Comm, func: &str, disconnect: bool) -> c_int {
         })??;
         if disconnect {
             // MPI_Comm_disconnect completes the pending communication first.
-            protean_core::runtime::global::wait_until(|e| !e.comm_busy(id))?;
+            protean_core::mpi::global::wait_until(|e| !e.comm_busy(id))?;
         }
         // Delete callbacks first: if one fails the communicator stays.
         attr::comm_free_attrs(id)?;

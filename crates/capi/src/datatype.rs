@@ -13,8 +13,8 @@ use crate::handles::{dtype_handle, dtype_id};
 use crate::util::{copy_cstr, object_name, out};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::datatype::{predefined_index, Combiner, Datatype, Distrib};
-use protean_core::runtime::global::with;
-use protean_core::runtime::Engine;
+use protean_core::mpi::engine::Engine;
+use protean_core::mpi::global::with;
 
 type Res<T> = Result<T, MpiError>;
 

@@ -9,8 +9,8 @@ use crate::errors::{bad, raise};
 use crate::handles::comm_id;
 use crate::util::{copy_cstr, out};
 use protean_core::error::ErrorClass;
-use protean_core::runtime::global::{self, with, Phase};
-use protean_core::runtime::Engine;
+use protean_core::mpi::engine::Engine;
+use protean_core::mpi::global::{self, with, Phase};
 
 fn install_panic_hook() {
     let previous = std::panic::take_hook();

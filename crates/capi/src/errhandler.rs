@@ -10,7 +10,7 @@ use crate::handles::{comm_id, errh_handle, errh_id};
 use crate::util::{copy_cstr, out};
 use protean_core::error::ErrorClass;
 use protean_core::mpi::comm::Errhandler;
-use protean_core::runtime::global::with;
+use protean_core::mpi::global::with;
 
 /// MPICH's MPIX classes (101..=105) are valid classes too.
 const MPIX_CLASSES: std::ops::RangeInclusive<c_int> = MPIX_ERR_PROC_FAILED..=MPIX_ERR_NOREQ;

@@ -14,7 +14,7 @@ use crate::abi::*;
 use crate::handles::comm_id;
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::comm::{Errhandler, COMM_WORLD};
-use protean_core::runtime::global::{self, with, Phase};
+use protean_core::mpi::global::{self, with, Phase};
 
 /// MPICH's number for each class.
 pub fn class_code(c: ErrorClass) -> c_int {

@@ -20,8 +20,9 @@ use std::sync::Mutex;
 use crate::abi::*;
 use crate::util::{copy_cstr, out};
 use protean_core::config::{Config, Kind, Value, TUNABLES};
+use protean_core::mpi::global::{self, with, Phase};
 use protean_core::profile::PVARS;
-use protean_core::runtime::global::{self, with, Phase};
+use protean_core::transport::Transport;
 
 struct PvarHandle {
     session: usize,
@@ -331,7 +332,7 @@ pub unsafe extern "C" fn protean_MPI_T_cvar_write(
             }
             // A value the engine cannot use (a cost model that does not parse) is refused
             // and the old one stays.
-            let set = |e: &mut protean_core::runtime::Engine| -> Result<(), String> {
+            let set = |e: &mut protean_core::mpi::engine::Engine| -> Result<(), String> {
                 let old = e.cfg.get(i).expect("tunable index");
                 e.cfg.set(i, &v)?;
                 e.reconfigure().inspect_err(|_| {
@@ -534,7 +535,11 @@ pub unsafe extern "C" fn protean_MPI_T_pvar_session_free(
 
 /// Current value of performance variable `i`.
 fn pvar_now(i: usize) -> u64 {
-    with(|e| e.pml.counters.read(i)).unwrap_or(0)
+    with(|e| {
+        e.pml.counters.transport = e.net.stats();
+        e.pml.counters.read(i)
+    })
+    .unwrap_or(0)
 }
 
 /// # Safety

@@ -7,9 +7,9 @@ use crate::errors::{bad, class_code, code_for, raise, raise_code};
 use crate::handles::*;
 use crate::util::*;
 use protean_core::error::{ErrorClass, MpiError};
+use protean_core::mpi::global::{self, with};
 use protean_core::mpi::p2p as core;
 use protean_core::mpi::request::{Mode, Status};
-use protean_core::runtime::global::{self, with};
 
 /// Resolve the communicator and datatype handles of a call, or raise.
 macro_rules! resolve {
@@ -745,7 +745,7 @@ pub unsafe extern "C" fn protean_MPI_Testall(
         Err(rc) => return rc,
     };
     let all = with(|e| {
-        let done = |e: &protean_core::runtime::Engine| {
+        let done = |e: &protean_core::mpi::engine::Engine| {
             s.iter()
                 .all(|x| x.is_none_or(|slot| e.is_complete(slot).unwrap_or(true)))
         };
@@ -866,7 +866,7 @@ pub unsafe extern "C" fn protean_MPI_Testany(
         return MPI_SUCCESS;
     }
     let found = with(|e| {
-        let first = |e: &protean_core::runtime::Engine| {
+        let first = |e: &protean_core::mpi::engine::Engine| {
             s.iter()
                 .position(|x| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(false)))
         };

@@ -13,9 +13,9 @@ use crate::errors::{bad, ret_with};
 use crate::util::{c_fill, c_slice, nonnull};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::cm;
+use protean_core::mpi::global::with;
 use protean_core::mpi::group::UNDEFINED;
 use protean_core::mpi::topo::{self, Topology};
-use protean_core::runtime::global::with;
 
 type R<T> = Result<T, MpiError>;
 

@@ -16,11 +16,6 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::mpi::coll::decide::{
-    ALLGATHER_ALGS, ALLREDUCE_ALGS, ALLTOALL_ALGS, BARRIER_ALGS, BCAST_ALGS, GATHER_ALGS,
-    REDUCE_ALGS, REDUCE_SCATTER_ALGS, SCAN_ALGS, SCATTER_ALGS,
-};
-
 /// The type and the accepted values of a tunable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -224,10 +219,47 @@ macro_rules! tunables {
     };
 }
 
-/// Choices for `protocol`.
-pub const PROTOCOLS: &[&str] = crate::proto::policy::PROTOCOL_NAMES;
+// The names a user may give choice tunables. The registry owns them, since they are what
+// users type; the layers that act on a choice map the index to a type of their own
+// (`proto::policy::Protocol`, the collectives' algorithm enums in `mpi::coll::decide`), and a
+// test there checks that the two agree. So this module, the floor, imports nothing above it.
+
+/// Choices for `protocol` (the order is `proto::policy::Protocol`'s).
+pub const PROTOCOLS: &[&str] = &[
+    "static",
+    "eager",
+    "rendezvous",
+    "eager-rendezvous",
+    "adaptive",
+];
 /// Choices for `progress_yield`.
 pub const YIELD_MODES: &[&str] = &["auto", "always", "never"];
+/// Collective algorithms, by collective (`auto`: the decision table chooses).
+pub const BARRIER_ALGS: &[&str] = &["auto", "dissemination", "two_level", "linear"];
+pub const BCAST_ALGS: &[&str] = &[
+    "auto",
+    "binomial",
+    "scatter_allgather",
+    "chain",
+    "two_level",
+    "linear",
+];
+pub const REDUCE_ALGS: &[&str] = &["auto", "binomial", "linear", "two_level"];
+pub const ALLREDUCE_ALGS: &[&str] = &[
+    "auto",
+    "recursive_doubling",
+    "allgather_reduce",
+    "rabenseifner",
+    "ring",
+    "reduce_bcast",
+    "two_level",
+];
+pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial"];
+pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial"];
+pub const ALLGATHER_ALGS: &[&str] = &["auto", "ring", "recursive_doubling", "bruck", "linear"];
+pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck"];
+pub const REDUCE_SCATTER_ALGS: &[&str] = &["auto", "reduce_scatterv", "ring"];
+pub const SCAN_ALGS: &[&str] = &["auto", "recursive_doubling", "linear"];
 
 const SIZE: Kind = Kind::Int {
     min: 0,
@@ -259,6 +291,8 @@ tunables! {
         "Largest message (bytes) to the own rank copied eagerly when eager_limit is -1; larger ones are copied once when matched.";
     eager_rndv_prefix: i64 = "8192", SIZE, writable = true,
         "Bytes sent with the request-to-send under the eager-rendezvous protocol.";
+    unexpected_max: i64 = "4g", SIZE, writable = true,
+        "Bytes the messages that arrived before their receive was posted may hold in a rank; a sender that pushes them over stops the job with a message naming it (a bound against runaway senders: MPI lets standard sends go eagerly, so the receiver buffers them).";
     unexpected_cache: i64 = "67108864", SIZE, writable = false,
         "Bytes of freed buffers of unexpected messages (those that arrive before their receive is posted) each rank keeps for the next ones; 0 gives them back to the allocator at once, which then faults their pages in again for every burst of unexpected messages.";
     shm_single_copy: bool = "1", Kind::Bool, writable = true,
@@ -277,10 +311,18 @@ tunables! {
         "Bytes per shared receive queue cell (header included).";
     tcp_frag_bytes: i64 = "1048576", Kind::Int { min: 4096, max: 1 << 30 }, writable = true,
         "Size of rendezvous data fragments on TCP.";
+    tcp_lanes: String = "auto", Kind::Str, writable = true,
+        "Connections (lanes) large messages to a peer are striped over on TCP: auto (one on short links; on links with a round trip of 1 ms or more, doubled while throughput rises by 10%, up to tcp_lanes_max), or a number from 1 to 16. Writable at run time.";
+    tcp_lanes_peers: String = "", Kind::Str, writable = true,
+        "Per-peer lane settings, RANKS=auto|N rules separated by ';', first match wins (e.g. 1-3=8;*=1).";
+    tcp_lanes_max: i64 = "16", Kind::Int { min: 1, max: 16 }, writable = true,
+        "Most lanes auto gives a peer.";
     tcp_nodelay: bool = "1", Kind::Bool, writable = false,
         "Disable Nagle's algorithm on TCP connections.";
     tcp_addr: String = "", Kind::Str, writable = false,
-        "Address to publish for TCP connections (default: loopback when every rank is on this host, else the first non-loopback IPv4 address).";
+        "Address to listen on and publish for TCP connections (default: loopback when the process manager places every rank on one node, else the first non-loopback IPv4 address).";
+    tcp_frame_max: i64 = "64m", Kind::Int { min: 65536, max: 1 << 31 }, writable = false,
+        "Largest frame payload (bytes) a process accepts on a TCP connection, announced in the connection's handshake; a longer frame is a protocol error that closes the connection. tcp_frag_bytes is capped at it.";
     tcp_sockbuf: i64 = "4194304", SIZE, writable = false,
         "Socket send and receive buffer size for TCP connections (0: kernel default).";
     progress_yield: usize = "auto", Kind::Choice(YIELD_MODES), writable = true,
@@ -438,6 +480,57 @@ impl Config {
     }
 }
 
+/// A set of ranks: `3`, `0-7`, `1,4-5`, `*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankSet(Vec<(u32, u32)>);
+
+impl RankSet {
+    pub fn parse(text: &str) -> Result<RankSet, String> {
+        let mut v = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            if part == "*" {
+                v.push((0, u32::MAX));
+                continue;
+            }
+            let bad = || format!("'{part}' is not a rank or a rank range (A-B)");
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                ),
+                None => {
+                    let a = part.parse().map_err(|_| bad())?;
+                    (a, a)
+                }
+            };
+            if a > b {
+                return Err(bad());
+            }
+            v.push((a, b));
+        }
+        Ok(RankSet(v))
+    }
+
+    pub fn contains(&self, r: u32) -> bool {
+        self.0.iter().any(|&(a, b)| a <= r && r <= b)
+    }
+}
+
+/// Rules `RANKS=VALUE;RANKS=VALUE;...`, first match wins (per-peer overrides).
+pub fn parse_rules<T>(
+    text: &str,
+    value: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<(RankSet, T)>, String> {
+    let mut rules = Vec::new();
+    for rule in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let (ranks, v) = rule
+            .split_once('=')
+            .ok_or_else(|| format!("rule '{rule}' is not RANKS=VALUE"))?;
+        rules.push((RankSet::parse(ranks)?, value(v.trim())?));
+    }
+    Ok(rules)
+}
+
 /// The site config file of this installation: `etc/protean.conf` beside the `lib/` (or
 /// `bin/`) directory of the object this code is linked into — libmpi.so for MPI programs, the
 /// executable for the tools. Like Open MPI's `etc/openmpi-mca-params.conf`, it holds settings
@@ -467,7 +560,6 @@ pub fn site_config_path() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::policy::Costs;
     use std::collections::HashMap;
 
     fn from(pairs: &[(&str, &str)]) -> Result<Config, String> {
@@ -488,18 +580,6 @@ mod tests {
         assert_eq!(c.eager_limit, -1);
         assert_eq!(c.transports, "shm,tcp");
         assert_eq!(PROTOCOLS[c.protocol], "adaptive");
-        assert_eq!(
-            Costs::parse(&c.adaptive_costs_shm),
-            Costs::parse(Costs::SHM)
-        );
-        assert_eq!(
-            Costs::parse(&c.adaptive_costs_tcp),
-            Costs::parse(Costs::TCP)
-        );
-        assert_eq!(
-            Costs::parse(&c.adaptive_costs_self),
-            Costs::parse(Costs::SELF)
-        );
         assert!(c.shm_single_copy);
     }
 

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod error;
+pub mod ids;
 pub mod mem;
 pub mod mpi;
 pub mod profile;

@@ -1,6 +1,116 @@
-//! Memory for the message path: copies of a few bytes inline instead of through a call to
-//! `memcpy`, which costs more than the copy itself; buffers for unexpected messages kept for
-//! reuse ([`BufCache`]).
+//! Memory for the message path: the one type user buffers travel in below the C layer
+//! ([`Span`]); copies of a few bytes inline instead of through a call to `memcpy`, which costs
+//! more than the copy itself; buffers for unexpected messages kept for reuse ([`BufCache`]).
+
+/// Memory lent to an operation: `len` bytes at `ptr`, a user's send or receive buffer (or
+/// the engine's own), valid until the operation that holds the span is over.
+///
+/// The one way to make a span from a pointer is [`Span::new`], whose caller states that
+/// invariant; everything that takes a span afterwards (transports reading a region into it,
+/// placing a payload in it) relies on it and needs no `unsafe` of its own to be called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Span {
+    /// No memory.
+    pub const EMPTY: Span = Span {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+    };
+
+    /// # Safety
+    /// Unless `len` is 0, `ptr` points to `len` bytes that stay allocated until the operation
+    /// given this span (and every span cut from it) is over; a span that is written (a receive
+    /// buffer, a placement) is not read or written by anyone else meanwhile, and one that is
+    /// only read (a send buffer) is not written meanwhile.
+    #[inline(always)]
+    pub unsafe fn new(ptr: *mut u8, len: usize) -> Span {
+        Span { ptr, len }
+    }
+
+    /// A span over a slice that outlives the operation (the caller's promise, as for
+    /// [`Span::new`]).
+    ///
+    /// # Safety
+    /// As for [`Span::new`].
+    #[inline(always)]
+    pub unsafe fn of(s: &[u8]) -> Span {
+        Span {
+            ptr: s.as_ptr() as *mut u8,
+            len: s.len(),
+        }
+    }
+
+    #[inline(always)]
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `n` bytes at `offset`, or None when they are not all inside.
+    #[inline]
+    pub fn sub(&self, offset: usize, n: usize) -> Option<Span> {
+        let end = offset.checked_add(n)?;
+        (end <= self.len).then(|| Span {
+            // SAFETY: `offset <= len`: inside (or one past) the span's memory.
+            ptr: if n == 0 {
+                self.ptr
+            } else {
+                unsafe { self.ptr.add(offset) }
+            },
+            len: n,
+        })
+    }
+
+    /// Copy `src` into the start of the span (at most `len` bytes); returns the bytes copied.
+    #[inline]
+    pub fn write(&self, src: &[u8]) -> usize {
+        let n = src.len().min(self.len);
+        if n > 0 {
+            // SAFETY: the span's memory is writable for `len` bytes and not otherwise accessed
+            // (Span::new's contract); `src` is a distinct slice.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr, n) };
+        }
+        n
+    }
+
+    /// The span's bytes.
+    ///
+    /// # Safety
+    /// The returned slice must not outlive the operation, nor overlap a write to the span.
+    #[inline]
+    pub unsafe fn as_slice<'a>(&self) -> &'a [u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        std::slice::from_raw_parts(self.ptr, self.len)
+    }
+
+    /// The span's bytes, to write.
+    ///
+    /// # Safety
+    /// As for [`Span::as_slice`], and no other reference to the bytes may be alive.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_slice<'a>(&self) -> &'a mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        std::slice::from_raw_parts_mut(self.ptr, self.len)
+    }
+}
 
 /// Copy `n` bytes from `src` to `dst`.
 ///

@@ -360,7 +360,11 @@ fn main() -> ExitCode {
                         coll: c,
                         ranks: rank_ranges[ri],
                         bytes: size_ranges[si],
-                        alg,
+                        alg: c
+                            .algorithms()
+                            .iter()
+                            .position(|a| *a == alg)
+                            .expect("an algorithm of this collective"),
                     });
                 }
             }

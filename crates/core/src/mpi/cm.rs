@@ -49,12 +49,12 @@
 use crate::err;
 use crate::error::{MpiError, Result};
 use crate::mpi::comm::{Comm, CTX_FROM_GROUP, CTX_RESERVED_BLOCKS, CTX_STRIDE};
+use crate::mpi::engine::Engine;
+use crate::mpi::global::{self, with};
 use crate::mpi::group::UNDEFINED;
 use crate::mpi::request::{Kind, Request};
 use crate::mpi::topo::{cart_coords, Topology};
 use crate::proto::frame::Envelope;
-use crate::runtime::global::{self, with};
-use crate::runtime::Engine;
 use crate::transport::Gpid;
 
 /// Words of the context-id bit set.

@@ -7,8 +7,8 @@
 
 use crate::err;
 use crate::error::Result;
+use crate::mpi::engine::Engine;
 use crate::mpi::request::PROC_NULL;
-use crate::runtime::Engine;
 use crate::transport::Gpid;
 
 /// MPI_UNDEFINED (the MPICH ABI value): "not a member", "no color".

@@ -6,6 +6,8 @@ pub mod cm;
 pub mod coll;
 pub mod comm;
 pub mod datatype;
+pub mod engine;
+pub mod global;
 pub mod group;
 pub mod p2p;
 pub mod pml;

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use crate::err;
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::datatype::{pool, Datatype};
+use crate::mpi::engine::{BsendBuffer, Engine};
+use crate::mpi::global::{self, with};
 use crate::mpi::pml::{DirectPost, Pml};
 use crate::mpi::request::*;
 use crate::proto::frame::Envelope;
-use crate::runtime::global::{self, with};
-use crate::runtime::{BsendBuffer, Engine};
 
 /// Largest tag (MPI_TAG_UB).
 pub const TAG_UB: i32 = i32::MAX;

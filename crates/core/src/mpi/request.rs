@@ -129,8 +129,9 @@ pub struct Request {
     pub msg_len: usize,
     /// Data frames still referenced by a transport (sender).
     pub inflight: u32,
-    /// Cooperative copy: our copy slot + 1 (sender), or 0.
-    pub coop_slot: u32,
+    /// Sender: the buffer is exposed to the receiver for a direct read (single copy), until
+    /// the send ends.
+    pub exposed: bool,
     /// MPI_Request_free was called while active: release the slot on completion.
     pub user_freed: bool,
     /// This request was created internally (buffered send) and nobody waits on it.
@@ -187,7 +188,7 @@ impl Request {
             off: 0,
             msg_len: 0,
             inflight: 0,
-            coop_slot: 0,
+            exposed: false,
             user_freed: false,
             internal: false,
             bsend_region: None,
@@ -338,6 +339,15 @@ impl Slab {
             r.gen = r.gen.wrapping_add(1);
             self.gens[i as usize] = r.gen;
         }
+    }
+
+    /// Slots of the live requests.
+    pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_some())
+            .map(|(i, _)| i as u32)
     }
 
     pub fn live(&self) -> usize {

@@ -12,8 +12,8 @@
 
 use crate::err;
 use crate::error::Result;
+use crate::mpi::engine::Engine;
 use crate::mpi::request::PROC_NULL;
-use crate::runtime::Engine;
 
 /// A topology attached to a communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]

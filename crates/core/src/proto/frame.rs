@@ -1,36 +1,79 @@
-//! Frames: what point-to-point protocols put on a transport.
+//! Frames: what point-to-point protocols put on a transport, and their wire layout.
 //!
-//! Every frame is a fixed 32-byte header followed by a payload whose length the transport
-//! carries (shared-memory record length, TCP length prefix). Names follow what the frame *is*
-//! in the protocol (as Open MPI's ob1 headers do), not which transport carries it.
+//! Every frame is a fixed 32-byte header ([`HEADER_LEN`], the transport contract) followed by
+//! a payload whose length the transport carries (shared-memory record length, TCP length
+//! prefix). Names follow what the frame *is* in the protocol (as Open MPI's ob1 headers do),
+//! not which transport carries it. As in smoltcp's wire modules, parsing never panics: a
+//! header decodes into a validated [`Frame`] or a [`FrameError`], and re-encoding a decoded
+//! frame gives back the same bytes.
 //!
+//! Every kind shares the first word:
 //! ```text
 //! offset size  field
-//!  0      1    kind        FrameKind
-//!  1      1    flags       SYNC (0x1): eager message sent in synchronous mode, ack when matched
-//!  2      2    feedback    the sender's report on what it receives from the destination
-//!  4      4    seq         per (sender, receiver) sequence number of matchable frames
-//!  8      4    w0          Eager/Rts: context id      Cts/Data/Help: receiver request  other: 0
-//! 12      4    w1          Eager/Rts: source rank     CancelResp: 1 if cancelled
-//! 16      4    w2          Eager/Rts: tag
-//! 20      4    sreq        sender's request id (sync eager, rendezvous, cancel)
-//! 24      8    q           Rts: total message bytes   Data: byte offset
+//!  0      1    kind       FrameKind (0 is reserved for a transport's own records)
+//!  1      1    flags      SYNC (0x1, Eager only): sent in synchronous mode, ack when matched
+//!  2      2    feedback   the sender's report on what it receives from the destination
 //! ```
-//! All fields little endian. Decoding validates the kind, the flags and the feedback field and
-//! never panics; a malformed header is a [`FrameError`].
+//! The other seven words are laid out per kind ([`field`] names them); every word a kind does
+//! not use is zero, and decoding checks that it is:
+//! ```text
+//! kind        4..8   8..12   12..16      16..20   20..24   24..32
+//! Eager       seq    ctx     src         tag      sreq     -
+//! Rts         seq    ctx     src         tag      sreq     len      (payload: RndvInfo [+ prefix])
+//! Cts         -      rreq    -           -        sreq     -
+//! Data        -      rreq    -           -        -        offset   (payload: message bytes)
+//! Fin         -      -       -           -        sreq     -
+//! SyncAck     -      -       -           -        sreq     -
+//! CancelReq   seq    -       -           -        sreq     -
+//! CancelResp  -      -       cancelled   -        sreq     -
+//! Feedback    -      -       -           -        -        -
+//! ```
+//! `seq`: per (sender, receiver) sequence number of matchable frames; `ctx`, `src`, `tag`: the
+//! matching envelope; `sreq`/`rreq`: the sender's and receiver's request ids (wire ids with a
+//! generation); `len`: total message bytes; `offset`: byte offset of a Data payload;
+//! `cancelled`: 1 if the receiver removed the message, else 0. All little endian.
 //!
-//! Feedback (bytes 2–3, any frame kind) is how receivers tell senders, at no extra cost, how
-//! the messages they send are received (see `policy::Feedback`): bit 15 set when present, bits
-//! 0–5 the share of recent messages that found their receive posted (0..=63 for 0..=1), bits
-//! 6–11 the bit length of the bytes of recent messages that arrived unexpected; bits 12–14
+//! Feedback (bytes 2-3, any kind) is how receivers tell senders, at no extra cost, how the
+//! messages they send are received (see `policy::Feedback`): bit 15 set when present, bits
+//! 0-5 the share of recent messages that found their receive posted (0..=63 for 0..=1), bits
+//! 6-11 the bit length of the bytes of recent messages that arrived unexpected; bits 12-14
 //! are zero. A `Feedback` frame carries nothing else, for when no other frame goes that way.
 //!
-//! Rendezvous (`Rts`) payloads start with [`RndvInfo`] (24 bytes) and may carry the first part
-//! of the message after it (eager-rendezvous). `Help` payloads are a [`HelpInfo`].
+//! Rendezvous (`Rts`) payloads start with [`RndvInfo`] (24 bytes: the eager prefix length and
+//! a transport's description of the sender's memory for single copy) and may carry the first
+//! part of the message after it (eager-rendezvous).
 
 use std::fmt;
 
-pub const HEADER_LEN: usize = 32;
+pub use crate::transport::HEADER_LEN;
+use crate::transport::{Region, REGION_LEN};
+
+/// Byte ranges of the header fields (see the table in the module doc).
+pub mod field {
+    use std::ops::Range;
+
+    pub const KIND: usize = 0;
+    pub const FLAGS: usize = 1;
+    pub const FEEDBACK: Range<usize> = 2..4;
+    /// Eager, Rts, CancelReq.
+    pub const SEQ: Range<usize> = 4..8;
+    /// Eager, Rts.
+    pub const CTX: Range<usize> = 8..12;
+    /// Cts, Data.
+    pub const RREQ: Range<usize> = 8..12;
+    /// Eager, Rts.
+    pub const SRC: Range<usize> = 12..16;
+    /// CancelResp.
+    pub const CANCELLED: Range<usize> = 12..16;
+    /// Eager, Rts.
+    pub const TAG: Range<usize> = 16..20;
+    /// Every kind that names the sender's request.
+    pub const SREQ: Range<usize> = 20..24;
+    /// Rts.
+    pub const LEN: Range<usize> = 24..32;
+    /// Data.
+    pub const OFFSET: Range<usize> = 24..32;
+}
 
 /// Bits of byte 3 (the feedback's high byte) that must be zero.
 const FEEDBACK_RESERVED_HI: u8 = 0x70;
@@ -67,12 +110,11 @@ pub fn feedback_word(share: u16, level: u16) -> u16 {
 /// Put a feedback word (from [`feedback_word`], or 0 for none) into a header.
 #[inline(always)]
 pub fn set_feedback(hdr: &mut [u8; HEADER_LEN], word: u16) {
-    hdr[2..4].copy_from_slice(&word.to_le_bytes());
+    hdr[field::FEEDBACK].copy_from_slice(&word.to_le_bytes());
 }
 
 /// Flag: the eager message was sent with MPI_Ssend/Issend; the receiver acks when it matches.
 pub const FLAG_SYNC: u8 = 0x1;
-const KNOWN_FLAGS: u8 = FLAG_SYNC;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -93,11 +135,54 @@ pub enum FrameKind {
     CancelReq = 7,
     /// Answer to `CancelReq`.
     CancelResp = 8,
-    /// The receiver matched a cooperative-copy message and asks the sender to copy chunks
-    /// too; payload is [`HelpInfo`].
-    Help = 9,
     /// Nothing but the feedback field.
     Feedback = 10,
+}
+
+/// Words 1..8 (bytes 4..32, four bytes each) a kind uses, as a bit set (bit i: word i).
+const fn words(kind: FrameKind) -> u8 {
+    const SEQ: u8 = 1 << 1;
+    const W2: u8 = 1 << 2; // ctx / rreq
+    const W3: u8 = 1 << 3; // src / cancelled
+    const TAG: u8 = 1 << 4;
+    const SREQ: u8 = 1 << 5;
+    const Q: u8 = 1 << 6 | 1 << 7; // len / offset
+    match kind {
+        FrameKind::Eager => SEQ | W2 | W3 | TAG | SREQ,
+        FrameKind::Rts => SEQ | W2 | W3 | TAG | SREQ | Q,
+        FrameKind::Cts => W2 | SREQ,
+        FrameKind::Data => W2 | Q,
+        FrameKind::Fin | FrameKind::SyncAck => SREQ,
+        FrameKind::CancelReq => SEQ | SREQ,
+        FrameKind::CancelResp => W3 | SREQ,
+        FrameKind::Feedback => 0,
+    }
+}
+
+/// The header bytes a kind does not use, as masks over its four little-endian u64 words, so
+/// that checking them costs four loads and a compare.
+const fn unused_masks(kind: FrameKind) -> [u64; 4] {
+    let used = words(kind);
+    let mut m = [0u64; 4];
+    let mut w = 1;
+    while w < 8 {
+        if used & (1 << w) == 0 {
+            m[w / 2] |= 0xffff_ffff << (32 * (w % 2));
+        }
+        w += 1;
+    }
+    m
+}
+
+/// Are the bytes under `m` (from [`unused_masks`]) all zero? With a constant `m` only the
+/// words a kind leaves unused are loaded: one for an Eager header, none for an Rts.
+#[inline(always)]
+fn clear(b: &[u8; HEADER_LEN], m: [u64; 4]) -> bool {
+    let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
+    (m[0] == 0 || word(0) & m[0] == 0)
+        && (m[1] == 0 || word(1) & m[1] == 0)
+        && (m[2] == 0 || word(2) & m[2] == 0)
+        && (m[3] == 0 || word(3) & m[3] == 0)
 }
 
 impl FrameKind {
@@ -111,7 +196,6 @@ impl FrameKind {
             6 => FrameKind::SyncAck,
             7 => FrameKind::CancelReq,
             8 => FrameKind::CancelResp,
-            9 => FrameKind::Help,
             10 => FrameKind::Feedback,
             _ => return None,
         })
@@ -121,12 +205,6 @@ impl FrameKind {
     pub fn is_matchable(self) -> bool {
         matches!(self, FrameKind::Eager | FrameKind::Rts)
     }
-}
-
-/// Is `hdr` the header of an eager message?
-#[inline]
-pub fn is_eager(hdr: &[u8; HEADER_LEN]) -> bool {
-    hdr[0] == FrameKind::Eager as u8
 }
 
 /// The matching envelope of a message.
@@ -174,10 +252,6 @@ pub enum Frame {
         sreq: u32,
         cancelled: bool,
     },
-    Help {
-        sreq: u32,
-        rreq: u32,
-    },
     Feedback,
 }
 
@@ -186,6 +260,8 @@ pub enum FrameError {
     BadKind(u8),
     BadFlags(u8),
     Reserved,
+    /// A field the kind does not use is not zero, or a field holds an impossible value.
+    BadField(&'static str),
     Short(usize),
     BadPayload(&'static str),
 }
@@ -196,6 +272,7 @@ impl fmt::Display for FrameError {
             FrameError::BadKind(k) => write!(f, "unknown frame kind {k}"),
             FrameError::BadFlags(x) => write!(f, "unknown frame flags {x:#x}"),
             FrameError::Reserved => write!(f, "reserved feedback bits are not zero"),
+            FrameError::BadField(what) => write!(f, "malformed frame header: {what}"),
             FrameError::Short(n) => write!(f, "frame of {n} bytes is shorter than its header"),
             FrameError::BadPayload(why) => write!(f, "malformed frame payload: {why}"),
         }
@@ -205,13 +282,28 @@ impl fmt::Display for FrameError {
 impl std::error::Error for FrameError {}
 
 #[inline(always)]
-fn put32(b: &mut [u8; HEADER_LEN], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+fn put32(b: &mut [u8; HEADER_LEN], at: std::ops::Range<usize>, v: u32) {
+    b[at].copy_from_slice(&v.to_le_bytes());
 }
 
 #[inline(always)]
-fn get32(b: &[u8; HEADER_LEN], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+fn put64(b: &mut [u8; HEADER_LEN], at: std::ops::Range<usize>, v: u64) {
+    b[at].copy_from_slice(&v.to_le_bytes());
+}
+
+#[inline(always)]
+fn get32(b: &[u8; HEADER_LEN], at: std::ops::Range<usize>) -> u32 {
+    u32::from_le_bytes([
+        b[at.start],
+        b[at.start + 1],
+        b[at.start + 2],
+        b[at.start + 3],
+    ])
+}
+
+#[inline(always)]
+fn get64(b: &[u8; HEADER_LEN], at: std::ops::Range<usize>) -> u64 {
+    u64::from_le_bytes(b[at].try_into().expect("8 bytes"))
 }
 
 impl Frame {
@@ -225,7 +317,6 @@ impl Frame {
             Frame::SyncAck { .. } => FrameKind::SyncAck,
             Frame::CancelReq { .. } => FrameKind::CancelReq,
             Frame::CancelResp { .. } => FrameKind::CancelResp,
-            Frame::Help { .. } => FrameKind::Help,
             Frame::Feedback => FrameKind::Feedback,
         }
     }
@@ -233,94 +324,151 @@ impl Frame {
     #[inline]
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
-        b[0] = self.kind() as u8;
-        let (flags, seq, w0, w1, w2, sreq, q) = match *self {
+        b[field::KIND] = self.kind() as u8;
+        let envelope = |b: &mut [u8; HEADER_LEN], env: &Envelope| {
+            put32(b, field::CTX, env.ctx);
+            put32(b, field::SRC, env.src as u32);
+            put32(b, field::TAG, env.tag as u32);
+        };
+        match *self {
             Frame::Eager {
                 env,
                 seq,
                 sreq,
                 sync,
-            } => (
-                if sync { FLAG_SYNC } else { 0 },
-                seq,
-                env.ctx,
-                env.src as u32,
-                env.tag as u32,
-                sreq,
-                0,
-            ),
+            } => {
+                b[field::FLAGS] = if sync { FLAG_SYNC } else { 0 };
+                put32(&mut b, field::SEQ, seq);
+                envelope(&mut b, &env);
+                put32(&mut b, field::SREQ, sreq);
+            }
             Frame::Rts {
                 env,
                 seq,
                 sreq,
                 len,
-            } => (0, seq, env.ctx, env.src as u32, env.tag as u32, sreq, len),
-            Frame::Cts { sreq, rreq } => (0, 0, rreq, 0, 0, sreq, 0),
-            Frame::Data { rreq, offset } => (0, 0, rreq, 0, 0, 0, offset),
-            Frame::Fin { sreq } | Frame::SyncAck { sreq } => (0, 0, 0, 0, 0, sreq, 0),
-            Frame::CancelReq { sreq, seq } => (0, seq, 0, 0, 0, sreq, 0),
-            Frame::CancelResp { sreq, cancelled } => (0, 0, 0, cancelled as u32, 0, sreq, 0),
-            Frame::Help { sreq, rreq } => (0, 0, rreq, 0, 0, sreq, 0),
-            Frame::Feedback => (0, 0, 0, 0, 0, 0, 0),
-        };
-        b[1] = flags;
-        put32(&mut b, 4, seq);
-        put32(&mut b, 8, w0);
-        put32(&mut b, 12, w1);
-        put32(&mut b, 16, w2);
-        put32(&mut b, 20, sreq);
-        b[24..32].copy_from_slice(&q.to_le_bytes());
+            } => {
+                put32(&mut b, field::SEQ, seq);
+                envelope(&mut b, &env);
+                put32(&mut b, field::SREQ, sreq);
+                put64(&mut b, field::LEN, len);
+            }
+            Frame::Cts { sreq, rreq } => {
+                put32(&mut b, field::RREQ, rreq);
+                put32(&mut b, field::SREQ, sreq);
+            }
+            Frame::Data { rreq, offset } => {
+                put32(&mut b, field::RREQ, rreq);
+                put64(&mut b, field::OFFSET, offset);
+            }
+            Frame::Fin { sreq } | Frame::SyncAck { sreq } => put32(&mut b, field::SREQ, sreq),
+            Frame::CancelReq { sreq, seq } => {
+                put32(&mut b, field::SEQ, seq);
+                put32(&mut b, field::SREQ, sreq);
+            }
+            Frame::CancelResp { sreq, cancelled } => {
+                put32(&mut b, field::CANCELLED, cancelled as u32);
+                put32(&mut b, field::SREQ, sreq);
+            }
+            Frame::Feedback => {}
+        }
         b
     }
 
-    #[inline]
+    /// Always inlined: the receive path decodes every frame, and the match folds into the
+    /// caller's own match on the kind.
+    #[inline(always)]
     pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Frame, FrameError> {
-        let kind = FrameKind::from_u8(b[0]).ok_or(FrameError::BadKind(b[0]))?;
-        let flags = b[1];
-        if flags & !KNOWN_FLAGS != 0 || (flags != 0 && kind != FrameKind::Eager) {
+        let kind = FrameKind::from_u8(b[field::KIND]).ok_or(FrameError::BadKind(b[0]))?;
+        let flags = b[field::FLAGS];
+        if flags != 0 && (kind != FrameKind::Eager || flags & !FLAG_SYNC != 0) {
             return Err(FrameError::BadFlags(flags));
         }
         if b[3] & FEEDBACK_RESERVED_HI != 0 {
             return Err(FrameError::Reserved);
         }
-        let seq = get32(b, 4);
-        let w0 = get32(b, 8);
-        let w1 = get32(b, 12);
-        let w2 = get32(b, 16);
-        let sreq = get32(b, 20);
-        let q = u64::from_le_bytes(b[24..32].try_into().expect("8 bytes"));
-        let env = Envelope {
-            ctx: w0,
-            src: w1 as i32,
-            tag: w2 as i32,
+        // Each arm checks the words its kind leaves unused, with a constant mask.
+        macro_rules! unused_clear {
+            ($k:expr) => {
+                if !clear(b, const { unused_masks($k) }) {
+                    return Err(FrameError::BadField(
+                        "a field this kind does not use is set",
+                    ));
+                }
+            };
+        }
+        let envelope = || Envelope {
+            ctx: get32(b, field::CTX),
+            src: get32(b, field::SRC) as i32,
+            tag: get32(b, field::TAG) as i32,
         };
         Ok(match kind {
-            FrameKind::Eager => Frame::Eager {
-                env,
-                seq,
-                sreq,
-                sync: flags & FLAG_SYNC != 0,
-            },
-            FrameKind::Rts => Frame::Rts {
-                env,
-                seq,
-                sreq,
-                len: q,
-            },
-            FrameKind::Cts => Frame::Cts { sreq, rreq: w0 },
-            FrameKind::Data => Frame::Data {
-                rreq: w0,
-                offset: q,
-            },
-            FrameKind::Fin => Frame::Fin { sreq },
-            FrameKind::SyncAck => Frame::SyncAck { sreq },
-            FrameKind::Feedback => Frame::Feedback,
-            FrameKind::CancelReq => Frame::CancelReq { sreq, seq },
-            FrameKind::CancelResp => Frame::CancelResp {
-                sreq,
-                cancelled: w1 != 0,
-            },
-            FrameKind::Help => Frame::Help { sreq, rreq: w0 },
+            FrameKind::Eager => {
+                unused_clear!(FrameKind::Eager);
+                Frame::Eager {
+                    env: envelope(),
+                    seq: get32(b, field::SEQ),
+                    sreq: get32(b, field::SREQ),
+                    sync: flags & FLAG_SYNC != 0,
+                }
+            }
+            FrameKind::Rts => {
+                unused_clear!(FrameKind::Rts);
+                Frame::Rts {
+                    env: envelope(),
+                    seq: get32(b, field::SEQ),
+                    sreq: get32(b, field::SREQ),
+                    len: get64(b, field::LEN),
+                }
+            }
+            FrameKind::Cts => {
+                unused_clear!(FrameKind::Cts);
+                Frame::Cts {
+                    sreq: get32(b, field::SREQ),
+                    rreq: get32(b, field::RREQ),
+                }
+            }
+            FrameKind::Data => {
+                unused_clear!(FrameKind::Data);
+                Frame::Data {
+                    rreq: get32(b, field::RREQ),
+                    offset: get64(b, field::OFFSET),
+                }
+            }
+            FrameKind::Fin => {
+                unused_clear!(FrameKind::Fin);
+                Frame::Fin {
+                    sreq: get32(b, field::SREQ),
+                }
+            }
+            FrameKind::SyncAck => {
+                unused_clear!(FrameKind::SyncAck);
+                Frame::SyncAck {
+                    sreq: get32(b, field::SREQ),
+                }
+            }
+            FrameKind::CancelReq => {
+                unused_clear!(FrameKind::CancelReq);
+                Frame::CancelReq {
+                    sreq: get32(b, field::SREQ),
+                    seq: get32(b, field::SEQ),
+                }
+            }
+            FrameKind::CancelResp => {
+                unused_clear!(FrameKind::CancelResp);
+                Frame::CancelResp {
+                    sreq: get32(b, field::SREQ),
+                    cancelled: match get32(b, field::CANCELLED) {
+                        0 => false,
+                        1 => true,
+                        _ => return Err(FrameError::BadField("cancelled is neither 0 nor 1")),
+                    },
+                }
+            }
+            FrameKind::Feedback => {
+                unused_clear!(FrameKind::Feedback);
+                Frame::Feedback
+            }
         })
     }
 
@@ -335,30 +483,27 @@ impl Frame {
 }
 
 /// What a request-to-send tells the receiver about the sender's data.
+///
+/// ```text
+/// offset size  field
+///  0      4    prefix   bytes of the message carried after this info (eager-rendezvous)
+///  4     20    region   the sender's transport's description of the rest of the message
+///                       for a direct read (transport::Region), all zero when not offered
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RndvInfo {
-    /// Sender's process id, for single-copy reads; 0 when single copy is not offered.
-    pub pid: u32,
-    /// Bytes of the message carried after this struct in the Rts payload (eager-rendezvous).
     pub prefix: u32,
-    /// Address of the sender's contiguous data in its address space (single copy).
-    pub addr: u64,
-    /// Cooperative copy: the sender's copy slot + 1, or 0 when it does not offer to help.
-    pub slot: u32,
-    /// Cooperative copy: bytes per chunk.
-    pub chunk: u32,
+    /// Where the receiver may read the message after the prefix itself (single copy).
+    pub region: Region,
 }
 
 impl RndvInfo {
-    pub const LEN: usize = 24;
+    pub const LEN: usize = 4 + REGION_LEN;
 
     pub fn encode(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
-        b[0..4].copy_from_slice(&self.pid.to_le_bytes());
-        b[4..8].copy_from_slice(&self.prefix.to_le_bytes());
-        b[8..16].copy_from_slice(&self.addr.to_le_bytes());
-        b[16..20].copy_from_slice(&self.slot.to_le_bytes());
-        b[20..24].copy_from_slice(&self.chunk.to_le_bytes());
+        b[0..4].copy_from_slice(&self.prefix.to_le_bytes());
+        b[4..].copy_from_slice(&self.region.0);
         b
     }
 
@@ -369,13 +514,9 @@ impl RndvInfo {
                 "request-to-send payload shorter than its info",
             ));
         }
-        let u32_at = |i: usize| u32::from_le_bytes(payload[i..i + 4].try_into().expect("4"));
         let info = RndvInfo {
-            pid: u32_at(0),
-            prefix: u32_at(4),
-            addr: u64::from_le_bytes(payload[8..16].try_into().expect("8")),
-            slot: u32_at(16),
-            chunk: u32_at(20),
+            prefix: u32::from_le_bytes(payload[0..4].try_into().expect("4")),
+            region: Region(payload[4..Self::LEN].try_into().expect("region")),
         };
         let rest = &payload[Self::LEN..];
         if rest.len() != info.prefix as usize {
@@ -383,50 +524,7 @@ impl RndvInfo {
                 "eager prefix length does not match the payload",
             ));
         }
-        if info.slot != 0 && info.chunk == 0 {
-            return Err(FrameError::BadPayload(
-                "cooperative copy offered with a zero chunk size",
-            ));
-        }
         Ok((info, rest))
-    }
-}
-
-/// What the receiver tells the sender when it asks for help with a cooperative copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HelpInfo {
-    /// Receiver's process id (the sender writes into its memory).
-    pub pid: u32,
-    /// Chunks to copy (after the eager prefix).
-    pub chunks: u32,
-    /// Address in the receiver where byte 0 of the message goes.
-    pub addr: u64,
-    /// Bytes of the message the receiver takes (less than the length when truncated).
-    pub take: u64,
-}
-
-impl HelpInfo {
-    pub const LEN: usize = 24;
-
-    pub fn encode(&self) -> [u8; Self::LEN] {
-        let mut b = [0u8; Self::LEN];
-        b[0..4].copy_from_slice(&self.pid.to_le_bytes());
-        b[4..8].copy_from_slice(&self.chunks.to_le_bytes());
-        b[8..16].copy_from_slice(&self.addr.to_le_bytes());
-        b[16..24].copy_from_slice(&self.take.to_le_bytes());
-        b
-    }
-
-    pub fn decode(payload: &[u8]) -> Result<HelpInfo, FrameError> {
-        if payload.len() != Self::LEN {
-            return Err(FrameError::BadPayload("help request of the wrong size"));
-        }
-        Ok(HelpInfo {
-            pid: u32::from_le_bytes(payload[0..4].try_into().expect("4")),
-            chunks: u32::from_le_bytes(payload[4..8].try_into().expect("4")),
-            addr: u64::from_le_bytes(payload[8..16].try_into().expect("8")),
-            take: u64::from_le_bytes(payload[16..24].try_into().expect("8")),
-        })
     }
 }
 
@@ -443,9 +541,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn roundtrip_every_kind() {
-        let frames = [
+    fn every_kind() -> Vec<Frame> {
+        vec![
             Frame::Eager {
                 env: env(),
                 seq: 9,
@@ -476,10 +573,13 @@ mod tests {
                 sreq: 5,
                 cancelled: true,
             },
-            Frame::Help { sreq: 5, rreq: 9 },
             Frame::Feedback,
-        ];
-        for f in frames {
+        ]
+    }
+
+    #[test]
+    fn roundtrip_every_kind() {
+        for f in every_kind() {
             assert_eq!(Frame::decode(&f.encode()), Ok(f));
             assert_eq!(feedback(&f.encode()), None);
             // Feedback rides on every kind without changing what the frame says.
@@ -496,12 +596,34 @@ mod tests {
     }
 
     #[test]
+    fn fields_sit_where_the_layout_says() {
+        let b = Frame::Rts {
+            env: env(),
+            seq: 0x0102_0304,
+            sreq: 0x0a0b_0c0d,
+            len: 0x1122_3344_5566_7788,
+        }
+        .encode();
+        assert_eq!(b[field::KIND], FrameKind::Rts as u8);
+        assert_eq!(get32(&b, field::SEQ), 0x0102_0304);
+        assert_eq!(get32(&b, field::CTX), 4);
+        assert_eq!(get32(&b, field::SRC) as i32, -2);
+        assert_eq!(get32(&b, field::TAG), 77);
+        assert_eq!(get32(&b, field::SREQ), 0x0a0b_0c0d);
+        assert_eq!(get64(&b, field::LEN), 0x1122_3344_5566_7788);
+        let b = Frame::Data { rreq: 3, offset: 9 }.encode();
+        assert_eq!((get32(&b, field::RREQ), get64(&b, field::OFFSET)), (3, 9));
+    }
+
+    #[test]
     fn malformed_headers_are_errors() {
         let mut b = Frame::Fin { sreq: 1 }.encode();
         b[0] = 0;
         assert_eq!(Frame::decode(&b), Err(FrameError::BadKind(0)));
         b[0] = 200;
         assert_eq!(Frame::decode(&b), Err(FrameError::BadKind(200)));
+        b[0] = 9; // the retired Help kind
+        assert_eq!(Frame::decode(&b), Err(FrameError::BadKind(9)));
         let mut b = Frame::Fin { sreq: 1 }.encode();
         b[1] = FLAG_SYNC;
         assert_eq!(Frame::decode(&b), Err(FrameError::BadFlags(1)));
@@ -517,17 +639,29 @@ mod tests {
         b[1] = 0;
         b[3] = 0x10;
         assert_eq!(Frame::decode(&b), Err(FrameError::Reserved));
+        b[3] = 0;
+        b[30] = 1; // an Eager frame has no length
+        assert!(matches!(Frame::decode(&b), Err(FrameError::BadField(_))));
+        let mut b = Frame::Data { rreq: 1, offset: 2 }.encode();
+        b[16] = 7; // no tag in a Data frame
+        assert!(matches!(Frame::decode(&b), Err(FrameError::BadField(_))));
+        let mut b = Frame::CancelResp {
+            sreq: 1,
+            cancelled: false,
+        }
+        .encode();
+        b[12] = 2;
+        assert!(matches!(Frame::decode(&b), Err(FrameError::BadField(_))));
         assert_eq!(Frame::decode_slice(&[1, 0, 0]), Err(FrameError::Short(3)));
     }
 
     #[test]
     fn rndv_info_checks_prefix_length() {
+        let mut region = [0u8; REGION_LEN];
+        region[3] = 42;
         let info = RndvInfo {
-            pid: 42,
             prefix: 3,
-            addr: 0xdead_beef,
-            slot: 2,
-            chunk: 4096,
+            region: Region(region),
         };
         let mut p = info.encode().to_vec();
         p.extend_from_slice(b"abc");
@@ -536,29 +670,34 @@ mod tests {
         assert_eq!(rest, b"abc");
         assert!(RndvInfo::decode(&p[..p.len() - 1]).is_err());
         assert!(RndvInfo::decode(&p[..5]).is_err());
-        let mut bad = RndvInfo { chunk: 0, ..info }.encode().to_vec();
-        bad.extend_from_slice(b"abc");
-        assert!(
-            RndvInfo::decode(&bad).is_err(),
-            "help offered without a chunk size"
-        );
-        let h = HelpInfo {
-            pid: 7,
-            chunks: 3,
-            addr: 1 << 40,
-            take: 12345,
-        };
-        assert_eq!(HelpInfo::decode(&h.encode()), Ok(h));
-        assert!(HelpInfo::decode(&h.encode()[..20]).is_err());
     }
 
     proptest! {
         #[test]
-        fn decode_never_panics(bytes in proptest::array::uniform32(any::<u8>())) {
+        fn decode_never_panics_and_is_canonical(bytes in proptest::array::uniform32(any::<u8>())) {
             if let Ok(f) = Frame::decode(&bytes) {
-                // Whatever decodes re-encodes to a header that decodes the same.
-                prop_assert_eq!(Frame::decode(&f.encode()), Ok(f));
+                // Whatever decodes re-encodes to the same header (feedback aside).
+                let mut b = f.encode();
+                b[field::FEEDBACK].copy_from_slice(&bytes[field::FEEDBACK]);
+                prop_assert_eq!(b, bytes);
             }
+        }
+
+        #[test]
+        fn every_encoded_frame_decodes(k in 0usize..10, a in any::<u32>(), b in any::<u32>(), q in any::<u64>()) {
+            let env = Envelope { ctx: a, src: b as i32, tag: (a ^ b) as i32 };
+            let f = match k {
+                0 => Frame::Eager { env, seq: b, sreq: a, sync: q & 1 == 1 },
+                1 => Frame::Rts { env, seq: b, sreq: a, len: q },
+                2 => Frame::Cts { sreq: a, rreq: b },
+                3 => Frame::Data { rreq: a, offset: q },
+                4 => Frame::Fin { sreq: a },
+                5 => Frame::SyncAck { sreq: a },
+                6 => Frame::CancelReq { sreq: a, seq: b },
+                7 => Frame::CancelResp { sreq: a, cancelled: q & 1 == 1 },
+                _ => Frame::Feedback,
+            };
+            prop_assert_eq!(Frame::decode(&f.encode()), Ok(f));
         }
 
         #[test]

@@ -63,8 +63,6 @@ pub enum SendEvent {
     Fin,
     /// The receiver matched a synchronous eager message.
     SyncAck,
-    /// The receiver asks for help with a cooperative copy.
-    Help,
     /// The last Data frame was handed to the transport.
     AllDataQueued,
     /// MPI_Cancel.
@@ -83,8 +81,6 @@ pub enum SendAction {
     Backlog,
     /// Start sending Data frames.
     Stream,
-    /// Run the sender's share of the cooperative copy.
-    Help,
     /// Send a cancel request to the receiver.
     AskCancel,
     /// Take the send out of the backlog: it is cancelled.
@@ -171,7 +167,6 @@ impl Sender {
             (S::WaitCts | S::Cancelling, E::Cts) => (S::Streaming, A::Stream),
             (S::WaitCts | S::Cancelling, E::Fin) => (S::Done, A::Complete),
             (S::Cancelling, E::SyncAck) => (S::Done, A::Complete),
-            (S::WaitCts, E::Help) => (S::WaitCts, A::Help),
             (S::Streaming, E::AllDataQueued) => (S::Done, A::Complete),
             (S::Cancelling, E::CancelAnswer { cancelled: true }) => (S::Done, A::CompleteCancelled),
             // Matched already: the protocol goes on where it was (an eager send is complete
@@ -417,16 +412,16 @@ mod tests {
             "a second clear-to-send is stale"
         );
         assert_eq!(s.on(SendEvent::AllDataQueued), Ok(SendAction::Complete));
-        // Single copy: the receiver reads and says Fin; a cooperative copy asks for help first.
+        // Single copy: the receiver reads (with the transport's help, if it offers any) and
+        // says Fin.
         let mut s = Sender::default();
         s.on(SendEvent::FirstSent {
             plan: Plan::EagerRendezvous { prefix: 10 },
             sync: false,
         })
         .unwrap();
-        assert_eq!(s.on(SendEvent::Help), Ok(SendAction::Help));
         assert_eq!(s.on(SendEvent::Fin), Ok(SendAction::Complete));
-        assert!(s.on(SendEvent::Help).is_err());
+        assert!(s.on(SendEvent::Fin).is_err(), "a second finish is stale");
     }
 
     #[test]

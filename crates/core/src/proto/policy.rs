@@ -45,15 +45,7 @@ pub enum Plan {
     EagerRendezvous { prefix: usize },
 }
 
-/// Which transport reaches a peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    SelfLoop,
-    Shm,
-    Tcp,
-    /// No transport reaches this process.
-    Unreachable,
-}
+pub use crate::transport::Route;
 
 /// Protocol selection setting (`protocol` tunable, `protean_protocol` info hint).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,13 +58,7 @@ pub enum Protocol {
 }
 
 /// Names of the settings, indexed like [`Protocol::from_index`].
-pub const PROTOCOL_NAMES: &[&str] = &[
-    "static",
-    "eager",
-    "rendezvous",
-    "eager-rendezvous",
-    "adaptive",
-];
+pub use crate::config::PROTOCOLS as PROTOCOL_NAMES;
 
 impl Protocol {
     /// From the index of [`PROTOCOL_NAMES`] (= `config::PROTOCOLS`).
@@ -502,56 +488,7 @@ impl fmt::Display for Costs {
     }
 }
 
-/// A set of ranks: `3`, `0-7`, `1,4-5`, `*`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RankSet(Vec<(u32, u32)>);
-
-impl RankSet {
-    pub fn parse(text: &str) -> Result<RankSet, String> {
-        let mut v = Vec::new();
-        for part in text.split(',').map(str::trim) {
-            if part == "*" {
-                v.push((0, u32::MAX));
-                continue;
-            }
-            let bad = || format!("'{part}' is not a rank or a rank range (A-B)");
-            let (a, b) = match part.split_once('-') {
-                Some((a, b)) => (
-                    a.trim().parse().map_err(|_| bad())?,
-                    b.trim().parse().map_err(|_| bad())?,
-                ),
-                None => {
-                    let a = part.parse().map_err(|_| bad())?;
-                    (a, a)
-                }
-            };
-            if a > b {
-                return Err(bad());
-            }
-            v.push((a, b));
-        }
-        Ok(RankSet(v))
-    }
-
-    pub fn contains(&self, r: u32) -> bool {
-        self.0.iter().any(|&(a, b)| a <= r && r <= b)
-    }
-}
-
-/// Rules `RANKS=VALUE;RANKS=VALUE;...`, first match wins (per-peer overrides).
-pub fn parse_rules<T>(
-    text: &str,
-    value: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<(RankSet, T)>, String> {
-    let mut rules = Vec::new();
-    for rule in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-        let (ranks, v) = rule
-            .split_once('=')
-            .ok_or_else(|| format!("rule '{rule}' is not RANKS=VALUE"))?;
-        rules.push((RankSet::parse(ranks)?, value(v.trim())?));
-    }
-    Ok(rules)
-}
+pub use crate::config::{parse_rules, RankSet};
 
 /// What every message to one peer is sent with, until an input of the policy changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -800,9 +737,52 @@ fn boundary(eager_best: impl Fn(usize) -> bool, max: usize) -> Option<usize> {
     Some(lo)
 }
 
+impl Policy {
+    /// The policy from the tunables; Err names the tunable that does not parse.
+    pub fn from_config(cfg: &crate::config::Config) -> Result<Policy, String> {
+        let costs = |name: &str, text: &str| {
+            Costs::parse(text).map_err(|e| format!("PROTEAN_{}: {e}", name.to_ascii_uppercase()))
+        };
+        Ok(Policy {
+            protocol: Protocol::from_index(cfg.protocol),
+            eager_limit_shm: cfg.shm_eager_max as usize,
+            eager_limit_tcp: cfg.tcp_eager_max as usize,
+            eager_limit_self: cfg.self_eager_max as usize,
+            eager_limit: (cfg.eager_limit >= 0).then_some(cfg.eager_limit as usize),
+            peer_limits: parse_rules(&cfg.eager_limit_peers, |v| {
+                crate::config::parse_size(v)
+                    .map(|n| n as usize)
+                    .ok_or_else(|| format!("'{v}' is not a size in bytes"))
+            })
+            .map_err(|e| format!("PROTEAN_EAGER_LIMIT_PEERS: {e}"))?,
+            prefix: cfg.eager_rndv_prefix as usize,
+            costs_shm: costs("adaptive_costs_shm", &cfg.adaptive_costs_shm)?,
+            costs_tcp: costs("adaptive_costs_tcp", &cfg.adaptive_costs_tcp)?,
+            costs_self: costs("adaptive_costs_self", &cfg.adaptive_costs_self)?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_registry_defaults_are_the_built_in_costs() {
+        let c = crate::config::Config::defaults();
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_shm),
+            Costs::parse(Costs::SHM)
+        );
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_tcp),
+            Costs::parse(Costs::TCP)
+        );
+        assert_eq!(
+            Costs::parse(&c.adaptive_costs_self),
+            Costs::parse(Costs::SELF)
+        );
+    }
     use crate::proto::frame::FEEDBACK_SHARE_MAX as FEEDBACK_MAX;
 
     fn p(protocol: Protocol) -> Policy {

@@ -1,20 +1,20 @@
-//! The process-wide engine and the rule for touching it.
+//! The process-wide state cell and the rule for touching it.
 //!
 //! Under MPI_THREAD_SINGLE, FUNNELED and SERIALIZED the application never calls MPI from two
-//! threads at once, so the engine is used without a lock (the single-threaded path pays one
+//! threads at once, so the state is used without a lock (the single-threaded path pays one
 //! relaxed load per call). Under MPI_THREAD_MULTIPLE every access takes one mutex; waiting
 //! loops release it between progress passes so other threads get in.
 //!
+//! The cell is generic: the layer that owns the state (the MPI engine, `mpi::global`) makes
+//! the one instance, so this floor module knows nothing of what it holds.
+//!
 //! User callbacks (error handlers, reduction operators, attribute callbacks) are never called
-//! from inside [`with`]; the C layer calls them after `with` returns, so re-entering MPI from a
-//! callback cannot alias the engine.
+//! from inside [`Global::with`]; the C layer calls them after `with` returns, so re-entering
+//! MPI from a callback cannot alias the state.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
-
-use super::Engine;
-use crate::error::{ErrorClass, MpiError, Result};
 
 /// Life cycle of the MPI library in this process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,8 +25,9 @@ pub enum Phase {
     Finalized = 2,
 }
 
-struct Global {
-    cell: UnsafeCell<Option<Box<Engine>>>,
+/// The process-wide state `T`, absent before initialisation and after finalisation.
+pub struct Global<T> {
+    cell: UnsafeCell<Option<Box<T>>>,
     lock: Mutex<()>,
     multi: AtomicBool,
     phase: AtomicU8,
@@ -35,106 +36,121 @@ struct Global {
 
 // SAFETY: access to `cell` follows the rule in the module doc: either one application thread
 // at a time (single-threaded levels) or under `lock` (MPI_THREAD_MULTIPLE).
-unsafe impl Sync for Global {}
+unsafe impl<T> Sync for Global<T> {}
 
-static G: Global = Global {
-    cell: UnsafeCell::new(None),
-    lock: Mutex::new(()),
-    multi: AtomicBool::new(false),
-    phase: AtomicU8::new(0),
-    yield_wait: AtomicBool::new(false),
-};
-
-pub fn phase() -> Phase {
-    match G.phase.load(Ordering::Acquire) {
-        0 => Phase::Uninitialized,
-        1 => Phase::Initialized,
-        _ => Phase::Finalized,
-    }
-}
-
-pub fn is_multithreaded() -> bool {
-    G.multi.load(Ordering::Relaxed)
-}
-
-fn not_initialized() -> MpiError {
-    match phase() {
-        Phase::Finalized => MpiError::new(ErrorClass::Other, "MPI has already been finalized"),
-        _ => MpiError::new(
-            ErrorClass::Other,
-            "MPI has not been initialized (call MPI_Init first)",
-        ),
-    }
-}
-
-/// Run `f` on the engine.
-#[inline(always)]
-pub fn with<R>(f: impl FnOnce(&mut Engine) -> R) -> Result<R> {
-    if !G.multi.load(Ordering::Relaxed) {
-        // SAFETY: single-threaded level: no other thread is inside MPI (module doc).
-        match unsafe { &mut *G.cell.get() } {
-            Some(e) => Ok(f(e)),
-            None => Err(not_initialized()),
-        }
-    } else {
-        let _g = G.lock.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: we hold the lock.
-        match unsafe { &mut *G.cell.get() } {
-            Some(e) => Ok(f(e)),
-            None => Err(not_initialized()),
+impl<T> Global<T> {
+    pub const fn new() -> Global<T> {
+        Global {
+            cell: UnsafeCell::new(None),
+            lock: Mutex::new(()),
+            multi: AtomicBool::new(false),
+            phase: AtomicU8::new(0),
+            yield_wait: AtomicBool::new(false),
         }
     }
-}
 
-/// Install the engine (MPI_Init). `multi`: the thread level provided is MPI_THREAD_MULTIPLE.
-pub fn install(e: Engine, multi: bool) {
-    let yield_wait = e.yield_wait;
-    // SAFETY: called once, by the initialising thread, before any other MPI call can run.
-    unsafe { *G.cell.get() = Some(Box::new(e)) };
-    G.yield_wait.store(yield_wait, Ordering::Relaxed);
-    G.multi.store(multi, Ordering::Release);
-    G.phase.store(Phase::Initialized as u8, Ordering::Release);
-}
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Acquire) {
+            0 => Phase::Uninitialized,
+            1 => Phase::Initialized,
+            _ => Phase::Finalized,
+        }
+    }
 
-/// Remove the engine (end of MPI_Finalize). Further calls report "already finalized".
-pub fn uninstall() -> Option<Box<Engine>> {
-    let _g = G.lock.lock().unwrap_or_else(|p| p.into_inner());
-    G.phase.store(Phase::Finalized as u8, Ordering::Release);
-    // SAFETY: finalize runs on one thread; we hold the lock against MULTIPLE-level callers.
-    unsafe { (*G.cell.get()).take() }
-}
+    pub fn is_multithreaded(&self) -> bool {
+        self.multi.load(Ordering::Relaxed)
+    }
 
-/// Change whether waiting loops yield (run time reconfiguration of `progress_yield`).
-pub fn set_yield(y: bool) {
-    G.yield_wait.store(y, Ordering::Relaxed);
-}
+    /// Run `f` on the state; None when there is none (not initialised, or finalised).
+    #[inline(always)]
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        if !self.multi.load(Ordering::Relaxed) {
+            // SAFETY: single-threaded level: no other thread is inside MPI (module doc).
+            unsafe { &mut *self.cell.get() }.as_deref_mut().map(f)
+        } else {
+            let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: we hold the lock.
+            unsafe { &mut *self.cell.get() }.as_deref_mut().map(f)
+        }
+    }
 
-/// What a waiting loop does between progress passes.
-#[inline]
-pub fn idle() {
-    if G.yield_wait.load(Ordering::Relaxed) || G.multi.load(Ordering::Relaxed) {
-        std::thread::yield_now();
-    } else {
-        std::hint::spin_loop();
+    /// Install the state (MPI_Init). `multi`: the thread level provided is
+    /// MPI_THREAD_MULTIPLE; `yield_wait`: waiting loops yield the CPU.
+    pub fn install(&self, state: T, multi: bool, yield_wait: bool) {
+        // SAFETY: called once, by the initialising thread, before any other MPI call can run.
+        unsafe { *self.cell.get() = Some(Box::new(state)) };
+        self.yield_wait.store(yield_wait, Ordering::Relaxed);
+        self.multi.store(multi, Ordering::Release);
+        self.phase
+            .store(Phase::Initialized as u8, Ordering::Release);
+    }
+
+    /// Remove the state (end of MPI_Finalize). Further calls report "already finalized".
+    pub fn uninstall(&self) -> Option<Box<T>> {
+        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.phase.store(Phase::Finalized as u8, Ordering::Release);
+        // SAFETY: finalize runs on one thread; we hold the lock against MULTIPLE-level callers.
+        unsafe { (*self.cell.get()).take() }
+    }
+
+    /// Change whether waiting loops yield (run time reconfiguration of `progress_yield`).
+    pub fn set_yield(&self, y: bool) {
+        self.yield_wait.store(y, Ordering::Relaxed);
+    }
+
+    /// What a waiting loop does between progress passes.
+    #[inline]
+    pub fn idle(&self) {
+        if self.yield_wait.load(Ordering::Relaxed) || self.multi.load(Ordering::Relaxed) {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
     }
 }
 
-/// Progress the engine until `done` holds.
-#[inline]
-pub fn wait_until(mut done: impl FnMut(&mut Engine) -> bool) -> Result<()> {
-    loop {
-        let d = with(|e| {
-            if done(e) {
-                return true;
+impl<T> Default for Global<T> {
+    fn default() -> Self {
+        Global::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn life_cycle() {
+        static G: Global<u32> = Global::new();
+        assert_eq!(G.phase(), Phase::Uninitialized);
+        assert_eq!(G.with(|v| *v), None);
+        G.install(7, false, false);
+        assert_eq!(G.phase(), Phase::Initialized);
+        assert_eq!(
+            G.with(|v| {
+                *v += 1;
+                *v
+            }),
+            Some(8)
+        );
+        assert_eq!(G.uninstall().map(|b| *b), Some(8));
+        assert_eq!(G.phase(), Phase::Finalized);
+        assert_eq!(G.with(|v| *v), None);
+    }
+
+    #[test]
+    fn threads_share_it_under_the_lock() {
+        static G: Global<u64> = Global::new();
+        G.install(0, true, true);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        G.with(|v| *v += 1).unwrap();
+                    }
+                });
             }
-            e.progress();
-            done(e)
-        })?;
-        if d {
-            return Ok(());
-        }
-        // Nonblocking collectives may wait for a user reduction that only runs out here.
-        crate::mpi::coll::run_deferred();
-        idle();
+        });
+        assert_eq!(G.with(|v| *v), Some(4000));
     }
 }

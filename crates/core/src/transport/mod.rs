@@ -1,34 +1,80 @@
-//! Byte movers.
+//! Byte movers, and the contract every one of them keeps.
 //!
-//! # What a transport provides
-//! Every transport (shared memory, TCP, later UDP) offers the same small contract; the engine
-//! calls the concrete types directly (no dynamic dispatch on the message path), and
-//! [`Transport`] states the contract so a new one knows what to implement:
+//! A transport moves *frames* between processes: a fixed [`HEADER_LEN`]-byte header and a
+//! payload of any length up to [`Caps::max_payload`]. It does not know what a frame means; the
+//! protocol layer (`proto`, `mpi::pml`) does. The dispatcher ([`net::Net`]) picks one
+//! transport per peer (its [`Route`]) and calls nothing but the [`Transport`] trait, which it
+//! implements itself, so the protocol engine sees all the transports of a process as one.
 //!
-//! - **peers**: it is told at setup which global process ids it reaches;
-//! - **capabilities** ([`Caps`]): reliable, ordered per peer, the largest frame payload it
-//!   carries to a given peer, whether it offers single-copy transfers;
-//! - **send**: `send(peer, header, small, body, token)` either takes the frame
-//!   ([`Sent::Done`], or [`Sent::Pending`] when it still references `body` and will report
-//!   `token` through [`FrameSink::on_sent`] once it no longer does) or returns
-//!   [`NotNow`] having taken nothing. Backpressure is a value, not an error: the caller keeps the
-//!   frame and retries from progress. `small` is always copied; `body` may be referenced until
-//!   the token is reported, so the caller must keep it alive (an MPI send buffer is, until its
-//!   request completes). With [`Token::NONE`] the transport copies whatever it must keep.
-//! - **progress**: deliver arrived frames to a [`FrameSink`] (payload slices are valid only
-//!   during the call) and push queued bytes out. It never blocks.
+//! # What a transport must provide
 //!
-//! Nothing in a transport knows about communicators, datatypes or matching; frames are opaque
-//! 32-byte headers plus payload ([`crate::proto::frame`]). The self transport (messages to the
-//! own process) lives in the engine as a queue of frames and is the stub every build has.
+//! - **Reach**: [`Transport::reaches`] says which global process ids it can send to; set up
+//!   once at start-up from the business cards (see `runtime::bootstrap`).
+//! - **Capabilities** ([`Caps`], per peer, stable until the channel to that peer changes):
+//!   whether frames are delivered reliably and in order, the largest payload of one frame, how
+//!   many lanes it offers to the peer, whether it can read ([`Transport::get`]) or write
+//!   ([`Transport::put`]) a peer's memory directly, and whether it queues output without bound
+//!   (then [`Transport::queued`] tells how many bytes wait unsent to a peer, and the policy, not
+//!   the transport, decides to hold messages back).
+//! - **Send**: [`Transport::send`] either takes the frame ([`Sent::Done`]; or [`Sent::Pending`]
+//!   when it still references `body` and will report `token` through [`FrameSink::on_sent`]
+//!   once it no longer does) or returns [`SendError::NotNow`] having taken nothing.
+//!   Backpressure is a value, not an error: the caller keeps the frame and retries from
+//!   progress. A peer that cannot be reached any more is [`SendError::Failed`], with a reason a
+//!   user can act on. `small` is always copied; `body` may be referenced until the token is
+//!   reported, so the caller keeps it alive (an MPI send buffer is, until its request
+//!   completes). With [`Token::NONE`] the transport copies whatever it must keep.
+//!   [`Transport::try_send`] is the request-free fast path: all of the frame now, without
+//!   holding on to `body` and without queueing it behind other output, or nothing.
+//! - **Progress**: [`Transport::progress`] hands arrived frames to a [`FrameSink`] (payload
+//!   slices are valid only during the call), pushes queued bytes out and advances copies in
+//!   flight. It never blocks. [`Transport::has_work`] says whether anything is still to do.
+//! - **Order**: frames from one process to another arrive in the order they were sent, for
+//!   transports whose caps say `ordered` (all of them today). Frames that take part in MPI
+//!   matching also carry a sequence number of the protocol layer, so a peer may move between
+//!   channels (or lanes) without reordering matching.
+//! - **Control records**: byte 0 of a header is the protocol's frame kind, and kind
+//!   [`CONTROL_KIND`] (0) is reserved for a transport's own records (the shared-memory
+//!   transport's help requests for a cooperative copy). They never reach a sink.
+//!
+//! # What a transport may provide
+//!
+//! - **Direct placement**: a transport that reads a stream may ask the sink where a large
+//!   payload goes before it has arrived ([`FrameSink::place`], naming the frame by its
+//!   header), read it straight there, and report it with [`FrameSink::placed`]; the sink
+//!   answers from the protocol's state, and the transport keeps none.
+//! - **Single copy**: [`Transport::expose`] describes a region of our memory (a send buffer)
+//!   to a peer as an opaque [`Region`] that travels in a protocol frame; the peer's transport
+//!   reads it with [`Transport::get`] (or writes with [`Transport::put`]), now or later
+//!   (completion reported through [`FrameSink::on_got`]), and the owner calls
+//!   [`Transport::retract`] once the peer is done with it, before the buffer is given back.
+//! - **Batching**: between [`Transport::hold`] and [`Transport::release`] sends may be queued
+//!   and written together.
+//!
+//! # What a transport may assume
+//!
+//! - It is driven by one thread at a time (the engine's rule, `runtime::global`).
+//! - A `body` lent with a token stays valid until the token is reported; a region exposed
+//!   stays valid until it is retracted; a placement pointer stays valid until `placed`.
+//! - Headers it is given are [`HEADER_LEN`] bytes whose byte 0 is not [`CONTROL_KIND`].
+//!
+//! The self transport ([`selfloop::SelfLoop`], messages to the own process) is the stub every
+//! build has; a new transport copies its shape.
 
+pub mod net;
+pub mod selfloop;
 pub mod shm;
 pub mod tcp;
 
-use crate::proto::frame::HEADER_LEN;
+pub use crate::mem::Span;
 
-/// Global process id: index into the engine's process table (world ranks first).
-pub type Gpid = u32;
+/// Bytes of a frame header.
+pub const HEADER_LEN: usize = 32;
+
+/// Frame kind (header byte 0) reserved for a transport's own control records.
+pub const CONTROL_KIND: u8 = 0;
+
+pub use crate::ids::Gpid;
 
 /// Identifies a pending send to its owner (a request id), or nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,65 +93,201 @@ pub enum Sent {
     Pending,
 }
 
-/// The transport cannot take the frame now; nothing was taken.
+/// Why a transport did not take a frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// Backpressure: nothing was taken; retry later.
+    NotNow,
+    /// The peer cannot be reached (any more).
+    Failed(String),
+}
+
+/// Which transport reaches a peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotNow;
+pub enum Route {
+    SelfLoop,
+    Shm,
+    Tcp,
+    /// No transport reaches this process.
+    Unreachable,
+}
+
+impl Route {
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::SelfLoop => "self",
+            Route::Shm => "shm",
+            Route::Tcp => "tcp",
+            Route::Unreachable => "none",
+        }
+    }
+}
 
 /// What a transport can do for one peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Caps {
+    /// Frames are never lost or duplicated.
     pub reliable: bool,
+    /// Frames arrive in the order they were sent.
     pub ordered: bool,
     /// Largest payload of one frame.
     pub max_payload: usize,
-    /// The receiver can read the sender's memory directly.
-    pub single_copy: bool,
+    /// Connections (lanes) the transport stripes bulk data to the peer over now
+    /// ([`Transport::send_any`]); 1 for a single channel. It may change as the transport
+    /// measures the link.
+    pub lanes: u8,
+    /// Can read a region the peer exposed ([`Transport::get`]).
+    pub get: bool,
+    /// Can write a region the peer exposed ([`Transport::put`]).
+    pub put: bool,
+    /// Output to the peer queues without bound ([`Transport::queued`] is meaningful).
+    pub queues: bool,
 }
 
-/// The receiving end of a transport: the engine's protocol layer.
+impl Caps {
+    /// A peer the transport does not reach.
+    pub const NONE: Caps = Caps {
+        reliable: false,
+        ordered: false,
+        max_payload: 0,
+        lanes: 0,
+        get: false,
+        put: false,
+        queues: false,
+    };
+}
+
+/// Lanes a transport reports bytes for, at most.
+pub const STAT_LANES: usize = 16;
+
+/// What a transport counted, as MPI_T shows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Connections refused: failed or forged handshakes, duplicates, floods.
+    pub rejected: u64,
+    /// Connections open to peers beyond the first per peer (striping lanes).
+    pub extra_lanes: u64,
+    /// Payload bytes of bulk data sent on each lane number.
+    pub lane_bytes: [u64; STAT_LANES],
+}
+
+impl std::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Stats) {
+        self.rejected += o.rejected;
+        self.extra_lanes += o.extra_lanes;
+        for (a, b) in self.lane_bytes.iter_mut().zip(o.lane_bytes) {
+            *a += b;
+        }
+    }
+}
+
+/// Bytes of a [`Region`] description.
+pub const REGION_LEN: usize = 20;
+
+/// A region of one process's memory that a peer may read or write directly, described by the
+/// owner's transport for the peer's transport of the same kind. Opaque to the protocol layer,
+/// which carries it in a frame. All zeros means "none".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region(pub [u8; REGION_LEN]);
+
+impl Region {
+    pub const NONE: Region = Region([0; REGION_LEN]);
+
+    pub fn is_none(&self) -> bool {
+        self.0 == [0; REGION_LEN]
+    }
+}
+
+/// How a direct copy ([`Transport::get`], [`Transport::put`]) went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Copied {
+    /// Done: every byte was moved.
+    Done,
+    /// Under way; [`FrameSink::on_got`] reports the token when it ends.
+    Pending,
+}
+
+/// A direct copy that could not be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CopyError {
+    /// The transport cannot copy to or from this peer (no such capability, or the kernel
+    /// refused: the caller moves the data by frames instead).
+    Refused(String),
+    /// The region description does not describe memory exposed to us.
+    BadRegion,
+}
+
+impl std::fmt::Display for CopyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CopyError::Refused(why) => write!(f, "direct copy refused: {why}"),
+            CopyError::BadRegion => f.write_str("malformed region description"),
+        }
+    }
+}
+
+/// When a transport reading a directly placed payload should wake for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Await {
+    /// Deliver it as it comes (its latency counts: a lone message).
+    AsItComes,
+    /// Wait for the rest of it in as few reads as possible (part of a stream: throughput
+    /// counts).
+    Whole,
+}
+
+/// Where a payload goes, as the protocol layer answers [`FrameSink::place`].
+#[derive(Debug, Clone, Copy)]
+pub struct Placement {
+    /// Exactly the payload's length, writable until [`FrameSink::placed`].
+    pub to: Span,
+    pub wait: Await,
+}
+
+/// The receiving end of a transport: the protocol layer.
 pub trait FrameSink {
     /// A frame arrived from `from`; `payload` is valid during this call only.
     fn on_frame(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], payload: &[u8]);
 
-    /// For a `Data` frame of `len` bytes at `offset` for receive `rreq`: a place to write the
-    /// payload directly (transports that read from a stream use it to avoid a copy), or None
-    /// to have it delivered through `on_frame`. When Some, the transport calls
-    /// [`FrameSink::on_data_placed`] after writing all `len` bytes there.
-    fn data_target(&mut self, _rreq: u32, _offset: u64, _len: usize) -> Option<*mut u8> {
+    /// The frame with header `hdr` and a payload of `len` bytes from `from` is next in the
+    /// stream, its payload not arrived yet: where to write it, or None to have it delivered
+    /// through [`FrameSink::on_frame`]. When Some, the transport writes all `len` bytes there,
+    /// then calls [`FrameSink::placed`] with the same header, and delivers nothing else from
+    /// `from` in between.
+    fn place(&mut self, _from: Gpid, _hdr: &[u8; HEADER_LEN], _len: usize) -> Option<Placement> {
         None
     }
 
-    /// The bytes announced by `data_target` were written.
-    fn on_data_placed(&mut self, _from: Gpid, _rreq: u32, _offset: u64, _len: usize) {}
-
-    /// For an `Eager` frame of `len` payload bytes from `from` whose payload has not arrived
-    /// yet: where to write it, if the frame is next in order — the buffer of the receive it
-    /// matches, or, when none is posted, the buffer it will wait in as an unexpected message;
-    /// the transport then writes the payload there and calls [`FrameSink::on_eager_placed`]
-    /// (and delivers nothing else from `from` in between).
-    fn eager_target(
-        &mut self,
-        _from: Gpid,
-        _hdr: &[u8; HEADER_LEN],
-        _len: usize,
-    ) -> Option<*mut u8> {
-        None
-    }
-
-    /// The payload announced by `eager_target` was written.
-    fn on_eager_placed(&mut self, _from: Gpid) {}
+    /// The payload of a frame [`FrameSink::place`] gave a place to was written there.
+    fn placed(&mut self, _from: Gpid, _hdr: &[u8; HEADER_LEN], _len: usize) {}
 
     /// A [`Sent::Pending`] send no longer references its body.
     fn on_sent(&mut self, _token: Token) {}
 
-    /// The connection to `peer` failed or closed unexpectedly.
+    /// A [`Copied::Pending`] copy ended: Ok, or why not.
+    fn on_got(&mut self, _token: Token, _result: Result<(), String>) {}
+
+    /// The channel to `peer` failed or closed unexpectedly.
     fn on_peer_lost(&mut self, _peer: Gpid, _why: &str) {}
 }
 
-/// The contract of a transport (see the module doc).
+/// The contract of a transport (see the module doc). Static dispatch: the dispatcher matches
+/// on the route and calls the concrete type, so the message path pays no virtual call.
 pub trait Transport {
     fn name(&self) -> &'static str;
+
+    /// Can frames go to `peer` through this transport?
+    fn reaches(&self, peer: Gpid) -> bool;
+
+    /// What the transport does for `peer` ([`Caps::NONE`] when it does not reach it).
     fn caps(&self, peer: Gpid) -> Caps;
+
+    /// Bytes accepted for `peer` and not written out yet (0 where nothing queues).
+    fn queued(&self, _peer: Gpid) -> usize {
+        0
+    }
+
+    /// Send one frame (see the module doc).
     fn send(
         &mut self,
         peer: Gpid,
@@ -113,7 +295,89 @@ pub trait Transport {
         small: &[u8],
         body: &[u8],
         token: Token,
-    ) -> Result<Sent, NotNow>;
-    /// Returns the number of frames delivered.
+    ) -> Result<Sent, SendError>;
+
+    /// Send a frame that may overtake the others to `peer` (rendezvous data, which its
+    /// receiver places by the offset in its header): a transport with several lanes to the
+    /// peer ([`Caps::lanes`]) picks one, otherwise it is [`Transport::send`].
+    fn send_any(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        self.send(peer, hdr, small, body, token)
+    }
+
+    /// Send a frame only if the transport can take all of it now, without holding on to
+    /// `body` and without queueing it behind other output. False: nothing was sent.
+    fn try_send(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], body: &[u8]) -> bool {
+        self.send(peer, hdr, &[], body, Token::NONE).is_ok()
+    }
+
+    /// Deliver arrived frames to `sink`, push queued output, advance copies. Returns the
+    /// number of frames delivered. Never blocks.
     fn progress<S: FrameSink>(&mut self, sink: &mut S) -> usize;
+
+    /// Output or copies still in flight.
+    fn has_work(&self) -> bool {
+        false
+    }
+
+    /// Queue what is sent from now on, where writing it together gains, until
+    /// [`Transport::release`].
+    fn hold(&mut self) {}
+
+    /// Write what was held and report the sends it finished.
+    fn release<S: FrameSink>(&mut self, _sink: &mut S) {}
+
+    /// Describe `buf` for `peer` to read (or write) directly, or None when this transport
+    /// cannot offer that to the peer. The span stays valid until [`Transport::retract`].
+    fn expose(&mut self, _peer: Gpid, _buf: Span) -> Option<Region> {
+        None
+    }
+
+    /// The peer is done with a region we exposed to it: release what it held.
+    fn retract(&mut self, _peer: Gpid, _region: &Region) {}
+
+    /// Copy `dst.len()` bytes at `offset` of `peer`'s exposed `region` into `dst` (valid until
+    /// the copy ends).
+    fn get(
+        &mut self,
+        _peer: Gpid,
+        _region: &Region,
+        _offset: usize,
+        _dst: Span,
+        _token: Token,
+    ) -> Result<Copied, CopyError> {
+        Err(CopyError::Refused(format!(
+            "the {} transport cannot read a peer's memory",
+            self.name()
+        )))
+    }
+
+    /// Copy `src` into `peer`'s exposed `region` at `offset` (`src` valid until the copy ends).
+    fn put(
+        &mut self,
+        _peer: Gpid,
+        _region: &Region,
+        _offset: usize,
+        _src: Span,
+        _token: Token,
+    ) -> Result<Copied, CopyError> {
+        Err(CopyError::Refused(format!(
+            "the {} transport cannot write a peer's memory",
+            self.name()
+        )))
+    }
+
+    /// What the transport counted (MPI_T performance variables): zero where it counts nothing.
+    fn stats(&self) -> Stats {
+        Stats::default()
+    }
+
+    /// Close every channel (at finalize, after all traffic is done).
+    fn shutdown(&mut self) {}
 }

@@ -123,31 +123,76 @@ impl Coll {
     }
 }
 
-pub const BARRIER_ALGS: &[&str] = &["auto", "dissemination", "two_level", "linear"];
-pub const BCAST_ALGS: &[&str] = &[
-    "auto",
-    "binomial",
-    "scatter_allgather",
-    "chain",
-    "two_level",
-    "linear",
-];
-pub const REDUCE_ALGS: &[&str] = &["auto", "binomial", "linear", "two_level"];
-pub const ALLREDUCE_ALGS: &[&str] = &[
-    "auto",
-    "recursive_doubling",
-    "allgather_reduce",
-    "rabenseifner",
-    "ring",
-    "reduce_bcast",
-    "two_level",
-];
-pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial"];
-pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial"];
-pub const ALLGATHER_ALGS: &[&str] = &["auto", "ring", "recursive_doubling", "bruck", "linear"];
-pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck"];
-pub const REDUCE_SCATTER_ALGS: &[&str] = &["auto", "reduce_scatterv", "ring"];
-pub const SCAN_ALGS: &[&str] = &["auto", "recursive_doubling", "linear"];
+pub use crate::config::{
+    ALLGATHER_ALGS, ALLREDUCE_ALGS, ALLTOALL_ALGS, BARRIER_ALGS, BCAST_ALGS, GATHER_ALGS,
+    REDUCE_ALGS, REDUCE_SCATTER_ALGS, SCAN_ALGS, SCATTER_ALGS,
+};
+
+/// The algorithms of one collective as a type: variant `i` is the registry's choice `i`
+/// (`auto` first), so a tunable's index or a decision rule converts without a string.
+pub trait Algorithm: Copy + Eq + std::fmt::Debug {
+    /// The collective these are algorithms of.
+    const COLL: Coll;
+    /// The algorithm with the registry's index `i` (`Auto` if out of range).
+    fn from_index(i: usize) -> Self;
+}
+
+macro_rules! algorithms {
+    ($( $(#[$m:meta])* $ty:ident: $coll:ident = $names:ident { $($var:ident),+ $(,)? } )*) => {
+        $(
+            $(#[$m])*
+            #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+            pub enum $ty { $($var),+ }
+
+            impl $ty {
+                const ALL: &'static [$ty] = &[$($ty::$var),+];
+
+                /// The name users give it (`coll_*` tunables, decision files).
+                pub fn name(self) -> &'static str {
+                    $names[self as usize]
+                }
+            }
+
+            impl Algorithm for $ty {
+                const COLL: Coll = Coll::$coll;
+                fn from_index(i: usize) -> $ty {
+                    Self::ALL.get(i).copied().unwrap_or(Self::ALL[0])
+                }
+            }
+        )*
+
+        /// Every algorithm enum against the registry's names: same count, same order.
+        #[cfg(test)]
+        fn algorithm_names() -> Vec<(Coll, Vec<String>, &'static [&'static str])> {
+            vec![$( (Coll::$coll, vec![$(stringify!($var).to_string()),+], $names) ),*]
+        }
+    };
+}
+
+algorithms! {
+    /// MPI_Barrier.
+    BarrierAlg: Barrier = BARRIER_ALGS { Auto, Dissemination, TwoLevel, Linear }
+    /// MPI_Bcast.
+    BcastAlg: Bcast = BCAST_ALGS { Auto, Binomial, ScatterAllgather, Chain, TwoLevel, Linear }
+    /// MPI_Reduce.
+    ReduceAlg: Reduce = REDUCE_ALGS { Auto, Binomial, Linear, TwoLevel }
+    /// MPI_Allreduce.
+    AllreduceAlg: Allreduce = ALLREDUCE_ALGS {
+        Auto, RecursiveDoubling, AllgatherReduce, Rabenseifner, Ring, ReduceBcast, TwoLevel,
+    }
+    /// MPI_Gather(v).
+    GatherAlg: Gather = GATHER_ALGS { Auto, Linear, Binomial }
+    /// MPI_Scatter(v).
+    ScatterAlg: Scatter = SCATTER_ALGS { Auto, Linear, Binomial }
+    /// MPI_Allgather(v).
+    AllgatherAlg: Allgather = ALLGATHER_ALGS { Auto, Ring, RecursiveDoubling, Bruck, Linear }
+    /// MPI_Alltoall(v,w).
+    AlltoallAlg: Alltoall = ALLTOALL_ALGS { Auto, Linear, Pairwise, Bruck }
+    /// MPI_Reduce_scatter(_block).
+    ReduceScatterAlg: ReduceScatter = REDUCE_SCATTER_ALGS { Auto, ReduceScatterv, Ring }
+    /// MPI_Scan, MPI_Exscan.
+    ScanAlg: Scan = SCAN_ALGS { Auto, RecursiveDoubling, Linear }
+}
 
 /// An inclusive range; `hi == usize::MAX` is unbounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +256,8 @@ pub struct Rule {
     pub coll: Coll,
     pub ranks: Range,
     pub bytes: Range,
-    pub alg: &'static str,
+    /// Index into [`Coll::algorithms`] (never 0, `auto`).
+    pub alg: usize,
 }
 
 /// An ordered list of rules.
@@ -221,7 +267,8 @@ pub struct Table {
 }
 
 impl Table {
-    pub fn lookup(&self, coll: Coll, ranks: usize, bytes: usize) -> Option<&'static str> {
+    /// The algorithm (index into [`Coll::algorithms`]) of the first rule that applies.
+    pub fn lookup(&self, coll: Coll, ranks: usize, bytes: usize) -> Option<usize> {
         self.rules
             .iter()
             .find(|r| r.coll == coll && r.ranks.contains(ranks) && r.bytes.contains(bytes))
@@ -255,10 +302,11 @@ impl Table {
             let bytes = Range::parse(f[2])
                 .ok_or_else(|| at(format!("bad byte range '{}' (use lo-hi, N or *)", f[2])))?;
             let algs = coll.algorithms();
-            let alg = algs[1..]
+            let alg = algs
                 .iter()
-                .copied()
-                .find(|a| *a == f[3])
+                .skip(1)
+                .position(|a| *a == f[3])
+                .map(|i| i + 1)
                 .ok_or_else(|| {
                     at(format!(
                         "unknown {} algorithm '{}' (known: {})",
@@ -287,7 +335,7 @@ impl Table {
                 r.coll.name(),
                 r.ranks.show(),
                 r.bytes.show(),
-                r.alg
+                r.coll.algorithms()[r.alg]
             );
         }
         s
@@ -324,6 +372,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn algorithm_enums_match_the_registry() {
+        let snake = |v: &str| {
+            let mut o = String::new();
+            for (i, c) in v.chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    o.push('_');
+                }
+                o.push(c.to_ascii_lowercase());
+            }
+            o
+        };
+        for (coll, variants, names) in algorithm_names() {
+            let v: Vec<String> = variants.iter().map(|v| snake(v)).collect();
+            assert_eq!(v, names, "{coll:?}");
+            assert_eq!(coll.algorithms(), names);
+        }
+        assert_eq!(BcastAlg::from_index(3), BcastAlg::Chain);
+        assert_eq!(BcastAlg::from_index(99), BcastAlg::Auto);
+        assert_eq!(AllreduceAlg::Rabenseifner.name(), "rabenseifner");
+    }
+
+    #[test]
     fn builtin_covers_every_collective() {
         let t = builtin();
         for c in Coll::ALL {
@@ -338,9 +408,15 @@ mod tests {
     #[test]
     fn parse_render_roundtrip_and_errors() {
         let t = Table::parse("allreduce 2-4 0-8k ring # x\n\nbcast * 100 chain\n").unwrap();
-        assert_eq!(t.lookup(Coll::Allreduce, 3, 8192), Some("ring"));
+        assert_eq!(
+            t.lookup(Coll::Allreduce, 3, 8192),
+            Some(AllreduceAlg::Ring as usize)
+        );
         assert_eq!(t.lookup(Coll::Allreduce, 5, 8), None);
-        assert_eq!(t.lookup(Coll::Bcast, 77, 100), Some("chain"));
+        assert_eq!(
+            t.lookup(Coll::Bcast, 77, 100),
+            Some(BcastAlg::Chain as usize)
+        );
         assert_eq!(t.lookup(Coll::Bcast, 77, 101), None);
         assert_eq!(Table::parse(&t.render()).unwrap(), t);
         let e = Table::parse("allreduce 2 8 fastest").unwrap_err();

@@ -11,17 +11,17 @@
 
 use std::sync::Arc;
 
-use super::decide::Coll;
+use super::decide::{AllreduceAlg, BarrierAlg, BcastAlg, ReduceAlg};
 use super::op::{Builtin, Op, Reducer};
 use super::sched::{post_recv, post_send};
 use super::{byte_type, in_place, Args, Counts, Types};
 use crate::error::Result;
 use crate::mpi::datatype::Datatype;
+use crate::mpi::engine::Engine;
+use crate::mpi::global::{self, with};
 use crate::mpi::pml::DirectPost;
 use crate::mpi::request::Status;
 use crate::proto::frame::Envelope;
-use crate::runtime::global::{self, with};
-use crate::runtime::Engine;
 use crate::transport::Gpid;
 
 /// Largest buffer (bytes) the direct paths take.
@@ -358,9 +358,9 @@ fn contiguous_small(d: &Datatype, count: usize) -> Option<usize> {
 unsafe fn barrier(comm: u32) -> Option<Result<()>> {
     let (mut call, n, me) = match with(|e| {
         let (call, n, me, _) = begin(e, comm)?;
-        let (alg, _) = e.coll_choose(Coll::Barrier, n, 0);
+        let (alg, _) = e.coll_choose::<BarrierAlg>(n, 0);
         let multi = e.coll_views(comm).ok()?.nodes.count() > 1;
-        if alg != "dissemination" || multi {
+        if alg != BarrierAlg::Dissemination || multi {
             return None;
         }
         Some((call, n, me))
@@ -401,9 +401,9 @@ unsafe fn bcast(comm: u32, buf: *mut u8, count: i64, dt: u32, root: i32) -> Opti
         if root < 0 || root as usize >= n || (bytes > 0 && buf.is_null()) {
             return None;
         }
-        let (alg, auto) = e.coll_choose(Coll::Bcast, n, bytes);
+        let (alg, auto) = e.coll_choose::<BcastAlg>(n, bytes);
         let multi = views.nodes.count() > 1;
-        if alg != "binomial" || (multi && auto) {
+        if alg != BcastAlg::Binomial || (multi && auto) {
             return None;
         }
         Some((call, n, me, views, bytes))
@@ -475,14 +475,14 @@ unsafe fn allreduce(
             return None;
         }
         let red = Reducer::new(o, dt, &e.dtypes).ok()?;
-        let (alg, auto) = e.coll_choose(Coll::Allreduce, n, bytes);
+        let (alg, auto) = e.coll_choose::<AllreduceAlg>(n, bytes);
         let multi = views.nodes.count() > 1;
         if multi && auto && red.commutative() {
             return None;
         }
         let gather = match alg {
-            "recursive_doubling" => false,
-            "allgather_reduce" if n * bytes <= FAST_MAX && n <= 512 => true,
+            AllreduceAlg::RecursiveDoubling => false,
+            AllreduceAlg::AllgatherReduce if n * bytes <= FAST_MAX && n <= 512 => true,
             _ => return None,
         };
         Some((call, n, me, views, bytes, count, red, gather))
@@ -620,8 +620,8 @@ unsafe fn reduce(
             }
         }
         let red = Reducer::new(o, dt, &e.dtypes).ok()?;
-        let (alg, auto) = e.coll_choose(Coll::Reduce, n, bytes);
-        if alg != "binomial" || (views.nodes.count() > 1 && auto) {
+        let (alg, auto) = e.coll_choose::<ReduceAlg>(n, bytes);
+        if alg != ReduceAlg::Binomial || (views.nodes.count() > 1 && auto) {
             return None;
         }
         Some((call, n, me, views, bytes, count, red, root))

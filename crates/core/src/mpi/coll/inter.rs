@@ -32,23 +32,24 @@
 //! # Neighbourhood collectives
 //!
 //! Each process sends one block to each out-neighbour and receives one from each in-neighbour,
-//! in the order of [`crate::runtime::Engine::topo_neighbors`]; MPI_PROC_NULL neighbours of a
+//! in the order of [`crate::mpi::engine::Engine::topo_neighbors`]; MPI_PROC_NULL neighbours of a
 //! non-periodic Cartesian grid are skipped and their blocks untouched. On a periodic dimension
 //! of extent 1 or 2 the same process is both the -1 and the +1 neighbour: sub-tags pair the
 //! message sent in the +1 direction with the receive from the -1 neighbour (and vice versa).
 
-use super::decide::Coll;
+use super::build::{bcast_body, Builder};
+use super::decide::{BcastAlg, ReduceAlg};
 use super::gather::{neighbor_exchange, Blk};
 use super::sched::{Sched, Team};
 use super::{
-    bcast, bcast_body, blocks, byte_type, check_buf, count_of, in_place, own_blk, reduce, Args,
-    Builder, Counts, Types, Views,
+    bcast, blocks, byte_type, check_buf, count_of, in_place, own_blk, reduce, Args, Counts, Types,
+    Views,
 };
 use crate::err;
 use crate::error::Result;
+use crate::mpi::engine::Engine;
 use crate::mpi::request::PROC_NULL;
 use crate::mpi::topo::Topology;
-use crate::runtime::Engine;
 
 /// MPI_ROOT in the MPICH ABI.
 pub const ROOT: i32 = -3;
@@ -213,7 +214,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let d = e.coll_dtype(*dt)?;
             check_buf(*buf, count, &d, "buffer")?;
             let bytes = count * d.size;
-            let (alg, auto) = e.coll_choose(Coll::Bcast, n, bytes);
+            let (alg, auto) = e.coll_choose::<BcastAlg>(n, bytes);
             let seg = e.cfg.coll_segment as usize;
             let mut s = bld.sched(e);
             match role {
@@ -265,7 +266,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
                     check_buf(*sbuf, count, &d, "send buffer")?;
                 }
             }
-            let (alg, _) = e.coll_choose(Coll::Reduce, n, count * d.size);
+            let (alg, _) = e.coll_choose::<ReduceAlg>(n, count * d.size);
             let mut s = bld.sched(e);
             s.red = Some(red);
             match role {
@@ -299,7 +300,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let d = red.dt.clone();
             check_buf(*sbuf, count, &d, "send buffer")?;
             check_buf(*rbuf, count, &d, "receive buffer")?;
-            let (alg, _) = e.coll_choose(Coll::Reduce, n, count * d.size);
+            let (alg, _) = e.coll_choose::<ReduceAlg>(n, count * d.size);
             let mut s = bld.sched(e);
             s.red = Some(red);
             // Our group's result goes to the other group; theirs comes back into rbuf.
@@ -331,7 +332,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             let total: usize = counts.iter().sum();
             check_buf(*sbuf, total, &d, "send buffer")?;
             check_buf(*rbuf, counts[me], &d, "receive buffer")?;
-            let (alg, _) = e.coll_choose(Coll::Reduce, n, total * d.size);
+            let (alg, _) = e.coll_choose::<ReduceAlg>(n, total * d.size);
             let mut s = bld.sched(e);
             s.red = Some(red);
             // Reduce our group's vectors at our leader, trade them with the other leader,
@@ -444,8 +445,15 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
 }
 
 /// A reduction inside the local group to member 0 (`rbuf` is only used there).
-fn local_reduce(s: &mut Sched, t: &Team, alg: &str, sbuf: *const u8, rbuf: *mut u8, count: usize) {
-    if alg == "linear" {
+fn local_reduce(
+    s: &mut Sched,
+    t: &Team,
+    alg: ReduceAlg,
+    sbuf: *const u8,
+    rbuf: *mut u8,
+    count: usize,
+) {
+    if alg == ReduceAlg::Linear {
         reduce::reduce_linear(s, t, sbuf, rbuf, count, 0);
     } else {
         reduce::reduce_binomial(s, t, sbuf, rbuf, count, 0);

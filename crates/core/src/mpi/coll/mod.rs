@@ -9,8 +9,11 @@
 //! - [`op`]: reduction operations and their kernels;
 //! - [`sched`]: compiled schedules (rounds of local steps and messages) and their executor;
 //! - `bcast.rs`, `reduce.rs`, `gather.rs`, `inter.rs`: the algorithms, as schedule builders;
-//! - [`decide`]: which algorithm serves a call (overrides, decision file, built-in table);
-//! - this file: argument checking, the per-communicator state, and the entry points for the
+//! - [`decide`]: which algorithm serves a call (overrides, decision file, built-in table), with
+//!   an algorithm enum per collective;
+//! - `build.rs`: one builder per collective: checks a call's arguments, chooses its algorithm
+//!   and compiles the schedule (`inter.rs` for intercommunicators and neighbourhoods);
+//! - this file: the per-communicator state, argument helpers, and the entry points for the
 //!   blocking, nonblocking (`start`) and persistent (`init`) forms, which all build the same
 //!   schedules. A few blocking calls on small buffers take a direct path without a schedule
 //!   (`fast.rs`).
@@ -34,6 +37,7 @@ pub mod op;
 pub mod sched;
 
 mod bcast;
+mod build;
 mod fast;
 mod gather;
 mod inter;
@@ -45,10 +49,10 @@ use std::sync::{Arc, OnceLock};
 use crate::err;
 use crate::error::Result;
 use crate::mpi::datatype::{predefined_index, Datatype};
+use crate::mpi::engine::Engine;
+use crate::mpi::global::with;
 use crate::mpi::request::{Kind, Mode, Persist, Request, Status};
-use crate::runtime::global::with;
-use crate::runtime::Engine;
-use decide::{Coll, Table};
+use decide::{Algorithm, AllreduceAlg, BarrierAlg, Coll, ReduceAlg, Table};
 use gather::Blk;
 use op::{Op, Reducer};
 use sched::{Adv, Sched, Team, UserStep};
@@ -313,7 +317,7 @@ impl Engine {
     /// sequence, see the module doc).
     unsafe fn build_nonblocking(&mut self, comm: u32, a: &Args) -> Result<Sched> {
         self.coll.nonblocking = true;
-        let s = build(self, comm, a);
+        let s = build::build(self, comm, a);
         self.coll.nonblocking = false;
         s
     }
@@ -321,10 +325,10 @@ impl Engine {
     /// The algorithm for a call: override, then decision file, then built-in table. The
     /// second value says whether the built-in table chose (host-aware variants may then
     /// replace the choice).
-    fn coll_choose(&self, coll: Coll, ranks: usize, bytes: usize) -> (&'static str, bool) {
+    fn coll_choose_index(&self, coll: Coll, ranks: usize, bytes: usize) -> (usize, bool) {
         let i = coll.configured(&self.cfg);
         if i != 0 {
-            return (coll.algorithms()[i], false);
+            return (i, false);
         }
         if let Some(a) = self.coll.file.lookup(coll, ranks, bytes) {
             return (a, false);
@@ -338,19 +342,25 @@ impl Engine {
         // against 50 us for binomial.
         if ranks > 2 && self.node_procs > self.ncpus {
             match coll {
-                Coll::Allreduce if bytes <= 256 => return ("allgather_reduce", false),
-                Coll::Barrier => return ("linear", false),
-                Coll::Reduce if bytes <= 4096 => return ("linear", false),
+                Coll::Allreduce if bytes <= 256 => {
+                    return (AllreduceAlg::AllgatherReduce as usize, false)
+                }
+                Coll::Barrier => return (BarrierAlg::Linear as usize, false),
+                Coll::Reduce if bytes <= 4096 => return (ReduceAlg::Linear as usize, false),
                 _ => {}
             }
         }
         (
-            self.coll
-                .builtin
-                .lookup(coll, ranks, bytes)
-                .unwrap_or("auto"),
+            self.coll.builtin.lookup(coll, ranks, bytes).unwrap_or(0),
             true,
         )
+    }
+
+    /// The algorithm for a call of collective `A::COLL` (see `coll_choose_index`), and whether
+    /// the built-in table chose it.
+    pub(super) fn coll_choose<A: Algorithm>(&self, ranks: usize, bytes: usize) -> (A, bool) {
+        let (i, auto) = self.coll_choose_index(A::COLL, ranks, bytes);
+        (A::from_index(i), auto)
     }
 
     /// One progress pass over the running nonblocking and persistent collectives.
@@ -848,444 +858,6 @@ impl Rooted {
     }
 }
 
-/// What every schedule build on a communicator starts from: its teams, and what each of its
-/// schedules is made with.
-struct Builder {
-    comm: u32,
-    ctx: u32,
-    rank: i32,
-    views: Arc<Views>,
-}
-
-impl Builder {
-    fn new(e: &mut Engine, comm: u32) -> Result<Builder> {
-        let views = e.coll_views(comm)?;
-        let c = e.comm(comm)?;
-        Ok(Builder {
-            comm,
-            ctx: c.coll_ctx(),
-            rank: c.rank,
-            views,
-        })
-    }
-
-    /// An empty schedule with the call's tag. Every check happens before this: a call that
-    /// fails on every process then leaves the tag sequence in step.
-    fn sched(&self, e: &mut Engine) -> Sched {
-        let tag = e.coll_tag(self.comm);
-        Sched::new(self.comm, self.ctx, self.rank, tag)
-    }
-}
-
-/// Check a call's arguments, choose the algorithm and compile the schedule.
-///
-/// # Safety
-/// The buffers follow MPI's rules for the collective.
-unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
-    if e.comm(comm)?.is_inter() {
-        return inter::build(e, comm, a);
-    }
-    let bld = Builder::new(e, comm)?;
-    let views = &bld.views;
-    let t = &views.local;
-    let n = t.size();
-    let me = t.me;
-    let multi = views.nodes.count() > 1;
-    match a {
-        Args::Barrier => {
-            let mut s = bld.sched(e);
-            let (alg, auto) = e.coll_choose(Coll::Barrier, n, 0);
-            match alg {
-                _ if multi && (alg == "two_level" || auto) => {
-                    bcast::barrier_two_level(&mut s, t, &views.nodes)
-                }
-                "linear" => bcast::barrier_linear(&mut s, t),
-                _ => bcast::barrier_dissemination(&mut s, t),
-            }
-            Ok(s)
-        }
-        Args::Bcast {
-            buf,
-            count,
-            dt,
-            root,
-        } => {
-            let count = count_of(*count, "count")?;
-            let d = e.coll_dtype(*dt)?;
-            let root = check_root(*root, n)?;
-            check_buf(*buf, count, &d, "buffer")?;
-            let mut s = bld.sched(e);
-            let bytes = count * d.size;
-            if n == 1 || bytes == 0 {
-                return Ok(s);
-            }
-            let (alg, auto) = e.coll_choose(Coll::Bcast, n, bytes);
-            let seg = e.cfg.coll_segment as usize;
-            bcast_body(
-                &mut s,
-                t,
-                &views.nodes,
-                *buf,
-                count,
-                &d,
-                root,
-                alg,
-                auto,
-                seg,
-            );
-            Ok(s)
-        }
-        Args::Reduce {
-            sbuf,
-            rbuf,
-            count,
-            dt,
-            op,
-            root,
-        } => {
-            let count = count_of(*count, "count")?;
-            let red = e.coll_reducer(*op, *dt)?;
-            let root = check_root(*root, n)?;
-            let d = red.dt.clone();
-            let mut sbuf = *sbuf;
-            if in_place(sbuf) {
-                if me != root {
-                    return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
-                }
-                sbuf = *rbuf;
-            } else if me == root {
-                no_alias(sbuf, *rbuf, count * d.size)?;
-            }
-            check_buf(sbuf, count, &d, "send buffer")?;
-            if me == root {
-                check_buf(*rbuf, count, &d, "receive buffer")?;
-            }
-            let mut s = bld.sched(e);
-            let commutative = red.commutative();
-            s.red = Some(red);
-            let (alg, auto) = e.coll_choose(Coll::Reduce, n, count * d.size);
-            match alg {
-                _ if multi && commutative && (alg == "two_level" || auto) => {
-                    reduce::reduce_two_level(&mut s, t, &views.nodes, sbuf, *rbuf, count, root)
-                }
-                "linear" => reduce::reduce_linear(&mut s, t, sbuf, *rbuf, count, root),
-                _ => reduce::reduce_binomial(&mut s, t, sbuf, *rbuf, count, root),
-            }
-            Ok(s)
-        }
-        Args::Allreduce {
-            sbuf,
-            rbuf,
-            count,
-            dt,
-            op,
-        } => {
-            let count = count_of(*count, "count")?;
-            let red = e.coll_reducer(*op, *dt)?;
-            let d = red.dt.clone();
-            let sbuf = red_input(*sbuf, *rbuf, count, &d)?;
-            let mut s = bld.sched(e);
-            let commutative = red.commutative();
-            s.red = Some(red);
-            let bytes = count * d.size;
-            let (alg, auto) = e.coll_choose(Coll::Allreduce, n, bytes);
-            allreduce_body(
-                &mut s,
-                t,
-                &views.nodes,
-                sbuf,
-                *rbuf,
-                count,
-                alg,
-                auto,
-                commutative,
-                bytes,
-            );
-            Ok(s)
-        }
-        Args::ReduceScatter {
-            sbuf,
-            rbuf,
-            counts,
-            dt,
-            op,
-        } => {
-            let red = e.coll_reducer(*op, *dt)?;
-            let d = red.dt.clone();
-            let counts: Vec<usize> = match counts {
-                Counts::Uniform(c) => vec![count_of(*c, "recvcount")?; n],
-                Counts::Varied { counts, .. } => {
-                    if counts.len() < n {
-                        return err!(
-                            Arg,
-                            "recvcounts: {} entries for {n} processes",
-                            counts.len()
-                        );
-                    }
-                    counts[..n]
-                        .iter()
-                        .map(|c| count_of(*c, "recvcount"))
-                        .collect::<Result<_>>()?
-                }
-            };
-            let total: usize = counts.iter().sum();
-            let ip = in_place(*sbuf);
-            let input = if ip { *rbuf as *const u8 } else { *sbuf };
-            if !ip {
-                no_alias(*sbuf, *rbuf, total * d.size)?;
-            }
-            check_buf(input, total, &d, "send buffer")?;
-            check_buf(*rbuf, counts[me], &d, "receive buffer")?;
-            let mut s = bld.sched(e);
-            let commutative = red.commutative();
-            s.red = Some(red);
-            let (alg, _) = e.coll_choose(Coll::ReduceScatter, n, total * d.size);
-            if alg == "ring" && commutative && n > 1 {
-                let input = if ip {
-                    let tmp = s.tmp(total);
-                    s.copy_red(input, tmp, total);
-                    tmp as *const u8
-                } else {
-                    input
-                };
-                reduce::reduce_scatter_ring(&mut s, t, input, *rbuf, &counts);
-            } else {
-                reduce::reduce_scatter_via_reduce(&mut s, t, input, *rbuf, &counts);
-            }
-            Ok(s)
-        }
-        Args::Scan {
-            sbuf,
-            rbuf,
-            count,
-            dt,
-            op,
-            exclusive,
-        } => {
-            let count = count_of(*count, "count")?;
-            let red = e.coll_reducer(*op, *dt)?;
-            let d = red.dt.clone();
-            let sbuf = red_input(*sbuf, *rbuf, count, &d)?;
-            let mut s = bld.sched(e);
-            s.red = Some(red);
-            let (alg, _) = e.coll_choose(Coll::Scan, n, count * d.size);
-            if alg == "linear" {
-                reduce::scan_linear(&mut s, t, sbuf, *rbuf, count, *exclusive)
-            } else {
-                reduce::scan_recursive_doubling(&mut s, t, sbuf, *rbuf, count, *exclusive)
-            }
-            Ok(s)
-        }
-        Args::Gather {
-            sbuf,
-            scount,
-            sdt,
-            rbuf,
-            rcounts,
-            rdt,
-            root,
-        } => {
-            let root = check_root(*root, n)?;
-            let r = Rooted::check(
-                e,
-                (*sbuf, *scount, *sdt),
-                (*rbuf, rcounts, *rdt),
-                me,
-                root,
-                n,
-                ["send", "recv"],
-            )?;
-            let mut s = bld.sched(e);
-            let (alg, _) = e.coll_choose(Coll::Gather, n, r.bytes());
-            match (alg, r.blk) {
-                ("binomial", Some(b)) if r.uniform && n > 1 => {
-                    gather::gather_binomial(&mut s, t, r.own.as_ref(), &r.many, b, root)
-                }
-                _ => gather::gather_linear(&mut s, t, r.own.as_ref(), &r.many, root),
-            }
-            Ok(s)
-        }
-        Args::Scatter {
-            sbuf,
-            scounts,
-            sdt,
-            rbuf,
-            rcount,
-            rdt,
-            root,
-        } => {
-            let root = check_root(*root, n)?;
-            let r = Rooted::check(
-                e,
-                (*rbuf, *rcount, *rdt),
-                (*sbuf, scounts, *sdt),
-                me,
-                root,
-                n,
-                ["recv", "send"],
-            )?;
-            let mut s = bld.sched(e);
-            let (alg, _) = e.coll_choose(Coll::Scatter, n, r.bytes());
-            match (alg, r.blk) {
-                ("binomial", Some(b)) if r.uniform && n > 1 => {
-                    gather::scatter_binomial(&mut s, t, &r.many, r.own.as_ref(), b, root)
-                }
-                _ => gather::scatter_linear(&mut s, t, &r.many, r.own.as_ref(), root),
-            }
-            Ok(s)
-        }
-        Args::Allgather {
-            sbuf,
-            scount,
-            sdt,
-            rbuf,
-            rcounts,
-            rdt,
-        } => {
-            let recv = blocks(e, *rbuf, rcounts, &Types::One(*rdt), n, "receive buffer")?;
-            let own = if in_place(*sbuf) {
-                None
-            } else {
-                let o = own_blk(e, *sbuf, *scount, *sdt, "send")?;
-                no_alias(*sbuf, *rbuf, o.bytes())?;
-                Some(o)
-            };
-            let mut s = bld.sched(e);
-            let (alg, _) = e.coll_choose(Coll::Allgather, n, avg_bytes(&recv));
-            let uniform = match rcounts {
-                Counts::Uniform(c) => Some((*c as usize, e.coll_dtype(*rdt)?)),
-                _ => None,
-            };
-            match (alg, uniform) {
-                ("recursive_doubling", Some((c, d))) if n.is_power_of_two() => {
-                    gather::allgather_recursive_doubling(&mut s, t, own.as_ref(), *rbuf, c, &d)
-                }
-                ("bruck", Some((c, d))) => {
-                    gather::allgather_bruck(&mut s, t, own.as_ref(), *rbuf, c, &d)
-                }
-                ("linear", _) => gather::allgather_linear(&mut s, t, own.as_ref(), &recv),
-                _ => gather::allgather_ring(&mut s, t, own.as_ref(), &recv),
-            }
-            Ok(s)
-        }
-        Args::Alltoall {
-            sbuf,
-            scounts,
-            sdt,
-            rbuf,
-            rcounts,
-            rdt,
-        } => {
-            let recv = blocks(e, *rbuf, rcounts, rdt, n, "receive buffer")?;
-            let ip = in_place(*sbuf);
-            let send = if ip {
-                Vec::new()
-            } else {
-                let b = blocks(e, *sbuf, scounts, sdt, n, "send buffer")?;
-                let sb: usize = b.iter().map(|x| x.bytes()).sum();
-                no_alias(*sbuf, *rbuf, sb)?;
-                b
-            };
-            let mut s = bld.sched(e);
-            let bytes = avg_bytes(&recv);
-            let (alg, _) = e.coll_choose(Coll::Alltoall, n, bytes);
-            let equal = all_equal(&recv).filter(|_| ip || all_equal(&send).is_some());
-            match (alg, equal) {
-                ("bruck", Some(b)) if n > 1 => {
-                    let send = if ip { &recv } else { &send };
-                    gather::alltoall_bruck(&mut s, t, send, &recv, b)
-                }
-                _ => {
-                    let send = if ip {
-                        gather::in_place_sends(&mut s, &recv, me)
-                    } else {
-                        send
-                    };
-                    let pairwise = alg == "pairwise";
-                    gather::alltoall_shifts(&mut s, t, &send, &recv, ip, pairwise)
-                }
-            }
-            Ok(s)
-        }
-        Args::NeighborAllgather { .. } | Args::NeighborAlltoall { .. } => {
-            inter::build_neighbor(e, comm, a, &bld)
-        }
-    }
-}
-
-/// The broadcast algorithms, shared by the intracommunicator and intercommunicator forms.
-#[allow(clippy::too_many_arguments)]
-fn bcast_body(
-    s: &mut Sched,
-    t: &Team,
-    nodes: &Nodes,
-    buf: *mut u8,
-    count: usize,
-    d: &Arc<Datatype>,
-    root: usize,
-    alg: &str,
-    auto: bool,
-    seg: usize,
-) {
-    let multi = nodes.count() > 1 && t.bit == 0;
-    if multi && (alg == "two_level" || auto) {
-        return bcast::bcast_two_level(s, t, nodes, buf, count, d, root);
-    }
-    match alg {
-        "scatter_allgather" | "chain" => {
-            // Pieces are cut in bytes, so that processes with different (count, type) pairs
-            // of the same signature agree; non-contiguous data travels packed.
-            let bytes = count * d.size;
-            let byte = byte_type();
-            let (p, packed) = if d.contig {
-                (buf, false)
-            } else {
-                let tmp = s.alloc(bytes);
-                if t.me == root {
-                    s.copy(buf, count, d, tmp, bytes, &byte);
-                }
-                (tmp, true)
-            };
-            if alg == "chain" {
-                bcast::bcast_chain(s, t, p, bytes, &byte, root, seg);
-            } else {
-                bcast::bcast_scatter_allgather(s, t, p, bytes, &byte, root);
-            }
-            if packed && t.me != root {
-                s.copy(p, bytes, &byte, buf, count, d);
-            }
-        }
-        "linear" => bcast::bcast_linear(s, t, buf, count, d, root),
-        _ => bcast::bcast_binomial(s, t, buf, count, d, root),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn allreduce_body(
-    s: &mut Sched,
-    t: &Team,
-    nodes: &Nodes,
-    sbuf: *const u8,
-    rbuf: *mut u8,
-    count: usize,
-    alg: &str,
-    auto: bool,
-    commutative: bool,
-    bytes: usize,
-) {
-    let multi = nodes.count() > 1 && t.bit == 0;
-    if multi && commutative && (alg == "two_level" || auto) {
-        return reduce::allreduce_two_level(s, t, nodes, sbuf, rbuf, count, bytes > 4096);
-    }
-    match alg {
-        "rabenseifner" if commutative => reduce::allreduce_rabenseifner(s, t, sbuf, rbuf, count),
-        "ring" if commutative => reduce::allreduce_ring(s, t, sbuf, rbuf, count),
-        "reduce_bcast" => reduce::allreduce_reduce_bcast(s, t, sbuf, rbuf, count),
-        "allgather_reduce" => reduce::allreduce_allgather(s, t, sbuf, rbuf, count),
-        _ => reduce::allreduce_recursive_doubling(s, t, sbuf, rbuf, count),
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Entry points
 
@@ -1297,7 +869,7 @@ pub unsafe fn blocking(comm: u32, a: &Args) -> Result<()> {
     if let Some(r) = fast::try_blocking(comm, a) {
         return r;
     }
-    let mut s = with(|e| build(e, comm, a))??;
+    let mut s = with(|e| build::build(e, comm, a))??;
     sched::run(&mut s)
 }
 

@@ -23,10 +23,10 @@ use std::sync::Arc;
 use crate::error::{MpiError, Result};
 use crate::mpi::coll::op::{copy_typed, Reducer};
 use crate::mpi::datatype::Datatype;
+use crate::mpi::engine::Engine;
+use crate::mpi::global::{self, with};
 use crate::mpi::request::{Kind, Packed, Request};
 use crate::proto::frame::Envelope;
-use crate::runtime::global::{self, with};
-use crate::runtime::Engine;
 use crate::transport::Gpid;
 
 /// The processes an algorithm runs over, in its own numbering: member `i` is a process and

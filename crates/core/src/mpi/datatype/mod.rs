@@ -668,7 +668,7 @@ pub const PREDEFINED_NAMES: &[&str] = &[
     "MPI_UB",
 ];
 
-impl crate::runtime::Engine {
+impl crate::mpi::engine::Engine {
     /// MPI_Type_free of derived type `id` (checked by the caller). A type still held by an
     /// operation in flight (a persistent request, a nonblocking collective) or by a type built
     /// from it keeps its slot until those are gone (MPI-4.1 5.1.9: the free takes effect

@@ -7,7 +7,8 @@ use super::*;
 use crate::mpi::datatype::{predefined, predefined_index, Datatype};
 use crate::proto::policy::{Costs, Protocol};
 
-/// Frames in flight from one side to the other.
+/// Frames in flight from one side to the other, and a fake of single copy: both engines live
+/// in this process, so a "remote" read is a memcpy from the region's address.
 #[derive(Default)]
 struct Wire {
     frames: VecDeque<([u8; HEADER_LEN], Vec<u8>)>,
@@ -17,9 +18,75 @@ struct Wire {
     pending: bool,
     tokens: Vec<Token>,
     max_payload: usize,
+    /// Offer no direct reads (caps.get false).
+    no_get: bool,
+    /// Refuse direct reads as a kernel would.
+    refuse_get: bool,
+    /// Report reads as Pending, keeping their tokens in `gets` to report later.
+    pending_get: bool,
+    gets: Vec<Token>,
+    exposed: usize,
+    retracted: usize,
 }
 
-impl Io for Wire {
+/// A region in the fake: address and length.
+fn fake_region(buf: Span) -> Region {
+    let mut r = [0u8; crate::transport::REGION_LEN];
+    r[..8].copy_from_slice(&(buf.ptr() as u64).to_le_bytes());
+    r[8..16].copy_from_slice(&(buf.len() as u64).to_le_bytes());
+    Region(r)
+}
+
+impl Transport for Wire {
+    fn name(&self) -> &'static str {
+        "wire"
+    }
+    fn reaches(&self, _peer: Gpid) -> bool {
+        true
+    }
+    fn caps(&self, _peer: Gpid) -> crate::transport::Caps {
+        crate::transport::Caps {
+            reliable: true,
+            ordered: true,
+            max_payload: self.max_payload,
+            lanes: 1,
+            get: !self.no_get,
+            put: false,
+            queues: false,
+        }
+    }
+    fn progress<S: FrameSink>(&mut self, _sink: &mut S) -> usize {
+        0
+    }
+    fn expose(&mut self, _peer: Gpid, buf: Span) -> Option<Region> {
+        self.exposed += 1;
+        Some(fake_region(buf))
+    }
+    fn retract(&mut self, _peer: Gpid, _region: &Region) {
+        self.retracted += 1;
+    }
+    fn get(
+        &mut self,
+        _peer: Gpid,
+        region: &Region,
+        offset: usize,
+        dst: Span,
+        token: Token,
+    ) -> Result<Copied, CopyError> {
+        if self.refuse_get {
+            return Err(CopyError::Refused("not permitted".into()));
+        }
+        let addr = u64::from_le_bytes(region.0[..8].try_into().unwrap());
+        let rlen = u64::from_le_bytes(region.0[8..16].try_into().unwrap());
+        let len = dst.len();
+        assert!((offset + len) as u64 <= rlen, "read past the region");
+        unsafe { std::ptr::copy_nonoverlapping((addr as *const u8).add(offset), dst.ptr(), len) };
+        if self.pending_get {
+            self.gets.push(token);
+            return Ok(Copied::Pending);
+        }
+        Ok(Copied::Done)
+    }
     fn send(
         &mut self,
         _peer: Gpid,
@@ -41,9 +108,12 @@ impl Io for Wire {
         }
         Ok(Sent::Done)
     }
-    fn max_payload(&self, _peer: Gpid) -> usize {
-        self.max_payload
-    }
+}
+
+/// What a transport reading a stream does with a large payload: ask where it goes, write it
+/// there, say it is placed. Returns the place, if the engine gave one.
+fn place(p: &mut Pml, hdr: &[u8; HEADER_LEN], len: usize) -> Option<*mut u8> {
+    p.place(0, hdr, len).map(|pl| pl.to.ptr())
 }
 
 struct Pair {
@@ -562,131 +632,86 @@ fn eager_without_request_keeps_order_with_queued_sends() {
     }
 }
 
-/// Shared copy-slot memory for two engines of one test process.
-#[repr(C, align(64))]
-struct SlotMem([u8; 4 * crate::transport::shm::coop::SLOT_BYTES]);
-
-fn coop_pair(chunk: usize) -> (Pair, Box<SlotMem>, Box<SlotMem>) {
+#[test]
+fn single_copy_reads_through_the_transport_and_retracts_after_fin() {
     let mut t = Pair::new(Protocol::Rendezvous, true);
-    let mut ma = Box::new(SlotMem([0; 4 * crate::transport::shm::coop::SLOT_BYTES]));
-    let mut mb = Box::new(SlotMem([0; 4 * crate::transport::shm::coop::SLOT_BYTES]));
-    let sa = unsafe { CoopSlots::new(ma.0.as_mut_ptr(), 4) };
-    let sb = unsafe { CoopSlots::new(mb.0.as_mut_ptr(), 4) };
-    for (p, own, other) in [(&mut t.a, sa, sb), (&mut t.b, sb, sa)] {
-        p.coop = Coop {
-            own: Some(own),
-            peers: vec![Some(sa), Some(sb)],
-            pool: SlotPool::new(4),
-            jobs: Vec::new(),
-            min: 1,
-            chunk,
-        };
-        let _ = other;
-    }
-    (t, ma, mb)
-}
-
-#[test]
-fn cooperative_copy_sender_helps() {
-    let (mut t, _ma, _mb) = coop_pair(1000);
-    let data: Vec<u8> = (0..10_500u32).map(|i| (i * 13) as u8).collect();
-    let mut buf = vec![0u8; data.len()];
+    let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+    let mut buf = vec![0u8; 5000];
     let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
     let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
-    // The receiver matches the request-to-send: a job and a Help frame, but no copying yet.
+    assert_eq!(t.ab.exposed, 1, "the send buffer is offered");
+    // The request-to-send matches; the read waits for the receiver's flush (a transport
+    // cannot be called from inside its own delivery).
     let (h, p) = t.ab.frames.pop_front().unwrap();
     t.b.on_frame(0, &h, &p);
-    assert_eq!(t.b.coop.jobs.len(), 1);
-    t.b.outbox.iter().for_each(|c| {
-        t.ba.frames
-            .push_back((c.hdr, c.small[..c.small_len as usize].to_vec()))
-    });
-    t.b.outbox.clear();
-    // The sender gets the Help first and copies every chunk.
-    let (h, p) = t.ba.frames.pop_front().unwrap();
-    t.a.on_frame(1, &h, &p);
-    t.a.run_coop();
-    assert!(t.a.coop.jobs.is_empty());
-    assert!(!done(&t.a, s), "the send waits for the receiver's Fin");
-    // The receiver finds nothing left to claim and completes.
-    t.run();
-    assert!(done(&t.b, r) && done(&t.a, s));
-    assert_eq!(buf, data);
-    assert_eq!(t.b.counters.on(Route::Shm).single_copy, 1);
-    assert_eq!(
-        t.a.coop.pool.take(),
-        Some(0),
-        "the copy slot went back to the pool"
-    );
-}
-
-#[test]
-fn cooperative_copy_receiver_alone_and_given_back_chunks() {
-    // Receiver copies alone when the sender never helps.
-    let (mut t, _ma, _mb) = coop_pair(333);
-    let data: Vec<u8> = (0..5000u32).map(|i| (i ^ 0xa5) as u8).collect();
-    let mut buf = vec![0u8; 4000];
-    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
-    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
-    let (h, p) = t.ab.frames.pop_front().unwrap();
-    t.b.on_frame(0, &h, &p);
+    assert!(!done(&t.b, r) && t.b.busy());
     t.b.flush(&mut t.ba);
-    assert!(done(&t.b, r), "the receiver claimed every chunk");
-    assert_eq!(&buf[..], &data[..4000]);
-    assert_eq!(status(&t.b, r).error_class(), Some(ErrorClass::Truncate));
+    assert!(done(&t.b, r));
+    assert_eq!(buf, data);
+    assert!(!done(&t.a, s), "the send waits for the receiver's Fin");
     t.run();
     assert!(done(&t.a, s));
-
-    // A helper that cannot write gives its chunk back; the receiver copies it.
-    let (mut t, _ma, _mb) = coop_pair(1000);
-    let mut buf = vec![0u8; data.len()];
-    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
-    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
-    let (h, p) = t.ab.frames.pop_front().unwrap();
-    t.b.on_frame(0, &h, &p);
-    let c = t.b.outbox.pop_front().unwrap();
-    let mut info = HelpInfo::decode(&c.small[..c.small_len as usize]).unwrap();
-    info.pid = i32::MAX as u32; // no such process: the write fails
-    t.a.on_frame(1, &c.hdr, &info.encode());
-    t.a.run_coop();
-    t.run();
-    assert!(done(&t.b, r) && done(&t.a, s));
-    assert_eq!(buf, data);
+    assert_eq!(
+        t.ab.retracted, 1,
+        "the region is retracted once the receiver is done"
+    );
+    assert_eq!(t.b.counters.on(Route::Shm).single_copy, 1);
 }
 
 #[test]
-fn cooperative_help_that_arrives_with_the_fin_copies_nothing() {
-    // The receiver copies every chunk itself, so its Help and its Fin reach the sender in
-    // one batch; the copy slot then goes to the next message. The stale Help must not copy
-    // into the finished receive nor claim the new message's chunks.
-    let (mut t, _ma, _mb) = coop_pair(1000);
-    let data_a: Vec<u8> = (0..6000u32).map(|i| (i * 7) as u8).collect();
-    let data_b: Vec<u8> = (0..6000u32).map(|i| (i * 11 + 3) as u8).collect();
-    let mut buf_a = vec![0u8; data_a.len()];
-    let (ra, _) = recv(&mut t.b, &mut buf_a, 0, 1);
-    let (sa, _) = send(&mut t.a, &mut t.ab, &data_a, 1, Mode::Standard);
-    let (h, p) = t.ab.frames.pop_front().unwrap();
-    t.b.on_frame(0, &h, &p);
-    t.b.flush(&mut t.ba);
-    assert!(done(&t.b, ra), "the receiver claimed every chunk");
-    assert_eq!(buf_a, data_a);
-    assert_eq!(t.ba.frames.len(), 2, "Help and Fin");
-    while let Some((h, p)) = t.ba.frames.pop_front() {
-        t.a.on_frame(1, &h, &p);
-    }
-    assert!(done(&t.a, sa));
-    buf_a.fill(0xee);
-    let mut buf_b = vec![0u8; data_b.len()];
-    let (rb, _) = recv(&mut t.b, &mut buf_b, 0, 2);
-    let (sb, _) = send(&mut t.a, &mut t.ab, &data_b, 2, Mode::Standard);
-    t.a.run_coop();
+fn single_copy_that_ends_later_and_a_truncated_one() {
+    let mut t = Pair::new(Protocol::EagerRendezvous, true);
+    t.ba.pending_get = true;
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 5 + 1) as u8).collect();
+    let mut buf = vec![0u8; 2000];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
     t.run();
-    assert!(done(&t.b, rb) && done(&t.a, sb));
-    assert!(
-        buf_a.iter().all(|b| *b == 0xee),
-        "nothing written after completion"
-    );
-    assert_eq!(buf_b, data_b);
+    assert!(!done(&t.b, r), "the transport has not reported the read");
+    let tok = t.ba.gets.pop().expect("a read in progress");
+    t.b.on_got(tok, Ok(()));
+    t.run();
+    assert!(done(&t.b, r) && done(&t.a, s));
+    assert_eq!(&buf[..], &data[..2000], "prefix and read part, truncated");
+    let st = status(&t.b, r);
+    assert_eq!(st.error_class(), Some(ErrorClass::Truncate));
+    assert_eq!(st.bytes, 2000);
+    // A read that fails completes the receive with the transport's reason.
+    let mut buf = vec![0u8; 3000];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 2);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 2, Mode::Standard);
+    t.run();
+    let tok = t.ba.gets.pop().expect("a read in progress");
+    t.b.on_got(tok, Err("the owner went away".into()));
+    t.run();
+    assert!(done(&t.b, r) && done(&t.a, s));
+    let e = status(&t.b, r).error.unwrap();
+    assert!(e.msg.contains("the owner went away"), "{e:?}");
+    assert_eq!(t.ab.retracted, 2);
+}
+
+#[test]
+fn a_refused_single_copy_falls_back_to_data_frames() {
+    let mut t = Pair::new(Protocol::Rendezvous, true);
+    t.ba.refuse_get = true;
+    let data: Vec<u8> = (0..5000u32).map(|i| (i * 3) as u8).collect();
+    let mut buf = vec![0u8; 5000];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    t.run();
+    assert!(done(&t.b, r) && done(&t.a, s));
+    assert_eq!(buf, data);
+    assert_eq!(t.b.counters.on(Route::Shm).single_copy, 0);
+    assert!(!t.b.single_copy, "no more reads are tried");
+    // A channel without direct reads is never offered one.
+    let mut t = Pair::new(Protocol::Rendezvous, true);
+    t.ab.no_get = true;
+    t.a.refresh_limits(&t.ab);
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    t.run();
+    assert!(done(&t.b, r) && done(&t.a, s));
+    assert_eq!(t.ab.exposed, 0);
 }
 
 #[test]
@@ -768,15 +793,13 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
     let mut buf = vec![0u8; 100];
     let (r, _) = recv(&mut t.b, &mut buf, 0, 3);
     // Out of turn, or too big for the receive: no target.
-    assert!(t.b.eager_target(0, &hdr(1, false), 100).is_none());
-    assert!(t.b.eager_target(0, &hdr(0, false), 101).is_none());
-    let p =
-        t.b.eager_target(0, &hdr(0, true), 60)
-            .expect("posted and in turn");
+    assert!(place(&mut t.b, &hdr(1, false), 100).is_none());
+    assert!(place(&mut t.b, &hdr(0, false), 101).is_none());
+    let p = place(&mut t.b, &hdr(0, true), 60).expect("posted and in turn");
     assert_eq!(p, buf.as_mut_ptr());
     unsafe { std::ptr::write_bytes(p, 0xab, 60) };
     assert!(!done(&t.b, r));
-    t.b.on_eager_placed(0);
+    t.b.placed(0, &hdr(0, true), 60);
     assert!(done(&t.b, r));
     let st = status(&t.b, r);
     assert_eq!((st.source, st.tag, st.bytes), (0, 3, 60));
@@ -794,9 +817,9 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
         t.b.post_direct(any, small.as_mut_ptr(), 16),
         DirectPost::Posted
     ));
-    let p = t.b.eager_target(0, &hdr(1, false), 16).unwrap();
+    let p = place(&mut t.b, &hdr(1, false), 16).unwrap();
     unsafe { std::ptr::write_bytes(p, 7, 16) };
-    t.b.on_eager_placed(0);
+    t.b.placed(0, &hdr(1, false), 16);
     let st = t.b.take_direct().unwrap().unwrap();
     assert_eq!(st.bytes, 16);
     assert_eq!(small, [7u8; 16]);
@@ -819,8 +842,8 @@ fn eager_payload_placed_into_its_unexpected_buffer() {
         .encode()
     };
     // Nothing posted: it is read into a buffer of its own, out of turn it is not.
-    assert!(t.b.eager_target(0, &hdr(1, 3), 50).is_none());
-    let p = t.b.eager_target(0, &hdr(0, 3), 50).expect("in turn");
+    assert!(place(&mut t.b, &hdr(1, 3), 50).is_none());
+    let p = place(&mut t.b, &hdr(0, 3), 50).expect("in turn");
     unsafe { std::ptr::write_bytes(p, 0x5a, 50) };
     // A receive posted meanwhile does not see it yet...
     let any = Envelope {
@@ -833,16 +856,16 @@ fn eager_payload_placed_into_its_unexpected_buffer() {
     let (r, d) = recv(&mut t.b, &mut buf, 0, 3);
     assert!(!d);
     // ...and takes it once it is complete.
-    t.b.on_eager_placed(0);
+    t.b.placed(0, &hdr(0, 3), 50);
     assert!(done(&t.b, r));
     assert_eq!(status(&t.b, r).bytes, 50);
     assert!(buf[..50].iter().all(|b| *b == 0x5a) && buf[50] == 0);
     assert!(t.b.cache.kept() > 0, "the buffer went back to the cache");
     // With no receive at all it waits unexpected, then the next message (sent normally)
     // queues behind it.
-    let p = t.b.eager_target(0, &hdr(1, 4), 40).expect("in turn");
+    let p = place(&mut t.b, &hdr(1, 4), 40).expect("in turn");
     unsafe { std::ptr::write_bytes(p, 0x11, 40) };
-    t.b.on_eager_placed(0);
+    t.b.placed(0, &hdr(1, 4), 40);
     let second = [0x22u8; 8];
     send(&mut t.a, &mut t.ab, &second, 4, Mode::Standard);
     // a's own sequence numbers start at 0: feed b the frame as if it were the third.
@@ -1162,4 +1185,92 @@ fn eager_without_request_declines_after_a_megabyte_unpolled() {
     assert!(t.a.eager_unpolled >= POLL_EVERY);
     t.a.eager_unpolled = 0; // what Engine::progress_p2p does
     assert!(t.a.try_eager(1, env(1), &chunk, &mut t.ab));
+}
+
+/// A transport asks where large payloads go and whether to await them whole: rendezvous data
+/// always, an eager payload of at least AWAIT_WHOLE_EAGER_MIN only when it is part of a stream
+/// (nothing was sent back to its sender since its last frame); a lone one is read as it comes.
+#[test]
+fn placement_waits_whole_for_streams_and_not_for_lone_messages() {
+    let mut t = Pair::new(Protocol::Eager, false);
+    let n = AWAIT_WHOLE_EAGER_MIN;
+    let hdr = |seq: u32| {
+        Frame::Eager {
+            env: env(3),
+            seq,
+            sreq: 0,
+            sync: false,
+        }
+        .encode()
+    };
+    let mut buf = vec![0u8; n];
+    let (r0, _) = recv(&mut t.b, &mut buf, 0, 3);
+    // A small frame from a first: b has sent nothing since, so what follows is a stream.
+    t.b.on_frame(0, &Frame::Feedback.encode(), &[]);
+    let pl = t.b.place(0, &hdr(0), n).expect("posted");
+    assert_eq!(pl.wait, Await::Whole);
+    t.b.placed(0, &hdr(0), n);
+    assert!(done(&t.b, r0));
+    // Smaller payloads in a stream are read as they come.
+    let mut small = vec![0u8; n / 2];
+    let (r1, _) = recv(&mut t.b, &mut small, 0, 3);
+    let pl = t.b.place(0, &hdr(1), n / 2).expect("posted");
+    assert_eq!(pl.wait, Await::AsItComes);
+    t.b.placed(0, &hdr(1), n / 2);
+    assert!(done(&t.b, r1));
+    // b answers a: the next large payload from a is lone.
+    t.reply(9);
+    let (r2, _) = recv(&mut t.b, &mut buf, 0, 3);
+    let pl = t.b.place(0, &hdr(2), n).expect("posted");
+    assert_eq!(pl.wait, Await::AsItComes);
+    t.b.placed(0, &hdr(2), n);
+    assert!(done(&t.b, r2));
+    // Rendezvous data is awaited whole.
+    let data: Vec<u8> = (0..500u32).map(|i| i as u8).collect();
+    let mut dst = vec![0u8; 500];
+    let mut t = Pair::new(Protocol::Rendezvous, false);
+    let (r, _) = recv(&mut t.b, &mut dst, 0, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    let (h, p) = t.ab.frames.pop_front().unwrap();
+    t.b.on_frame(0, &h, &p);
+    t.b.flush(&mut t.ba);
+    let (h, p) = t.ba.frames.pop_front().unwrap();
+    t.a.on_frame(1, &h, &p); // clear to send
+    t.a.flush(&mut t.ab);
+    let (h, p) = t.ab.frames.pop_front().unwrap();
+    let pl = t.b.place(0, &h, p.len()).expect("a receive waits for it");
+    assert_eq!(pl.wait, Await::Whole);
+    pl.to.write(&p);
+    t.b.placed(0, &h, p.len());
+    t.run();
+    assert!(done(&t.b, r) && done(&t.a, s));
+    assert_eq!(dst, data);
+}
+
+/// A broken channel ends what is under way with the peer, with an error naming it; nothing
+/// waits for bytes that will not come.
+#[test]
+fn a_lost_peer_fails_what_is_under_way_with_it() {
+    let mut t = Pair::new(Protocol::Rendezvous, false);
+    let data = vec![5u8; 1000];
+    let mut buf = vec![0u8; 1000];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    // The request-to-send arrives and is matched; its data never comes.
+    let (h, p) = t.ab.frames.pop_front().unwrap();
+    t.b.on_frame(0, &h, &p);
+    assert!(!done(&t.b, r));
+    t.b.on_peer_lost(0, "lane 2 reset");
+    assert!(done(&t.b, r));
+    let e = status(&t.b, r).error.unwrap();
+    assert!(
+        e.msg.contains("process 0") && e.msg.contains("lane 2 reset"),
+        "{e:?}"
+    );
+    // The sender, waiting for its clear-to-send, ends too; a later send fails at once.
+    t.a.on_peer_lost(1, "connection reset");
+    assert!(done(&t.a, s));
+    assert!(status(&t.a, s).error.is_some());
+    let (s2, d2) = send(&mut t.a, &mut t.ab, &data, 2, Mode::Standard);
+    assert!(d2 && status(&t.a, s2).error.is_some());
 }

@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::proto::frame::HEADER_LEN;
+use crate::transport::HEADER_LEN;
 
 pub const QUEUE_HDR: usize = 128;
 /// Bytes of a cell before its payload.

@@ -1,0 +1,431 @@
+//! The engine: every MPI object of the process (communicators, groups, datatypes, requests
+//! through the point-to-point engine, attributes, collectives in flight) and the transports,
+//! and the progress pass that drives them.
+//!
+//! Start-up (MPI_Init): the configuration registry (defaults, site and config files,
+//! `PROTEAN_*`), then the bootstrap (`runtime::bootstrap`: PMI, business cards), then the
+//! transports and a route per peer (`transport::net::Net::open`), then the objects every
+//! process starts with. The one engine of a process lives in [`super::global`].
+
+use std::sync::Arc;
+
+use protean_pmi::PmiClient;
+
+use crate::config::{Config, PROTOCOLS, YIELD_MODES};
+use crate::error::{ErrorClass, MpiError, Result};
+use crate::mpi::attr::AttrStore;
+use crate::mpi::cm::CommMgr;
+use crate::mpi::comm::{
+    predefined_errhandlers, Comm, Errhandler, COMM_SELF, COMM_WORLD, CTX_SELF, CTX_WORLD,
+};
+use crate::mpi::datatype::{predefined, Datatype};
+use crate::mpi::global;
+use crate::mpi::pml::Pml;
+use crate::proto::policy::Policy;
+use crate::runtime::bootstrap::{pmi_err, Boot};
+use crate::transport::net::Net;
+use crate::transport::{Gpid, Transport};
+
+/// A buffer attached with MPI_Buffer_attach.
+#[derive(Debug)]
+pub struct BsendBuffer {
+    pub base: *mut u8,
+    pub size: usize,
+    /// Regions in use: (offset, length, request slot), sorted by offset.
+    pub used: Vec<(usize, usize, u32)>,
+}
+
+impl BsendBuffer {
+    /// First free region of `need` bytes between the regions in use: (index to insert at,
+    /// offset).
+    pub fn first_fit(&self, need: usize) -> Option<(usize, usize)> {
+        let mut at = 0usize;
+        for (i, &(off, len, _)) in self.used.iter().enumerate() {
+            if off - at >= need {
+                return Some((i, at));
+            }
+            at = off + len;
+        }
+        (self.size - at >= need).then_some((self.used.len(), at))
+    }
+}
+
+/// Every MPI object and the transports of this process.
+pub struct Engine {
+    pub cfg: Config,
+    pub rank: u32,
+    pub size: u32,
+    pub jobid: String,
+    pub hostname: String,
+    pub hosts: Vec<String>,
+    /// Processes on this host (ascending gpids), us included.
+    pub local: Vec<Gpid>,
+    pub pml: Pml,
+    pub net: Net,
+    pub comms: Vec<Option<Comm>>,
+    /// Groups by id; slot 0 is MPI_GROUP_EMPTY.
+    pub groups: Vec<Option<Vec<Gpid>>>,
+    /// Context ids and the communicator-creating operations in flight.
+    pub cm: CommMgr,
+    /// Keyvals and cached attributes of communicators, datatypes and windows.
+    pub attrs: AttrStore,
+    pub dtypes: Vec<Option<Arc<Datatype>>>,
+    pub errhandlers: Vec<Option<Errhandler>>,
+    pub yield_wait: bool,
+    pub pmi: Option<PmiClient>,
+    pub thread_level: i32,
+    pub main_thread: std::thread::ThreadId,
+    pub bsend: Option<BsendBuffer>,
+    pub appnum: i32,
+    pub ncpus: usize,
+    /// Processes of the job on this machine.
+    pub node_procs: usize,
+    /// Reduction operations, running nonblocking and persistent collectives, decisions.
+    pub coll: crate::mpi::coll::State,
+    /// Datatypes the user freed while operations or other types still hold them: their slots
+    /// stay taken (the handle stays meaningful to those users) until `Engine::free_dtype`
+    /// finds them unreferenced.
+    pub freed_types: Vec<u32>,
+    /// Progress passes so far, and when the launcher was last seen alive (see
+    /// [`Engine::watch_launcher`]).
+    passes: u32,
+    launcher_seen: std::time::Instant,
+}
+
+impl Engine {
+    /// MPI_Init / MPI_Init_thread. `thread_level` is the level provided.
+    pub fn init(thread_level: i32) -> Result<Engine> {
+        let cfg = Config::effective()
+            .map_err(|e| MpiError::new(ErrorClass::Other, format!("configuration: {e}")))?;
+        let mut boot = Boot::start(&cfg)?;
+        let net = Net::open(&mut boot, &cfg)?;
+        let (rank, size, me) = (boot.rank, boot.size, boot.rank as Gpid);
+        let local = boot.local();
+        let (node_procs, ncpus) = boot.placement();
+        let yield_wait = match YIELD_MODES[cfg.progress_yield] {
+            "always" => true,
+            "never" => false,
+            _ => node_procs > ncpus,
+        };
+        let policy = Policy::from_config(&cfg).map_err(|e| MpiError::new(ErrorClass::Other, e))?;
+        let mut pml = Pml::new(me, net.routes().to_vec(), policy, cfg.shm_single_copy);
+        pml.verbose = cfg.verbose > 0;
+        pml.keep_unexpected_buffers(cfg.unexpected_cache as usize);
+        pml.limit_unexpected(cfg.unexpected_max as usize);
+        if cfg.verbose > 0 && rank == 0 {
+            eprintln!(
+                "Protean: {size} ranks, {} on this host, {node_procs} on this machine ({ncpus} cpus, waiting ranks {}), protocol {}",
+                local.len(),
+                if yield_wait { "yield" } else { "poll" },
+                PROTOCOLS[cfg.protocol]
+            );
+        }
+
+        let world = Comm {
+            predefined: true,
+            ..Comm::new(
+                CTX_WORLD,
+                rank as i32,
+                (0..size).collect(),
+                "MPI_COMM_WORLD",
+            )
+        };
+        let selfc = Comm {
+            predefined: true,
+            ..Comm::new(CTX_SELF, 0, vec![me], "MPI_COMM_SELF")
+        };
+        let mut comms = vec![None, None];
+        comms[COMM_WORLD as usize] = Some(world);
+        comms[COMM_SELF as usize] = Some(selfc);
+        let dtypes = predefined()
+            .into_iter()
+            .map(|d| Some(Arc::new(d)))
+            .collect();
+
+        pml.refresh_limits(&net);
+        let coll = crate::mpi::coll::State::new(&cfg)?;
+        Ok(Engine {
+            cfg,
+            rank,
+            size,
+            jobid: boot.jobid,
+            hostname: boot.hostname,
+            hosts: boot.hosts,
+            local,
+            pml,
+            net,
+            comms,
+            groups: vec![Some(Vec::new())],
+            cm: CommMgr::default(),
+            attrs: AttrStore::default(),
+            dtypes,
+            errhandlers: predefined_errhandlers(),
+            yield_wait,
+            pmi: boot.pmi,
+            thread_level,
+            main_thread: std::thread::current().id(),
+            bsend: None,
+            appnum: boot.appnum,
+            ncpus,
+            node_procs,
+            coll,
+            freed_types: Vec::new(),
+            passes: 0,
+            launcher_seen: std::time::Instant::now(),
+        })
+    }
+
+    /// See [`crate::mpi::pml::POLL_EVERY`].
+    pub const POLL_EVERY: usize = crate::mpi::pml::POLL_EVERY;
+
+    /// One progress pass: deliver arrived frames, push out what waits.
+    #[inline]
+    pub fn progress(&mut self) -> usize {
+        let n = self.progress_p2p();
+        self.passes = self.passes.wrapping_add(1);
+        if self.passes & 0xfff == 0 {
+            self.watch_launcher();
+        }
+        if self.bsend.as_ref().is_some_and(|b| !b.used.is_empty()) {
+            self.reap_bsend();
+        }
+        if self.cm.live > 0 {
+            self.cm_progress();
+        }
+        if self.coll.busy() {
+            self.coll_progress();
+        }
+        n
+    }
+
+    /// The point-to-point part of a progress pass: deliver arrived frames and push out what
+    /// the engine has to send. Safe in the middle of any operation (it runs no collective
+    /// schedule and no communicator construction).
+    #[inline]
+    pub fn progress_p2p(&mut self) -> usize {
+        self.pml.eager_unpolled = 0;
+        let n = self.net.progress(&mut self.pml);
+        if let Some(why) = self.pml.overflowed() {
+            self.fatal(&why);
+        }
+        if self.pml.busy() {
+            // The frames of one pass leave together (see `Tcp::hold`).
+            self.net.hold();
+            self.pml.flush(&mut self.net);
+            self.net.release(&mut self.pml);
+        }
+        n
+    }
+
+    /// Re-read the tunables that can change at run time (after an MPI_T write).
+    /// Err: a value does not parse; nothing changed.
+    pub fn reconfigure(&mut self) -> std::result::Result<(), String> {
+        self.pml.policy = Policy::from_config(&self.cfg)?;
+        self.net.set_tcp_frag(self.cfg.tcp_frag_bytes as usize);
+        self.net.set_tcp_lanes(&self.cfg)?;
+        self.net.set_shm_copy(
+            self.cfg.shm_coop_min as usize,
+            self.cfg.shm_coop_chunk as usize,
+        );
+        self.pml.refresh_limits(&self.net);
+        self.pml.limit_unexpected(self.cfg.unexpected_max as usize);
+        self.pml.verbose = self.cfg.verbose > 0;
+        if !self.cfg.shm_single_copy {
+            self.pml.single_copy = false;
+        }
+        self.yield_wait = match YIELD_MODES[self.cfg.progress_yield] {
+            "always" => true,
+            "never" => false,
+            _ => self.node_procs > self.ncpus,
+        };
+        global::set_yield(self.yield_wait);
+        Ok(())
+    }
+
+    /// MPI_Finalize: finish internal work, synchronise with every process, close transports.
+    pub fn finalize(&mut self) -> Result<()> {
+        if self.cfg.verbose >= 2 {
+            eprintln!(
+                "Protean[{}]: counters at finalize: {:?}",
+                self.rank, self.pml.counters
+            );
+        }
+        // Buffered sends and freed requests must still be delivered.
+        let start = std::time::Instant::now();
+        let mut idle_since = std::time::Instant::now();
+        loop {
+            let busy = self.pml.busy()
+                || self.net.has_work()
+                || self.bsend.as_ref().is_some_and(|b| !b.used.is_empty());
+            if !busy {
+                break;
+            }
+            if self.progress() > 0 {
+                idle_since = std::time::Instant::now();
+            }
+            // A peer that never receives what we still hold must not hang the job forever.
+            if idle_since.elapsed().as_secs() >= 5 && start.elapsed().as_secs() >= 5 {
+                if self.cfg.verbose > 0 {
+                    eprintln!(
+                        "Protean[{}]: finalize: giving up on undelivered messages",
+                        self.rank
+                    );
+                }
+                break;
+            }
+            global::idle();
+        }
+        self.pml.finalizing = true;
+        if let Some(p) = self.pmi.as_mut() {
+            p.barrier().map_err(pmi_err)?;
+        }
+        self.net.shutdown();
+        if let Some(p) = self.pmi.as_mut() {
+            p.finalize().map_err(pmi_err)?;
+        }
+        Ok(())
+    }
+
+    /// A rank blocked in communication must not outlive its job: every few thousand passes
+    /// (at most every 200 ms) look at the connection to the process manager, and leave when
+    /// it is closed (mpirun, a proxy, Hydra's or Slurm's step daemon died). Ranks our own
+    /// launcher starts also die with it (a parent-death signal); this covers the others.
+    #[cold]
+    fn watch_launcher(&mut self) {
+        if self.launcher_seen.elapsed() < std::time::Duration::from_millis(200) {
+            return;
+        }
+        self.launcher_seen = std::time::Instant::now();
+        let Some(fd) = self.pmi.as_ref().map(|p| p.raw_fd()) else {
+            return;
+        };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: polling one descriptor we own, without waiting.
+        if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 {
+            return;
+        }
+        let mut byte = 0u8;
+        // SAFETY: peeking one byte into a local; the descriptor is ours.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        let gone = pfd.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0 || n == 0;
+        if gone {
+            eprintln!(
+                "Protean: rank {}: the process manager's connection closed (the launcher is gone); ending this process",
+                self.rank
+            );
+            std::process::exit(1);
+        }
+    }
+
+    /// An error that ends the job, found while progressing (not in a call with a communicator
+    /// to report to): say so, naming this rank, and abort.
+    #[cold]
+    pub fn fatal(&mut self, why: &str) -> ! {
+        let msg = format!("Protean: rank {}: {why}", self.rank);
+        // Our mpirun prints an abort's message; other process managers may not.
+        if std::env::var_os("PROTEAN_LAUNCHER").is_none() {
+            eprintln!("{msg}");
+        }
+        self.abort(1, &msg)
+    }
+
+    /// MPI_Abort: tell the launcher, then leave.
+    pub fn abort(&mut self, code: i32, msg: &str) -> ! {
+        if let Some(p) = self.pmi.as_mut() {
+            let _ = p.abort(code, msg);
+        }
+        // The launcher tears the job down; make sure this process goes even if it does not.
+        std::process::exit(if code == 0 { 1 } else { code & 0xff })
+    }
+
+    #[inline]
+    pub fn comm(&self, id: u32) -> Result<&Comm> {
+        match self.comms.get(id as usize) {
+            Some(Some(c)) => Ok(c),
+            _ => Err(MpiError::new(ErrorClass::Comm, "invalid communicator")),
+        }
+    }
+
+    #[inline]
+    pub fn dtype(&self, id: u32) -> Result<&Arc<Datatype>> {
+        match self.dtypes.get(id as usize) {
+            Some(Some(d)) => Ok(d),
+            _ => Err(MpiError::new(ErrorClass::Type, "invalid datatype")),
+        }
+    }
+
+    /// Store a new datatype; returns its id (reusing a freed slot).
+    pub fn add_dtype(&mut self, d: Datatype) -> u32 {
+        let first_free = self
+            .dtypes
+            .iter()
+            .skip(crate::mpi::datatype::PREDEFINED_NAMES.len())
+            .position(|d| d.is_none());
+        match first_free {
+            Some(i) => {
+                let id = i + crate::mpi::datatype::PREDEFINED_NAMES.len();
+                self.dtypes[id] = Some(Arc::new(d));
+                id as u32
+            }
+            None => {
+                self.dtypes.push(Some(Arc::new(d)));
+                (self.dtypes.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Processes on this machine outnumber the CPUs they may use.
+    pub fn oversubscribed(&self) -> bool {
+        self.node_procs > self.ncpus
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Route;
+
+    #[test]
+    fn singleton_engine() {
+        // No PMI variables in the unit-test environment: a singleton with only the self route.
+        if std::env::var("PMI_FD").is_ok() || std::env::var("PMI_PORT").is_ok() {
+            return;
+        }
+        let e = Engine::init(0).unwrap();
+        assert_eq!((e.rank, e.size), (0, 1));
+        assert_eq!(e.net.routes(), &[Route::SelfLoop]);
+        assert!(!e.net.has(Route::Shm) && !e.net.has(Route::Tcp));
+    }
+}
+
+#[cfg(test)]
+mod bsend_tests {
+    use super::BsendBuffer;
+
+    #[test]
+    fn first_fit_uses_gaps() {
+        let mut b = BsendBuffer {
+            base: std::ptr::null_mut(),
+            size: 100,
+            used: vec![],
+        };
+        assert_eq!(b.first_fit(100), Some((0, 0)));
+        assert_eq!(b.first_fit(101), None);
+        b.used = vec![(10, 20, 1), (50, 10, 2)];
+        assert_eq!(b.first_fit(10), Some((0, 0)));
+        assert_eq!(b.first_fit(11), Some((1, 30)));
+        assert_eq!(b.first_fit(40), Some((2, 60)));
+        assert_eq!(b.first_fit(41), None);
+    }
+}

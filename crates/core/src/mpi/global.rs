@@ -1,0 +1,75 @@
+//! The engine of this process, and how the layers above reach it (see `runtime::global` for
+//! the rule: no lock below MPI_THREAD_MULTIPLE, one mutex at that level).
+
+use super::engine::Engine;
+use crate::error::{ErrorClass, MpiError, Result};
+use crate::runtime::global::Global;
+pub use crate::runtime::global::Phase;
+
+static ENGINE: Global<Engine> = Global::new();
+
+pub fn phase() -> Phase {
+    ENGINE.phase()
+}
+
+pub fn is_multithreaded() -> bool {
+    ENGINE.is_multithreaded()
+}
+
+fn not_initialized() -> MpiError {
+    match phase() {
+        Phase::Finalized => MpiError::new(ErrorClass::Other, "MPI has already been finalized"),
+        _ => MpiError::new(
+            ErrorClass::Other,
+            "MPI has not been initialized (call MPI_Init first)",
+        ),
+    }
+}
+
+/// Run `f` on the engine.
+#[inline(always)]
+pub fn with<R>(f: impl FnOnce(&mut Engine) -> R) -> Result<R> {
+    ENGINE.with(f).ok_or_else(not_initialized)
+}
+
+/// Install the engine (MPI_Init). `multi`: the thread level provided is MPI_THREAD_MULTIPLE.
+pub fn install(e: Engine, multi: bool) {
+    let yield_wait = e.yield_wait;
+    ENGINE.install(e, multi, yield_wait);
+}
+
+/// Remove the engine (end of MPI_Finalize). Further calls report "already finalized".
+pub fn uninstall() -> Option<Box<Engine>> {
+    ENGINE.uninstall()
+}
+
+/// Change whether waiting loops yield (run time reconfiguration of `progress_yield`).
+pub fn set_yield(y: bool) {
+    ENGINE.set_yield(y);
+}
+
+/// What a waiting loop does between progress passes.
+#[inline]
+pub fn idle() {
+    ENGINE.idle();
+}
+
+/// Progress the engine until `done` holds.
+#[inline]
+pub fn wait_until(mut done: impl FnMut(&mut Engine) -> bool) -> Result<()> {
+    loop {
+        let d = with(|e| {
+            if done(e) {
+                return true;
+            }
+            e.progress();
+            done(e)
+        })?;
+        if d {
+            return Ok(());
+        }
+        // Nonblocking collectives may wait for a user reduction that only runs out here.
+        crate::mpi::coll::run_deferred();
+        idle();
+    }
+}

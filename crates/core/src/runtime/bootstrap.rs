@@ -1,0 +1,533 @@
+//! Bootstrap: how a process learns who it is, who the others are and where they live.
+//!
+//! Start-up with a process manager (PMI: our mpirun, MPICH's Hydra, Slurm):
+//! 1. connect to PMI (`PMI_FD`, or `PMI_PORT` + `PMI_ID`) and learn rank, size, job id;
+//! 2. publish a business card (host identity, machine, pid, the TCP address when the transport
+//!    layer opened a listener, CPU affinity) in the PMI key-value space; barrier; read every
+//!    card ([`Boot::exchange`]);
+//! 3. the transport layer sets up shared memory between the processes of each host with
+//!    further barriers ([`Boot::barrier`]) and chooses a route per peer
+//!    (`transport::net::Net::open`);
+//! 4. oversubscription (processes of this machine against its usable CPUs) decides whether
+//!    waiting ranks yield ([`Boot::placement`]).
+//!
+//! Without PMI variables the process is a singleton: size 1, only the self route.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use protean_pmi::PmiClient;
+
+use crate::config::Config;
+use crate::error::{ErrorClass, MpiError, Result};
+
+pub use crate::ids::Gpid;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Card {
+    /// Host identity for the choice of transport (`hostname` tunable, else the kernel's host
+    /// name, boot id and network namespace: see [`host_identity`]).
+    pub host: String,
+    /// The machine whose CPUs the process shares (its kernel's boot id, [`machine_id`]).
+    pub node: String,
+    pub pid: u32,
+    pub tcp: Option<SocketAddr>,
+    /// CPUs the process may run on (bit set).
+    pub cpus: Vec<u64>,
+}
+
+impl Card {
+    /// `host|node|pid|addr:port|cpus` (`-` without TCP; cpus as hex words). PMI values may not
+    /// contain spaces, `=` or backslashes (Hydra cuts or drops such values), and host names
+    /// contain none of `|`.
+    pub fn encode(&self) -> String {
+        let t = self.tcp.map_or_else(|| "-".to_string(), |a| a.to_string());
+        format!(
+            "{}|{}|{}|{t}|{}",
+            self.host,
+            self.node,
+            self.pid,
+            mask_encode(&self.cpus)
+        )
+    }
+
+    pub fn decode(s: &str) -> Option<Card> {
+        let mut it = s.split('|');
+        let host = it.next().filter(|h| !h.is_empty())?.to_string();
+        let node = it.next().filter(|h| !h.is_empty())?.to_string();
+        let pid = it.next()?.parse().ok()?;
+        let tcp = match it.next()? {
+            "-" => None,
+            a => Some(a.parse().ok()?),
+        };
+        let cpus = mask_decode(it.next()?)?;
+        if it.next().is_some() {
+            return None;
+        }
+        Some(Card {
+            host,
+            node,
+            pid,
+            tcp,
+            cpus,
+        })
+    }
+}
+
+/// What start-up learned about this process and the job.
+pub struct Boot {
+    pub pmi: Option<PmiClient>,
+    pub rank: u32,
+    pub size: u32,
+    pub appnum: i32,
+    pub jobid: String,
+    /// This host's name (`hostname` tunable, else the kernel's): for messages and
+    /// MPI_Get_processor_name.
+    pub hostname: String,
+    /// Host identity for the choice of transport: the `hostname` tunable as given (emulated
+    /// hosts), else [`host_identity`].
+    pub host_id: String,
+    /// Every process's card, by rank (None before [`Boot::exchange`], or for a singleton).
+    pub cards: Vec<Option<Card>>,
+    /// Every process's host identity, by rank.
+    pub hosts: Vec<String>,
+    /// The job's key for authenticating connections: made by rank 0, handed out with the
+    /// business cards (None for a singleton).
+    pub key: Option<[u8; 32]>,
+    /// The process manager placed every process on one node (PMI_process_mapping), when it
+    /// says so.
+    pub one_node: Option<bool>,
+}
+
+impl Boot {
+    /// Connect to the process manager, if there is one.
+    pub fn start(cfg: &Config) -> Result<Boot> {
+        let pmi = PmiClient::from_env().map_err(pmi_err)?;
+        let (rank, size, appnum) = match &pmi {
+            Some(p) => (p.rank(), p.size(), p.appnum()),
+            None => (0, 1, 0),
+        };
+        let jobid = match (std::env::var("PROTEAN_JOBID"), &pmi) {
+            (Ok(j), _) if !j.is_empty() => sanitize(&j),
+            (_, Some(p)) => sanitize(p.kvsname()),
+            _ => format!("s{}", std::process::id()),
+        };
+        let hostname = if cfg.hostname.is_empty() {
+            kernel_hostname()
+        } else {
+            cfg.hostname.clone()
+        };
+        let mut pmi = pmi;
+        let one_node = match pmi.as_mut().filter(|_| size > 1) {
+            Some(p) => p
+                .get("PMI_process_mapping")
+                .ok()
+                .flatten()
+                .and_then(|m| one_node(&m, size as usize)),
+            None => Some(true),
+        };
+        let host_id = if cfg.hostname.is_empty() {
+            host_identity(&hostname)
+        } else {
+            hostname.clone()
+        };
+        Ok(Boot {
+            key: None,
+            one_node,
+            pmi,
+            rank,
+            size,
+            appnum,
+            jobid,
+            hosts: vec![host_id.clone(); size as usize],
+            host_id,
+            hostname,
+            cards: vec![None; size as usize],
+        })
+    }
+
+    /// Several processes, started by a process manager.
+    pub fn is_job(&self) -> bool {
+        self.pmi.is_some() && self.size > 1
+    }
+
+    /// Publish our card (with the TCP address we listen on, if any), wait for everyone's, and
+    /// read them all; rank 0 publishes the job's key with its card. Nothing to do for a
+    /// singleton.
+    pub fn exchange(&mut self, tcp: Option<SocketAddr>) -> Result<()> {
+        let Some(p) = self.pmi.as_mut().filter(|_| self.size > 1) else {
+            return Ok(());
+        };
+        if self.rank == 0 {
+            let mut key = [0u8; 32];
+            getrandom::getrandom(&mut key).map_err(|e| {
+                MpiError::new(
+                    ErrorClass::Other,
+                    format!("cannot draw the job's key from the kernel: {e}"),
+                )
+            })?;
+            p.put("protean-key", &hex(&key)).map_err(pmi_err)?;
+            self.key = Some(key);
+        }
+        let card = Card {
+            host: self.host_id.clone(),
+            node: machine_id(),
+            pid: std::process::id(),
+            tcp,
+            cpus: affinity(),
+        };
+        p.put(&format!("protean-card-{}", self.rank), &card.encode())
+            .map_err(pmi_err)?;
+        p.barrier().map_err(pmi_err)?;
+        for r in 0..self.size {
+            let v = p
+                .get(&format!("protean-card-{r}"))
+                .map_err(pmi_err)?
+                .ok_or_else(|| {
+                    MpiError::new(
+                        ErrorClass::Other,
+                        format!("rank {r} published no business card"),
+                    )
+                })?;
+            let c = Card::decode(&v).ok_or_else(|| {
+                MpiError::new(
+                    ErrorClass::Other,
+                    format!("rank {r} published a malformed business card: {v}"),
+                )
+            })?;
+            self.hosts[r as usize] = c.host.clone();
+            self.cards[r as usize] = Some(c);
+        }
+        if self.key.is_none() {
+            let v = p.get("protean-key").map_err(pmi_err)?;
+            let key = v.as_deref().and_then(unhex).ok_or_else(|| {
+                MpiError::new(
+                    ErrorClass::Other,
+                    "rank 0 published no key for the job's connections".to_string(),
+                )
+            })?;
+            self.key = Some(key);
+        }
+        Ok(())
+    }
+
+    /// A barrier over the whole job (a no-op for a singleton).
+    pub fn barrier(&mut self) -> Result<()> {
+        match self.pmi.as_mut() {
+            Some(p) => p.barrier().map_err(pmi_err),
+            None => Ok(()),
+        }
+    }
+
+    /// The processes on this host (ascending gpids), us included.
+    pub fn local(&self) -> Vec<Gpid> {
+        (0..self.size)
+            .filter(|&r| self.hosts[r as usize] == self.host_id)
+            .collect()
+    }
+
+    /// Does any host hold several processes of the job?
+    pub fn shared_somewhere(&self) -> bool {
+        let mut h: Vec<&String> = self.hosts.iter().collect();
+        h.sort();
+        h.windows(2).any(|w| w[0] == w[1])
+    }
+
+    /// Processes of the job on this machine, and the CPUs they may use between them. The
+    /// machine is the kernel's boot id: emulated hosts (names, network namespaces) share its
+    /// CPUs, and each process may be pinned to one CPU, so one process's own mask says little.
+    pub fn placement(&self) -> (usize, usize) {
+        let own_mask = affinity();
+        let node = machine_id();
+        let masks: Vec<&[u64]> = match self.pmi.as_ref().filter(|_| self.size > 1) {
+            Some(_) => self
+                .cards
+                .iter()
+                .flatten()
+                .filter(|c| c.node == node)
+                .map(|c| &c.cpus[..])
+                .collect(),
+            None => vec![&own_mask[..]],
+        };
+        (masks.len().max(1), cpus_of(&masks))
+    }
+
+    /// The address to listen on and advertise: `tcp_addr` when set, else loopback when the
+    /// whole job is on this node, else the host's first non-loopback IPv4 address (loopback
+    /// when it has none).
+    pub fn listen_addr(cfg: &Config, one_node: bool) -> Ipv4Addr {
+        if let Ok(ip) = cfg.tcp_addr.parse::<Ipv4Addr>() {
+            return ip;
+        }
+        if one_node {
+            return Ipv4Addr::LOCALHOST;
+        }
+        primary_ipv4().unwrap_or(Ipv4Addr::LOCALHOST)
+    }
+}
+
+/// The CPUs this process may run on, as a bit set (bit i: CPU i).
+fn affinity() -> Vec<u64> {
+    // SAFETY: sched_getaffinity fills a cpu_set_t we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            let n = libc::CPU_SETSIZE as usize;
+            let mut words = vec![0u64; n.div_ceil(64)];
+            for cpu in 0..n {
+                if libc::CPU_ISSET(cpu, &set) {
+                    words[cpu / 64] |= 1 << (cpu % 64);
+                }
+            }
+            while words.len() > 1 && *words.last().expect("non-empty") == 0 {
+                words.pop();
+            }
+            if words.iter().any(|w| *w != 0) {
+                return words;
+            }
+        }
+    }
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut words = vec![0u64; n.div_ceil(64)];
+    for cpu in 0..n {
+        words[cpu / 64] |= 1 << (cpu % 64);
+    }
+    words
+}
+
+/// A CPU set as hex words, most significant first, `.`-separated (no PMI-unsafe characters).
+fn mask_encode(m: &[u64]) -> String {
+    m.iter()
+        .rev()
+        .map(|w| format!("{w:x}"))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn mask_decode(s: &str) -> Option<Vec<u64>> {
+    let mut v: Vec<u64> = s
+        .split('.')
+        .map(|w| u64::from_str_radix(w, 16).ok())
+        .collect::<Option<_>>()?;
+    v.reverse();
+    Some(v)
+}
+
+/// CPUs the processes of this host can use between them (the union of their affinities).
+fn cpus_of(masks: &[&[u64]]) -> usize {
+    let len = masks.iter().map(|m| m.len()).max().unwrap_or(0);
+    (0..len)
+        .map(|i| {
+            masks
+                .iter()
+                .fold(0u64, |acc, m| acc | m.get(i).copied().unwrap_or(0))
+                .count_ones() as usize
+        })
+        .sum::<usize>()
+        .max(1)
+}
+
+/// This process's host identity for the choice of transport: the kernel's host name, the boot
+/// (the machine) and the network namespace. Processes in different network namespaces are
+/// different hosts even on one machine (their loopback and addresses differ), as are those of
+/// different machines that happen to share a host name.
+pub fn host_identity(name: &str) -> String {
+    let netns = std::fs::read_link("/proc/self/ns/net")
+        .ok()
+        .and_then(|l| {
+            let l = l.to_string_lossy().into_owned();
+            let n = l
+                .strip_prefix("net:[")?
+                .strip_suffix(']')?
+                .parse::<u64>()
+                .ok()?;
+            Some(format!("{n:x}"))
+        })
+        .unwrap_or_default();
+    format!("{name}~{}.{netns}", &machine_id()[..8])
+}
+
+/// The running kernel's boot id: one per machine (and per boot), shared by every namespace and
+/// container on it; the kernel host name when it cannot be read.
+pub fn machine_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().replace('-', ""))
+        .filter(|s| s.len() >= 8 && s.chars().all(|c| c.is_ascii_hexdigit()))
+        .unwrap_or_else(|| format!("{:0<8}", sanitize(&kernel_hostname())))
+}
+
+pub fn kernel_hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
+        let n = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        return String::from_utf8_lossy(&buf[..n]).into_owned();
+    }
+    "localhost".into()
+}
+
+/// First non-loopback IPv4 address of this host, if any.
+fn primary_ipv4() -> Option<Ipv4Addr> {
+    let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we walk read-only and free.
+    unsafe {
+        if libc::getifaddrs(&mut ifs) != 0 {
+            return None;
+        }
+        let mut found = None;
+        let mut p = ifs;
+        while !p.is_null() {
+            let a = (*p).ifa_addr;
+            if !a.is_null()
+                && (*a).sa_family as i32 == libc::AF_INET
+                && (*p).ifa_flags & libc::IFF_UP as u32 != 0
+            {
+                let sin = &*(a as *const libc::sockaddr_in);
+                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                if !ip.is_loopback() {
+                    found = Some(ip);
+                    break;
+                }
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(ifs);
+        found
+    }
+}
+
+/// Lower-case hex.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// 32 bytes from 64 hex digits.
+fn unhex(s: &str) -> Option<[u8; 32]> {
+    let s = s.trim();
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut k = [0u8; 32];
+    for (i, b) in k.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(k)
+}
+
+/// Does PMI_process_mapping (`(vector,(node,nodes,per_node),...)`, as Hydra and Slurm write
+/// it) put all `size` processes on one node? None when it does not parse or does not cover
+/// them.
+fn one_node(mapping: &str, size: usize) -> Option<bool> {
+    let body = mapping.trim().strip_prefix("(vector,")?.strip_suffix(')')?;
+    let mut nodes = std::collections::BTreeSet::new();
+    let mut covered = 0usize;
+    for part in body.split("),") {
+        let t = part.trim().trim_start_matches('(').trim_end_matches(')');
+        let v: Vec<usize> = t
+            .split(',')
+            .map(|x| x.trim().parse().ok())
+            .collect::<Option<_>>()?;
+        let [node, count, per] = v[..] else {
+            return None;
+        };
+        for k in 0..count {
+            nodes.insert(node + k);
+        }
+        covered = covered.checked_add(count.checked_mul(per)?)?;
+    }
+    (covered >= size).then_some(nodes.len() == 1)
+}
+
+pub fn pmi_err(e: protean_pmi::PmiError) -> MpiError {
+    MpiError::new(ErrorClass::Other, format!("process manager (PMI): {e}"))
+}
+
+pub fn io_err(what: &str, e: std::io::Error) -> MpiError {
+    MpiError::new(ErrorClass::Other, format!("{what}: {e}"))
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(40)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_identity_names_the_host_machine_and_network_namespace() {
+        let id = host_identity("h1");
+        let (name, rest) = id.split_once('~').unwrap();
+        assert_eq!(name, "h1");
+        let (boot, netns) = rest.split_once('.').unwrap();
+        assert_eq!(boot, &machine_id()[..8]);
+        assert!(
+            !netns.is_empty() && netns.chars().all(|c| c.is_ascii_hexdigit()),
+            "{id}"
+        );
+        // Nothing a business card or PMI value cannot carry.
+        assert!(!id.contains(['|', ' ', '=', '\\']));
+        assert_eq!(host_identity("h1"), id);
+        assert_ne!(host_identity("h2"), id);
+    }
+
+    #[test]
+    fn cards_roundtrip_and_reject_garbage() {
+        let c = Card {
+            host: "node-1".into(),
+            node: "m1".into(),
+            pid: 42,
+            tcp: Some("10.0.0.2:5555".parse().unwrap()),
+            cpus: vec![0xf0, 0, 1],
+        };
+        assert_eq!(Card::decode(&c.encode()), Some(c));
+        let c = Card {
+            host: "n".into(),
+            node: "m".into(),
+            pid: 1,
+            tcp: None,
+            cpus: vec![3],
+        };
+        assert_eq!(Card::decode(&c.encode()), Some(c.clone()));
+        assert!(!c.encode().contains(['=', ' ', '\\']));
+        assert_eq!(Card::decode("x"), None);
+        assert_eq!(Card::decode("x|m|notanumber|-|1"), None);
+        assert_eq!(Card::decode("x|m|1|bad|1"), None);
+        assert_eq!(Card::decode("x|m|1|-|1|extra"), None);
+        assert_eq!(Card::decode("x|m|1|-|zz"), None);
+        assert_eq!(Card::decode("x||1|-|1"), None);
+        assert_eq!(Card::decode(""), None);
+    }
+
+    #[test]
+    fn process_mappings_and_keys() {
+        assert_eq!(one_node("(vector,(0,1,4))", 4), Some(true));
+        assert_eq!(one_node("(vector,(0,2,2))", 4), Some(false));
+        assert_eq!(one_node("(vector,(0,1,2),(1,1,2))", 4), Some(false));
+        assert_eq!(
+            one_node("(vector,(0,1,2))", 4),
+            None,
+            "does not cover the job"
+        );
+        assert_eq!(one_node("nonsense", 2), None);
+        assert_eq!(one_node("(vector,(0,x,2))", 2), None);
+        let k = [0xa5u8; 32];
+        assert_eq!(unhex(&hex(&k)), Some(k));
+        assert_eq!(unhex("00"), None);
+        assert_eq!(unhex(&"zz".repeat(32)), None);
+    }
+
+    #[test]
+    fn cpus_are_the_union_of_masks() {
+        // Two processes pinned to CPUs 0 and 1: two CPUs between them.
+        assert_eq!(cpus_of(&[&[0b01], &[0b10]]), 2);
+        // Both restricted to CPU 0.
+        assert_eq!(cpus_of(&[&[0b1], &[0b1]]), 1);
+        assert_eq!(cpus_of(&[&[0b11, 1], &[0b100]]), 4);
+        assert_eq!(cpus_of(&[]), 1);
+        assert!(!affinity().is_empty());
+    }
+}

@@ -1,0 +1,434 @@
+//! The dispatcher: the transports of one process, seen by the protocol layer as one
+//! [`Transport`].
+//!
+//! Each peer has a route chosen at setup (coarse-grained reconfiguration: self for our own
+//! process, shared memory for processes on this host when allowed, else TCP). Every call
+//! dispatches on the peer's route with a match, not a virtual call, and calls nothing but the
+//! [`Transport`] trait of the transport behind it; a new transport adds a route, a field and
+//! an arm to [`on_route!`].
+
+use std::net::SocketAddr;
+
+use super::selfloop::SelfLoop;
+use super::shm::{Geometry, Shm};
+use super::tcp::lanes::Mode;
+use super::tcp::Tcp;
+use super::tcp::MAX_LANES;
+use super::{
+    Caps, Copied, CopyError, FrameSink, Gpid, Region, Route, SendError, Sent, Span, Token,
+    Transport, HEADER_LEN,
+};
+use crate::config::{parse_rules, Config, RankSet};
+use crate::error::{ErrorClass, MpiError};
+use crate::runtime::bootstrap::{io_err, Boot};
+
+pub struct Net {
+    me: Gpid,
+    routes: Vec<Route>,
+    own: SelfLoop,
+    shm: Option<Shm>,
+    tcp: Option<Tcp>,
+}
+
+/// `on_route!(net, peer, t => expr, unreachable)`: evaluate `expr` with `t` the transport
+/// that reaches `peer`, or `unreachable` when none does.
+macro_rules! on_route {
+    ($net:expr, $peer:expr, $t:ident => $e:expr, $none:expr) => {
+        match $net.routes.get($peer as usize).copied() {
+            Some(Route::Shm) => match $net.shm.as_mut() {
+                Some($t) => $e,
+                None => $none,
+            },
+            Some(Route::Tcp) => match $net.tcp.as_mut() {
+                Some($t) => $e,
+                None => $none,
+            },
+            Some(Route::SelfLoop) => {
+                let $t = &mut $net.own;
+                $e
+            }
+            Some(Route::Unreachable) | None => $none,
+        }
+    };
+}
+
+/// The same for `&self` methods.
+macro_rules! on_route_ref {
+    ($net:expr, $peer:expr, $t:ident => $e:expr, $none:expr) => {
+        match $net.routes.get($peer as usize).copied() {
+            Some(Route::Shm) => match $net.shm.as_ref() {
+                Some($t) => $e,
+                None => $none,
+            },
+            Some(Route::Tcp) => match $net.tcp.as_ref() {
+                Some($t) => $e,
+                None => $none,
+            },
+            Some(Route::SelfLoop) => {
+                let $t = &$net.own;
+                $e
+            }
+            Some(Route::Unreachable) | None => $none,
+        }
+    };
+}
+
+fn unreachable(peer: Gpid) -> SendError {
+    SendError::Failed(format!("no transport reaches process {peer}"))
+}
+
+/// Cooperative-copy slots each process offers (large sends in flight at once that may use it).
+const COOP_SLOTS: usize = 64;
+
+/// The lane mode for TCP peers and the per-peer rules, from the tunables.
+fn lane_settings(cfg: &Config) -> std::result::Result<(Mode, Vec<(RankSet, Mode)>), String> {
+    let max = cfg.tcp_lanes_max.clamp(1, MAX_LANES as i64) as u8;
+    let mode = Mode::parse(&cfg.tcp_lanes, max).map_err(|e| format!("tcp_lanes: {e}"))?;
+    let rules = parse_rules(&cfg.tcp_lanes_peers, |v| Mode::parse(v, max))
+        .map_err(|e| format!("tcp_lanes_peers: {e}"))?;
+    Ok((mode, rules))
+}
+
+/// `transports`-style list: `shm,tcp`.
+fn transport_list(text: &str) -> std::result::Result<Vec<&'static str>, String> {
+    let mut v = Vec::new();
+    for t in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        v.push(match t.to_ascii_lowercase().as_str() {
+            "shm" => "shm",
+            "tcp" => "tcp",
+            "self" => "self",
+            _ => return Err(format!("unknown transport '{t}' (known: shm, tcp)")),
+        });
+    }
+    Ok(v)
+}
+
+impl Net {
+    /// Open the transports of this process and choose the route to every other: TCP listener
+    /// (when TCP may be used), business-card exchange, shared memory among the processes of
+    /// each host (create, barrier, map the peers', barrier, unlink), then per peer self, shm
+    /// (same host, when allowed) or TCP. Every process of the job takes part in every barrier.
+    pub fn open(boot: &mut Boot, cfg: &Config) -> crate::error::Result<Net> {
+        let cfg_err = |name: &str, why: String| {
+            MpiError::new(ErrorClass::Other, format!("PROTEAN_{name}: {why}"))
+        };
+        let allowed = transport_list(&cfg.transports).map_err(|e| cfg_err("TRANSPORTS", e))?;
+        // Per-peer overrides: the first rule naming either end of a pair decides for both.
+        let peer_rules = parse_rules(&cfg.transport_peers, transport_list)
+            .map_err(|e| cfg_err("TRANSPORT_PEERS", e))?;
+        let (rank, size) = (boot.rank, boot.size);
+        let me = rank as Gpid;
+        let allowed_for = |r: Gpid| -> &[&str] {
+            peer_rules
+                .iter()
+                .find(|(s, _)| s.contains(me) || s.contains(r))
+                .map_or(&allowed[..], |(_, l)| &l[..])
+        };
+        let any_allows =
+            |t: &str| allowed.contains(&t) || peer_rules.iter().any(|(_, l)| l.contains(&t));
+        let allow_shm = any_allows("shm");
+        let allow_tcp = any_allows("tcp");
+
+        // The listener binds the address its card advertises: loopback when every process of
+        // the job is on this node, so nothing off the machine can even connect.
+        let mut tcp = None;
+        let bind = Boot::listen_addr(cfg, boot.one_node == Some(true));
+        if boot.is_job() && allow_tcp {
+            tcp = Some(
+                Tcp::new(
+                    me,
+                    bind,
+                    cfg.tcp_nodelay,
+                    cfg.tcp_sockbuf as usize,
+                    cfg.tcp_frag_bytes as usize,
+                    cfg.tcp_frame_max as usize,
+                    cfg.verbose > 0,
+                )
+                .map_err(|e| io_err("cannot open a TCP listener", e))?,
+            );
+        }
+        boot.exchange(tcp.as_ref().map(|t| SocketAddr::from((bind, t.port()))))?;
+        if let (Some(t), Some(key)) = (tcp.as_mut(), boot.key) {
+            t.start(key, size as usize);
+            let (mode, rules) = lane_settings(cfg).map_err(|e| cfg_err("TCP_LANES", e))?;
+            t.set_lanes(mode, rules);
+        }
+        let local = boot.local();
+
+        // Shared memory among the processes of this host. The PMI barriers are collective over
+        // the whole job: every process takes part when any host has several processes, also
+        // one alone on its host (with three processes on two hosts, the single one's absence
+        // would stop the other two forever).
+        let mut shm = None;
+        if allow_shm && boot.is_job() && boot.shared_somewhere() {
+            let mut s = None;
+            if local.len() > 1 {
+                let g = Geometry::new(
+                    cfg.shm_fast_channels as usize,
+                    cfg.shm_ring_bytes as usize,
+                    cfg.shm_queue_cells as usize,
+                    cfg.shm_cell_bytes as usize,
+                    COOP_SLOTS,
+                );
+                s = Some(
+                    Shm::create(&boot.jobid, me, &local, g)
+                        .map_err(|e| io_err("cannot create the shared-memory segment", e))?,
+                );
+            }
+            boot.barrier()?;
+            if let Some(s) = s.as_mut() {
+                s.attach(&local, size as usize)
+                    .map_err(|e| io_err("cannot map a peer's shared-memory segment", e))?;
+            }
+            boot.barrier()?;
+            if let Some(s) = s.as_mut() {
+                s.unlink();
+                s.set_copy(cfg.shm_coop_min as usize, cfg.shm_coop_chunk as usize);
+            }
+            shm = s;
+        }
+
+        let mut routes = vec![Route::Unreachable; size as usize];
+        for r in 0..size {
+            let i = r as usize;
+            let pair = allowed_for(r);
+            routes[i] = if r == rank {
+                Route::SelfLoop
+            } else if pair.contains(&"shm") && shm.as_ref().is_some_and(|s| s.reaches(r)) {
+                Route::Shm
+            } else if let (true, Some(t), Some(Some(c))) =
+                (pair.contains(&"tcp"), tcp.as_mut(), boot.cards.get(i))
+            {
+                match c.tcp {
+                    Some(a) => {
+                        t.set_addr(r, a);
+                        Route::Tcp
+                    }
+                    None => Route::Unreachable,
+                }
+            } else {
+                Route::Unreachable
+            };
+        }
+        if let Some(r) = routes.iter().position(|r| *r == Route::Unreachable) {
+            return Err(MpiError::new(
+                ErrorClass::Other,
+                format!(
+                    "no transport reaches rank {r} (host {}) from rank {rank} (host {}) with PROTEAN_TRANSPORTS={}{}",
+                    boot.hosts[r],
+                    boot.hostname,
+                    cfg.transports,
+                    if cfg.transport_peers.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" PROTEAN_TRANSPORT_PEERS={}", cfg.transport_peers)
+                    }
+                ),
+            ));
+        }
+        // Routes are symmetric (same host and same settings on both ends), so when no peer
+        // uses TCP nobody will connect to us either: close the listener rather than poll it.
+        if !routes.contains(&Route::Tcp) {
+            tcp = None;
+        }
+        Ok(Net::new(me, routes, shm, tcp))
+    }
+
+    /// The transports of process `me`, and the route to each process (indexed by gpid).
+    pub fn new(me: Gpid, routes: Vec<Route>, shm: Option<Shm>, tcp: Option<Tcp>) -> Net {
+        Net {
+            me,
+            routes,
+            own: SelfLoop::new(me),
+            shm,
+            tcp,
+        }
+    }
+
+    pub fn me(&self) -> Gpid {
+        self.me
+    }
+
+    /// The route to every process, by gpid.
+    pub fn routes(&self) -> &[Route] {
+        &self.routes
+    }
+
+    /// The route to `peer`.
+    #[inline]
+    pub fn route(&self, peer: Gpid) -> Route {
+        self.routes
+            .get(peer as usize)
+            .copied()
+            .unwrap_or(Route::Unreachable)
+    }
+
+    /// Is a transport of this kind open?
+    pub fn has(&self, r: Route) -> bool {
+        match r {
+            Route::SelfLoop => true,
+            Route::Shm => self.shm.is_some(),
+            Route::Tcp => self.tcp.is_some(),
+            Route::Unreachable => false,
+        }
+    }
+
+    /// Largest payload of a frame sent over TCP (`tcp_frag_bytes`, writable at run time).
+    pub fn set_tcp_frag(&mut self, frag: usize) {
+        if let Some(t) = self.tcp.as_mut() {
+            t.set_frag(frag);
+        }
+    }
+
+    /// Lanes on TCP (`tcp_lanes`, `tcp_lanes_peers`, `tcp_lanes_max`); Err names the problem.
+    pub fn set_tcp_lanes(&mut self, cfg: &Config) -> std::result::Result<(), String> {
+        let (mode, rules) = lane_settings(cfg)?;
+        if let Some(t) = self.tcp.as_mut() {
+            t.set_lanes(mode, rules);
+        }
+        Ok(())
+    }
+
+    /// Cooperative single copy on shared memory (`shm_coop_min`, `shm_coop_chunk`).
+    pub fn set_shm_copy(&mut self, min: usize, chunk: usize) {
+        if let Some(s) = self.shm.as_mut() {
+            s.set_copy(min, chunk);
+        }
+    }
+}
+
+impl Transport for Net {
+    fn name(&self) -> &'static str {
+        "net"
+    }
+
+    #[inline]
+    fn reaches(&self, peer: Gpid) -> bool {
+        on_route_ref!(self, peer, t => t.reaches(peer), false)
+    }
+
+    #[inline]
+    fn caps(&self, peer: Gpid) -> Caps {
+        on_route_ref!(self, peer, t => t.caps(peer), Caps::NONE)
+    }
+
+    #[inline]
+    fn queued(&self, peer: Gpid) -> usize {
+        on_route_ref!(self, peer, t => t.queued(peer), 0)
+    }
+
+    #[inline]
+    fn send(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        on_route!(self, peer, t => t.send(peer, hdr, small, body, token), Err(unreachable(peer)))
+    }
+
+    fn send_any(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        on_route!(self, peer, t => t.send_any(peer, hdr, small, body, token), Err(unreachable(peer)))
+    }
+
+    #[inline]
+    fn try_send(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], body: &[u8]) -> bool {
+        on_route!(self, peer, t => t.try_send(peer, hdr, body), false)
+    }
+
+    /// Poll every transport and hand arrived frames to the protocols.
+    #[inline]
+    fn progress<S: FrameSink>(&mut self, sink: &mut S) -> usize {
+        let mut n = 0;
+        if let Some(shm) = self.shm.as_mut() {
+            n += shm.progress(sink);
+        }
+        if let Some(tcp) = self.tcp.as_mut() {
+            n += tcp.progress(sink);
+        }
+        if self.own.has_work() {
+            n += self.own.progress(sink);
+        }
+        n
+    }
+
+    fn has_work(&self) -> bool {
+        self.own.has_work()
+            || self.shm.as_ref().is_some_and(|s| s.has_work())
+            || self.tcp.as_ref().is_some_and(|t| t.has_work())
+    }
+
+    #[inline]
+    fn hold(&mut self) {
+        if let Some(tcp) = self.tcp.as_mut() {
+            tcp.hold();
+        }
+    }
+
+    #[inline]
+    fn release<S: FrameSink>(&mut self, sink: &mut S) {
+        if let Some(tcp) = self.tcp.as_mut() {
+            tcp.release(sink);
+        }
+    }
+
+    fn expose(&mut self, peer: Gpid, buf: Span) -> Option<Region> {
+        on_route!(self, peer, t => t.expose(peer, buf), None)
+    }
+
+    fn retract(&mut self, peer: Gpid, region: &Region) {
+        on_route!(self, peer, t => t.retract(peer, region), ())
+    }
+
+    fn get(
+        &mut self,
+        peer: Gpid,
+        region: &Region,
+        offset: usize,
+        dst: Span,
+        token: Token,
+    ) -> Result<Copied, CopyError> {
+        on_route!(self, peer, t => t.get(peer, region, offset, dst, token),
+            Err(CopyError::Refused(format!("no transport reaches process {peer}"))))
+    }
+
+    fn put(
+        &mut self,
+        peer: Gpid,
+        region: &Region,
+        offset: usize,
+        src: Span,
+        token: Token,
+    ) -> Result<Copied, CopyError> {
+        on_route!(self, peer, t => t.put(peer, region, offset, src, token),
+            Err(CopyError::Refused(format!("no transport reaches process {peer}"))))
+    }
+
+    fn stats(&self) -> super::Stats {
+        let mut s = super::Stats::default();
+        if let Some(t) = self.tcp.as_ref() {
+            s += t.stats();
+        }
+        if let Some(t) = self.shm.as_ref() {
+            s += t.stats();
+        }
+        s
+    }
+
+    /// Close every channel and unmap shared memory (at finalize).
+    fn shutdown(&mut self) {
+        if let Some(t) = self.tcp.as_mut() {
+            t.shutdown();
+        }
+        self.shm = None;
+    }
+}

@@ -1,0 +1,2323 @@
+//! TCP transport: one stream per pair of processes (lanes for striping come later).
+//!
+//! Each process listens on one socket and publishes `addr:port` in its business card. A
+//! process that wants to send to a peer uses the connection it already has with that peer
+//! (accepted or opened), else connects and sends a hello (`magic: u32, gpid: u32`). Once a
+//! process has picked the connection it sends on to a peer it never changes it, so frames from
+//! one process to another stay in order even when both connected to each other at once; each
+//! side reads from every connection.
+//!
+//! A connection in the middle of a large payload (read straight into the receiver's memory)
+//! is read only when an epoll set (level triggered, asked without waiting) says it is
+//! readable: a receiver that keeps calling `recv` to find the socket dry takes the socket
+//! lock every time and slows the sender's softirq, which is delivering that very payload on
+//! the other core. Such a connection is read until the socket is dry before it waits for
+//! epoll again. Between frames every connection is simply tried with `recv`, which costs
+//! one system call less per small message than asking epoll first.
+//!
+//! Frames are read in chunks of up to 64 KiB, so the start of a large payload usually lands in
+//! the connection buffer and has to be copied again. After a directly placed payload the next
+//! frame is likely another one (a rendezvous stream), so its header is read alone first.
+//!
+//! Stream framing: `payload_len: u32` (little endian), the 32-byte frame header, the payload.
+//! Reads go into a per-connection buffer from which small frames are delivered in place. When
+//! the header of a large frame has arrived and its payload has not, the transport asks the
+//! protocol layer where the payload goes ([`FrameSink::place`], naming the frame by its
+//! header) and reads it straight there; the answer also says whether to wait for the payload
+//! whole or take it as it comes ([`Await`]). The transport never decodes a frame header.
+//! Writes use `sendmsg` with `MSG_NOSIGNAL` (a dead peer is an error, not a SIGPIPE); what the
+//! socket does not take stays queued, still referencing the caller's body until the token is
+//! reported.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::{Await, Caps, FrameSink, Gpid, SendError, Sent, Token, Transport, HEADER_LEN};
+
+pub mod hello;
+pub mod lanes;
+
+use crate::config::RankSet;
+use hello::{Hello, Key, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
+use lanes::{LaneCtl, Mode};
+
+/// Lanes a peer may have at most (the `accepted` bit sets and the per-lane counters).
+pub const MAX_LANES: u8 = 16;
+/// Bulk data striped over lanes waits in the engine (`NotNow`) rather than queue more than this
+/// on a lane: pieces stay free to go to whichever lane drains first, including lanes that
+/// are still opening.
+const LANE_QUEUE_MAX: usize = 1 << 20;
+
+const PREFIX: usize = 4 + HEADER_LEN;
+/// Largest payload a frame may have at all (the length prefix is 32 bits); the limit in force
+/// is the receiver's `tcp_frame_max`, announced in the handshake.
+pub const MAX_PAYLOAD: usize = 1 << 31;
+/// Handshakes of incoming connections in progress at most; more are refused at once.
+const MAX_PENDING: usize = 256;
+/// An incoming connection that has not finished its handshake by then is dropped.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const INLINE_SMALL: usize = 28;
+const RX_BUF: usize = 256 * 1024;
+/// Payloads at least this large, when their header is in and they are not, are offered for
+/// direct placement ([`FrameSink::place`]).
+const PLACE_MIN: usize = 16 * 1024;
+/// Bytes written per `sendmsg` at most, rounded down to whole segments (see `flush`).
+/// Measured on loopback (TCP latency and streams, 128 KiB to 4 MiB): 128 KiB halves stream
+/// throughput, 1 MiB and more cost 1 MiB ping-pongs 10-100%; 512 KiB is best at both.
+const SEND_CAP: usize = 512 * 1024;
+/// Largest receive low-water mark while a payload is awaited whole (see `Conn::set_lowat`):
+/// a whole fragment at the default `tcp_frag_bytes`.
+const LOWAT_MAX: usize = 1 << 20;
+/// Bytes asked of the kernel per read of frames (see `read_conn`).
+const READ_CHUNK: usize = 64 * 1024;
+
+struct Out {
+    head: [u8; PREFIX + INLINE_SMALL],
+    head_len: usize,
+    body: *const u8,
+    body_len: usize,
+    owned: Option<Vec<u8>>,
+    off: usize,
+    token: Token,
+}
+
+impl Out {
+    fn total(&self) -> usize {
+        self.head_len + self.body_len
+    }
+}
+
+enum RxState {
+    Frames,
+    /// Reading the payload of the frame `hdr` straight into the receiver's memory; `whole`:
+    /// wake for it only once the rest of it is there (see `Conn::set_lowat`).
+    Direct {
+        hdr: [u8; HEADER_LEN],
+        whole: bool,
+        ptr: *mut u8,
+        remaining: usize,
+        len: usize,
+    },
+}
+
+struct Conn {
+    sock: Socket,
+    peer: Gpid,
+    out: VecDeque<Out>,
+    /// Bytes of `out` not written yet (kept, not summed: every eager send over TCP asks).
+    queued: usize,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    rx: RxState,
+    /// Payload bytes the frame at the front of the buffer still needs (0: unknown).
+    want: usize,
+    closed: bool,
+    /// While placing a payload directly: the epoll set said so since we last read, or the
+    /// last read stopped before the socket ran dry: read it this pass.
+    readable: bool,
+    /// Not in the epoll set (adding it failed): read every pass.
+    unwatched: bool,
+    /// Bytes written per `sendmsg` at most: a whole number of segments (see `add_conn`).
+    send_cap: usize,
+    /// The last frame was placed directly, so the next is likely another large payload:
+    /// read its header alone first, so that none of that payload lands in `buf` (from
+    /// where it would have to be copied again).
+    header_first: bool,
+    /// The socket's receive low-water mark (SO_RCVLOWAT) now, and the most it may be set to.
+    lowat: usize,
+    lowat_max: usize,
+    /// A connection we opened whose acceptor has not proved the key yet: nothing is written
+    /// to it (frames queue) and nothing but the challenge is read from it.
+    connecting: Option<Box<Connecting>>,
+    /// The largest frame payload the peer accepts (from the handshake).
+    peer_max: usize,
+    /// Which of the peer's lanes this connection is (0: the one frames keep their order on).
+    lane: u8,
+}
+
+impl Conn {
+    /// Acknowledge what was read at once. A connection that carries data both ways (a
+    /// request and its reply) puts its receiver into delayed-acknowledgement mode, and a
+    /// sender whose payload ends in a short segment then waits for the acknowledgement
+    /// before it sends on: 64 KiB eager streams (a full loopback segment and 93 bytes per
+    /// message) ran at half speed in some launches. The option is not sticky; it is set
+    /// after each read that leaves part of a payload still to come.
+    fn quick_ack(&self) {
+        let v: libc::c_int = 1;
+        // SAFETY: setting an int socket option on our own open socket. Failure only costs
+        // speed.
+        unsafe {
+            libc::setsockopt(
+                self.sock.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_QUICKACK,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+
+    /// While a payload the protocol layer asked to await whole ([`Await::Whole`]) is placed
+    /// directly, the socket reports itself readable (and wakes the epoll set) only once the
+    /// rest of it (`left` bytes, at most `lowat_max`) is there, so it is read in one or a few
+    /// large pieces. Reading it as it trickles in costs the sender, which on loopback is the
+    /// bottleneck: every read that frees receive space can send it a window update, and every
+    /// segment that lands wakes the epoll set from the sender's softirq. Measured on a 4 MiB
+    /// rendezvous stream, the median round went from 6.3 to 8.8-10 GB/s, and the spread
+    /// between rounds halved; 1 MiB eager messages into posted receives went from 0.8x to
+    /// 1.0x of rendezvous. A payload whose latency counts ([`Await::AsItComes`]: a ping-pong)
+    /// keeps reading as data comes, because its latency would grow by the copy of the last
+    /// piece (1 MiB: 95 -> 113 us). `left` 0 restores the mark to 1 byte.
+    fn set_lowat(&mut self, left: usize) {
+        let want = left.clamp(1, self.lowat_max);
+        if want == self.lowat {
+            return;
+        }
+        let v = want as libc::c_int;
+        // SAFETY: setting an int socket option on our own open socket.
+        let ok = unsafe {
+            libc::setsockopt(
+                self.sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        } == 0;
+        if ok {
+            self.lowat = want;
+        } else {
+            // Not supported: leave it at what it is and stop trying.
+            self.lowat_max = self.lowat;
+        }
+    }
+}
+
+/// Our side of a connection we opened, until the acceptor proved it holds the key.
+struct Connecting {
+    /// The TCP connection itself is still being set up (a lane opened without waiting).
+    tcp_pending: bool,
+    hello: [u8; HELLO_LEN],
+    hello_sent: usize,
+    challenge: [u8; CHALLENGE_LEN],
+    got: usize,
+}
+
+/// A peer's lanes, as the sender of bulk data sees them.
+struct PeerLanes {
+    /// Our connections to the peer, by lane (lane 0 is also `send_conn`).
+    conns: Vec<Option<usize>>,
+    /// The lane the next piece tries first (pieces go round the lanes).
+    next: usize,
+    ctl: LaneCtl,
+    burst: Option<Burst>,
+}
+
+/// A run of bulk data to one peer, from when its lanes were idle until they are idle again
+/// (every byte acknowledged): what the lane count is measured by.
+struct Burst {
+    start: std::time::Instant,
+    bytes: u64,
+    /// Lanes it used, and whether all of them were open when it began.
+    lanes: u8,
+    clean: bool,
+}
+
+/// Where the handshake of an incoming connection is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Reading the connector's hello.
+    Hello,
+    /// Writing our challenge (bytes of it sent so far).
+    Answer(usize),
+    /// Reading the connector's proof.
+    Proof,
+}
+
+/// An incoming connection whose handshake is in progress (see [`hello`]).
+struct Incoming {
+    sock: Socket,
+    stage: Stage,
+    hello: [u8; HELLO_LEN],
+    challenge: [u8; CHALLENGE_LEN],
+    proof: [u8; PROOF_LEN],
+    got: usize,
+    peer: Gpid,
+    lane: u8,
+    since: std::time::Instant,
+}
+
+/// The TCP transport of one process.
+pub struct Tcp {
+    me: Gpid,
+    listener: Socket,
+    local: SocketAddr,
+    addrs: Vec<Option<SocketAddr>>,
+    conns: Vec<Conn>,
+    send_conn: Vec<Option<usize>>,
+    incoming: Vec<Incoming>,
+    done: Vec<Token>,
+    nodelay: bool,
+    sockbuf: usize,
+    verbose: bool,
+    /// Progress passes since the listener was last checked.
+    since_accept: u32,
+    /// The epoll set of our connections (event data: the connection index).
+    ep: OwnedFd,
+    /// Bytes of directly placed payloads that were read into a connection buffer first and
+    /// copied from there (the rest went straight from the socket to their destination).
+    relayed: u64,
+    /// Frames posted now are queued, not written, until `release` (see `hold`).
+    held: bool,
+    /// Largest payload of a frame we send (the protocol's fragment size).
+    frag: usize,
+    /// The job's key (set once the bootstrap handed it out; connections wait for it) and the
+    /// number of processes a hello may name.
+    key: Option<Key>,
+    nprocs: usize,
+    /// Largest frame payload we accept (`tcp_frame_max`, announced in the handshake).
+    frame_max: usize,
+    /// By peer, a bit per lane: an authenticated connection it opened to us for that lane
+    /// exists (a second one is refused).
+    accepted: Vec<u64>,
+    /// Bulk data: lanes by peer, how many each peer gets (a default and per-peer rules), and
+    /// payload bytes sent on each lane number.
+    peer_lanes: Vec<Option<Box<PeerLanes>>>,
+    lane_mode: Mode,
+    lane_rules: Vec<(RankSet, Mode)>,
+    lane_bytes: [u64; MAX_LANES as usize],
+    /// Bursts under way (see [`Burst`]).
+    bursts: usize,
+    /// Connections refused: bad handshakes, failed proofs, duplicates, timeouts, floods.
+    rejected: u64,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}
+
+/// The least round trip a connection has seen (TCP_INFO `tcpi_min_rtt`: the smoothed one
+/// includes the time data waits in full buffers, which bulk transfers make long even on
+/// loopback), zero when the kernel does not say.
+fn rtt_of(s: &Socket) -> std::time::Duration {
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: TCP_INFO fills at most `len` bytes of our struct.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::from_micros(info.tcpi_min_rtt as u64)
+}
+
+/// Read into `buf[*got..]` without waiting: Ok(true) once `buf` is full, Ok(false) when the
+/// socket has nothing more now, Err when it closed or failed.
+fn read_exact_nb(fd: libc::c_int, buf: &mut [u8], got: &mut usize) -> Result<bool, String> {
+    while *got < buf.len() {
+        // SAFETY: reading into the unfilled tail of our own buffer.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                buf[*got..].as_mut_ptr().cast(),
+                buf.len() - *got,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n > 0 {
+            *got += n as usize;
+        } else if n == 0 {
+            return Err("closed during the handshake".into());
+        } else {
+            let e = io::Error::last_os_error();
+            if would_block(&e) {
+                return Ok(false);
+            }
+            return Err(format!("handshake: {e}"));
+        }
+    }
+    Ok(true)
+}
+
+/// Write `buf[*sent..]` without waiting: Ok(true) once all of it is written.
+fn write_all_nb(fd: libc::c_int, buf: &[u8], sent: &mut usize) -> Result<bool, String> {
+    while *sent < buf.len() {
+        // SAFETY: writing from our own buffer; MSG_NOSIGNAL turns a dead peer into an error.
+        let n = unsafe {
+            libc::send(
+                fd,
+                buf[*sent..].as_ptr().cast(),
+                buf.len() - *sent,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            *sent += n as usize;
+        } else {
+            let e = io::Error::last_os_error();
+            if would_block(&e) {
+                return Ok(false);
+            }
+            return Err(format!("handshake: {e}"));
+        }
+    }
+    Ok(true)
+}
+
+impl Tcp {
+    /// Listen on `bind` (port 0: any) and return the transport; publish [`Tcp::card`].
+    pub fn new(
+        me: Gpid,
+        bind: Ipv4Addr,
+        nodelay: bool,
+        sockbuf: usize,
+        frag: usize,
+        frame_max: usize,
+        verbose: bool,
+    ) -> io::Result<Tcp> {
+        let listener = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+        listener.set_reuse_address(true)?;
+        listener.bind(&SocketAddr::V4(SocketAddrV4::new(bind, 0)).into())?;
+        listener.listen(1024)?;
+        listener.set_nonblocking(true)?;
+        let local = listener
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("listener has no IP address"))?;
+        // SAFETY: plain system call; the descriptor it returns is ours alone.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `ep` is a fresh descriptor nothing else owns.
+        let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+        Ok(Tcp {
+            me,
+            listener,
+            local,
+            addrs: Vec::new(),
+            conns: Vec::new(),
+            send_conn: Vec::new(),
+            incoming: Vec::new(),
+            done: Vec::new(),
+            nodelay,
+            sockbuf,
+            verbose,
+            since_accept: 0,
+            ep,
+            relayed: 0,
+            held: false,
+            frag: frag.clamp(1, frame_max.clamp(1, MAX_PAYLOAD)),
+            key: None,
+            nprocs: 0,
+            frame_max: frame_max.clamp(1, MAX_PAYLOAD),
+            accepted: Vec::new(),
+            rejected: 0,
+            peer_lanes: Vec::new(),
+            lane_mode: Mode::Fixed(1),
+            lane_rules: Vec::new(),
+            lane_bytes: [0; MAX_LANES as usize],
+            bursts: 0,
+        })
+    }
+
+    /// Connections may start: the job's key and its number of processes (from the bootstrap).
+    pub fn start(&mut self, key: Key, nprocs: usize) {
+        self.key = Some(key);
+        self.nprocs = nprocs;
+        self.accepted.resize(nprocs, 0);
+    }
+
+    /// How many lanes bulk data to each peer uses: `default`, unless a rule names the peer
+    /// (first match). Peers already measured keep what they learned if their mode is the same.
+    pub fn set_lanes(&mut self, default: Mode, rules: Vec<(RankSet, Mode)>) {
+        self.lane_mode = default;
+        self.lane_rules = rules;
+        for (g, pl) in self.peer_lanes.iter_mut().enumerate() {
+            if let Some(pl) = pl {
+                let m = Self::mode_for(self.lane_mode, &self.lane_rules, g as Gpid);
+                if pl.ctl.mode() != m {
+                    pl.ctl = LaneCtl::new(m);
+                }
+            }
+        }
+    }
+
+    fn mode_for(default: Mode, rules: &[(RankSet, Mode)], peer: Gpid) -> Mode {
+        rules
+            .iter()
+            .find(|(s, _)| s.contains(peer))
+            .map_or(default, |(_, m)| *m)
+    }
+
+    /// Lanes bulk data to `peer` uses now.
+    pub fn lanes_of(&self, peer: Gpid) -> u8 {
+        match self.peer_lanes.get(peer as usize) {
+            Some(Some(pl)) => pl.ctl.target(),
+            _ => match Self::mode_for(self.lane_mode, &self.lane_rules, peer) {
+                Mode::Fixed(n) => n,
+                Mode::Auto { .. } => 1,
+            },
+        }
+    }
+
+    /// Connections open (or opening) to peers, beyond the first per peer: lanes in use.
+    pub fn extra_lanes(&self) -> u64 {
+        self.peer_lanes
+            .iter()
+            .flatten()
+            .map(|pl| pl.conns.iter().skip(1).flatten().count() as u64)
+            .sum()
+    }
+
+    /// The port we listen on.
+    pub fn port(&self) -> u16 {
+        self.local.port()
+    }
+
+    /// Tell the transport where peer `gpid` listens.
+    pub fn set_addr(&mut self, gpid: Gpid, addr: SocketAddr) {
+        let i = gpid as usize;
+        if self.addrs.len() <= i {
+            self.addrs.resize(i + 1, None);
+        }
+        self.addrs[i] = Some(addr);
+    }
+
+    /// The largest payload of a frame we send (`tcp_frag_bytes`).
+    pub fn set_frag(&mut self, frag: usize) {
+        self.frag = frag.clamp(1, self.frame_max);
+    }
+
+    fn tune(&self, s: &Socket) -> io::Result<()> {
+        self.size_buffers(s);
+        if self.nodelay {
+            s.set_tcp_nodelay(true)?;
+        }
+        s.set_nonblocking(true)
+    }
+
+    /// Socket buffers, set before a connection opens so that its window scale is chosen for
+    /// them (`tcp_sockbuf`; 0 leaves the kernel's defaults and autotuning).
+    fn size_buffers(&self, s: &Socket) {
+        if self.sockbuf > 0 {
+            let _ = s.set_send_buffer_size(self.sockbuf);
+            let _ = s.set_recv_buffer_size(self.sockbuf);
+        }
+    }
+
+    fn add_conn(
+        &mut self,
+        sock: Socket,
+        peer: Gpid,
+        lane: u8,
+        connecting: Option<Box<Connecting>>,
+    ) -> usize {
+        let i = self.conns.len();
+        // A write that is not a whole number of segments ends in a short one, which costs
+        // (on loopback) about as much as a full one: cap writes at whole segments.
+        let send_cap = match sock.tcp_mss() {
+            Ok(mss) if mss > 0 => (SEND_CAP / mss as usize).max(1) * mss as usize,
+            _ => SEND_CAP,
+        };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: i as u64,
+        };
+        // SAFETY: both descriptors are open and ours; `ev` is a valid event.
+        let watched = unsafe {
+            libc::epoll_ctl(
+                self.ep.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                sock.as_raw_fd(),
+                &mut ev,
+            )
+        } == 0;
+        // A low-water mark above what the receive window holds would never be reached.
+        let lowat_max = LOWAT_MAX
+            .min(sock.recv_buffer_size().unwrap_or(0) / 4)
+            .max(1);
+        self.conns.push(Conn {
+            sock,
+            lowat: 1,
+            lowat_max,
+            peer,
+            out: VecDeque::new(),
+            queued: 0,
+            buf: vec![0u8; RX_BUF],
+            start: 0,
+            end: 0,
+            rx: RxState::Frames,
+            want: 0,
+            closed: false,
+            // Frames may have come along with the handshake: look once.
+            readable: true,
+            unwatched: !watched,
+            header_first: false,
+            send_cap,
+            connecting,
+            peer_max: self.frame_max,
+            lane,
+        });
+        if self.send_conn.len() <= peer as usize {
+            self.send_conn.resize(peer as usize + 1, None);
+        }
+        if lane == 0 && self.send_conn[peer as usize].is_none() {
+            self.send_conn[peer as usize] = Some(i);
+        }
+        i
+    }
+
+    fn connect(&mut self, peer: Gpid) -> io::Result<usize> {
+        let addr = self
+            .addrs
+            .get(peer as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| io::Error::other(format!("no TCP address known for process {peer}")))?;
+        let s = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+        self.size_buffers(&s);
+        let mut tries = 0;
+        loop {
+            match s.connect(&addr.into()) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if tries < 50 && e.kind() == io::ErrorKind::ConnectionRefused => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(io::Error::new(e.kind(), format!("connect to {addr}: {e}"))),
+            }
+        }
+        // The hello goes at once; frames wait until the acceptor proved the key.
+        let hello = self.hello(0);
+        let mut sent = 0;
+        while sent < HELLO_LEN {
+            match s.send(&hello[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.tune(&s)?;
+        if self.verbose {
+            eprintln!(
+                "Protean[{}]: tcp connected to process {peer} at {addr}",
+                self.me
+            );
+        }
+        let hs = Box::new(Connecting {
+            tcp_pending: false,
+            hello,
+            hello_sent: HELLO_LEN,
+            challenge: [0; CHALLENGE_LEN],
+            got: 0,
+        });
+        Ok(self.add_conn(s, peer, 0, Some(hs)))
+    }
+
+    fn hello(&self, lane: u8) -> [u8; HELLO_LEN] {
+        Hello {
+            gpid: self.me,
+            lane,
+            max_frame: self.frame_max as u32,
+            nonce: hello::nonce(),
+        }
+        .encode()
+    }
+
+    /// Open lane `lane` (> 0) to `peer` without waiting: the connection, the hello and the
+    /// challenge complete in later passes (`finish_connect`).
+    fn open_lane(&mut self, peer: Gpid, lane: u8) -> io::Result<usize> {
+        let addr = self
+            .addrs
+            .get(peer as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| io::Error::other(format!("no TCP address known for process {peer}")))?;
+        let s = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+        self.tune(&s)?;
+        match s.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        if self.verbose {
+            eprintln!(
+                "Protean[{}]: opening tcp lane {lane} to process {peer} at {addr}",
+                self.me
+            );
+        }
+        let hs = Box::new(Connecting {
+            tcp_pending: true,
+            hello: self.hello(lane),
+            hello_sent: 0,
+            challenge: [0; CHALLENGE_LEN],
+            got: 0,
+        });
+        Ok(self.add_conn(s, peer, lane, Some(hs)))
+    }
+
+    fn conn_for(&mut self, peer: Gpid) -> io::Result<usize> {
+        if let Some(Some(i)) = self.send_conn.get(peer as usize) {
+            return Ok(*i);
+        }
+        if self.key.is_none() {
+            return Err(io::Error::other(
+                "TCP connections cannot start before the job's key is known",
+            ));
+        }
+        // The peer may have connected to us already; take that connection if so.
+        self.accept_all();
+        if let Some(Some(i)) = self.send_conn.get(peer as usize) {
+            return Ok(*i);
+        }
+        self.connect(peer)
+    }
+
+    /// Take new connections and advance the handshakes of incoming ones; a connection whose
+    /// connector proved the key joins the others. Nothing is read before the key is known.
+    fn accept_all(&mut self) {
+        let Some(key) = self.key else {
+            return;
+        };
+        while let Ok((sock, _)) = self.listener.accept() {
+            if self.incoming.len() >= MAX_PENDING || sock.set_nonblocking(true).is_err() {
+                self.reject("too many connections in their handshake");
+                continue;
+            }
+            self.incoming.push(Incoming {
+                sock,
+                stage: Stage::Hello,
+                hello: [0; HELLO_LEN],
+                challenge: [0; CHALLENGE_LEN],
+                proof: [0; PROOF_LEN],
+                got: 0,
+                peer: 0,
+                lane: 0,
+                since: std::time::Instant::now(),
+            });
+        }
+        let mut i = 0;
+        while i < self.incoming.len() {
+            match self.handshake_step(i, &key) {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    let inc = self.incoming.swap_remove(i);
+                    let bit = 1u64 << inc.lane;
+                    if self.accepted[inc.peer as usize] & bit != 0 {
+                        self.reject("a second connection from an already connected process");
+                        continue;
+                    }
+                    if self.tune(&inc.sock).is_ok() {
+                        self.accepted[inc.peer as usize] |= bit;
+                        self.add_conn(inc.sock, inc.peer, inc.lane, None);
+                    }
+                }
+                Err(why) => {
+                    self.incoming.swap_remove(i);
+                    self.reject(&why);
+                }
+            }
+        }
+    }
+
+    /// A connection failed its handshake: counted, and dropped without touching anything.
+    fn reject(&mut self, why: &str) {
+        self.rejected += 1;
+        if self.verbose {
+            eprintln!("Protean[{}]: refused a TCP connection: {why}", self.me);
+        }
+    }
+
+    /// Advance the handshake of incoming connection `i`: Ok(true) when its connector proved
+    /// the key, Ok(false) while it waits for bytes, Err when it must be dropped.
+    fn handshake_step(&mut self, i: usize, key: &Key) -> Result<bool, String> {
+        let (me, nprocs, frame_max) = (self.me, self.nprocs, self.frame_max);
+        let inc = &mut self.incoming[i];
+        if inc.since.elapsed() > HANDSHAKE_TIMEOUT {
+            return Err("handshake not finished in time".into());
+        }
+        let fd = inc.sock.as_raw_fd();
+        loop {
+            match inc.stage {
+                Stage::Hello => {
+                    if !read_exact_nb(fd, &mut inc.hello, &mut inc.got)? {
+                        return Ok(false);
+                    }
+                    let h = Hello::decode(&inc.hello).map_err(|e| e.to_string())?;
+                    if h.gpid as usize >= nprocs || h.gpid == me {
+                        return Err(format!("a hello from process {} (no such peer)", h.gpid));
+                    }
+                    if (h.max_frame as usize) < 4096 {
+                        return Err(format!("a frame limit of {} bytes", h.max_frame));
+                    }
+                    if h.lane >= MAX_LANES {
+                        return Err(format!("lane {} (at most {MAX_LANES})", h.lane));
+                    }
+                    inc.peer = h.gpid;
+                    inc.lane = h.lane;
+                    inc.challenge =
+                        hello::challenge(key, &inc.hello, me, frame_max as u32, hello::nonce());
+                    inc.stage = Stage::Answer(0);
+                }
+                Stage::Answer(sent) => {
+                    let mut sent = sent;
+                    if !write_all_nb(fd, &inc.challenge, &mut sent)? {
+                        inc.stage = Stage::Answer(sent);
+                        return Ok(false);
+                    }
+                    inc.got = 0;
+                    inc.stage = Stage::Proof;
+                }
+                Stage::Proof => {
+                    if !read_exact_nb(fd, &mut inc.proof, &mut inc.got)? {
+                        return Ok(false);
+                    }
+                    hello::check_proof(key, &inc.hello, &inc.challenge, &inc.proof)
+                        .map_err(|e| format!("process {} claimed: {e}", inc.peer))?;
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Write queued output of connection `ci`; report finished tokens.
+    fn flush(&mut self, ci: usize) -> io::Result<()> {
+        let c = &mut self.conns[ci];
+        if c.connecting.is_some() {
+            return Ok(()); // nothing goes before the acceptor proved the key
+        }
+        while !c.out.is_empty() {
+            let mut iov: [libc::iovec; 32] = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; 32];
+            let mut n = 0;
+            for o in c.out.iter() {
+                if n + 2 > iov.len() {
+                    break;
+                }
+                if o.off < o.head_len {
+                    iov[n] = libc::iovec {
+                        iov_base: o.head[o.off..o.head_len].as_ptr() as *mut _,
+                        iov_len: o.head_len - o.off,
+                    };
+                    n += 1;
+                }
+                let boff = o.off.saturating_sub(o.head_len);
+                if boff < o.body_len {
+                    // SAFETY: body points to body_len live bytes (owned, or kept alive by the
+                    // token's owner until it is reported).
+                    iov[n] = libc::iovec {
+                        iov_base: unsafe { o.body.add(boff) } as *mut _,
+                        iov_len: o.body_len - boff,
+                    };
+                    n += 1;
+                }
+            }
+            // At most `send_cap` bytes per call (see SEND_CAP).
+            let mut total = 0;
+            for (i, v) in iov[..n].iter_mut().enumerate() {
+                if total + v.iov_len >= c.send_cap {
+                    v.iov_len = c.send_cap - total;
+                    n = i + 1;
+                    break;
+                }
+                total += v.iov_len;
+            }
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = iov.as_mut_ptr();
+            msg.msg_iovlen = n as _;
+            // SAFETY: the iovecs describe live memory (see above); the socket is ours.
+            let r = unsafe {
+                libc::sendmsg(
+                    c.sock.as_raw_fd(),
+                    &msg,
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if would_block(&e) {
+                    return Ok(());
+                }
+                return Err(e);
+            }
+            let mut wrote = r as usize;
+            c.queued -= wrote;
+            while wrote > 0 {
+                let o = c.out.front_mut().expect("bytes written for a queued frame");
+                let left = o.total() - o.off;
+                if wrote >= left {
+                    wrote -= left;
+                    let o = c.out.pop_front().expect("front");
+                    if o.token != Token::NONE {
+                        self.done.push(o.token);
+                    }
+                } else {
+                    o.off += wrote;
+                    wrote = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Read and deliver what connection `ci` has. Returns frames delivered.
+    fn read_conn<S: FrameSink>(&mut self, ci: usize, sink: &mut S) -> usize {
+        if self.conns[ci].connecting.is_some() && !self.finish_connect(ci, sink) {
+            return 0;
+        }
+        let mut delivered = 0;
+        let c = &mut self.conns[ci];
+        if c.closed {
+            return 0;
+        }
+        let fd = c.sock.as_raw_fd();
+        for _round in 0..16 {
+            // 1. Direct placement in progress: read into the destination.
+            if let RxState::Direct {
+                hdr,
+                whole,
+                ptr,
+                remaining,
+                len,
+            } = c.rx
+            {
+                // SAFETY: place() gave a span of `len` writable bytes at ptr (Span's contract,
+                // until we report it placed); we write the last `remaining` of them.
+                let n = unsafe {
+                    libc::recv(
+                        fd,
+                        ptr.add(len - remaining).cast(),
+                        remaining,
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                if n <= 0 {
+                    if n == 0 || !would_block(&io::Error::last_os_error()) {
+                        c.closed = true;
+                        sink.on_peer_lost(c.peer, "connection closed during a data transfer");
+                    } else if whole {
+                        c.set_lowat(remaining);
+                    }
+                    return delivered;
+                }
+                let left = remaining - n as usize;
+                if whole {
+                    c.set_lowat(left);
+                }
+                if left > 0 {
+                    c.quick_ack();
+                }
+                if left == 0 {
+                    c.rx = RxState::Frames;
+                    c.header_first = true;
+                    sink.placed(c.peer, &hdr, len);
+                    delivered += 1;
+                } else {
+                    // More may have landed meanwhile: read until the socket is dry, and
+                    // only then wait for epoll to say it is readable again.
+                    c.rx = RxState::Direct {
+                        hdr,
+                        whole,
+                        ptr,
+                        remaining: left,
+                        len,
+                    };
+                }
+                continue;
+            }
+            // 2. Parse whole frames out of the buffer.
+            loop {
+                let avail = c.end - c.start;
+                if avail < PREFIX {
+                    break;
+                }
+                let b = &c.buf[c.start..c.end];
+                let plen = u32::from_le_bytes(b[..4].try_into().expect("4")) as usize;
+                let hdr: &[u8; HEADER_LEN] = b[4..PREFIX].try_into().expect("header");
+                if plen > self.frame_max {
+                    c.closed = true;
+                    sink.on_peer_lost(
+                        c.peer,
+                        &format!(
+                            "malformed TCP stream: a frame of {plen} bytes, above the limit of {} (tcp_frame_max)",
+                            self.frame_max
+                        ),
+                    );
+                    return delivered;
+                }
+                // A large payload still on its way: read it where the protocol layer wants
+                // it (a receive buffer, or the buffer it will wait in), not through this one.
+                if plen >= PLACE_MIN && avail < PREFIX + plen {
+                    if let Some(pl) = sink.place(c.peer, hdr, plen) {
+                        let hdr = *hdr;
+                        let have = avail - PREFIX;
+                        self.relayed += have as u64;
+                        debug_assert_eq!(pl.to.len(), plen);
+                        pl.to.write(&b[PREFIX..PREFIX + have]);
+                        c.start += PREFIX + have;
+                        c.want = 0;
+                        c.rx = RxState::Direct {
+                            hdr,
+                            whole: pl.wait == Await::Whole,
+                            ptr: pl.to.ptr(),
+                            remaining: plen - have,
+                            len: plen,
+                        };
+                        break;
+                    }
+                }
+                if avail < PREFIX + plen {
+                    c.want = plen;
+                    if PREFIX + plen > c.buf.len() {
+                        // A frame larger than the buffer: grow it for this frame.
+                        let mut nb = vec![0u8; PREFIX + plen];
+                        nb[..avail].copy_from_slice(&c.buf[c.start..c.end]);
+                        c.buf = nb;
+                        c.end = avail;
+                        c.start = 0;
+                    }
+                    break;
+                }
+                sink.on_frame(c.peer, hdr, &b[PREFIX..PREFIX + plen]);
+                c.header_first = false;
+                c.want = 0;
+                delivered += 1;
+                c.start += PREFIX + plen;
+            }
+            if matches!(c.rx, RxState::Direct { .. }) {
+                if c.start == c.end {
+                    c.start = 0;
+                    c.end = 0;
+                }
+                continue;
+            }
+            // 3. Compact and read more.
+            if c.start == c.end {
+                c.start = 0;
+                c.end = 0;
+                if c.buf.len() > RX_BUF {
+                    c.buf = vec![0u8; RX_BUF];
+                }
+            } else if c.start > 0 && c.buf.len() - c.end < PREFIX + 4096 {
+                c.buf.copy_within(c.start..c.end, 0);
+                c.end -= c.start;
+                c.start = 0;
+            }
+            // Read at most READ_CHUNK at a time: the payload of a large Data frame that lands
+            // in this buffer has to be copied again, what follows its header is read straight
+            // into the receive buffer.
+            let room = if c.header_first && c.start == c.end {
+                PREFIX
+            } else {
+                (c.buf.len() - c.end).min(READ_CHUNK.max(PREFIX + c.want))
+            };
+            // SAFETY: reading into the unused tail of our own buffer.
+            let n = unsafe {
+                libc::recv(
+                    fd,
+                    c.buf[c.end..].as_mut_ptr().cast(),
+                    room,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n > 0 {
+                c.end += n as usize;
+                continue;
+            }
+            if n == 0 {
+                c.closed = true;
+                if c.end > c.start {
+                    sink.on_peer_lost(c.peer, "connection closed in the middle of a frame");
+                } else {
+                    sink.on_peer_lost(c.peer, "connection closed");
+                }
+            } else {
+                let e = io::Error::last_os_error();
+                if !would_block(&e) {
+                    c.closed = true;
+                    sink.on_peer_lost(c.peer, &format!("receive failed: {e}"));
+                }
+            }
+            return delivered;
+        }
+        // Stopped with data possibly left in the socket: read again next pass.
+        c.readable = true;
+        delivered
+    }
+
+    /// A connection we opened: read the acceptor's challenge and, when it proves the key,
+    /// answer with our proof and let the queued frames go. True once the connection carries
+    /// frames; a failed proof loses the peer (the address its card gave is not the peer).
+    fn finish_connect<S: FrameSink>(&mut self, ci: usize, sink: &mut S) -> bool {
+        let key = self.key.expect("connections start with the key");
+        let c = &mut self.conns[ci];
+        let Some(hs) = c.connecting.as_mut() else {
+            return true;
+        };
+        let fd = c.sock.as_raw_fd();
+        if hs.tcp_pending {
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            // SAFETY: polling one descriptor we own, without waiting.
+            if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 {
+                return false;
+            }
+            if let Ok(Some(e)) | Err(e) = c.sock.take_error() {
+                let why = format!("cannot open lane {} to process {}: {e}", c.lane, c.peer);
+                c.closed = true;
+                c.connecting = None;
+                c.out.clear();
+                c.queued = 0;
+                sink.on_peer_lost(c.peer, &why);
+                return false;
+            }
+            hs.tcp_pending = false;
+        }
+        let failed = match write_all_nb(fd, &hs.hello, &mut hs.hello_sent) {
+            Ok(false) => return false,
+            Ok(true) => None,
+            Err(e) => Some(e),
+        };
+        let failed = match failed {
+            Some(e) => Err(e),
+            None => read_exact_nb(fd, &mut hs.challenge, &mut hs.got),
+        };
+        let failed = match failed {
+            Ok(false) => return false,
+            Ok(true) => match hello::check_challenge(&key, &hs.hello, c.peer, &hs.challenge) {
+                Ok((max, proof)) => {
+                    c.peer_max = max as usize;
+                    let mut head = [0u8; PREFIX + INLINE_SMALL];
+                    head[..PROOF_LEN].copy_from_slice(&proof);
+                    c.out.push_front(Out {
+                        head,
+                        head_len: PROOF_LEN,
+                        body: std::ptr::null(),
+                        body_len: 0,
+                        owned: None,
+                        off: 0,
+                        token: Token::NONE,
+                    });
+                    c.queued += PROOF_LEN;
+                    c.connecting = None;
+                    None
+                }
+                Err(e) => Some(format!(
+                    "the process listening at its address failed the handshake: {e}"
+                )),
+            },
+            Err(e) => Some(e),
+        };
+        if let Some(why) = failed {
+            c.closed = true;
+            c.connecting = None;
+            c.out.clear();
+            c.queued = 0;
+            sink.on_peer_lost(c.peer, &why);
+            return false;
+        }
+        self.flush_or_lose(ci, sink);
+        true
+    }
+
+    /// Bytes queued and not yet written on the connection we send to `peer` on.
+    fn queued_bytes(&self, peer: Gpid) -> usize {
+        match self.send_conn.get(peer as usize) {
+            Some(Some(i)) => self.conns[*i].queued,
+            _ => 0,
+        }
+    }
+
+    /// Is output queued on the connection we send to `peer` on?
+    fn has_queued(&self, peer: Gpid) -> bool {
+        match self.send_conn.get(peer as usize) {
+            Some(Some(i)) => !self.conns[*i].out.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Queue (and try to write) one frame.
+    fn post(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> io::Result<Sent> {
+        let ci = self.conn_for(peer)?;
+        self.post_on(ci, peer, hdr, small, body, token)
+    }
+
+    /// The lanes of `peer`, made on first use.
+    fn lanes_mut(&mut self, peer: Gpid) -> &mut PeerLanes {
+        let i = peer as usize;
+        if self.peer_lanes.len() <= i {
+            self.peer_lanes.resize_with(i + 1, || None);
+        }
+        let (mode, rules) = (self.lane_mode, &self.lane_rules);
+        self.peer_lanes[i].get_or_insert_with(|| {
+            Box::new(PeerLanes {
+                conns: Vec::new(),
+                next: 0,
+                ctl: LaneCtl::new(Self::mode_for(mode, rules, peer)),
+                burst: None,
+            })
+        })
+    }
+
+    /// Queue a frame of bulk data (one that may overtake others) on one of the peer's lanes:
+    /// the open lane with the least output queued. Lanes up to the peer's target are opened
+    /// first, without waiting; until they are ready the others carry the data.
+    fn post_any(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        let failed = |e: io::Error| SendError::Failed(e.to_string());
+        let ci0 = self.conn_for(peer).map_err(failed)?;
+        let target = self.lanes_of(peer) as usize;
+        let measuring = match self.peer_lanes.get(peer as usize) {
+            Some(Some(pl)) => !pl.ctl.settled(),
+            _ => matches!(
+                Self::mode_for(self.lane_mode, &self.lane_rules, peer),
+                Mode::Auto { .. }
+            ),
+        };
+        if target <= 1 && !measuring {
+            self.lane_bytes[0] += (small.len() + body.len()) as u64;
+            return self
+                .post_on(ci0, peer, hdr, small, body, token)
+                .map_err(failed);
+        }
+        {
+            let pl = self.lanes_mut(peer);
+            if pl.conns.len() < target {
+                pl.conns.resize(target, None);
+            }
+            pl.conns[0] = Some(ci0);
+        }
+        for lane in 1..target {
+            let have = self.peer_lanes[peer as usize].as_ref().expect("made").conns[lane]
+                .is_some_and(|ci| !self.conns[ci].closed);
+            if !have {
+                let ci = self.open_lane(peer, lane as u8).map_err(failed)?;
+                self.peer_lanes[peer as usize].as_mut().expect("made").conns[lane] = Some(ci);
+            }
+        }
+        let conns = &self.conns;
+        let pl = self.peer_lanes[peer as usize].as_mut().expect("made");
+        let ready = |ci: &usize| !conns[*ci].closed && conns[*ci].connecting.is_none();
+        // Round the open lanes from the one after the last used, the first with room: every
+        // lane gets pieces, and one that drains slowly (its queue full) gets fewer.
+        let mut pick = None;
+        for k in 0..target {
+            let lane = (pl.next + k) % target;
+            if let Some(ci) = pl.conns[lane].filter(|ci| ready(ci)) {
+                if target <= 1 || conns[ci].queued < LANE_QUEUE_MAX {
+                    pick = Some((lane, ci));
+                    break;
+                }
+                pick = pick.or(Some((usize::MAX, ci)));
+            }
+        }
+        let ci = match pick {
+            Some((lane, ci)) if lane != usize::MAX => {
+                pl.next = lane + 1;
+                ci
+            }
+            Some(_) => return Err(SendError::NotNow),
+            None => ci0,
+        };
+        let len = (small.len() + body.len()) as u64;
+        if pl.burst.is_none() {
+            let idle = pl
+                .conns
+                .iter()
+                .flatten()
+                .all(|ci| conns[*ci].out.is_empty());
+            if idle {
+                let all_ready = pl.conns[..target]
+                    .iter()
+                    .flatten()
+                    .filter(|ci| ready(ci))
+                    .count()
+                    == target;
+                self.bursts += 1;
+                pl.burst = Some(Burst {
+                    start: std::time::Instant::now(),
+                    bytes: 0,
+                    lanes: target as u8,
+                    clean: all_ready,
+                });
+            }
+        }
+        if let Some(b) = pl.burst.as_mut() {
+            b.bytes += len;
+        }
+        let lane = self.conns[ci].lane as usize;
+        self.lane_bytes[lane.min(MAX_LANES as usize - 1)] += len;
+        self.post_on(ci, peer, hdr, small, body, token)
+            .map_err(failed)
+    }
+
+    /// Bursts of bulk data that ended (every lane idle, every byte acknowledged) tell the
+    /// peer's lane control what the link does.
+    fn end_bursts(&mut self) {
+        for g in 0..self.peer_lanes.len() {
+            let Some(pl) = self.peer_lanes[g].as_mut() else {
+                continue;
+            };
+            let Some(b) = pl.burst.as_ref() else {
+                continue;
+            };
+            let conns = &self.conns;
+            let lanes: Vec<usize> = pl.conns.iter().flatten().copied().collect();
+            if lanes.iter().any(|ci| !conns[*ci].out.is_empty()) {
+                continue;
+            }
+            // Bytes the kernel still holds unsent or unacknowledged.
+            let unacked = lanes.iter().any(|ci| {
+                let mut n: libc::c_int = 0;
+                // SAFETY: SIOCOUTQ writes an int for our own open socket.
+                let rc =
+                    unsafe { libc::ioctl(conns[*ci].sock.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+                rc == 0 && n > 0
+            });
+            if unacked {
+                continue;
+            }
+            let elapsed = b.start.elapsed();
+            let (bytes, used, clean) = (b.bytes, b.lanes, b.clean);
+            pl.burst = None;
+            self.bursts -= 1;
+            if !clean {
+                continue;
+            }
+            let rtt = lanes
+                .first()
+                .map_or(std::time::Duration::ZERO, |ci| rtt_of(&conns[*ci].sock));
+            if pl.ctl.observe(bytes, elapsed, used, rtt) && self.verbose {
+                eprintln!(
+                    "Protean[{}]: {} lanes to process {g} ({} bytes in {:?} on {used}, rtt {:?})",
+                    self.me,
+                    pl.ctl.target(),
+                    bytes,
+                    elapsed,
+                    rtt
+                );
+            }
+        }
+    }
+
+    /// Queue (and try to write) one frame on connection `ci`.
+    fn post_on(
+        &mut self,
+        ci: usize,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> io::Result<Sent> {
+        let mut head = [0u8; PREFIX + INLINE_SMALL];
+        let plen = small.len() + body.len();
+        let peer_max = self.conns[ci].peer_max;
+        if plen > peer_max {
+            return Err(io::Error::other(format!(
+                "a frame of {plen} bytes is above the limit of {peer_max} that process {peer} accepts (tcp_frame_max)"
+            )));
+        }
+        head[..4].copy_from_slice(&(plen as u32).to_le_bytes());
+        head[4..PREFIX].copy_from_slice(hdr);
+        let (head_len, owned) = if small.len() <= INLINE_SMALL {
+            head[PREFIX..PREFIX + small.len()].copy_from_slice(small);
+            (PREFIX + small.len(), None)
+        } else {
+            let mut v = small.to_vec();
+            v.extend_from_slice(body);
+            (PREFIX, Some(v))
+        };
+        // The owned vector's heap buffer does not move when the Out moves into the queue.
+        let (body_ptr, body_len) = match &owned {
+            Some(v) => (v.as_ptr(), v.len()),
+            None => (body.as_ptr(), body.len()),
+        };
+        let c = &mut self.conns[ci];
+        if c.closed {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                format!("connection to process {peer} is closed"),
+            ));
+        }
+        let was_empty = c.out.is_empty();
+        c.out.push_back(Out {
+            head,
+            head_len,
+            body: body_ptr,
+            body_len,
+            owned,
+            off: 0,
+            token,
+        });
+        c.queued += head_len + body_len;
+        // A held frame would have to be copied if its body is only lent for this call (no
+        // token): write it, and what is held before it, now.
+        let lent = token == Token::NONE && !body.is_empty();
+        if (was_empty && !self.held) || (self.held && lent) {
+            self.flush(ci)?;
+        }
+        let c = &mut self.conns[ci];
+        if c.out.is_empty() {
+            // Written out. The caller learns that from the return value, not from a token.
+            if token != Token::NONE {
+                if let Some(p) = self.done.iter().rposition(|t| *t == token) {
+                    self.done.swap_remove(p);
+                }
+            }
+            return Ok(Sent::Done);
+        }
+        // Still queued, and it is the last frame in the queue.
+        if token == Token::NONE {
+            let o = c.out.back_mut().expect("queued frame");
+            if o.owned.is_none() && o.body_len > 0 {
+                // SAFETY: body is the caller's slice, alive for the duration of this call.
+                let v = unsafe { std::slice::from_raw_parts(o.body, o.body_len) }.to_vec();
+                o.body = v.as_ptr();
+                o.owned = Some(v);
+            }
+            return Ok(Sent::Done);
+        }
+        Ok(Sent::Pending)
+    }
+
+    fn poll<S: FrameSink>(&mut self, sink: &mut S) -> usize {
+        // New connections are rare: look at the listener every few passes, not every time
+        // (a sender that needs a connection checks it at once, see `conn_for`).
+        self.since_accept += 1;
+        if self.since_accept >= 64 || !self.incoming.is_empty() {
+            self.since_accept = 0;
+            self.accept_all();
+        }
+        if self
+            .conns
+            .iter()
+            .any(|c| matches!(c.rx, RxState::Direct { .. }))
+        {
+            self.find_readable();
+        }
+        let mut n = 0;
+        for ci in 0..self.conns.len() {
+            self.flush_or_lose(ci, sink);
+            let c = &mut self.conns[ci];
+            if c.readable || c.unwatched || matches!(c.rx, RxState::Frames) {
+                c.readable = false;
+                n += self.read_conn(ci, sink);
+            }
+        }
+        for t in self.done.drain(..) {
+            sink.on_sent(t);
+        }
+        if self.bursts > 0 {
+            self.end_bursts();
+        }
+        n
+    }
+
+    /// Write what connection `ci` has queued; a connection that fails is lost.
+    fn flush_or_lose<S: FrameSink>(&mut self, ci: usize, sink: &mut S) {
+        if self.conns[ci].out.is_empty() {
+            return;
+        }
+        if let Err(e) = self.flush(ci) {
+            let c = &mut self.conns[ci];
+            c.closed = true;
+            let peer = c.peer;
+            c.out.clear();
+            c.queued = 0;
+            sink.on_peer_lost(peer, &format!("send failed: {e}"));
+        }
+    }
+
+    /// Queue the frames posted from now on without writing them, until [`Tcp::release`].
+    ///
+    /// Every `sendmsg` ends its last TCP segment where its bytes end (Nagle is off), and on
+    /// loopback each segment costs the sender about as much as a small message (the receive
+    /// path runs in its softirq). A rendezvous Data frame of 64 KiB plus its header is just
+    /// over one loopback segment: sent alone it takes two. The engine holds the frames of one
+    /// progress pass (clear-to-sends, Data frames) and releases them together, so a stream of
+    /// them goes out in full segments.
+    fn hold_output(&mut self) {
+        self.held = true;
+    }
+
+    /// Write what was queued since [`Tcp::hold`] (as much as the sockets take) and report
+    /// the tokens of frames that went out whole.
+    fn release_output<S: FrameSink>(&mut self, sink: &mut S) {
+        self.held = false;
+        for ci in 0..self.conns.len() {
+            self.flush_or_lose(ci, sink);
+        }
+        for t in self.done.drain(..) {
+            sink.on_sent(t);
+        }
+    }
+
+    /// Mark the connections the epoll set reports readable (or closed). A full batch may
+    /// leave some unreported: then every connection is read this pass.
+    fn find_readable(&mut self) {
+        const BATCH: usize = 32;
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
+        // SAFETY: `evs` has room for BATCH events; a zero timeout never blocks.
+        let n = unsafe { libc::epoll_wait(self.ep.as_raw_fd(), evs.as_mut_ptr(), BATCH as i32, 0) };
+        if n < 0 {
+            // EINTR and the like: read everything rather than miss data.
+            self.conns.iter_mut().for_each(|c| c.readable = true);
+            return;
+        }
+        for e in &evs[..n as usize] {
+            let ci = e.u64 as usize;
+            let Some(c) = self.conns.get_mut(ci) else {
+                continue;
+            };
+            if c.closed {
+                // Level triggered: a closed socket would be reported on every pass.
+                // SAFETY: the socket is open (we keep it until the transport drops).
+                unsafe {
+                    libc::epoll_ctl(
+                        self.ep.as_raw_fd(),
+                        libc::EPOLL_CTL_DEL,
+                        c.sock.as_raw_fd(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                continue;
+            }
+            c.readable = true;
+        }
+        if n as usize == BATCH {
+            self.conns.iter_mut().for_each(|c| c.readable = true);
+        }
+    }
+
+    /// Frames or bytes still waiting to be written.
+    fn has_output(&self) -> bool {
+        self.conns.iter().any(|c| !c.out.is_empty() && !c.closed)
+    }
+}
+
+impl Transport for Tcp {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+
+    fn reaches(&self, peer: Gpid) -> bool {
+        matches!(self.addrs.get(peer as usize), Some(Some(_)))
+    }
+
+    fn caps(&self, peer: Gpid) -> Caps {
+        if !self.reaches(peer) {
+            return Caps::NONE;
+        }
+        Caps {
+            reliable: true,
+            ordered: true,
+            max_payload: self.frag,
+            lanes: self.lanes_of(peer),
+            get: false,
+            put: false,
+            queues: true,
+        }
+    }
+
+    #[inline]
+    fn queued(&self, peer: Gpid) -> usize {
+        self.queued_bytes(peer)
+    }
+
+    #[inline]
+    fn send(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        self.post(peer, hdr, small, body, token)
+            .map_err(|e| SendError::Failed(e.to_string()))
+    }
+
+    fn send_any(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        self.post_any(peer, hdr, small, body, token)
+    }
+
+    /// Behind queued output the frame would have to be copied: the caller takes the request
+    /// path instead, which lends the buffer to the transport.
+    #[inline]
+    fn try_send(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], body: &[u8]) -> bool {
+        !self.has_queued(peer) && self.post(peer, hdr, &[], body, Token::NONE).is_ok()
+    }
+
+    fn progress<S: FrameSink>(&mut self, sink: &mut S) -> usize {
+        self.poll(sink)
+    }
+
+    fn has_work(&self) -> bool {
+        self.has_output()
+    }
+
+    fn hold(&mut self) {
+        self.hold_output();
+    }
+
+    fn release<S: FrameSink>(&mut self, sink: &mut S) {
+        self.release_output(sink);
+    }
+
+    fn stats(&self) -> super::Stats {
+        super::Stats {
+            rejected: self.rejected,
+            extra_lanes: self.extra_lanes(),
+            lane_bytes: self.lane_bytes,
+        }
+    }
+
+    fn shutdown(&mut self) {
+        for c in &mut self.conns {
+            let _ = c.sock.shutdown(std::net::Shutdown::Both);
+            c.closed = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{Placement, Span};
+
+    // The transport never looks into a header; these tests give theirs a meaning of their
+    // own: byte 0 the kind (1: a message, 2: a piece of bulk data), a sequence number at 4..8,
+    // a key at 8..12 and an offset at 24..32.
+    const MSG: u8 = 1;
+    const BULK: u8 = 2;
+
+    fn hdr(kind: u8, seq: u32, key: u32, offset: u64) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[0] = kind;
+        h[4..8].copy_from_slice(&seq.to_le_bytes());
+        h[8..12].copy_from_slice(&key.to_le_bytes());
+        h[24..32].copy_from_slice(&offset.to_le_bytes());
+        h
+    }
+
+    fn key_offset(h: &[u8; HEADER_LEN]) -> (u32, u64) {
+        (
+            u32::from_le_bytes(h[8..12].try_into().unwrap()),
+            u64::from_le_bytes(h[24..32].try_into().unwrap()),
+        )
+    }
+
+    fn eager(seq: u32) -> [u8; HEADER_LEN] {
+        hdr(MSG, seq, 0, 0)
+    }
+
+    fn data(key: u32, offset: usize) -> [u8; HEADER_LEN] {
+        hdr(BULK, 0, key, offset as u64)
+    }
+
+    #[derive(Default)]
+    struct Sink {
+        frames: Vec<(Gpid, [u8; HEADER_LEN], Vec<u8>)>,
+        /// Bulk pieces with this key are placed here at their offset, awaited whole.
+        target: Option<(u32, Vec<u8>)>,
+        placed: Vec<(u32, u64, usize)>,
+        /// Give large messages a buffer of their own, with this wait: the buffers, and how
+        /// many were placed.
+        msg_direct: Option<Await>,
+        msg_bufs: Vec<Vec<u8>>,
+        msg_placed: usize,
+        sent: Vec<Token>,
+        lost: Vec<String>,
+    }
+
+    impl FrameSink for Sink {
+        fn on_frame(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], payload: &[u8]) {
+            // A bulk piece too small to be offered for placement comes whole: copy it to the
+            // target as a protocol layer would.
+            if hdr[0] == BULK {
+                let (key, offset) = key_offset(hdr);
+                if let Some((k, buf)) = self.target.as_mut().filter(|(k, _)| *k == key) {
+                    let at = offset as usize;
+                    buf[at..at + payload.len()].copy_from_slice(payload);
+                    self.placed.push((*k, offset, payload.len()));
+                    return;
+                }
+            }
+            self.frames.push((from, *hdr, payload.to_vec()));
+        }
+        fn place(&mut self, _from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) -> Option<Placement> {
+            match hdr[0] {
+                BULK => {
+                    let (key, offset) = key_offset(hdr);
+                    let (k, buf) = self.target.as_mut()?;
+                    if *k != key {
+                        return None;
+                    }
+                    let b = &mut buf[offset as usize..offset as usize + len];
+                    Some(Placement {
+                        to: unsafe { Span::new(b.as_mut_ptr(), len) },
+                        wait: Await::Whole,
+                    })
+                }
+                _ => {
+                    let wait = self.msg_direct?;
+                    self.msg_bufs.push(vec![0u8; len]);
+                    let b = self.msg_bufs.last_mut()?;
+                    Some(Placement {
+                        to: unsafe { Span::new(b.as_mut_ptr(), len) },
+                        wait,
+                    })
+                }
+            }
+        }
+        fn placed(&mut self, _from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) {
+            match hdr[0] {
+                BULK => {
+                    let (key, offset) = key_offset(hdr);
+                    self.placed.push((key, offset, len));
+                }
+                _ => self.msg_placed += 1,
+            }
+        }
+        fn on_sent(&mut self, t: Token) {
+            self.sent.push(t);
+        }
+        fn on_peer_lost(&mut self, _p: Gpid, why: &str) {
+            self.lost.push(why.to_string());
+        }
+    }
+
+    fn pair() -> (Tcp, Tcp) {
+        let mut a = endpoint(0);
+        let mut b = endpoint(1);
+        let (pa, pb) = (a.port(), b.port());
+        for t in [&mut a, &mut b] {
+            t.set_addr(0, SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
+            t.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
+        }
+        (a, b)
+    }
+
+    const KEY: Key = [0x5au8; 32];
+
+    /// Process `me` of a two-process job with the test key.
+    fn endpoint(me: Gpid) -> Tcp {
+        let mut t = Tcp::new(me, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+        t.start(KEY, 2);
+        t
+    }
+
+    #[test]
+    fn frames_both_ways_in_order() {
+        let (mut a, mut b) = pair();
+        let mut sa = Sink::default();
+        let mut sb = Sink::default();
+        for i in 0..100u32 {
+            let body = vec![i as u8; (i as usize) * 37];
+            a.post(1, &eager(i), b"sm", &body, Token::NONE).unwrap();
+        }
+        // b also connects to a (crossing connections) and sends back.
+        b.post(0, &eager(7), &[], b"back", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while (sb.frames.len() < 100 || sa.frames.is_empty()) && t0.elapsed().as_secs() < 10 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+        }
+        assert_eq!(sb.frames.len(), 100);
+        for (i, (from, f, p)) in sb.frames.iter().enumerate() {
+            assert_eq!(*from, 0);
+            assert_eq!(*f, eager(i as u32));
+            assert_eq!(p.len(), 2 + i * 37);
+        }
+        assert_eq!(sa.frames[0].2, b"back");
+        assert!(sa.lost.is_empty() && sb.lost.is_empty());
+    }
+
+    #[test]
+    fn big_data_is_placed_directly_and_tokens_reported() {
+        let (mut a, mut b) = pair();
+        let mut sa = Sink::default();
+        let mut sb = Sink::default();
+        let n = 8 << 20;
+        let src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+        sb.target = Some((42, vec![0u8; n]));
+        let half = n / 2;
+        let d0 = data(42, 0);
+        let d1 = data(42, half);
+        let r0 = a.post(1, &d0, &[], &src[..half], Token(1)).unwrap();
+        let r1 = a.post(1, &d1, &[], &src[half..], Token(2)).unwrap();
+        let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.placed.len() >= 2);
+        assert_eq!(sb.placed, vec![(42, 0, half), (42, half as u64, n - half)]);
+        // The rest of a payload was awaited whole (up to the cap), and afterwards the socket
+        // reports every byte again.
+        assert!(lowat > 1 && lowat <= LOWAT_MAX, "{lowat}");
+        for c in &b.conns {
+            assert_eq!(c.lowat, 1);
+            let mut v: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: reading an int socket option of an open socket into `v`.
+            let rc = unsafe {
+                libc::getsockopt(
+                    c.sock.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVLOWAT,
+                    (&mut v as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            assert_eq!((rc, v), (0, 1));
+        }
+        assert!(sb.target.as_ref().unwrap().1 == src);
+        // Every Pending token is reported exactly once.
+        let mut expect = vec![];
+        if r0 == Sent::Pending {
+            expect.push(Token(1));
+        }
+        if r1 == Sent::Pending {
+            expect.push(Token(2));
+        }
+        a.poll(&mut sa);
+        assert_eq!(sa.sent, expect);
+    }
+
+    /// The highest receive low-water mark `b` set while polling until `done`.
+    fn poll_lowat(
+        a: &mut Tcp,
+        b: &mut Tcp,
+        sa: &mut Sink,
+        sb: &mut Sink,
+        done: impl Fn(&Sink) -> bool,
+    ) -> usize {
+        let t0 = std::time::Instant::now();
+        let mut lowat = 1;
+        while !done(sb) && t0.elapsed().as_secs() < 20 {
+            a.poll(sa);
+            b.poll(sb);
+            lowat = b.conns.iter().map(|c| c.lowat).fold(lowat, usize::max);
+        }
+        lowat
+    }
+
+    #[test]
+    fn placed_payloads_are_awaited_whole_or_read_as_they_come_as_asked() {
+        let (mut a, mut b) = pair();
+        let mut sa = Sink::default();
+        let mut sb = Sink {
+            msg_direct: Some(Await::Whole),
+            ..Sink::default()
+        };
+        let n = 4 << 20;
+        let src: Vec<u8> = (0..n).map(|i| (i * 5 + 1) as u8).collect();
+        a.post(1, &eager(0), &[], b"ping", Token::NONE).unwrap();
+        let r = a.post(1, &eager(1), &[], &src, Token(1)).unwrap();
+        let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.msg_placed == 1);
+        assert_eq!(sb.msg_placed, 1);
+        assert!(sb.msg_bufs[0] == src);
+        assert!(lowat > 1 && lowat <= LOWAT_MAX, "{lowat}");
+        if r == Sent::Pending {
+            while sa.sent.is_empty() {
+                a.poll(&mut sa);
+            }
+        }
+        // Asked to read it as it comes: the low-water mark stays at one byte.
+        sb.msg_direct = Some(Await::AsItComes);
+        for c in &mut b.conns {
+            c.lowat = 1;
+        }
+        a.post(1, &eager(2), &[], &src, Token(2)).unwrap();
+        let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.msg_placed == 2);
+        assert_eq!(sb.msg_placed, 2);
+        assert!(sb.msg_bufs[1] == src);
+        assert_eq!(lowat, 1);
+        assert!(sa.lost.is_empty() && sb.lost.is_empty());
+    }
+
+    #[test]
+    fn queued_bytes_count_what_is_not_written_yet() {
+        let (mut a, mut b) = pair();
+        let mut sa = Sink::default();
+        let mut sb = Sink::default();
+        assert_eq!(a.queued_bytes(1), 0);
+        let body = vec![3u8; 32 << 20];
+        let r = a.post(1, &eager(0), &[], &body, Token(1)).unwrap();
+        // More than the kernel takes before the receiver reads.
+        assert_eq!(r, Sent::Pending);
+        let q = a.queued_bytes(1);
+        assert!(q > 0 && q <= body.len() + PREFIX, "{q}");
+        let t0 = std::time::Instant::now();
+        while sb.frames.is_empty() && t0.elapsed().as_secs() < 20 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+            assert!(a.queued_bytes(1) <= q);
+            let c = &a.conns[a.send_conn[1].unwrap()];
+            let sum: usize = c.out.iter().map(|o| o.total() - o.off).sum();
+            assert_eq!(c.queued, sum);
+        }
+        assert_eq!(sb.frames[0].2.len(), body.len());
+        assert_eq!(a.queued_bytes(1), 0);
+    }
+
+    #[test]
+    fn after_a_direct_payload_the_next_header_is_read_alone() {
+        let (mut a, mut b) = pair();
+        let mut sa = Sink::default();
+        let mut sb = Sink::default();
+        let n = 4 << 20;
+        let src: Vec<u8> = (0..n).map(|i| (i * 13 + 1) as u8).collect();
+        sb.target = Some((9, vec![0u8; n]));
+        let data = |offset: usize| data(9, offset);
+        let run = |a: &mut Tcp, b: &mut Tcp, sa: &mut Sink, sb: &mut Sink, placed, frames| {
+            let t0 = std::time::Instant::now();
+            while (sb.placed.len() < placed || sb.frames.len() < frames)
+                && t0.elapsed().as_secs() < 20
+            {
+                a.poll(sa);
+                b.poll(sb);
+            }
+        };
+        // Two big Data frames back to back and a small one: only the first one's payload
+        // can have come through the connection buffer (at most one read's worth), the
+        // others were read header first.
+        let cuts = [0, n / 4, n / 2, n / 2 + 100, n];
+        for w in cuts.windows(2).take(3) {
+            a.post(1, &data(w[0]), &[], &src[w[0]..w[1]], Token::NONE)
+                .unwrap();
+        }
+        run(&mut a, &mut b, &mut sa, &mut sb, 3, 0);
+        assert!(
+            b.relayed <= READ_CHUNK as u64,
+            "relayed {} bytes",
+            b.relayed
+        );
+        // An ordinary frame in between, then a big one again: order and bytes survive.
+        a.post(1, &eager(3), &[], b"between", Token::NONE).unwrap();
+        a.post(1, &data(cuts[3]), &[], &src[cuts[3]..], Token::NONE)
+            .unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, 4, 1);
+        let lens: Vec<usize> = sb.placed.iter().map(|p| p.2).collect();
+        assert_eq!(lens, vec![n / 4, n / 4, 100, n / 2 - 100]);
+        assert_eq!(sb.frames.len(), 1);
+        assert_eq!(sb.frames[0].2, b"between");
+        assert!(sb.target.as_ref().unwrap().1 == src);
+        assert!(sa.lost.is_empty() && sb.lost.is_empty());
+    }
+
+    #[test]
+    fn held_frames_wait_for_release_and_keep_their_order() {
+        let (mut a, mut b) = pair();
+        let mut sa = Sink::default();
+        let mut sb = Sink::default();
+        // Connect first, so that holding is all that keeps the frames back.
+        a.post(1, &eager(0), &[], b"hello", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while sb.frames.is_empty() && t0.elapsed().as_secs() < 10 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+        }
+        let big = vec![5u8; 3 << 20];
+        a.hold();
+        for i in 1..4u32 {
+            let r = a.post(1, &eager(i), &[], &big[..(i as usize) << 20], Token(i));
+            assert_eq!(r.unwrap(), Sent::Pending, "a held frame is not written");
+        }
+        for _ in 0..100 {
+            b.poll(&mut sb);
+        }
+        assert_eq!(sb.frames.len(), 1, "nothing arrives while held");
+        a.release(&mut sa);
+        let t0 = std::time::Instant::now();
+        while (sb.frames.len() < 4 || sa.sent.len() < 3) && t0.elapsed().as_secs() < 10 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+        }
+        let lens: Vec<usize> = sb.frames.iter().map(|f| f.2.len()).collect();
+        assert_eq!(lens, vec![5, 1 << 20, 2 << 20, 3 << 20]);
+        assert_eq!(sa.sent, vec![Token(1), Token(2), Token(3)]);
+        // A frame whose body is only lent for the call (no token) is not held: it goes at
+        // once, after what was held before it.
+        a.hold();
+        assert_eq!(
+            a.post(1, &eager(4), &[], b"held", Token(4)).unwrap(),
+            Sent::Pending
+        );
+        assert_eq!(
+            a.post(1, &eager(5), &[], b"lent", Token::NONE).unwrap(),
+            Sent::Done
+        );
+        let t0 = std::time::Instant::now();
+        while sb.frames.len() < 6 && t0.elapsed().as_secs() < 10 {
+            b.poll(&mut sb);
+        }
+        assert_eq!(sb.frames[4].2, b"held");
+        assert_eq!(sb.frames[5].2, b"lent");
+        a.release(&mut sa);
+        assert_eq!(sa.sent.last(), Some(&Token(4)));
+        assert!(sa.lost.is_empty() && sb.lost.is_empty());
+    }
+
+    /// Drive both ends until `done`, at most 10 s.
+    fn run(a: &mut Tcp, b: &mut Tcp, sa: &mut Sink, sb: &mut Sink, done: impl Fn(&Sink) -> bool) {
+        let t0 = std::time::Instant::now();
+        while !done(sb) && t0.elapsed().as_secs() < 10 {
+            a.poll(sa);
+            b.poll(sb);
+        }
+    }
+
+    #[test]
+    fn forged_and_garbage_connections_are_refused_and_counted() {
+        use std::io::{Read, Write};
+        let (mut a, mut b) = pair();
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        let at = ("127.0.0.1", b.port());
+        let accept = |b: &mut Tcp, sb: &mut Sink| {
+            for _ in 0..200 {
+                b.accept_all();
+                b.poll(sb);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        };
+        // Garbage instead of a hello.
+        let mut g = std::net::TcpStream::connect(at).unwrap();
+        g.write_all(&[0xffu8; 64]).unwrap();
+        // A hello naming a process that is not in the job.
+        let mut h = std::net::TcpStream::connect(at).unwrap();
+        let stranger = Hello {
+            gpid: 7,
+            lane: 0,
+            max_frame: 1 << 20,
+            nonce: [1; 16],
+        };
+        h.write_all(&stranger.encode()).unwrap();
+        // A hello claiming to be process 0, then a proof made without the key, then a frame.
+        let mut f = std::net::TcpStream::connect(at).unwrap();
+        let forged = Hello {
+            gpid: 0,
+            lane: 0,
+            max_frame: 1 << 20,
+            nonce: [2; 16],
+        };
+        f.write_all(&forged.encode()).unwrap();
+        accept(&mut b, &mut sb);
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        f.read_exact(&mut challenge).unwrap();
+        let (_, bad) = hello::check_challenge(&[0u8; 32], &forged.encode(), 1, &{
+            hello::challenge(&[0u8; 32], &forged.encode(), 1, 1 << 20, [3; 16])
+        })
+        .unwrap();
+        f.write_all(&bad).unwrap();
+        let mut frame = (8u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(&eager(0));
+        frame.extend_from_slice(b"injected");
+        let _ = f.write_all(&frame);
+        accept(&mut b, &mut sb);
+        assert_eq!(b.rejected, 3, "garbage, stranger and forgery are refused");
+        assert!(
+            sb.frames.is_empty() && sb.lost.is_empty(),
+            "nothing reached the sink"
+        );
+        // The real process 0 still gets through, and what it sends arrives.
+        a.post(1, &eager(0), &[], b"real", Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
+        assert_eq!(sb.frames.len(), 1);
+        assert_eq!(sb.frames[0].2, b"real");
+        assert!(sa.lost.is_empty() && sb.lost.is_empty());
+        drop((g, h, f));
+        // A second authenticated connection from an already connected process is refused, and
+        // its closing does not lose the real one.
+        let mut dup = endpoint(0);
+        dup.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())));
+        let mut sd = Sink::default();
+        dup.post(1, &eager(1), &[], b"duplicate", Token::NONE)
+            .unwrap();
+        for _ in 0..200 {
+            dup.poll(&mut sd);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert_eq!(b.rejected, 4);
+        drop(dup);
+        for _ in 0..100 {
+            b.poll(&mut sb);
+        }
+        assert!(sb.lost.is_empty(), "{:?}", sb.lost);
+        assert_eq!(sb.frames.len(), 1, "the duplicate delivered nothing");
+    }
+
+    #[test]
+    fn a_peer_that_fails_the_handshake_is_lost_with_a_reason() {
+        // Our card says process 1 listens here, but whoever answers does not hold the key.
+        let mut a = endpoint(0);
+        let mut b = Tcp::new(1, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+        b.start([1u8; 32], 2);
+        a.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())));
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        a.post(1, &eager(0), &[], b"secret", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while sa.lost.is_empty() && t0.elapsed().as_secs() < 10 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert!(sa.lost[0].contains("handshake"), "{:?}", sa.lost);
+        drop(a);
+        let t0 = std::time::Instant::now();
+        while b.rejected == 0 && t0.elapsed().as_secs() < 10 {
+            b.accept_all();
+        }
+        assert!(sb.frames.is_empty(), "nothing was written before the proof");
+        assert_eq!(b.rejected, 1);
+    }
+
+    #[test]
+    fn bulk_data_is_striped_over_lanes_and_lands_whole() {
+        let (mut a, mut b) = pair();
+        a.set_lanes(Mode::Fixed(4), Vec::new());
+        assert_eq!(a.caps(1).lanes, 4);
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        let n = 16 << 20;
+        let src: Vec<u8> = (0..n).map(|i| (i * 11 + 5) as u8).collect();
+        sb.target = Some((3, vec![0u8; n]));
+        // An ordered frame first (lane 0), then the data in 256 KiB pieces on any lane, then
+        // another ordered frame: the two ordered ones keep their order.
+        a.post(1, &eager(0), &[], b"first", Token::NONE).unwrap();
+        let piece = 256 << 10;
+        // The first piece opens the lanes; wait until they are all up.
+        a.send_any(1, &data(3, 0), &[], &src[..piece], Token::NONE)
+            .unwrap();
+        let up = |a: &Tcp| {
+            a.peer_lanes[1].as_ref().is_some_and(|pl| {
+                pl.conns.len() == 4
+                    && pl
+                        .conns
+                        .iter()
+                        .all(|c| c.is_some_and(|ci| a.conns[ci].connecting.is_none()))
+            })
+        };
+        let t0 = std::time::Instant::now();
+        while !up(&a) && t0.elapsed().as_secs() < 10 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert!(up(&a), "four lanes open");
+        let mut off = piece;
+        let t0 = std::time::Instant::now();
+        while off < n && t0.elapsed().as_secs() < 20 {
+            match a.send_any(1, &data(3, off), &[], &src[off..off + piece], Token::NONE) {
+                Ok(_) => off += piece,
+                Err(SendError::NotNow) => {
+                    a.poll(&mut sa);
+                    b.poll(&mut sb);
+                    b.accept_all();
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        a.post(1, &eager(1), &[], b"last", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while (sb.placed.iter().map(|p| p.2).sum::<usize>() < n || sb.frames.len() < 2)
+            && t0.elapsed().as_secs() < 20
+        {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert!(
+            sb.target.as_ref().unwrap().1 == src,
+            "every byte where it belongs"
+        );
+        assert_eq!(sb.frames.len(), 2);
+        assert_eq!(sb.frames[0].2, b"first");
+        assert_eq!(sb.frames[1].2, b"last");
+        let st = a.stats();
+        assert_eq!(st.extra_lanes, 3, "three lanes beside the first");
+        let used = st.lane_bytes.iter().filter(|b| **b > 0).count();
+        assert!(
+            used >= 2,
+            "data went over several lanes: {:?}",
+            &st.lane_bytes[..4]
+        );
+        assert_eq!(st.lane_bytes.iter().sum::<u64>(), n as u64);
+        assert!(
+            sa.lost.is_empty() && sb.lost.is_empty(),
+            "{:?} {:?}",
+            sa.lost,
+            sb.lost
+        );
+    }
+
+    #[test]
+    fn auto_keeps_one_lane_on_loopback() {
+        let (mut a, mut b) = pair();
+        a.set_lanes(Mode::Auto { max: 16 }, Vec::new());
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        let n = 8 << 20;
+        let src = vec![9u8; n];
+        sb.target = Some((4, vec![0u8; n]));
+        // A first exchange opens the connection, so that the burst measures an open lane.
+        a.post(1, &eager(0), &[], b"hello", Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
+        for off in (0..n).step_by(1 << 20) {
+            // One lane: nothing waits in the engine.
+            a.send_any(
+                1,
+                &data(4, off),
+                &[],
+                &src[off..off + (1 << 20)],
+                Token::NONE,
+            )
+            .unwrap();
+        }
+        let t0 = std::time::Instant::now();
+        while (sb.placed.iter().map(|p| p.2).sum::<usize>() < n || a.bursts > 0)
+            && t0.elapsed().as_secs() < 20
+        {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+        }
+        assert_eq!(a.bursts, 0, "the burst ended");
+        let pl = a.peer_lanes[1].as_ref().unwrap();
+        assert_eq!(pl.ctl.target(), 1);
+        assert!(pl.ctl.settled(), "a short link settles at once");
+        assert_eq!(a.stats().extra_lanes, 0);
+    }
+
+    #[test]
+    fn a_frame_above_the_limit_is_refused_on_both_sides() {
+        let (mut a, mut b) = pair();
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        b.frame_max = 1 << 16;
+        a.post(1, &eager(0), &[], b"hello", Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
+        let ci = a.send_conn[1].unwrap();
+        // The sender knows the limit from the handshake...
+        assert_eq!(a.conns[ci].peer_max, 1 << 16);
+        let big = vec![1u8; (1 << 16) + 1];
+        assert!(a.post(1, &eager(1), &[], &big, Token::NONE).is_err());
+        // ...and a sender that ignores it loses the connection.
+        a.conns[ci].peer_max = 1 << 20;
+        a.post(1, &eager(1), &[], &big, Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.lost.is_empty());
+        assert!(sb.lost[0].contains("tcp_frame_max"), "{:?}", sb.lost);
+    }
+}
+
+/// Entry points for the fuzz targets in `fuzz/` (built with `--cfg fuzzing` by cargo-fuzz).
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    /// A sink that places large payloads when the header's first byte is odd, and checks that
+    /// the transport never hands it more than the frame limit.
+    struct Sink {
+        bufs: Vec<Vec<u8>>,
+        limit: usize,
+    }
+
+    impl FrameSink for Sink {
+        fn on_frame(&mut self, _from: Gpid, _hdr: &[u8; HEADER_LEN], payload: &[u8]) {
+            assert!(payload.len() <= self.limit);
+        }
+        fn place(
+            &mut self,
+            _from: Gpid,
+            hdr: &[u8; HEADER_LEN],
+            len: usize,
+        ) -> Option<super::super::Placement> {
+            assert!(len <= self.limit);
+            if hdr[0] & 1 == 0 {
+                return None;
+            }
+            let wait = if hdr[1] & 1 == 1 {
+                Await::Whole
+            } else {
+                Await::AsItComes
+            };
+            self.bufs.push(vec![0u8; len]);
+            let b = self.bufs.last_mut()?;
+            // SAFETY: the buffer lives in `bufs` until the sink is dropped, after the transport.
+            let to = unsafe { super::super::Span::new(b.as_mut_ptr(), len) };
+            Some(super::super::Placement { to, wait })
+        }
+    }
+
+    /// Feed `bytes` to an authenticated connection's stream parser as if a peer wrote them.
+    pub fn stream(bytes: &[u8]) {
+        let limit = 1 << 16;
+        let mut t = Tcp::new(0, Ipv4Addr::LOCALHOST, true, 0, limit, limit, false)
+            .expect("a listener on loopback");
+        t.start([0; 32], 2);
+        let (mine, mut theirs) = UnixStream::pair().expect("a socket pair");
+        mine.set_nonblocking(true).expect("nonblocking");
+        let sock = Socket::from(std::os::fd::OwnedFd::from(mine));
+        let ci = t.add_conn(sock, 1, 0, None);
+        theirs.set_nonblocking(true).expect("nonblocking");
+        let mut sink = Sink {
+            bufs: Vec::new(),
+            limit,
+        };
+        let mut at = 0;
+        for _ in 0..10_000 {
+            if at < bytes.len() {
+                match theirs.write(&bytes[at..]) {
+                    Ok(n) => at += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => break,
+                }
+                if at == bytes.len() {
+                    let _ = theirs.shutdown(std::net::Shutdown::Write);
+                }
+            }
+            t.read_conn(ci, &mut sink);
+            if t.conns[ci].closed {
+                break;
+            }
+        }
+    }
+}
