@@ -7,7 +7,8 @@
 #                             under mpirun (every transport and protocol), real clients, jobs
 #                             across an emulated cluster (ssh, Slurm, Hydra; a chosen subset of
 #                             the C programs across hosts)
-#   make check-full           make check, plus every C program across 2 and 3 emulated hosts
+#   make check-full           make check, plus every C program across 2 and 3 emulated hosts,
+#                             and mpi4py's whole test suite at 1-4 ranks over shm and TCP
 #   make bench                benchmarks side by side with Open MPI and MPICH
 #   make fuzz                 every fuzz target for FUZZ_SECONDS (default 300) each
 #   make wan-demo             iperf3 across the WAN link emulator (protean-wan): table and plot
@@ -96,6 +97,7 @@ cluster-check: build
 
 check-full: check
 	tests/run --variants cluster2,cluster3,lanes
+	CLIENTS=mpi4py MPI4PY_FULL=1 tests/clients/run
 	@echo "make check-full: every suite passed"
 
 test: check

@@ -416,7 +416,7 @@ pub unsafe extern "C" fn protean_MPI_Intercomm_merge(
     })
 }
 
-unsafe fn free(comm: *mut MPI_Comm, func: &str) -> c_int {
+unsafe fn free(comm: *mut MPI_Comm, func: &str, disconnect: bool) -> c_int {
     let h = if comm.is_null() { MPI_COMM_NULL } else { *comm };
     let r = (|| -> Result<(), Failure> {
         nonnull(comm, "comm")?;
@@ -428,6 +428,10 @@ unsafe fn free(comm: *mut MPI_Comm, func: &str) -> c_int {
             }
             e.live_comm(id).map(|_| ())
         })??;
+        if disconnect {
+            // MPI_Comm_disconnect completes the pending communication first.
+            protean_core::mpi::global::wait_until(|e| !e.comm_busy(id))?;
+        }
         // Delete callbacks first: if one fails the communicator stays.
         attr::comm_free_attrs(id)?;
         with(|e| e.free_comm(id))??;
@@ -444,17 +448,17 @@ unsafe fn free(comm: *mut MPI_Comm, func: &str) -> c_int {
 /// `comm` points to a handle.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
-    free(comm, "MPI_Comm_free")
+    free(comm, "MPI_Comm_free", false)
 }
 
-/// Without dynamic processes, disconnecting is freeing (pending communication on the
-/// communicator completes normally either way).
+/// Without dynamic processes, disconnecting is freeing after the pending communication on the
+/// communicator has completed.
 ///
 /// # Safety
 /// `comm` points to a handle.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    free(comm, "MPI_Comm_disconnect")
+    free(comm, "MPI_Comm_disconnect", true)
 }
 
 /// No process of a Protean job was spawned: the parent is MPI_COMM_NULL.

@@ -1298,8 +1298,7 @@ pub unsafe extern "C" fn protean_MPI_Type_free(datatype: *mut MPI_Datatype) -> c
             ));
         }
         // Operations in flight and types built from this one keep their own reference.
-        e.dtypes[id as usize] = None;
-        Ok(())
+        e.free_dtype(id)
     });
     match r {
         Ok(Ok(())) => {

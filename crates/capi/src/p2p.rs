@@ -63,11 +63,7 @@ unsafe fn finish_status(st: Status, status: *mut MPI_Status, comm: MPI_Comm, fun
     match st.error {
         None => MPI_SUCCESS,
         Some(e) => {
-            let code = if ignored(status) {
-                code_for(class_code(e.class), format!("{func}: {}", e.msg))
-            } else {
-                (*status).MPI_ERROR
-            };
+            let code = code_for(class_code(e.class), format!("{func}: {}", e.msg));
             raise_code(comm, code, func, &format!("{func}: {}", e.msg))
         }
     }
@@ -107,7 +103,7 @@ unsafe fn start_send(
     if request.is_null() {
         return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
     }
-    match with(|e| e.isend(buf.cast(), count, d, dest, tag, c, mode)) {
+    match with(|e| e.isend_nb(buf.cast(), count, d, dest, tag, c, mode)) {
         Ok(Ok(slot)) => {
             *request = request_handle(slot);
             MPI_SUCCESS
@@ -471,14 +467,9 @@ pub unsafe extern "C" fn protean_MPI_Sendrecv_replace_c(
 
 /// The communicator handle and persistence of a live request.
 fn req_info(slot: u32) -> Option<(MPI_Comm, bool)> {
-    with(|e| {
-        e.pml
-            .reqs
-            .get(slot)
-            .map(|r| (comm_handle(r.comm), r.persist.is_some()))
-    })
-    .ok()
-    .flatten()
+    with(|e| e.request_info(slot).map(|(c, p)| (comm_handle(c), p)))
+        .ok()
+        .flatten()
 }
 
 fn bad_request_code(func: &str) -> c_int {
@@ -598,13 +589,10 @@ unsafe fn collect_one(
 ) -> Result<(Status, MPI_Comm), MpiError> {
     // One visit to the engine: the request's communicator and kind, then its status.
     let (comm, persistent, st) = with(|e| {
-        let r = e
-            .pml
-            .reqs
-            .get(slot)
+        let (comm, persistent) = e
+            .request_info(slot)
             .ok_or_else(|| bad(ErrorClass::Request, "invalid request handle"))?;
-        let (comm, persistent) = (comm_handle(r.comm), r.persist.is_some());
-        Ok::<_, MpiError>((comm, persistent, e.collect(slot)?))
+        Ok::<_, MpiError>((comm_handle(comm), persistent, e.collect(slot)?))
     })??;
     let st = st.expect("complete request");
     if !persistent {
@@ -654,8 +642,28 @@ fn check_array(count: c_int, reqs: *const MPI_Request, func: &str) -> Result<(),
     Ok(())
 }
 
-/// Raise MPI_ERR_IN_STATUS after a multiple completion with errors.
-fn in_status(errs: &[(usize, Box<MpiError>)], comm: MPI_Comm, func: &str) -> c_int {
+/// Raise MPI_ERR_IN_STATUS after a multiple completion with errors (`errs`: request index,
+/// the error). That return value is the only case where a completion call writes the
+/// MPI_ERROR fields (MPI-4.1 3.2.5): every status of the output array gets one, MPI_SUCCESS
+/// for the requests that completed without error (`at`: the index of request `i`'s status,
+/// `n`: the statuses written).
+unsafe fn in_status(
+    errs: &[(usize, Box<MpiError>)],
+    statuses: *mut MPI_Status,
+    n: usize,
+    at: impl Fn(usize) -> usize,
+    comm: MPI_Comm,
+    func: &str,
+) -> c_int {
+    if !ignored(statuses) {
+        for k in 0..n {
+            write_error(statuses.add(k), MPI_SUCCESS);
+        }
+        for (i, e) in errs {
+            let code = code_for(class_code(e.class), format!("{func}: {}", e.msg));
+            write_error(statuses.add(at(*i)), code);
+        }
+    }
     let (i, e) = &errs[0];
     raise(
         comm,
@@ -710,7 +718,14 @@ pub unsafe extern "C" fn protean_MPI_Waitall(
     if errs.is_empty() {
         MPI_SUCCESS
     } else {
-        in_status(&errs, comm, "MPI_Waitall")
+        in_status(
+            &errs,
+            array_of_statuses,
+            s.len(),
+            |i| i,
+            comm,
+            "MPI_Waitall",
+        )
     }
 }
 
@@ -772,7 +787,14 @@ pub unsafe extern "C" fn protean_MPI_Testall(
             if errs.is_empty() {
                 MPI_SUCCESS
             } else {
-                in_status(&errs, comm, "MPI_Testall")
+                in_status(
+                    &errs,
+                    array_of_statuses,
+                    s.len(),
+                    |i| i,
+                    comm,
+                    "MPI_Testall",
+                )
             }
         }
         Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Testall"),
@@ -917,7 +939,8 @@ unsafe fn collect_some(
     if errs.is_empty() {
         MPI_SUCCESS
     } else {
-        in_status(&errs, comm, func)
+        let at = |i| done.iter().position(|&d| d == i).expect("completed");
+        in_status(&errs, statuses, done.len(), at, comm, func)
     }
 }
 
@@ -1515,7 +1538,7 @@ unsafe fn set_elements(
         Ok(Ok(Some(bytes))) => {
             let s = &mut *status;
             let c = status_cancelled(s);
-            write_raw(s, s.MPI_SOURCE, s.MPI_TAG, s.MPI_ERROR, bytes, c);
+            write_raw(s, s.MPI_SOURCE, s.MPI_TAG, bytes, c);
             MPI_SUCCESS
         }
         Ok(Ok(None)) => raise(
@@ -1611,7 +1634,10 @@ pub unsafe extern "C" fn protean_MPI_Buffer_detach_c(
     }
 }
 
-/// MPI_Isendrecv and MPI_Isendrecv_c.
+// -------------------------------------------------------------------------------------------
+// MPI_Isendrecv, MPI_Isendrecv_replace (MPI-4.0 3.10)
+
+#[allow(clippy::too_many_arguments)]
 unsafe fn isendrecv(
     sendbuf: *const c_void,
     sendcount: i64,
@@ -1632,9 +1658,22 @@ unsafe fn isendrecv(
     if request.is_null() {
         return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
     }
-    let send = (sendbuf.cast(), sendcount, sd, dest, sendtag);
-    let recv = (recvbuf.cast(), recvcount, rd, source, recvtag);
-    match with(|e| e.isendrecv(send, recv, c, None)) {
+    let r = with(|e| {
+        e.isendrecv(
+            sendbuf.cast(),
+            sendcount,
+            sd,
+            dest,
+            sendtag,
+            recvbuf.cast(),
+            recvcount,
+            rd,
+            source,
+            recvtag,
+            c,
+        )
+    });
+    match r {
         Ok(Ok(slot)) => {
             *request = request_handle(slot);
             MPI_SUCCESS
@@ -1711,8 +1750,10 @@ pub unsafe extern "C" fn protean_MPI_Isendrecv_c(
     )
 }
 
-/// MPI_Isendrecv_replace(_c): the data goes out as a packed copy (kept with the request) so
-/// that the receive can land in the same buffer.
+both_counts!(protean_MPI_Isendrecv_replace, protean_MPI_Isendrecv_replace_c, |buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request| count =>
+    isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, "MPI_Isendrecv_replace"));
+
+#[allow(clippy::too_many_arguments)]
 unsafe fn isendrecv_replace(
     buf: *mut c_void,
     count: i64,
@@ -1726,86 +1767,14 @@ unsafe fn isendrecv_replace(
     func: &str,
 ) -> c_int {
     let (c, d) = resolve!(comm, dt, func);
-    let (_, byte) = resolve!(comm, MPI_BYTE, func);
-    if count < 0 {
-        return raise(
-            comm,
-            bad(ErrorClass::Count, format!("negative count {count}")),
-            func,
-        );
-    }
     if request.is_null() {
         return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
     }
-    let r = with(|e| -> Result<u32, MpiError> {
-        let t = e.dtype(d)?.clone();
-        let mut copy = Vec::new();
-        t.pack(buf as *const u8, count as usize, &mut copy);
-        let send = (copy.as_ptr(), copy.len() as i64, byte, dest, sendtag);
-        let recv = (buf.cast(), count, d, source, recvtag);
-        e.isendrecv(send, recv, c, Some(copy))
-    });
-    match r {
+    match with(|e| e.isendrecv_replace(buf.cast(), count, d, dest, sendtag, source, recvtag, c)) {
         Ok(Ok(slot)) => {
             *request = request_handle(slot);
             MPI_SUCCESS
         }
         Ok(Err(e)) | Err(e) => raise(comm, e, func),
     }
-}
-
-/// # Safety
-/// Arguments as the MPI standard requires.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Isendrecv_replace(
-    buf: *mut c_void,
-    count: c_int,
-    datatype: MPI_Datatype,
-    dest: c_int,
-    sendtag: c_int,
-    source: c_int,
-    recvtag: c_int,
-    comm: MPI_Comm,
-    request: *mut MPI_Request,
-) -> c_int {
-    isendrecv_replace(
-        buf,
-        count as i64,
-        datatype,
-        dest,
-        sendtag,
-        source,
-        recvtag,
-        comm,
-        request,
-        "MPI_Isendrecv_replace",
-    )
-}
-
-/// # Safety
-/// Arguments as the MPI standard requires.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Isendrecv_replace_c(
-    buf: *mut c_void,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
-    dest: c_int,
-    sendtag: c_int,
-    source: c_int,
-    recvtag: c_int,
-    comm: MPI_Comm,
-    request: *mut MPI_Request,
-) -> c_int {
-    isendrecv_replace(
-        buf,
-        count,
-        datatype,
-        dest,
-        sendtag,
-        source,
-        recvtag,
-        comm,
-        request,
-        "MPI_Isendrecv_replace_c",
-    )
 }

@@ -71,24 +71,20 @@ pub fn status_code(s: &Status) -> c_int {
     }
 }
 
-/// Fill a C status from an engine status.
+/// Fill a C status from an engine status: source, tag, count and the cancelled flag.
+///
+/// MPI_ERROR is left alone: MPI-4.1 3.2.5 lets only the calls that complete several requests
+/// (Waitall, Testall, Waitsome, Testsome) write it, and only when they return
+/// MPI_ERR_IN_STATUS ([`write_error`]); a single completion's error is its return value.
 ///
 /// # Safety
 /// `st` is MPI_STATUS_IGNORE, null, or valid for a write.
 #[inline]
 pub unsafe fn write_status(st: *mut MPI_Status, s: &Status) {
-    if ignored(st) {
-        return;
-    }
-    let err = if s.error.is_some() {
-        status_code(s)
-    } else {
-        MPI_SUCCESS
-    };
-    write_raw(st, s.source, s.tag, err, s.bytes, s.cancelled);
+    write_raw(st, s.source, s.tag, s.bytes, s.cancelled);
 }
 
-/// Fill a C status field by field.
+/// Fill a C status field by field (MPI_ERROR is left alone, see [`write_status`]).
 ///
 /// # Safety
 /// As for [`write_status`].
@@ -97,7 +93,6 @@ pub unsafe fn write_raw(
     st: *mut MPI_Status,
     source: c_int,
     tag: c_int,
-    error: c_int,
     bytes: u64,
     cancelled: bool,
 ) {
@@ -109,7 +104,17 @@ pub unsafe fn write_raw(
     st.count_hi_and_cancelled = (((bytes >> 32) << 1) as u32 | cancelled as u32) as c_int;
     st.MPI_SOURCE = source;
     st.MPI_TAG = tag;
-    st.MPI_ERROR = error;
+}
+
+/// Set the MPI_ERROR field of a status (multiple completions returning MPI_ERR_IN_STATUS).
+///
+/// # Safety
+/// As for [`write_status`].
+#[inline]
+pub unsafe fn write_error(st: *mut MPI_Status, code: c_int) {
+    if !ignored(st) {
+        (*st).MPI_ERROR = code;
+    }
 }
 
 /// Bytes recorded in a C status.
@@ -126,7 +131,7 @@ pub fn status_cancelled(st: &MPI_Status) -> bool {
 /// # Safety
 /// As for [`write_status`].
 pub unsafe fn write_empty(st: *mut MPI_Status) {
-    write_raw(st, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_SUCCESS, 0, false);
+    write_raw(st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, false);
 }
 
 /// A C array of `n` elements as a slice: empty for `n == 0` (the pointer may then be
@@ -201,7 +206,7 @@ mod tests {
             (u32::MAX as u64 + 7, false),
             (3 << 40, true),
         ] {
-            unsafe { write_raw(&mut st, 1, 2, 0, bytes, c) };
+            unsafe { write_raw(&mut st, 1, 2, bytes, c) };
             assert_eq!(status_bytes(&st), bytes);
             assert_eq!(status_cancelled(&st), c);
         }

@@ -16,12 +16,18 @@
 //! Several agreements can be in flight in one process (MPI_Comm_idup, or threads). An
 //! agreement may only offer the process's free bits while it *owns* the pool; otherwise it
 //! offers nothing and the round yields no common block: everyone sees that (the AND of
-//! "owned" flags is false) and tries again. A process gives ownership only to the agreement
-//! with the smallest key (parent context id, operation number) among those it has pending,
-//! and keys order agreements the same way in every process, so the globally smallest pending
-//! agreement gets the pool everywhere within one round of the others' and always finishes:
-//! no livelock. When every participant owned its pool and still no block is common, the
-//! context ids are exhausted: the operation fails with an error.
+//! "owned" flags is false) and tries again. A process gives ownership only to an agreement
+//! that every participant has *joined* (it has completed a round), and among those to the one
+//! with the smallest key (parent context id, operation number); keys order agreements the
+//! same way in every process, so the globally smallest joined agreement gets the pool
+//! everywhere within one round of the others' and always finishes: no livelock. An agreement
+//! not joined yet must not hold the pool: its round waits for a process whose thread may be
+//! inside another agreement that needs this very pool (threads of two processes creating
+//! communicators in different orders) — a deadlock. A first round therefore offers only the
+//! *eager* part of the partition (its first words), which one agreement at a time may offer
+//! without any other condition; most creations end there, in one round. When every
+//! participant owned its pool and its eager part and still no block is common, the context
+//! ids are exhausted: the operation fails with an error.
 //!
 //! Blocking and nonblocking agreements draw from two disjoint partitions of the blocks, each
 //! with its own owner. Otherwise an MPI_Comm_idup whose round waits for a process that is
@@ -65,13 +71,23 @@ pub const CTX_BLOCKS: usize = CTX_WORDS * 64;
 /// Words (from here to the end) of the partition that nonblocking agreements use.
 const NB_FIRST_WORD: usize = 48;
 
-/// The blocks an agreement may take: the nonblocking partition or the rest.
-fn partition(nonblocking: bool) -> [u64; CTX_WORDS] {
+/// Words of each partition's eager part (at its start): blocks a first round offers without
+/// owning the pool (see the module doc).
+const EAGER_WORDS: [usize; 2] = [8, 2];
+
+/// The blocks an agreement may take: the nonblocking partition or the rest; `eager` selects
+/// the partition's eager part, else the part offered by the pool's owner.
+fn partition(nonblocking: bool, eager: bool) -> [u64; CTX_WORDS] {
+    let (lo, hi) = if nonblocking {
+        (NB_FIRST_WORD, CTX_WORDS)
+    } else {
+        (0, NB_FIRST_WORD)
+    };
+    let split = lo + EAGER_WORDS[nonblocking as usize];
+    let (lo, hi) = if eager { (lo, split) } else { (split, hi) };
     let mut m = [0u64; CTX_WORDS];
-    for (i, w) in m.iter_mut().enumerate() {
-        if (i >= NB_FIRST_WORD) == nonblocking {
-            *w = !0;
-        }
+    for w in &mut m[lo..hi] {
+        *w = !0;
     }
     m
 }
@@ -88,6 +104,8 @@ pub struct CtxPool {
     /// The agreement that currently offers the free bits of the blocking (0) and the
     /// nonblocking (1) partition.
     owner: [Option<u32>; 2],
+    /// The agreement that currently offers the free bits of the eager part of each.
+    eager_owner: [Option<u32>; 2],
 }
 
 fn reserved_mask() -> [u64; CTX_WORDS] {
@@ -108,6 +126,7 @@ impl Default for CtxPool {
         CtxPool {
             free,
             owner: [None; 2],
+            eager_owner: [None; 2],
         }
     }
 }
@@ -389,6 +408,8 @@ pub struct Op {
     steps: Vec<Step>,
     at: usize,
     owns: bool,
+    /// It offers the free bits of the eager part this round.
+    owns_eager: bool,
     contrib: Contrib,
     remote: Option<Remote>,
     /// First-round data (entries of both sides, the other side's group and flag).
@@ -419,10 +440,13 @@ pub struct Key {
 pub struct CommMgr {
     pub ctx: CtxPool,
     ops: Vec<Option<Box<Op>>>,
-    /// Keys of the operations still running that need a context id (the ownership rule).
-    pending: Vec<(u32, Key)>,
+    /// Keys of the operations still running that need a context id (the ownership rule), and
+    /// whether every participant has joined them (a round has completed).
+    pending: Vec<(u32, Key, bool)>,
     /// Operations still being advanced by progress.
     pub live: usize,
+    /// Communicators freed while in use and not released yet.
+    pub deferred: usize,
 }
 
 /// How to start an operation (built by the `Engine::op_*` constructors).
@@ -528,6 +552,9 @@ impl Engine {
     /// A usable communicator (not one MPI_Comm_idup is still creating).
     pub fn live_comm(&self, id: u32) -> Result<&Comm> {
         let c = self.comm(id)?;
+        if c.freed {
+            return err!(Comm, "invalid communicator (already freed)");
+        }
         if c.pending {
             return err!(
                 Comm,
@@ -854,6 +881,8 @@ impl Engine {
 
     /// Register an operation and take its first steps; its id.
     pub fn cm_start(&mut self, s: OpSpec, request: Option<u32>, target: Option<u32>) -> u32 {
+        // Contexts of communicators freed while in use go back first, if they may.
+        self.sweep_comms();
         let n = self.size as usize;
         let cap = 64 + CTX_WORDS * 8 + 16 * n.max(s.party.members.len()) * 2;
         let op = Box::new(Op {
@@ -874,6 +903,7 @@ impl Engine {
             steps: Vec::new(),
             at: 0,
             owns: false,
+            owns_eager: false,
             contrib: Contrib {
                 mask: vec![0; CTX_WORDS],
                 owned: false,
@@ -896,7 +926,7 @@ impl Engine {
             }
         } as u32;
         if op.needs_id {
-            self.cm.pending.push((id, op.key));
+            self.cm.pending.push((id, op.key, false));
         }
         self.cm.live += 1;
         self.cm.ops[id as usize] = Some(op);
@@ -985,7 +1015,7 @@ impl Engine {
 
     fn finish_op(&mut self, id: u32, op: &mut Op, outcome: Result<Option<u32>>) {
         self.release_pool(id, op);
-        self.cm.pending.retain(|(i, _)| *i != id);
+        self.cm.pending.retain(|(i, _, _)| *i != id);
         if let Some((slot, _)) = op.recv.take() {
             self.pml.release(slot);
         }
@@ -1000,9 +1030,17 @@ impl Engine {
     }
 
     fn release_pool(&mut self, id: u32, op: &mut Op) {
+        let nb = op.key.nonblocking as usize;
         if op.owns {
             op.owns = false;
-            let o = &mut self.cm.ctx.owner[op.key.nonblocking as usize];
+            let o = &mut self.cm.ctx.owner[nb];
+            if *o == Some(id) {
+                *o = None;
+            }
+        }
+        if op.owns_eager {
+            op.owns_eager = false;
+            let o = &mut self.cm.ctx.eager_owner[nb];
             if *o == Some(id) {
                 *o = None;
             }
@@ -1022,23 +1060,49 @@ impl Engine {
             owned = true;
         } else {
             let nb = op.key.nonblocking;
-            let first = self
-                .cm
-                .pending
-                .iter()
-                .filter(|(i, k)| *i != id && k.nonblocking == nb)
-                .all(|(_, k)| *k > op.key);
+            // After a round every participant has joined: only then may the agreement own
+            // the pool (one that waits for a process still busy elsewhere must not hold it).
+            let joined = op.round > 0;
+            if joined {
+                if let Some(p) = self.cm.pending.iter_mut().find(|p| p.0 == id) {
+                    p.2 = true;
+                }
+            }
+            let first = joined
+                && self
+                    .cm
+                    .pending
+                    .iter()
+                    .filter(|(i, k, j)| *i != id && k.nonblocking == nb && *j)
+                    .all(|(_, k, _)| *k > op.key);
             let owner = &mut self.cm.ctx.owner[nb as usize];
+            let mut main = false;
             if first && owner.is_none_or(|o| o == id) {
                 *owner = Some(id);
                 op.owns = true;
-                for ((m, f), p) in mask.iter_mut().zip(self.cm.ctx.free).zip(partition(nb)) {
-                    *m = f & p;
+                main = true;
+                for ((m, f), p) in mask
+                    .iter_mut()
+                    .zip(self.cm.ctx.free)
+                    .zip(partition(nb, false))
+                {
+                    *m |= f & p;
                 }
-                owned = true;
-            } else {
-                owned = false;
             }
+            // The eager part goes to whichever agreement asks first, joined or not.
+            let eager = &mut self.cm.ctx.eager_owner[nb as usize];
+            if eager.is_none_or(|o| o == id) {
+                *eager = Some(id);
+                op.owns_eager = true;
+                for ((m, f), p) in mask
+                    .iter_mut()
+                    .zip(self.cm.ctx.free)
+                    .zip(partition(nb, true))
+                {
+                    *m |= f & p;
+                }
+            }
+            owned = main && op.owns_eager;
         }
         op.contrib.mask = mask;
         op.contrib.owned = owned;
@@ -1375,10 +1439,46 @@ impl Engine {
                 "the communicator is still being created by MPI_Comm_idup (wait for its request first)"
             );
         }
+        if self.comm_in_use(id) {
+            // Pending operations complete normally (MPI-4.1 7.4.3): the context may not be
+            // given to another communicator while their messages can still arrive.
+            self.comm_mut(id)?.freed = true;
+            self.cm.deferred += 1;
+            return Ok(());
+        }
         let ctx = c.ctx;
         self.comms[id as usize] = None;
         self.cm.ctx.release(ctx);
         Ok(())
+    }
+
+    /// Does a request (pending, or complete and not yet collected) still name communicator
+    /// `id`?
+    pub fn comm_in_use(&self, id: u32) -> bool {
+        self.pml.reqs.iter().any(|r| r.comm == id && !r.permanent)
+    }
+
+    /// Does a pending request still name communicator `id` (MPI_Comm_disconnect waits)?
+    pub fn comm_busy(&self, id: u32) -> bool {
+        self.pml
+            .reqs
+            .iter()
+            .any(|r| r.comm == id && !r.permanent && !r.complete)
+    }
+
+    /// Release the communicators freed while in use whose requests are all gone.
+    pub fn sweep_comms(&mut self) {
+        if self.cm.deferred == 0 {
+            return;
+        }
+        for id in 0..self.comms.len() as u32 {
+            let freed = self.comms[id as usize].as_ref().is_some_and(|c| c.freed);
+            if freed && !self.comm_in_use(id) {
+                let ctx = self.comms[id as usize].take().expect("freed").ctx;
+                self.cm.ctx.release(ctx);
+                self.cm.deferred -= 1;
+            }
+        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1762,12 +1862,25 @@ mod tests {
 
     #[test]
     fn partitions_are_disjoint_and_cover_the_pool() {
-        let b = partition(false);
-        let n = partition(true);
+        let parts = [
+            partition(false, true),
+            partition(false, false),
+            partition(true, true),
+            partition(true, false),
+        ];
         for i in 0..CTX_WORDS {
-            assert_eq!(b[i] & n[i], 0);
-            assert_eq!(b[i] | n[i], !0);
+            for a in 0..4 {
+                for c in a + 1..4 {
+                    assert_eq!(parts[a][i] & parts[c][i], 0);
+                }
+            }
+            assert_eq!(parts.iter().fold(0, |o, p| o | p[i]), !0);
         }
+        let or = |x: [u64; CTX_WORDS], y: [u64; CTX_WORDS]| -> Vec<u64> {
+            x.iter().zip(y).map(|(a, b)| a | b).collect()
+        };
+        let b = or(parts[0], parts[1]);
+        let n = or(parts[2], parts[3]);
         let p = CtxPool::default();
         let first_b: Vec<u64> = p.free.iter().zip(b).map(|(f, m)| f & m).collect();
         let first_n: Vec<u64> = p.free.iter().zip(n).map(|(f, m)| f & m).collect();

@@ -61,6 +61,9 @@ pub struct Comm {
     pub mgmt_seq: u32,
     /// Created by MPI_Comm_idup and not complete yet: not usable.
     pub pending: bool,
+    /// Freed by the user while requests still use it: its context and slot stay until they
+    /// are gone (`Engine::sweep_comms`).
+    pub freed: bool,
     /// Collective state: the sequence number that tags each collective instance, and the
     /// algorithms' views of the group (owned by `mpi::coll`).
     pub coll: crate::mpi::coll::CommColl,
@@ -82,6 +85,7 @@ impl Comm {
             protocol: None,
             mgmt_seq: 0,
             pending: false,
+            freed: false,
         }
     }
 

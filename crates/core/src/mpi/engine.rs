@@ -84,8 +84,10 @@ pub struct Engine {
     pub coll: crate::mpi::coll::State,
     /// Windows and one-sided operations in flight.
     pub rma: crate::mpi::rma::State,
-    /// MPI_Isendrecv(_replace) requests waiting for their send and receive.
-    pub pairs: Vec<crate::mpi::p2p::Pair>,
+    /// Datatypes the user freed while operations or other types still hold them: their slots
+    /// stay taken (the handle stays meaningful to those users) until `Engine::free_dtype`
+    /// finds them unreferenced.
+    pub freed_types: Vec<u32>,
     /// Progress passes so far, and when the launcher was last seen alive (see
     /// [`Engine::watch_launcher`]).
     passes: u32,
@@ -170,7 +172,7 @@ impl Engine {
             node_procs,
             coll,
             rma: Default::default(),
-            pairs: Vec::new(),
+            freed_types: Vec::new(),
             passes: 0,
             launcher_seen: std::time::Instant::now(),
         })
@@ -195,9 +197,6 @@ impl Engine {
         }
         if self.coll.busy() {
             self.coll_progress();
-        }
-        if !self.pairs.is_empty() {
-            self.pair_progress();
         }
         n
     }

@@ -43,79 +43,6 @@ fn bad_request() -> MpiError {
     )
 }
 
-/// An MPI_Isendrecv(_replace) request (`outer`, which the user holds) and the send and
-/// receive it stands for; `_keep` is the packed copy of the data an
-/// MPI_Isendrecv_replace sends, alive until the send is done.
-pub struct Pair {
-    outer: u32,
-    send: u32,
-    recv: u32,
-    _keep: Option<Vec<u8>>,
-}
-
-impl Engine {
-    /// MPI_Isendrecv: a receive and a send started together, and a request that completes
-    /// with the receive's status once both have. `send` is (buffer, count, datatype, dest,
-    /// tag), `recv` (buffer, count, datatype, source, tag); `keep` is memory the send reads,
-    /// kept until it is done (MPI_Isendrecv_replace's packed copy).
-    ///
-    /// # Safety
-    /// The buffers stay valid until the request completes (MPI's rule).
-    #[allow(clippy::type_complexity)]
-    pub unsafe fn isendrecv(
-        &mut self,
-        send: (*const u8, i64, u32, i32, i32),
-        recv: (*mut u8, i64, u32, i32, i32),
-        comm: u32,
-        keep: Option<Vec<u8>>,
-    ) -> Result<u32> {
-        let r = self.irecv(recv.0, recv.1, recv.2, recv.3, recv.4, comm)?;
-        let s = match self.isend(send.0, send.1, send.2, send.3, send.4, comm, Mode::Standard) {
-            Ok(s) => s,
-            Err(err) => {
-                self.pml.cancel(r);
-                self.pml.release(r);
-                return Err(err);
-            }
-        };
-        let outer = self.pml.reqs.insert(Request::new(Kind::Done, comm));
-        self.pairs.push(Pair {
-            outer,
-            send: s,
-            recv: r,
-            _keep: keep,
-        });
-        self.pair_progress();
-        Ok(outer)
-    }
-
-    /// Complete the MPI_Isendrecv requests whose send and receive are both done.
-    pub(crate) fn pair_progress(&mut self) {
-        let mut i = 0;
-        while i < self.pairs.len() {
-            let p = &self.pairs[i];
-            let done = |e: &Self, s: u32| e.is_complete(s).unwrap_or(true);
-            if !(done(self, p.send) && done(self, p.recv)) {
-                i += 1;
-                continue;
-            }
-            let p = self.pairs.swap_remove(i);
-            let sst = self.collect(p.send).ok().flatten();
-            let mut st = self.collect(p.recv).ok().flatten().unwrap_or(Status::EMPTY);
-            if st.error.is_none() {
-                st.error = sst.and_then(|s| s.error);
-            }
-            if let Some(req) = self.pml.reqs.get_mut(p.outer) {
-                req.complete = true;
-                req.status = st;
-                if req.user_freed {
-                    self.pml.reqs.remove(p.outer);
-                }
-            }
-        }
-    }
-}
-
 impl Engine {
     #[inline(always)]
     fn check_count(count: i64) -> Result<usize> {
@@ -281,6 +208,55 @@ impl Engine {
         self.isend_on(buf, count, dt, dest, tag, comm, mode, 0)
     }
 
+    /// [`Engine::isend`] for MPI_Isend and friends: a send that goes out on the request-free
+    /// eager path gets a [`SentRec`] slot instead of the shared complete request, which
+    /// remembers the message's sequence number, so that MPI_Cancel can still ask the receiver
+    /// to take it out of its unexpected queue. (Blocking sends keep the shared request.)
+    /// # Safety
+    /// As for [`Engine::isend`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub unsafe fn isend_nb(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+        mode: Mode,
+    ) -> Result<u32> {
+        if matches!(mode, Mode::Standard | Mode::Ready) {
+            if let Some(peer) = self.send_now_to(buf, count, dt, dest, tag, comm, 0)? {
+                let seq = self.pml.sent_seq(peer);
+                return Ok(self.pml.reqs.insert_sent(SentRec {
+                    peer,
+                    seq,
+                    comm,
+                    promoted: 0,
+                }));
+            }
+        }
+        self.isend_general(buf, count, dt, dest, tag, comm, mode, 0)
+    }
+
+    /// The request a [`SentRec`] slot stands for once MPI_Cancel made one (None before).
+    fn promoted(&self, slot: u32) -> Result<Option<u32>> {
+        let rec = self.pml.reqs.sent(slot).ok_or_else(bad_request)?;
+        Ok(rec.promoted.checked_sub(1))
+    }
+
+    /// The communicator and persistence of a live request (None: not a request).
+    pub fn request_info(&self, slot: u32) -> Option<(u32, bool)> {
+        if Slab::is_sent(slot) {
+            return self.pml.reqs.sent(slot).map(|r| (r.comm, false));
+        }
+        self.pml
+            .reqs
+            .get(slot)
+            .map(|r| (r.comm, r.persist.is_some()))
+    }
+
     /// Post a receive; returns its request slot.
     /// # Safety
     /// The buffer must hold `count` elements of the datatype and stay valid until the
@@ -322,6 +298,25 @@ impl Engine {
             // Sent and complete: the shared complete-send request stands for it.
             return Ok(Pml::DONE_SEND);
         }
+        self.isend_general(buf, count, dt, dest, tag, comm, mode, ctx_offset)
+    }
+
+    /// [`Engine::isend_on`] past the request-free path: every check, a request.
+    /// # Safety
+    /// As for [`Engine::isend`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    unsafe fn isend_general(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+        mode: Mode,
+        ctx_offset: u32,
+    ) -> Result<u32> {
         if self.pml.eager_unpolled >= Self::POLL_EVERY {
             // A run of eager sends read nothing for a while (`Pml::try_eager` declined this
             // one for that): take the receivers' reports first, and plan by them.
@@ -381,22 +376,42 @@ impl Engine {
         comm: u32,
         ctx_offset: u32,
     ) -> Result<bool> {
+        Ok(self
+            .send_now_to(buf, count, dt, dest, tag, comm, ctx_offset)?
+            .is_some())
+    }
+
+    /// [`Engine::send_now`], saying to which process the message went.
+    /// # Safety
+    /// As for [`Engine::send_now`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn send_now_to(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: u32,
+        ctx_offset: u32,
+    ) -> Result<Option<u32>> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
             self.dtypes.get(dt as usize),
             self.comms.get(comm as usize),
         ) else {
-            return Ok(false);
+            return Ok(None);
         };
         if !d.contig || !d.committed || !(0..=TAG_UB).contains(&tag) || c.protocol.is_some() {
-            return Ok(false);
+            return Ok(None);
         }
         let Some(&peer) = c.peers().get(dest as usize).filter(|_| dest >= 0) else {
-            return Ok(false);
+            return Ok(None);
         };
         let len = match d.packed_size(count) {
             Some(l) if l == 0 || !buf.is_null() => l,
-            _ => return Ok(false),
+            _ => return Ok(None),
         };
         let env = Envelope {
             ctx: c.ctx + ctx_offset,
@@ -410,9 +425,9 @@ impl Engine {
             unsafe { std::slice::from_raw_parts(buf, len) }
         };
         if !self.pml.try_eager(peer, env, data, &mut self.net) {
-            return Ok(false);
+            return Ok(None);
         }
-        Ok(true)
+        Ok(Some(peer))
     }
 
     /// A blocking receive of contiguous data without a request, when possible
@@ -512,14 +527,94 @@ impl Engine {
     /// Is the request complete (without collecting it)? Errors for an unknown slot.
     #[inline]
     pub fn is_complete(&self, slot: u32) -> Result<bool> {
+        if Slab::is_sent(slot) {
+            return match self.pml.reqs.sent(slot) {
+                Some(&SentRec { promoted: 0, .. }) => Ok(true),
+                _ => self.is_complete(self.promoted(slot)?.expect("promoted")),
+            };
+        }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some(parts) = r.parts {
+            return Ok(self.parts_done(parts));
+        }
+        if let Some(done) = self.buffered_cancel(r) {
+            return Ok(done.is_some());
+        }
         Ok(r.complete || (r.persist.is_some() && !r.active))
+    }
+
+    /// A buffered send whose cancellation is being asked (the user's request, incomplete while
+    /// the send from the attached buffer awaits the receiver's answer): None when `r` is not
+    /// one; Some(None) while the answer is out; Some(Some(cancelled)) once it came.
+    fn buffered_cancel(&self, r: &Request) -> Option<Option<bool>> {
+        if r.complete || r.link == 0 || r.internal {
+            return None;
+        }
+        Some(match self.pml.reqs.from_wire(r.link) {
+            None => Some(false),
+            Some(i) => {
+                let q = self.pml.reqs.get(i).expect("live");
+                q.complete.then_some(q.status.cancelled)
+            }
+        })
+    }
+
+    /// Have both halves of an MPI_Isendrecv completed?
+    fn parts_done(&self, parts: [u32; 2]) -> bool {
+        parts.iter().all(|&p| self.is_complete(p).unwrap_or(true))
+    }
+
+    /// The status of an MPI_Isendrecv whose halves completed: the receive's, with the send's
+    /// error when the receive has none; cancelled when both halves were.
+    fn parts_status(send: Status, recv: Status) -> Status {
+        let mut st = recv;
+        if st.error.is_none() {
+            st.error = send.error;
+        }
+        st.cancelled = st.cancelled && send.cancelled;
+        st
+    }
+
+    /// [`Engine::collect`] of an MPI_Isendrecv request.
+    fn collect_parts(&mut self, slot: u32, [s, r]: [u32; 2]) -> Result<Option<Status>> {
+        if !self.parts_done([s, r]) {
+            return Ok(None);
+        }
+        let sst = self.collect(s)?.unwrap_or(Status::EMPTY);
+        let rst = self.collect(r)?.unwrap_or(Status::EMPTY);
+        self.pml.discard(slot);
+        Ok(Some(Self::parts_status(sst, rst)))
     }
 
     /// Collect a complete request: its status; a non-persistent request is released, a
     /// persistent one becomes inactive. None when not complete.
     pub fn collect(&mut self, slot: u32) -> Result<Option<Status>> {
-        let r = self.pml.reqs.get_mut(slot).ok_or_else(bad_request)?;
+        if Slab::is_sent(slot) {
+            let st = match self.pml.reqs.sent(slot) {
+                Some(&SentRec { promoted: 0, .. }) => Status::EMPTY,
+                _ => match self.collect(self.promoted(slot)?.expect("promoted"))? {
+                    Some(st) => st,
+                    None => return Ok(None),
+                },
+            };
+            self.pml.reqs.remove_sent(slot);
+            return Ok(Some(st));
+        }
+        let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some(parts) = r.parts {
+            return self.collect_parts(slot, parts);
+        }
+        match self.buffered_cancel(r) {
+            Some(None) => return Ok(None),
+            Some(Some(cancelled)) => {
+                let r = self.pml.reqs.get_mut(slot).expect("live");
+                r.complete = true;
+                r.status.cancelled = cancelled;
+                self.drop_cancel_request(slot);
+            }
+            None => {}
+        }
+        let r = self.pml.reqs.get_mut(slot).expect("live");
         if r.persist.is_some() {
             if !r.active {
                 return Ok(Some(Status::EMPTY));
@@ -546,7 +641,29 @@ impl Engine {
 
     /// MPI_Request_get_status: the status if complete, without collecting.
     pub fn peek(&self, slot: u32) -> Result<Option<Status>> {
+        if Slab::is_sent(slot) {
+            return match self.promoted(slot)? {
+                Some(p) => self.peek(p),
+                None => Ok(Some(Status::EMPTY)),
+            };
+        }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some([s, rv]) = r.parts {
+            if !self.parts_done([s, rv]) {
+                return Ok(None);
+            }
+            let part = |p| self.peek(p).ok().flatten().unwrap_or(Status::EMPTY);
+            return Ok(Some(Self::parts_status(part(s), part(rv))));
+        }
+        match self.buffered_cancel(r) {
+            Some(None) => return Ok(None),
+            Some(Some(cancelled)) => {
+                let mut st = r.status.clone();
+                st.cancelled = cancelled;
+                return Ok(Some(st));
+            }
+            None => {}
+        }
         if r.persist.is_some() && !r.active {
             return Ok(Some(Status::EMPTY));
         }
@@ -563,34 +680,145 @@ impl Engine {
 
     /// MPI_Request_free.
     pub fn request_free(&mut self, slot: u32) -> Result<()> {
-        let r = self.pml.reqs.get_mut(slot).ok_or_else(bad_request)?;
+        if Slab::is_sent(slot) {
+            if let Some(p) = self.promoted(slot)? {
+                self.request_free(p)?;
+            }
+            self.pml.reqs.remove_sent(slot);
+            return Ok(());
+        }
+        let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
         if r.permanent {
             return Ok(());
         }
+        if let Some([s, rv]) = r.parts {
+            // The halves go on (or are released) by themselves.
+            self.request_free(s)?;
+            self.request_free(rv)?;
+            self.pml.release(slot);
+            return Ok(());
+        }
         let done = r.complete || (r.persist.is_some() && !r.active);
-        if done {
+        if done || self.buffered_cancel(r).is_some() {
+            // (A buffered send being cancelled goes on by itself.)
             self.coll_forget(slot);
             self.pml.release(slot);
         } else {
-            r.user_freed = true;
+            self.pml.reqs.get_mut(slot).expect("live").user_freed = true;
         }
         Ok(())
     }
 
     /// MPI_Cancel.
     pub fn cancel(&mut self, slot: u32) -> Result<()> {
+        if Slab::is_sent(slot) {
+            if self.promoted(slot)?.is_some() {
+                return Ok(());
+            }
+            // A request now carries the cancellation: complete, in `SendState::Sent`.
+            let rec = *self.pml.reqs.sent(slot).expect("checked");
+            let (p, r) = self.pml.reqs.insert_new(Kind::Send, rec.comm);
+            r.send = Sender::sent();
+            r.complete = true;
+            r.peer = rec.peer;
+            r.seq = rec.seq;
+            self.pml.reqs.sent_mut(slot).expect("checked").promoted = p + 1;
+            return self.cancel(p);
+        }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some([s, rv]) = r.parts {
+            self.cancel(s)?;
+            return self.cancel(rv);
+        }
         if r.persist.is_some() && !r.active {
             return Ok(());
         }
         if r.bsend_region.is_some() {
             return Ok(());
         }
+        if r.link != 0 {
+            return self.cancel_buffered(slot);
+        }
         self.pml.cancel(slot);
         if self.pml.busy() {
             self.pml.flush(&mut self.net);
         }
+        self.settle_self_cancel(slot);
         Ok(())
+    }
+
+    /// A cancel request to ourselves is answered by our own next progress passes: take them
+    /// now, so that the outcome is known when MPI_Cancel returns (as for a send to another
+    /// process, the request stays incomplete until the answer).
+    fn settle_self_cancel(&mut self, slot: u32) {
+        for _ in 0..8 {
+            let Some(r) = self.pml.reqs.get(slot) else {
+                return;
+            };
+            if r.kind != Kind::Send
+                || r.send.state() != SendState::Cancelling
+                || self.pml.route(r.peer) != crate::proto::policy::Route::SelfLoop
+            {
+                return;
+            }
+            self.progress_p2p();
+        }
+    }
+
+    /// MPI_Cancel of a buffered send: cancel the send from the attached buffer. The user's
+    /// request, complete since the data was copied, stays incomplete until that send's
+    /// outcome is known (see [`Engine::buffered_cancel`]).
+    fn cancel_buffered(&mut self, slot: u32) -> Result<()> {
+        let r = self.pml.reqs.get(slot).expect("live");
+        let (link, peer, seq, emitted, comm) = (
+            r.link,
+            r.peer,
+            r.seq,
+            r.send.state() == SendState::Sent,
+            r.comm,
+        );
+        let inner = match self.pml.reqs.from_wire(link) {
+            Some(i) => i,
+            // The send from the buffer completed and went; its message may still wait at the
+            // receiver: a request of our own asks for it.
+            None if emitted => {
+                let (p, q) = self.pml.reqs.insert_new(Kind::Send, comm);
+                q.send = Sender::sent();
+                q.complete = true;
+                (q.peer, q.seq) = (peer, seq);
+                let w = self.pml.reqs.wire_id(p);
+                self.pml.reqs.get_mut(slot).expect("live").link = w;
+                p
+            }
+            None => return Ok(()),
+        };
+        self.pml.cancel(inner);
+        if self.pml.busy() {
+            self.pml.flush(&mut self.net);
+        }
+        self.settle_self_cancel(inner);
+        let q = self.pml.reqs.get(inner).expect("live");
+        let (done, cancelled) = (q.complete, q.status.cancelled);
+        let r = self.pml.reqs.get_mut(slot).expect("live");
+        if done {
+            r.status.cancelled = cancelled;
+            self.drop_cancel_request(slot);
+        } else {
+            r.complete = false;
+        }
+        Ok(())
+    }
+
+    /// The outcome of a buffered send's cancellation is in: a request made only to ask for it
+    /// (not the send from the buffer, which `reap_bsend` releases) goes.
+    fn drop_cancel_request(&mut self, slot: u32) {
+        let link = self.pml.reqs.get(slot).map_or(0, |r| r.link);
+        if let Some(q) = self.pml.reqs.from_wire(link).filter(|_| link != 0) {
+            if !self.pml.reqs.get(q).expect("live").internal {
+                self.pml.discard(q);
+                self.pml.reqs.get_mut(slot).expect("live").link = 0;
+            }
+        }
     }
 
     /// MPI_Iprobe (after one progress pass).
@@ -680,6 +908,123 @@ impl Engine {
     }
 
     // ---------------------------------------------------------------------------------------
+    // MPI_Isendrecv, MPI_Isendrecv_replace
+
+    /// MPI_Isendrecv: the receive is posted, then the send started; the request returned
+    /// completes when both have (see [`Engine::parts_status`] for its status).
+    /// # Safety
+    /// Both buffers hold their counts of elements of their datatypes and stay valid until the
+    /// request completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn isendrecv(
+        &mut self,
+        sbuf: *const u8,
+        scount: i64,
+        sdt: u32,
+        dest: i32,
+        stag: i32,
+        rbuf: *mut u8,
+        rcount: i64,
+        rdt: u32,
+        src: i32,
+        rtag: i32,
+        comm: u32,
+    ) -> Result<u32> {
+        // Check the send's arguments first: nothing is started when either half is wrong.
+        self.check_send_args(scount, sdt, dest, stag, comm)?;
+        let r = self.irecv(rbuf, rcount, rdt, src, rtag, comm)?;
+        let s = match self.isend_nb(sbuf, scount, sdt, dest, stag, comm, Mode::Standard) {
+            Ok(s) => s,
+            Err(e) => {
+                self.pml.release(r);
+                return Err(e);
+            }
+        };
+        Ok(self.parts_request(comm, s, r))
+    }
+
+    /// MPI_Isendrecv_replace: as [`Engine::isendrecv`], the message sent being a packed copy
+    /// of the buffer taken before the receive may write it.
+    /// # Safety
+    /// The buffer holds `count` elements of the datatype and stays valid until the request
+    /// completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn isendrecv_replace(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        stag: i32,
+        src: i32,
+        rtag: i32,
+        comm: u32,
+    ) -> Result<u32> {
+        self.check_send_args(count, dt, dest, stag, comm)?;
+        let d = self.check_dtype(dt)?.clone();
+        let n = Self::check_count(count)?;
+        let Some(len) = d.packed_size(n) else {
+            return err!(Count, "count {n} overflows the message size");
+        };
+        let mut copy = pool::take_empty(len);
+        if len > 0 {
+            d.pack(buf, n, &mut copy);
+        }
+        let r = self.irecv(buf, count, dt, src, rtag, comm)?;
+        let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE") as u32;
+        let s = match self.isend(
+            copy.as_ptr(),
+            len as i64,
+            byte,
+            dest,
+            stag,
+            comm,
+            Mode::Standard,
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                self.pml.release(r);
+                return Err(e);
+            }
+        };
+        let bytes = self.dtype(byte)?.clone();
+        match self.pml.reqs.get_mut(s) {
+            // Still sending: the request keeps the copy (a send request's `packed` only holds
+            // memory unless the send is streamed, which a contiguous send never is).
+            Some(q) if !q.permanent && !q.complete => {
+                q.packed = Some(Box::new(Packed {
+                    data: copy,
+                    user_buf: std::ptr::null_mut(),
+                    count: 0,
+                    dtype: bytes,
+                }))
+            }
+            // Sent already (the transport copied it): the copy goes back to the pool.
+            _ => pool::give(copy),
+        }
+        Ok(self.parts_request(comm, s, r))
+    }
+
+    /// The argument checks of a send, without starting it.
+    fn check_send_args(&self, count: i64, dt: u32, dest: i32, tag: i32, comm: u32) -> Result<()> {
+        Self::check_count(count)?;
+        self.check_dtype(dt)?;
+        if !(0..=TAG_UB).contains(&tag) {
+            return err!(
+                Tag,
+                "tag {tag} is invalid for a send (must be between 0 and {TAG_UB})"
+            );
+        }
+        self.dest_gpid(comm, dest).map(|_| ())
+    }
+
+    fn parts_request(&mut self, comm: u32, send: u32, recv: u32) -> u32 {
+        let mut r = Request::new(Kind::Done, comm);
+        r.parts = Some([send, recv]);
+        self.pml.reqs.insert(r)
+    }
+
+    // ---------------------------------------------------------------------------------------
     // Persistent requests
 
     /// MPI_Send_init and friends / MPI_Recv_init: an inactive persistent request.
@@ -699,7 +1044,7 @@ impl Engine {
         is_send: bool,
     ) -> Result<u32> {
         let n = Self::check_count(count)?;
-        self.check_dtype(dt)?;
+        let dtype = self.check_dtype(dt)?.clone();
         if is_send {
             if !(0..=TAG_UB).contains(&tag) {
                 return err!(
@@ -718,7 +1063,7 @@ impl Engine {
         r.persist = Some(Box::new(Persist {
             user_buf: buf,
             count: n,
-            dtype: dt,
+            dtype,
             rank,
             tag,
             comm,
@@ -746,7 +1091,12 @@ impl Engine {
             }
             None => return err!(Request, "MPI_Start on a request that is not persistent"),
         };
-        let d = self.check_dtype(p.dtype)?.clone();
+        let d = p.dtype.clone();
+        // The buffered send of the previous start is no longer this request's.
+        let old = r.link;
+        if let Some(q) = self.pml.reqs.from_wire(old).filter(|_| old != 0) {
+            self.pml.reqs.get_mut(q).expect("live").link = 0;
+        }
         let fresh = |kind| {
             let mut r = Request::new(kind, p.comm);
             r.active = true;
@@ -760,11 +1110,14 @@ impl Engine {
                     nr.complete = true;
                     nr.status = Status::PROC_NULL;
                 }
-                Some(peer) if p.mode == Mode::Buffered => {
-                    // The buffered copy is made now; the persistent request completes at once.
-                    let inner = self.bsend_start(p.user_buf, p.count, &d, p.rank, p.tag, p.comm)?;
-                    self.pml.release(inner);
-                    let _ = peer;
+                Some(_) if p.mode == Mode::Buffered => {
+                    // The buffered copy is made now; the persistent request completes at once
+                    // and takes the place of the user's request of the buffered send (linked
+                    // below, once its generation is renewed).
+                    let user = self.bsend_start(p.user_buf, p.count, &d, p.rank, p.tag, p.comm)?;
+                    if let Some(u) = self.pml.release(user) {
+                        (nr.link, nr.peer, nr.seq, nr.send) = (u.link, u.peer, u.seq, u.send);
+                    }
                     nr.complete = true;
                 }
                 Some(peer) => {
@@ -810,6 +1163,11 @@ impl Engine {
             r.user_freed = user_freed;
         }
         self.pml.reqs.renew(slot);
+        let link = self.pml.reqs.get(slot).expect("live").link;
+        if let Some(inner) = self.pml.reqs.from_wire(link).filter(|_| link != 0) {
+            let w = self.pml.reqs.wire_id(slot);
+            self.pml.reqs.get_mut(inner).expect("live").link = w;
+        }
         if pending {
             if p.is_send {
                 self.pml.start_send(slot, &mut self.net);
@@ -922,8 +1280,23 @@ impl Engine {
             .used
             .insert(idx, (off, need, slot));
         self.pml.start_send(slot, &mut self.net);
+        // The user's request and the send name each other: MPI_Cancel on the former cancels
+        // the latter, which stays (holding its buffer space) while the former lives.
+        let user = self.done_request(comm, Status::EMPTY);
+        let (uw, iw) = (self.pml.reqs.wire_id(user), self.pml.reqs.wire_id(slot));
+        let q = self.pml.reqs.get_mut(slot).expect("live");
+        q.link = uw;
+        // Once its frame went out, the message is known by its sequence number: the user's
+        // request can still cancel it after the send from the buffer is gone.
+        let emitted = (!matches!(q.send.state(), SendState::Idle | SendState::Backlogged))
+            .then_some((q.peer, q.seq));
+        let u = self.pml.reqs.get_mut(user).expect("live");
+        u.link = iw;
+        if let Some((peer, seq)) = emitted {
+            (u.peer, u.seq, u.send) = (peer, seq, Sender::sent());
+        }
         self.reap_bsend();
-        Ok(self.done_request(comm, Status::EMPTY))
+        Ok(user)
     }
 
     /// Release the buffer space of buffered sends that completed.
@@ -931,12 +1304,18 @@ impl Engine {
         let Some(b) = self.bsend.as_mut() else { return };
         let reqs = &mut self.pml.reqs;
         b.used.retain(|&(_, _, slot)| {
-            if reqs.get(slot).is_some_and(|r| r.complete) {
+            // Kept while the user's request waits for the outcome of its cancellation.
+            let free = reqs.get(slot).is_some_and(|r| {
+                r.complete
+                    && (r.link == 0
+                        || reqs
+                            .from_wire(r.link)
+                            .is_none_or(|u| reqs.get(u).is_none_or(|u| u.complete)))
+            });
+            if free {
                 reqs.remove(slot);
-                false
-            } else {
-                true
             }
+            !free
         });
     }
 

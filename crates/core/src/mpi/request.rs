@@ -74,7 +74,9 @@ pub use crate::proto::machine::{Receiver, RecvState, SendState, Sender};
 pub struct Persist {
     pub user_buf: *mut u8,
     pub count: usize,
-    pub dtype: u32,
+    /// The datatype, held: the user may free it between MPI_Send_init and MPI_Start (the
+    /// free takes effect once no operation uses it, MPI-4.1 5.1.9).
+    pub dtype: std::sync::Arc<crate::mpi::datatype::Datatype>,
     /// Destination or source rank in the communicator.
     pub rank: i32,
     pub tag: i32,
@@ -159,6 +161,15 @@ pub struct Request {
     /// user's buffer as their Data frames arrived (usize::MAX: none); completion unpacks only
     /// the bytes before it.
     pub unpacked_from: usize,
+    /// MPI_Isendrecv(_replace): the send and the receive this request stands for (a
+    /// `Kind::Done` request, complete when both are).
+    pub parts: Option<[u32; 2]>,
+    /// Send: the sequence number of its matchable frame to the peer (what a cancel request
+    /// names: a standard eager frame carries no request id).
+    pub seq: u32,
+    /// Buffered send: on the request the user holds, the wire id of the send from the
+    /// attached buffer; on that send, the wire id of the user's request (0: none).
+    pub link: u32,
 }
 
 impl Request {
@@ -192,17 +203,40 @@ impl Request {
             streamed: false,
             staged: 0,
             unpacked_from: usize::MAX,
+            parts: None,
+            seq: 0,
+            link: 0,
         }
     }
 }
 
-/// Requests by slot, with a free list.
+/// What MPI_Isend returns for a standard send that went out on the request-free eager path
+/// (complete at once): which message it was, so that MPI_Cancel can still ask the receiver to
+/// take it out of its unexpected queue. A full [`Request`] for each such send cost MPI_Isend
+/// and MPI_Waitall about 200 instructions per message (callgrind, bench/bw, 1 byte over shm);
+/// a record costs a few.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentRec {
+    pub peer: Gpid,
+    /// The sequence number of its frame (what a cancel request names).
+    pub seq: u32,
+    pub comm: u32,
+    /// After MPI_Cancel: the request that carries the cancellation (slot + 1), 0 before.
+    pub promoted: u32,
+}
+
+/// Slots at and above this bit are [`SentRec`]s, below it requests.
+pub const SENT_BIT: u32 = 1 << 25;
+
+/// Requests by slot, with a free list; and the records of sends made without a request.
 #[derive(Default)]
 pub struct Slab {
     slots: Vec<Option<Request>>,
     gens: Vec<u8>,
     free: Vec<u32>,
     live: usize,
+    sent: Vec<SentRec>,
+    sent_free: Vec<u32>,
 }
 
 const GEN_SHIFT: u32 = 24;
@@ -323,6 +357,47 @@ impl Slab {
     pub fn live(&self) -> usize {
         self.live
     }
+
+    /// The live requests.
+    pub fn iter(&self) -> impl Iterator<Item = &Request> {
+        self.slots.iter().flatten()
+    }
+
+    /// Store the record of a send made without a request; its slot (with [`SENT_BIT`]).
+    #[inline(always)]
+    pub fn insert_sent(&mut self, rec: SentRec) -> u32 {
+        match self.sent_free.pop() {
+            Some(i) => {
+                self.sent[i as usize] = rec;
+                i | SENT_BIT
+            }
+            None => {
+                self.sent.push(rec);
+                (self.sent.len() - 1) as u32 | SENT_BIT
+            }
+        }
+    }
+
+    /// Is `slot` the slot of a [`SentRec`]?
+    #[inline(always)]
+    pub fn is_sent(slot: u32) -> bool {
+        slot & SENT_BIT != 0
+    }
+
+    #[inline]
+    pub fn sent(&self, slot: u32) -> Option<&SentRec> {
+        self.sent.get((slot & !SENT_BIT) as usize)
+    }
+
+    #[inline]
+    pub fn sent_mut(&mut self, slot: u32) -> Option<&mut SentRec> {
+        self.sent.get_mut((slot & !SENT_BIT) as usize)
+    }
+
+    #[inline]
+    pub fn remove_sent(&mut self, slot: u32) {
+        self.sent_free.push(slot & !SENT_BIT);
+    }
 }
 
 #[cfg(test)]
@@ -346,6 +421,27 @@ mod tests {
         assert_eq!(s.from_wire(wb), None);
         assert_eq!(s.live(), 1);
         assert!(s.remove(999).is_none());
+    }
+
+    #[test]
+    fn sent_records_have_slots_of_their_own() {
+        let mut s = Slab::default();
+        let a = s.insert(Request::new(Kind::Send, 0));
+        let rec = SentRec {
+            peer: 3,
+            seq: 9,
+            comm: 1,
+            promoted: 0,
+        };
+        let x = s.insert_sent(rec);
+        assert!(Slab::is_sent(x) && !Slab::is_sent(a));
+        assert!(s.get(x).is_none(), "not a request");
+        assert_eq!(s.sent(x), Some(&rec));
+        s.sent_mut(x).unwrap().promoted = a + 1;
+        s.remove_sent(x);
+        let y = s.insert_sent(rec);
+        assert_eq!(x, y, "reused");
+        assert_eq!(s.sent(y), Some(&rec));
     }
 
     #[test]

@@ -18,8 +18,10 @@
 //! moved on (a clear-to-send racing with a cancel, say) is stale, not fatal.
 //!
 //! Cancellation: a receive can be cancelled while posted (not once matched); a send while it
-//! waits behind other sends, or mid-protocol while the receiver has not matched it (the
-//! receiver answers a cancel request; a send that lost the race goes on where it was).
+//! waits behind other sends, or once its first frame went out while the receiver has not
+//! matched it (also a standard eager send that is complete here: its message may still wait
+//! in the receiver's unexpected queue). The receiver answers a cancel request; a send that
+//! lost the race goes on where it was.
 //! Truncation: a message longer than the receive delivers what fits and reports
 //! `MPI_ERR_TRUNCATE` ([`Outcome`]).
 
@@ -34,6 +36,9 @@ pub enum SendState {
     Idle,
     /// Waiting behind earlier frames to the same peer (transport said "not now").
     Backlogged,
+    /// Eager message (standard mode) handed to the transport: complete here; whether the
+    /// receiver matched it is not known, so a cancel may still remove it there.
+    Sent,
     /// Synchronous eager message delivered; waiting for the receiver's match.
     WaitAck,
     /// Request-to-send delivered; waiting for clear-to-send or for the single-copy finish.
@@ -121,7 +126,16 @@ impl Sender {
 
     #[inline(always)]
     pub fn is_done(&self) -> bool {
-        self.state == SendState::Done
+        matches!(self.state, SendState::Done | SendState::Sent)
+    }
+
+    /// A send whose eager message went out before it had a request (the request-free fast
+    /// path): in [`SendState::Sent`].
+    pub fn sent() -> Sender {
+        Sender {
+            state: SendState::Sent,
+            pre_cancel: SendState::Idle,
+        }
     }
 
     /// Take an event; the state moves on only when the event belongs in it.
@@ -135,11 +149,14 @@ impl Sender {
             (S::Idle | S::Backlogged, E::NotNow) => (S::Backlogged, A::Backlog),
             (S::Idle | S::Backlogged, E::FirstSent { plan, sync }) => match plan {
                 Plan::Eager if sync => (S::WaitAck, A::Nothing),
-                Plan::Eager => (S::Done, A::Complete),
+                Plan::Eager => (S::Sent, A::Complete),
                 Plan::Rendezvous | Plan::EagerRendezvous { .. } => (S::WaitCts, A::Nothing),
             },
             (S::Backlogged, E::Cancel) => (S::Done, A::Unbacklog),
-            (S::WaitAck | S::WaitCts, E::Cancel) => {
+            // Not matched yet, as far as we know: ask the receiver to take the message out of
+            // its unexpected queue. A standard eager send is complete here and becomes
+            // incomplete again until the answer comes.
+            (S::Sent | S::WaitAck | S::WaitCts, E::Cancel) => {
                 self.pre_cancel = self.state;
                 (S::Cancelling, A::AskCancel)
             }
@@ -152,7 +169,12 @@ impl Sender {
             (S::Cancelling, E::SyncAck) => (S::Done, A::Complete),
             (S::Streaming, E::AllDataQueued) => (S::Done, A::Complete),
             (S::Cancelling, E::CancelAnswer { cancelled: true }) => (S::Done, A::CompleteCancelled),
-            (S::Cancelling, E::CancelAnswer { cancelled: false }) => (self.pre_cancel, A::Nothing),
+            // Matched already: the protocol goes on where it was (an eager send is complete
+            // again).
+            (S::Cancelling, E::CancelAnswer { cancelled: false }) => match self.pre_cancel {
+                S::Sent => (S::Sent, A::Complete),
+                s => (s, A::Nothing),
+            },
             (s, e) => return Err(ProtocolError(format!("send: {e:?} while {s:?}"))),
         };
         self.state = next;
@@ -363,6 +385,7 @@ mod tests {
             Ok(SendAction::Complete)
         );
         assert!(s.is_done());
+        assert_eq!(s.state(), SendState::Sent);
         let mut s = Sender::default();
         s.on(SendEvent::FirstSent {
             plan: Plan::Eager,
@@ -449,6 +472,22 @@ mod tests {
         .unwrap();
         s.on(SendEvent::Cancel).unwrap();
         assert_eq!(s.on(SendEvent::SyncAck), Ok(SendAction::Complete));
+        // A standard eager send, complete here: the receiver had not matched it, or had.
+        for (answer, action, state) in [
+            (true, SendAction::CompleteCancelled, SendState::Done),
+            (false, SendAction::Complete, SendState::Sent),
+        ] {
+            let mut s = Sender::sent();
+            assert!(s.is_done());
+            assert_eq!(s.on(SendEvent::Cancel), Ok(SendAction::AskCancel));
+            assert!(!s.is_done(), "incomplete until the answer");
+            assert_eq!(
+                s.on(SendEvent::CancelAnswer { cancelled: answer }),
+                Ok(action)
+            );
+            assert_eq!(s.state(), state);
+            assert!(s.is_done());
+        }
         // Streaming: too late.
         let mut s = Sender::default();
         s.on(RNDV).unwrap();

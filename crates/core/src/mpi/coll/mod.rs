@@ -19,10 +19,14 @@
 //!   (`fast.rs`).
 //!
 //! Matching: collective messages use the communicator's collective context (`ctx + 1`) and a
-//! tag made of the communicator's collective sequence number (bits 0-23, counted identically
-//! by every member because collectives are called in the same order), a sub-tag (bits 24-29,
+//! tag made of the communicator's collective sequence number (bits 0-22, counted identically
+//! by every member because collectives are called in the same order), bit 23 for nonblocking
+//! and persistent collectives, which count in a sequence of their own, a sub-tag (bits 24-29,
 //! used by neighbourhood collectives) and, on an intercommunicator, bit 30 for traffic inside
-//! the local group. Concurrent nonblocking collectives therefore never confuse messages.
+//! the local group. Concurrent nonblocking collectives therefore never confuse messages, and
+//! neither does a blocking collective issued between a nonblocking one's start on one process
+//! and on another (strictly erroneous, but MPICH and Open MPI keep the two kinds apart too,
+//! and mpi4py's fallback for `MPIX_Comm_iagree`, an MPI_Iallreduce, relies on it).
 //!
 //! Progress: nonblocking and persistent schedules are advanced by `Engine::progress`; their
 //! user-function reductions are deferred to [`run_deferred`], which every waiting loop calls
@@ -56,7 +60,9 @@ use sched::{Adv, Sched, Team, UserStep};
 /// MPI_IN_PLACE in the MPICH ABI: `(void *)-1`.
 pub const IN_PLACE: *const u8 = usize::MAX as *const u8;
 
-const SEQ_MASK: i32 = (1 << 24) - 1;
+const SEQ_MASK: i32 = (1 << 23) - 1;
+/// Tag bit of nonblocking and persistent collectives (their own sequence).
+const NB_BIT: i32 = 1 << 23;
 /// Tag bit of messages inside the local group of an intercommunicator.
 pub const LOCAL_BIT: i32 = 1 << 30;
 
@@ -87,8 +93,10 @@ pub fn byte_type() -> Arc<Datatype> {
 /// A communicator's collective state (a field of `Comm`).
 #[derive(Debug, Clone, Default)]
 pub struct CommColl {
-    /// Sequence number of the next collective on this communicator.
+    /// Sequence number of the next blocking collective on this communicator.
     pub seq: u32,
+    /// ... of the next nonblocking or persistent one.
+    pub nbseq: u32,
     /// The algorithms' views of the group, built at the first collective.
     pub views: Option<Arc<Views>>,
 }
@@ -210,6 +218,8 @@ pub struct State {
     /// Rules from the decision file (empty without one).
     pub file: Table,
     pub builtin: Table,
+    /// A nonblocking or persistent collective is being built (its tag counts in `nbseq`).
+    nonblocking: bool,
 }
 
 /// Deferred user reductions exist (checked by waiting loops without taking the engine).
@@ -235,6 +245,7 @@ impl State {
             next_id: 1,
             file,
             builtin: decide::builtin(),
+            nonblocking: false,
         })
     }
 
@@ -286,14 +297,29 @@ impl Engine {
 
     /// The tag of the next collective on `comm` (every member counts the same).
     fn coll_tag(&mut self, comm: u32) -> i32 {
+        let nb = self.coll.nonblocking;
         match self.comms.get_mut(comm as usize) {
             Some(Some(c)) => {
-                let s = c.coll.seq;
-                c.coll.seq = s.wrapping_add(1);
-                (s as i32) & SEQ_MASK
+                let seq = if nb {
+                    &mut c.coll.nbseq
+                } else {
+                    &mut c.coll.seq
+                };
+                let s = *seq;
+                *seq = s.wrapping_add(1);
+                (s as i32) & SEQ_MASK | if nb { NB_BIT } else { 0 }
             }
             _ => 0,
         }
+    }
+
+    /// Build the schedule of a nonblocking or persistent collective (tagged in its own
+    /// sequence, see the module doc).
+    unsafe fn build_nonblocking(&mut self, comm: u32, a: &Args) -> Result<Sched> {
+        self.coll.nonblocking = true;
+        let s = build::build(self, comm, a);
+        self.coll.nonblocking = false;
+        s
     }
 
     /// The algorithm for a call: override, then decision file, then built-in table. The
@@ -434,10 +460,11 @@ impl Engine {
     fn coll_register(&mut self, comm: u32, sched: Sched, persistent: bool) -> u32 {
         let mut req = Request::new(Kind::Done, comm);
         if persistent {
+            let byte = byte_type();
             req.persist = Some(Box::new(Persist {
                 user_buf: std::ptr::null_mut(),
                 count: 0,
-                dtype: 0,
+                dtype: byte,
                 rank: 0,
                 tag: 0,
                 comm,
@@ -852,7 +879,7 @@ pub unsafe fn blocking(comm: u32, a: &Args) -> Result<()> {
 /// The buffers follow MPI's rules and stay valid until the request completes.
 pub unsafe fn start(comm: u32, a: &Args) -> Result<u32> {
     with(|e| {
-        let s = build::build(e, comm, a)?;
+        let s = e.build_nonblocking(comm, a)?;
         Ok(e.coll_register(comm, s, false))
     })?
 }
@@ -863,7 +890,7 @@ pub unsafe fn start(comm: u32, a: &Args) -> Result<u32> {
 /// The buffers follow MPI's rules and stay valid until the request is freed.
 pub unsafe fn init(comm: u32, a: &Args) -> Result<u32> {
     with(|e| {
-        let s = build::build(e, comm, a)?;
+        let s = e.build_nonblocking(comm, a)?;
         Ok(e.coll_register(comm, s, true))
     })?
 }

@@ -229,25 +229,29 @@ fn predefined_elems() -> &'static [Option<Elem>] {
 }
 
 /// The element kind of datatype `id`: a predefined type's own, or for a derived type the one
-/// basic type all its components share. None when mixed (or a component was freed).
+/// basic type all its components share. None when mixed. A derived type's components are
+/// followed through the references it holds, so a component the user freed still counts.
 pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: u32) -> Option<Elem> {
-    fn walk(dtypes: &[Option<Arc<Datatype>>], id: u32, depth: usize) -> Option<Elem> {
+    fn walk(id: u32, d: &Datatype, depth: usize) -> Option<Elem> {
         if (id as usize) < PREDEFINED_NAMES.len() {
             return predefined_elems()[id as usize];
+        }
+        if d.predefined {
+            // Made by MPI_Type_create_f90_*: a predefined type of its base's kind.
+            return d.basic.map(Elem::Basic);
         }
         if depth > 64 {
             return None;
         }
-        let d = dtypes.get(id as usize)?.as_ref()?;
         let mut found: Option<Elem> = None;
-        for &(t, _) in &d.contents.types {
+        for (t, c) in &d.contents.types {
             // The MPI-1 bound markers carry no values.
-            if (t as usize) < PREDEFINED_NAMES.len()
-                && matches!(PREDEFINED_NAMES[t as usize], "MPI_LB" | "MPI_UB")
+            if (*t as usize) < PREDEFINED_NAMES.len()
+                && matches!(PREDEFINED_NAMES[*t as usize], "MPI_LB" | "MPI_UB")
             {
                 continue;
             }
-            let k = walk(dtypes, t, depth + 1)?;
+            let k = walk(*t, c, depth + 1)?;
             if matches!(k, Elem::Pair { .. }) || found.is_some_and(|f| f != k) {
                 return None;
             }
@@ -255,7 +259,11 @@ pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: u32) -> Option<Elem> {
         }
         found
     }
-    walk(dtypes, id, 0)
+    if (id as usize) < PREDEFINED_NAMES.len() {
+        return predefined_elems()[id as usize];
+    }
+    let d = dtypes.get(id as usize)?.as_ref()?;
+    walk(id, d, 0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -942,5 +950,36 @@ mod tests {
         let sid = (dts.len() - 1) as u32;
         assert!(Reducer::new(Op::Builtin(Builtin::Sum), sid, &dts).is_err());
         assert!(Reducer::new(Op::Builtin(Builtin::Replace), sid, &dts).is_ok());
+    }
+
+    #[test]
+    fn f90_types_reduce_as_their_base() {
+        use crate::mpi::datatype::Combiner;
+        let mut dts = dtypes();
+        for (combiner, base, ints) in [
+            (Combiner::F90Real, "MPI_REAL8", vec![15, 307]),
+            (Combiner::F90Integer, "MPI_INTEGER4", vec![9]),
+            (Combiner::F90Complex, "MPI_COMPLEX8", vec![6, 37]),
+        ] {
+            let b = dts[id(base) as usize].clone().unwrap();
+            dts.push(Some(Arc::new(Datatype::f90(combiner, &b, ints))));
+        }
+        let n = dts.len() as u32;
+        let (real, int, cplx) = (n - 3, n - 2, n - 1);
+        let r = Reducer::new(Op::Builtin(Builtin::Sum), real, &dts).unwrap();
+        let mut b = [1.5f64, 2.0];
+        run(&r, &[0.25f64, 1.0], &mut b);
+        assert_eq!(b, [1.75, 3.0]);
+        let r = Reducer::new(Op::Builtin(Builtin::Max), int, &dts).unwrap();
+        let mut b = [3i32, -7];
+        run(&r, &[5i32, -9], &mut b);
+        assert_eq!(b, [5, -7]);
+        assert!(Reducer::new(Op::Builtin(Builtin::Band), int, &dts).is_ok());
+        assert!(Reducer::new(Op::Builtin(Builtin::Prod), cplx, &dts).is_ok());
+        assert!(
+            Reducer::new(Op::Builtin(Builtin::Max), cplx, &dts).is_err(),
+            "complex has no order"
+        );
+        assert!(Reducer::new(Op::Builtin(Builtin::Band), real, &dts).is_err());
     }
 }

@@ -667,3 +667,40 @@ pub const PREDEFINED_NAMES: &[&str] = &[
     "MPI_LB",
     "MPI_UB",
 ];
+
+impl crate::mpi::engine::Engine {
+    /// MPI_Type_free of derived type `id` (checked by the caller). A type still held by an
+    /// operation in flight (a persistent request, a nonblocking collective) or by a type built
+    /// from it keeps its slot until those are gone (MPI-4.1 5.1.9: the free takes effect
+    /// then), so that its handle, given back by MPI_Type_get_contents or passed to a user
+    /// reduction, names it and nothing else meanwhile. Err: freed already.
+    pub fn free_dtype(&mut self, id: u32) -> crate::error::Result<()> {
+        if self.freed_types.contains(&id) {
+            return crate::err!(Type, "the datatype has already been freed");
+        }
+        if let Some(Some(d)) = self.dtypes.get(id as usize) {
+            if Arc::strong_count(d) > 1 {
+                self.freed_types.push(id);
+            } else {
+                self.dtypes[id as usize] = None;
+            }
+        }
+        self.sweep_dtypes();
+        Ok(())
+    }
+
+    /// Release the freed types nothing holds any more.
+    pub fn sweep_dtypes(&mut self) {
+        let dtypes = &mut self.dtypes;
+        self.freed_types.retain(|&id| {
+            let held = dtypes
+                .get(id as usize)
+                .and_then(|d| d.as_ref())
+                .is_some_and(|d| Arc::strong_count(d) > 1);
+            if !held {
+                dtypes[id as usize] = None;
+            }
+            held
+        });
+    }
+}

@@ -463,7 +463,9 @@ impl Pml {
         let Some(r) = self.reqs.get_mut(slot) else {
             return false;
         };
-        if r.complete {
+        // A standard eager send is complete here but may still be unmatched there.
+        let sent = r.kind == Kind::Send && r.send.state() == SendState::Sent && !r.permanent;
+        if r.complete && !sent {
             return true;
         }
         match r.kind {
@@ -487,9 +489,11 @@ impl Pml {
                     self.maybe_complete_send(slot)
                 }
                 Ok(SendAction::AskCancel) => {
-                    let peer = r.peer;
+                    let (peer, seq) = (r.peer, r.seq);
+                    // Incomplete until the answer (an eager send was complete).
+                    r.complete = false;
                     self.outbox
-                        .push_back(Ctrl::new(peer, Frame::CancelReq { sreq: wire, seq: 0 }));
+                        .push_back(Ctrl::new(peer, Frame::CancelReq { sreq: wire, seq }));
                     false
                 }
                 _ => false,
@@ -526,6 +530,12 @@ impl Pml {
         if r.kind == Kind::Recv && r.recv.state() == RecvState::Posted {
             self.posted.retain(|p| p.slot != slot);
         }
+    }
+
+    /// The sequence number of the last matchable frame sent to `peer` (that of a send
+    /// [`Pml::try_eager`] just made, for the request that stands for it).
+    pub fn sent_seq(&self, peer: Gpid) -> u32 {
+        self.peers[peer as usize].send_seq.wrapping_sub(1)
     }
 
     /// Sends still waiting for their first frame to go out, for a peer (diagnostics).
@@ -594,11 +604,13 @@ impl FrameSink for Pml {
                     self.maybe_complete_send(slot);
                 }
             }
-            Frame::CancelReq { sreq, .. } => {
+            Frame::CancelReq { sreq, seq } => {
+                // The message, if it still waits unmatched (matchable frames from one peer
+                // have distinct sequence numbers; eager ones carry no request id).
                 let found = self
                     .unexpected
                     .iter()
-                    .position(|u| u.from == from && u.sreq == sreq);
+                    .position(|u| u.from == from && u.seq == seq);
                 if let Some(i) = found {
                     let u = self.take_unexpected(i);
                     self.recycle(u.data);
@@ -618,12 +630,17 @@ impl FrameSink for Pml {
                 let r = self.reqs.get_mut(slot).expect("slot");
                 // Not cancelled (matched already): the protocol goes on where it was. Stale
                 // (an ack or finish arrived first): nothing to do.
-                if let Ok(SendAction::CompleteCancelled) =
-                    r.send.on(SendEvent::CancelAnswer { cancelled })
-                {
-                    r.status.cancelled = true;
-                    self.release_region(slot);
-                    self.maybe_complete_send(slot);
+                match r.send.on(SendEvent::CancelAnswer { cancelled }) {
+                    Ok(SendAction::CompleteCancelled) => {
+                        r.status.cancelled = true;
+                        self.release_region(slot);
+                        self.maybe_complete_send(slot);
+                    }
+                    // An eager send the receiver had matched: complete again.
+                    Ok(SendAction::Complete) => {
+                        self.maybe_complete_send(slot);
+                    }
+                    _ => {}
                 }
             }
         }

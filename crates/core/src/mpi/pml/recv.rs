@@ -12,6 +12,7 @@ pub(super) struct Placing {
     pub(super) env: Envelope,
     pub(super) sync: bool,
     pub(super) sreq: u32,
+    pub(super) seq: u32,
     pub(super) len: usize,
 }
 
@@ -90,6 +91,8 @@ pub struct Unexpected {
     pub env: Envelope,
     pub from: Gpid,
     pub sreq: u32,
+    /// The sender's sequence number of the message (what a cancel request names).
+    pub seq: u32,
     /// Total message length in bytes.
     pub len: u64,
     pub data: UnexpectedData,
@@ -421,8 +424,10 @@ impl Pml {
 
     /// A matchable frame in its turn: match it or queue it as unexpected.
     pub(super) fn on_matchable(&mut self, from: Gpid, f: Frame, payload: &[u8]) {
-        let (env, sreq) = match f {
-            Frame::Eager { env, sreq, .. } | Frame::Rts { env, sreq, .. } => (env, sreq),
+        let (env, sreq, seq) = match f {
+            Frame::Eager { env, sreq, seq, .. } | Frame::Rts { env, sreq, seq, .. } => {
+                (env, sreq, seq)
+            }
             _ => return,
         };
         let found = self.find_posted(&env);
@@ -460,6 +465,7 @@ impl Pml {
             env,
             from,
             sreq,
+            seq,
             len,
             data,
         });
@@ -629,6 +635,7 @@ impl Pml {
             env,
             sync,
             sreq,
+            seq,
             len,
         });
         Some(ptr)
@@ -662,6 +669,7 @@ impl Pml {
                         env: pl.env,
                         from,
                         sreq: pl.sreq,
+                        seq: pl.seq,
                         len: pl.len as u64,
                         data: UnexpectedData::Eager {
                             data,

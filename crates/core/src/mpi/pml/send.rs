@@ -137,6 +137,7 @@ impl Pml {
         let r = self.reqs.get_mut(slot).expect("send slot");
         let p = &mut self.peers[peer as usize];
         let seq = p.send_seq;
+        r.seq = seq;
         let fb = p.fb_out;
         // SAFETY: the send buffer holds `len` bytes and stays valid until the request completes.
         let data: &[u8] = if len == 0 {

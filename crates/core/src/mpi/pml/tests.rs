@@ -479,6 +479,48 @@ fn cancel_receive_and_unmatched_send() {
 }
 
 #[test]
+fn cancel_eager_sends_that_are_complete_here() {
+    let mut t = Pair::new(Protocol::Static, false);
+    // A standard eager send completes at once; its message waits unexpected at b. Cancel
+    // makes it incomplete until b answers that it took the message out.
+    let (s, d) = send(&mut t.a, &mut t.ab, b"x1", 5, Mode::Standard);
+    assert!(d);
+    t.run();
+    assert!(!t.a.cancel(s), "incomplete until the answer");
+    assert!(!done(&t.a, s));
+    t.run();
+    assert!(done(&t.a, s) && status(&t.a, s).cancelled);
+    assert!(t.b.probe(&env(5)).is_none(), "the message is gone");
+    // A send of the request-free path, cancelled by its sequence number; the one after it
+    // (same tag) is untouched.
+    assert!(t.a.try_eager(1, env(6), b"y1", &mut t.ab));
+    let mut r = Request::new(Kind::Send, 0);
+    r.send = Sender::sent();
+    r.complete = true;
+    r.peer = 1;
+    r.seq = t.a.sent_seq(1);
+    let s2 = t.a.reqs.insert(r);
+    let (s3, _) = send(&mut t.a, &mut t.ab, b"y2", 6, Mode::Standard);
+    t.run();
+    t.a.cancel(s2);
+    t.run();
+    assert!(done(&t.a, s2) && status(&t.a, s2).cancelled);
+    assert!(done(&t.a, s3) && !status(&t.a, s3).cancelled);
+    let mut got = [0u8; 2];
+    let (_, d) = recv(&mut t.b, &mut got, 0, 6);
+    assert!(d && &got == b"y2");
+    // Received already: the answer says no, and the send is complete again, not cancelled.
+    let (s4, _) = send(&mut t.a, &mut t.ab, b"z1", 7, Mode::Standard);
+    t.run();
+    let (_, d) = recv(&mut t.b, &mut got, 0, 7);
+    assert!(d);
+    t.a.cancel(s4);
+    assert!(!done(&t.a, s4));
+    t.run();
+    assert!(done(&t.a, s4) && !status(&t.a, s4).cancelled);
+}
+
+#[test]
 fn matched_probe_then_receive() {
     let mut t = Pair::new(Protocol::Static, false);
     let data = vec![7u8; 400];
