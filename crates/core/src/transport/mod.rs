@@ -58,6 +58,14 @@
 //!   stays valid until it is retracted; a placement pointer stays valid until `placed`.
 //! - Headers it is given are [`HEADER_LEN`] bytes whose byte 0 is not [`CONTROL_KIND`].
 //!
+//! # Unreliable carriers
+//!
+//! A transport over a carrier that loses, duplicates or reorders (UDP: [`udp::Udp`]) still
+//! offers reliable, ordered frames; the machine that makes it so is protocol logic and lives in
+//! the protocol layer (`proto::reliable`), which the transport reaches through a trait it
+//! defines itself ([`udp::rel::Reliability`]), since nothing here imports the layers above.
+//! The engine names the machine when it opens the transports (`net::Net::open::<R>`).
+//!
 //! The self transport ([`selfloop::SelfLoop`], messages to the own process) is the stub every
 //! build has; a new transport copies its shape.
 
@@ -65,6 +73,7 @@ pub mod net;
 pub mod selfloop;
 pub mod shm;
 pub mod tcp;
+pub mod udp;
 
 pub use crate::mem::Span;
 
@@ -108,6 +117,7 @@ pub enum Route {
     SelfLoop,
     Shm,
     Tcp,
+    Udp,
     /// No transport reaches this process.
     Unreachable,
 }
@@ -118,6 +128,7 @@ impl Route {
             Route::SelfLoop => "self",
             Route::Shm => "shm",
             Route::Tcp => "tcp",
+            Route::Udp => "udp",
             Route::Unreachable => "none",
         }
     }
@@ -336,6 +347,12 @@ pub trait Transport {
     /// Connections refused so far (failed or forged handshakes, duplicates, floods): none for
     /// a transport without connections.
     fn rejected(&self) -> u64 {
+        0
+    }
+
+    /// Datagrams dropped so far because they failed authentication or named no process of
+    /// the job: none for a transport without datagrams.
+    fn rejected_datagrams(&self) -> u64 {
         0
     }
 
