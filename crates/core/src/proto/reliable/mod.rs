@@ -340,7 +340,13 @@ impl<B> Link<B> {
     /// Our acknowledgement state for the peer, in a header for `seq` (0: none).
     fn header(&self, now: Nanos, seq: u64) -> Header {
         let mut sack = 0u64;
-        for (i, e) in self.early.iter().enumerate().skip(1).take(SACK_BITS as usize) {
+        for (i, e) in self
+            .early
+            .iter()
+            .enumerate()
+            .skip(1)
+            .take(SACK_BITS as usize)
+        {
             if e.is_some() {
                 sack |= 1 << (i - 1);
             }
@@ -893,7 +899,11 @@ impl Reliability for Links {
     }
 
     fn stamp_ack(&mut self, now: Nanos, peer: Gpid, hdr: &mut [u8]) -> bool {
-        let Some(l) = self.links.get_mut(peer as usize).and_then(|l| l.as_deref_mut()) else {
+        let Some(l) = self
+            .links
+            .get_mut(peer as usize)
+            .and_then(|l| l.as_deref_mut())
+        else {
             return false;
         };
         match l.stamp_ack(now) {
@@ -994,7 +1004,11 @@ impl Reliability for Links {
 
     fn forget(&mut self, peer: Gpid) {
         let mut scratch = std::mem::take(&mut self.scratch);
-        if let Some(l) = self.links.get_mut(peer as usize).and_then(|l| l.as_deref_mut()) {
+        if let Some(l) = self
+            .links
+            .get_mut(peer as usize)
+            .and_then(|l| l.as_deref_mut())
+        {
             l.clear(&mut scratch);
         }
         self.scratch = scratch;

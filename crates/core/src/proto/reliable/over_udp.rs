@@ -192,7 +192,9 @@ fn large_payloads_are_placed_and_pending_tokens_reported() {
     // The body is lent until its token is reported.
     let r = ps[0].send(1, &msg(3, 0), &[], &src, Token(7)).unwrap();
     assert_eq!(r, Sent::Pending, "a megabyte does not fit the first window");
-    run(&mut ps, &mut sinks, 60, |s| s[1].placed == 1 && s[0].sent == [Token(7)]);
+    run(&mut ps, &mut sinks, 60, |s| {
+        s[1].placed == 1 && s[0].sent == [Token(7)]
+    });
     assert!(sinks[1].target.as_deref() == Some(&src[..]));
     assert!(sinks[1].frames.is_empty());
 }
@@ -202,7 +204,10 @@ fn try_send_takes_only_what_fits_one_datagram_now() {
     let mut ps = job(2, &settings(1472, 1, None), params());
     let mut sinks = vec![Sink::default(), Sink::default()];
     assert!(ps[0].try_send(1, &msg(1, 0), &[1u8; 1000]));
-    assert!(!ps[0].try_send(1, &msg(1, 1), &[1u8; 2000]), "two datagrams");
+    assert!(
+        !ps[0].try_send(1, &msg(1, 1), &[1u8; 2000]),
+        "two datagrams"
+    );
     assert_eq!(ps[0].queued(1), 0, "nothing taken");
     run(&mut ps, &mut sinks, 10, |s| s[1].frames.len() == 1);
 }
@@ -249,10 +254,14 @@ fn forged_garbage_and_replayed_datagrams_are_dropped_and_counted() {
     spy.send_to(&[0u8; 20], to).unwrap();
     // A real message, then the spy replays a genuine datagram (sealed with the job's key:
     // as if it had recorded one) after the real sequence moved on.
-    ps[0].send(1, &msg(1, 0), &[], b"real", Token::NONE).unwrap();
+    ps[0]
+        .send(1, &msg(1, 0), &[], b"real", Token::NONE)
+        .unwrap();
     run(&mut ps, &mut sinks, 10, |s| s[1].frames.len() == 1);
     spy.send_to(&forged(&KEY, 0, 1), to).unwrap();
-    ps[0].send(1, &msg(1, 1), &[], b"real", Token::NONE).unwrap();
+    ps[0]
+        .send(1, &msg(1, 1), &[], b"real", Token::NONE)
+        .unwrap();
     run(&mut ps, &mut sinks, 10, |s| s[1].frames.len() == 2);
     for _ in 0..1000 {
         for (u, s) in ps.iter_mut().zip(sinks.iter_mut()) {
@@ -284,7 +293,10 @@ fn a_peer_that_stops_answering_is_lost_with_its_name_and_sends_then_fail() {
     ps[0].send(1, &msg(1, 0), &[], b"z", Token::NONE).unwrap();
     let t0 = Instant::now();
     run(&mut ps, &mut sinks, 20, |s| !s[0].lost.is_empty());
-    assert!(t0.elapsed() >= Duration::from_millis(300), "not before the bound");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(300),
+        "not before the bound"
+    );
     let (peer, why) = &sinks[0].lost[0];
     assert_eq!(*peer, 2);
     assert!(why.contains("process 2 stopped answering"), "{why}");

@@ -140,7 +140,11 @@ impl Sim {
             self.wire_dropped += 1;
             return;
         }
-        let copies = if self.rng.chance(self.faults.dup) { 2 } else { 1 };
+        let copies = if self.rng.chance(self.faults.dup) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
             let mut at = self.now + self.faults.delay + self.rng.below(self.faults.jitter + 1);
             if self.rng.chance(self.faults.reorder) {
@@ -192,7 +196,9 @@ impl Sim {
         let take = |got: &mut Vec<u64>, bytes: &[u8]| {
             let from = u32::from_le_bytes(bytes[HEADER_LEN..HEADER_LEN + 4].try_into().unwrap());
             assert_eq!(from, d.from, "data from the sender it claims");
-            got.push(u64::from_le_bytes(bytes[HEADER_LEN + 4..].try_into().unwrap()));
+            got.push(u64::from_le_bytes(
+                bytes[HEADER_LEN + 4..].try_into().unwrap(),
+            ));
         };
         match p.links.arrived(now, d.from, &d.bytes[..HEADER_LEN]) {
             Arrival::Next => {
@@ -241,9 +247,10 @@ impl Sim {
                     self.service(me, peer);
                 }
             }
-            let idle = self.procs.iter().all(|p| {
-                p.outbox.iter().all(|q| q.is_empty()) && !Reliability::busy(&p.links)
-            });
+            let idle = self
+                .procs
+                .iter()
+                .all(|p| p.outbox.iter().all(|q| q.is_empty()) && !Reliability::busy(&p.links));
             if idle && self.wire.is_empty() {
                 return true;
             }
@@ -277,7 +284,10 @@ impl Sim {
     }
 
     pub fn link(&self, me: Gpid, peer: Gpid) -> &Link<Vec<u8>> {
-        self.procs[me as usize].links.get(peer).expect("a link in use")
+        self.procs[me as usize]
+            .links
+            .get(peer)
+            .expect("a link in use")
     }
 
     pub fn now(&self) -> Nanos {
@@ -303,7 +313,10 @@ fn all_to_all(n: usize, per_pair: u64, faults: Faults, seed: u64) -> Result<Sim,
         }
     }
     if !sim.run(600 * S) {
-        return Err(format!("not finished after {} s of virtual time", sim.now() / S));
+        return Err(format!(
+            "not finished after {} s of virtual time",
+            sim.now() / S
+        ));
     }
     if !sim.failures.is_empty() {
         return Err(format!("failures: {:?}", sim.failures));
@@ -348,7 +361,11 @@ fn a_clean_network_delivers_everything_once_without_retransmissions() {
 fn five_percent_loss_duplication_and_reordering() {
     let sim = all_to_all(4, 2000, lossy(0.05, 0.01, 0.01), 7).unwrap();
     let l = sim.link(0, 1);
-    assert!(l.stats.retransmitted > 0 && l.stats.losses > 0, "{:?}", l.stats);
+    assert!(
+        l.stats.retransmitted > 0 && l.stats.losses > 0,
+        "{:?}",
+        l.stats
+    );
 }
 
 #[test]

@@ -565,8 +565,9 @@ impl Udp {
             let fd = self.wire.socks[s].as_raw_fd();
             for _ in 0..RX_BATCH {
                 // SAFETY: reading into our own buffer of that length.
-                let r =
-                    unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+                let r = unsafe {
+                    libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
+                };
                 if r < 0 {
                     break;
                 }
@@ -853,8 +854,11 @@ impl Transport for Udp {
         self.report(sink);
     }
 
-    fn rejected_datagrams(&self) -> u64 {
-        self.rejected
+    fn stats(&self) -> super::Stats {
+        super::Stats {
+            rejected_datagrams: self.rejected,
+            ..Default::default()
+        }
     }
 
     fn shutdown(&mut self) {

@@ -105,7 +105,11 @@ impl Rx {
                     }
                     self.start(from, hdr, len, sink);
                 }
-                Rx::Gather { hdr, len, data: buf } => {
+                Rx::Gather {
+                    hdr,
+                    len,
+                    data: buf,
+                } => {
                     let n = (*len - buf.len()).min(data.len());
                     buf.extend_from_slice(&data[..n]);
                     data = &data[n..];

@@ -164,7 +164,10 @@ impl Seal {
     /// those last bytes. The outer header must be in place (its source and number make the
     /// nonce).
     pub fn seal(&self, d: &mut [u8], head: usize) {
-        let o = (u32_at(d, 4), u64::from_le_bytes(d[16..24].try_into().expect("8")));
+        let o = (
+            u32_at(d, 4),
+            u64::from_le_bytes(d[16..24].try_into().expect("8")),
+        );
         let end = d.len() - TAG_LEN;
         let (aad, rest) = d.split_at_mut(head);
         let (body, tag_out) = rest.split_at_mut(end - head);
@@ -213,7 +216,11 @@ mod tests {
     fn sealed_datagrams_open_and_tampering_fails() {
         let seal = Seal::new(&[9u8; 32]);
         let d = datagram(&seal, b"hello, peer");
-        assert_ne!(&d[OUTER_LEN + 32..OUTER_LEN + 43], b"hello, peer", "encrypted");
+        assert_ne!(
+            &d[OUTER_LEN + 32..OUTER_LEN + 43],
+            b"hello, peer",
+            "encrypted"
+        );
         let o = Outer::decode(&d, 32).unwrap();
         assert_eq!((o.src, o.dst, o.kind, o.pn), (3, 5, KIND_DATA, 42));
         let mut ok = d.clone();
