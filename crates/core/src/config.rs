@@ -331,8 +331,8 @@ tunables! {
         "UDP sockets per process: datagrams to a peer are striped over them (and over the peer's), in turn.";
     udp_sockbuf: i64 = "4194304", SIZE, writable = false,
         "Send and receive buffer size of each UDP socket (0: kernel default; as root, beyond net.core.rmem_max).";
-    udp_window: i64 = "64", Kind::Int { min: 4, max: 65536 }, writable = false,
-        "Credit each process gives each peer over UDP, in datagrams past the last one received in order, and the largest congestion window.";
+    udp_window: i64 = "0", Kind::Int { min: 0, max: 65536 }, writable = false,
+        "Credit each process gives each peer over UDP, in datagrams past the last one received in order, and the largest congestion window: 0 (auto) is 2 MiB of datagrams, at least 64 (64 on loopback's 64 KiB datagrams, 1424 at 1472 bytes).";
     udp_rto_min: i64 = "2000", Kind::Int { min: 1, max: 10_000_000 }, writable = false,
         "Smallest UDP retransmission timeout, in microseconds (the timeout follows measured round trips above it and doubles at each expiry).";
     udp_ack_delay: i64 = "500", Kind::Int { min: 0, max: 1_000_000 }, writable = false,

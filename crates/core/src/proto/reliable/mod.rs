@@ -38,7 +38,8 @@
 //! would stretch the timeout that repairs a lost lone message by tens of milliseconds. New data goes only while the datagrams in the network are fewer
 //! than the congestion window and their sequence numbers within the receiver's limit;
 //! lost datagrams go again first. The window starts at `initial_window`, grows by one per
-//! acknowledged datagram up to the slow-start threshold and by one per window after; a loss
+//! acknowledged datagram up to the slow-start threshold and by a 64th of the largest window
+//! (at least one datagram) per window after; a loss
 //! halves it (once per window of data), an expiry sets it to one datagram. A sender
 //! therefore backs off when the receiver or the network drops, rather than repeating a storm.
 //!
@@ -141,6 +142,15 @@ impl Header {
     }
 }
 
+/// In congestion avoidance the window grows by this share of the largest window per round
+/// trip (one datagram per round trip at the default 64): a window of thousands of small
+/// datagrams recovers from a halving in as many round trips as one of 64 large ones.
+const AI_SHARE: u32 = 64;
+
+/// Bytes the automatic window (`udp_window` 0) lets be in flight to one peer: the window is
+/// this many bytes of datagrams, at least 64 datagrams.
+pub const AUTO_WINDOW_BYTES: usize = 2 << 20;
+
 /// Settings of the machine (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
@@ -182,7 +192,10 @@ impl Params {
     /// From the tunables `udp_window`, `udp_rto_min`, `udp_ack_delay`, `udp_peer_timeout`.
     pub fn from_config(cfg: &Config) -> Params {
         let d = Params::default();
-        let window = cfg.udp_window.clamp(4, 1 << 16) as u32;
+        let window = match cfg.udp_window {
+            0 => d.window,
+            w => w.clamp(4, 1 << 16) as u32,
+        };
         let rto_min = (cfg.udp_rto_min.max(1) as Nanos) * US;
         Params {
             window,
@@ -628,7 +641,7 @@ impl<B> Link<B> {
             self.ca_acked += 1;
             if self.ca_acked >= self.cwnd {
                 self.ca_acked = 0;
-                self.cwnd += 1;
+                self.cwnd += self.p.window.div_ceil(AI_SHARE);
             }
         }
         self.cwnd = self.cwnd.min(self.p.window);
@@ -804,6 +817,8 @@ pub struct Links {
     /// Bytes of datagrams kept (unacknowledged, and early arrivals).
     held: usize,
     scratch: Vec<Vec<u8>>,
+    /// The window follows the datagram size (`udp_window` 0).
+    auto_window: bool,
 }
 
 impl Links {
@@ -820,6 +835,7 @@ impl Links {
             freed: Vec::new(),
             held: 0,
             scratch: Vec::new(),
+            auto_window: false,
         }
     }
 
@@ -867,7 +883,16 @@ impl Links {
 
 impl Reliability for Links {
     fn new(cfg: &Config, nprocs: usize) -> Links {
-        Links::with_params(Params::from_config(cfg), nprocs)
+        let mut l = Links::with_params(Params::from_config(cfg), nprocs);
+        l.auto_window = cfg.udp_window == 0;
+        l
+    }
+
+    fn datagram_size(&mut self, bytes: usize) {
+        if self.auto_window && self.links.iter().all(Option::is_none) {
+            let w = (AUTO_WINDOW_BYTES / bytes.max(1)).clamp(64, 1 << 16) as u32;
+            self.p.window = w;
+        }
     }
 
     fn header_len(&self) -> usize {

@@ -268,7 +268,7 @@ fn forged_garbage_and_replayed_datagrams_are_dropped_and_counted() {
             u.progress(s);
         }
     }
-    assert_eq!(ps[1].rejected_datagrams(), 5);
+    assert_eq!(ps[1].stats().rejected_datagrams, 5);
     assert_eq!(sinks[1].frames.len(), 2);
     assert!(sinks[1].frames.iter().all(|f| f.2 == b"real"));
     assert!(sinks.iter().all(|s| s.lost.is_empty()));

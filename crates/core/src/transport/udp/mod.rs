@@ -334,6 +334,8 @@ impl Udp {
             0 => DGRAM_LAN,
             n => n.clamp(DGRAM_MIN, DGRAM_MAX),
         };
+        let mut rel = rel;
+        rel.datagram_size(dgram);
         let rel_len = rel.header_len();
         Ok(Udp {
             me,

@@ -47,6 +47,10 @@ pub trait Reliability {
     where
         Self: Sized;
 
+    /// The transport sends datagrams of at most `bytes` (before any traffic): a machine
+    /// counting its windows in datagrams may size them by it.
+    fn datagram_size(&mut self, _bytes: usize) {}
+
     /// Bytes of the reliability header in every datagram.
     fn header_len(&self) -> usize;
 
