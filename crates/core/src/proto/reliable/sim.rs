@@ -515,3 +515,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_automatic_window_follows_the_datagram_size() {
+    use crate::config::Config;
+    let mut cfg = Config::defaults();
+    assert_eq!(cfg.udp_window, 0);
+    let window = |cfg: &Config, dgram: usize| {
+        let mut l = <Links as Reliability>::new(cfg, 4);
+        l.datagram_size(dgram);
+        l.link(1).map(|l| l.p.window)
+    };
+    assert_eq!(window(&cfg, 65507), Some(64));
+    assert_eq!(window(&cfg, 1472), Some(1424));
+    assert_eq!(window(&cfg, 576), Some(3640));
+    cfg.udp_window = 128;
+    assert_eq!(window(&cfg, 1472), Some(128));
+}

@@ -641,12 +641,10 @@ impl Udp {
                     self.pool.give(b, self.dgram);
                 }
             }
-            Arrival::Early(seq) => {
-                if self.rel.held() < self.buffer_max {
-                    let mut v = self.pool.take(end - hl, self.dgram);
-                    v.extend_from_slice(&d[hl..end]);
-                    self.rel.keep(peer, seq, v);
-                }
+            Arrival::Early(seq) if self.rel.held() < self.buffer_max => {
+                let mut v = self.pool.take(end - hl, self.dgram);
+                v.extend_from_slice(&d[hl..end]);
+                self.rel.keep(peer, seq, v);
             }
             _ => {}
         }
