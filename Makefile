@@ -96,7 +96,7 @@ cluster-check: build
 	tests/run --variants cluster2-udp --filter 'p2p/(sendrecv|order|bigmsg)|coll/ops|env/kill'
 
 check-full: check
-	tests/run --variants cluster2,cluster3,cluster2-udp,udp-lossy
+	tests/run --variants cluster2,cluster3,cluster2-udp,udp-lossy,lanes
 	@echo "make check-full: every suite passed"
 
 test: check
@@ -117,9 +117,14 @@ bench-check:
 # check-full runs it on all of them.
 LOSSY_SUBSET := 'p2p/(sendrecv|anysource|order|probe|bigmsg|persistent)|coll/(ops|all)|comm/(split|inter)|env/(init|abort|kill|fatal)|dtype/typemap'
 
+# The lanes variant (TCP striped over 4 connections per peer) for the point-to-point programs
+# in make check; for every program in make check-full.
+LANES_SUBSET := '^p2p/'
+
 ctest: build
 	tests/run
 	tests/run --variants udp-lossy --filter $(LOSSY_SUBSET)
+	tests/run --variants lanes --filter $(LANES_SUBSET)
 
 clients: build
 	tests/clients/run
