@@ -153,9 +153,11 @@ impl Net {
         // the job is on this node, so nothing off the machine can even connect.
         let mut tcp = None;
         let mut bind = std::net::Ipv4Addr::LOCALHOST;
-        if boot.is_job() && allow_tcp {
+        if boot.is_job() && (allow_tcp || allow_udp) {
             bind = Boot::listen_addr(cfg, boot.one_node == Some(true))
                 .map_err(|e| cfg_err("TCP_IF", e))?;
+        }
+        if boot.is_job() && allow_tcp {
             tcp = Some(
                 Tcp::new(
                     me,
