@@ -2,8 +2,8 @@
  * The job that tests/security/attack attacks: ranks pass checksummed messages of several
  * sizes around a ring and exchange pairwise for a few seconds, then print one digest line per
  * rank (the same in every run) on stdout. On stderr each rank reports how many connections
- * its transports refused (the MPI_T variable protean_rejected_connections), so the attacker
- * can tell its attacks arrived.
+ * and datagrams its transports refused (the MPI_T variables protean_rejected_connections and
+ * protean_rejected_datagrams, summed), so the attacker can tell its attacks arrived.
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -21,7 +21,7 @@ static uint64_t mix(uint64_t h, const unsigned char *p, size_t n)
 
 static unsigned long long rejected(void)
 {
-    int n, provided, idx = -1;
+    int n, provided, idx[2] = {-1, -1};
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     MPI_T_pvar_get_num(&n);
     for (int i = 0; i < n; i++) {
@@ -32,21 +32,27 @@ static unsigned long long rejected(void)
         MPI_T_pvar_get_info(i, name, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind, &ro, &cont,
                             &atomic);
         if (strcmp(name, "protean_rejected_connections") == 0)
-            idx = i;
+            idx[0] = i;
+        if (strcmp(name, "protean_rejected_datagrams") == 0)
+            idx[1] = i;
     }
-    if (idx < 0)
+    if (idx[0] < 0 || idx[1] < 0)
         return (unsigned long long)-1;
     MPI_T_pvar_session s;
-    MPI_T_pvar_handle h;
-    int count;
-    unsigned long long v = 0;
+    unsigned long long sum = 0;
     MPI_T_pvar_session_create(&s);
-    MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count);
-    MPI_T_pvar_read(s, h, &v);
-    MPI_T_pvar_handle_free(s, &h);
+    for (int k = 0; k < 2; k++) {
+        MPI_T_pvar_handle h;
+        int count;
+        unsigned long long v = 0;
+        MPI_T_pvar_handle_alloc(s, idx[k], NULL, &h, &count);
+        MPI_T_pvar_read(s, h, &v);
+        MPI_T_pvar_handle_free(s, &h);
+        sum += v;
+    }
     MPI_T_pvar_session_free(&s);
     MPI_T_finalize();
-    return v;
+    return sum;
 }
 
 int main(int argc, char **argv)

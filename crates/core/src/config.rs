@@ -268,7 +268,7 @@ const SIZE: Kind = Kind::Int {
 
 tunables! {
     transports: String = "shm,tcp", Kind::Str, writable = false,
-        "Transports allowed between ranks, in order of preference: shm (same host), tcp. Ranks on one host use shm when allowed; 'tcp' alone forces TCP everywhere. The self transport always carries messages to the own rank.";
+        "Transports allowed between ranks, in order of preference: shm (same host), tcp, udp (reliable datagrams: one socket per process for every peer). Ranks on one host use shm when allowed; between the others the first of tcp and udp listed is used; 'tcp' or 'udp' alone forces it everywhere. The self transport always carries messages to the own rank.";
     transport_peers: String = "", Kind::Str, writable = false,
         "Per-peer transport overrides, 'RANKS=LIST;...' with LIST as in transports and RANKS as in 3, 0-7, 1,4-5 or * (ranks of MPI_COMM_WORLD): a pair of ranks uses the first rule naming either of them, else transports. Example: '0=tcp' makes rank 0 talk TCP to everyone.";
     protocol: usize = "adaptive", Kind::Choice(PROTOCOLS), writable = true,
@@ -320,15 +320,33 @@ tunables! {
     tcp_nodelay: bool = "1", Kind::Bool, writable = false,
         "Disable Nagle's algorithm on TCP connections.";
     tcp_addr: String = "", Kind::Str, writable = false,
-        "Address to listen on and publish for TCP connections (default: loopback when the process manager places every rank on one node, else the first non-loopback IPv4 address).";
+        "Address to listen on and publish for TCP connections and UDP datagrams (default: loopback when the process manager places every rank on one node, else the first non-loopback IPv4 address).";
     tcp_fault: String = "", Kind::Str, writable = false,
         "Fault injection for tests: lane K@BYTES resets (RST) lane K of the first peer whose lane K has carried BYTES of bulk data from this process (lane=1@4m). Empty: none.";
     tcp_if: String = "", Kind::Str, writable = false,
-        "Interfaces TCP may use, comma-separated: interface names (eth0) or IPv4 subnets (10.1.0.0/16); the listener binds the first address of the first up interface that matches, in the order given (default: any; tcp_addr overrides it). Like Open MPI's btl_tcp_if_include.";
+        "Interfaces TCP and UDP may use, comma-separated: interface names (eth0) or IPv4 subnets (10.1.0.0/16); the listener binds the first address of the first up interface that matches, in the order given (default: any; tcp_addr overrides it). Like Open MPI's btl_tcp_if_include.";
     tcp_frame_max: i64 = "64m", Kind::Int { min: 65536, max: 1 << 31 }, writable = false,
         "Largest frame payload (bytes) a process accepts on a TCP connection, announced in the connection's handshake; a longer frame is a protocol error that closes the connection. tcp_frag_bytes is capped at it.";
     tcp_sockbuf: i64 = "4194304", SIZE, writable = false,
         "Socket send and receive buffer size for TCP connections (0: kernel default).";
+    udp_dgram_bytes: i64 = "0", Kind::Int { min: 0, max: 65507 }, writable = false,
+        "Largest UDP datagram (bytes of UDP payload, headers included) a process sends: 0 (auto) is 65507 when it binds loopback (the whole job on one node) and 1472 (a 1500-byte Ethernet frame) otherwise; other values are raised to at least 576. Larger frames are cut into datagrams and put together again.";
+    udp_sockets: i64 = "1", Kind::Int { min: 1, max: 16 }, writable = false,
+        "UDP sockets per process: datagrams to a peer are striped over them (and over the peer's), in turn.";
+    udp_sockbuf: i64 = "4194304", SIZE, writable = false,
+        "Send and receive buffer size of each UDP socket (0: kernel default; as root, beyond net.core.rmem_max).";
+    udp_window: i64 = "0", Kind::Int { min: 0, max: 65536 }, writable = false,
+        "Credit each process gives each peer over UDP, in datagrams past the last one received in order, and the largest congestion window: 0 (auto) is 2 MiB of datagrams, at least 64 (64 on loopback's 64 KiB datagrams, 1424 at 1472 bytes).";
+    udp_rto_min: i64 = "2000", Kind::Int { min: 1, max: 10_000_000 }, writable = false,
+        "Smallest UDP retransmission timeout, in microseconds (the timeout follows measured round trips above it and doubles at each expiry).";
+    udp_ack_delay: i64 = "500", Kind::Int { min: 0, max: 1_000_000 }, writable = false,
+        "Longest an acknowledgement of UDP data waits (microseconds) for data going back to ride on before it goes alone.";
+    udp_peer_timeout: i64 = "60", Kind::Int { min: 1, max: 86400 }, writable = false,
+        "Seconds a peer may leave UDP data unacknowledged while we retransmit before it is reported failed (ranks that compute without calling MPI do not acknowledge either).";
+    udp_buffer_max: i64 = "64m", Kind::Int { min: 1 << 20, max: i64::MAX }, writable = false,
+        "Bytes of UDP datagrams a process keeps at most (sent and not acknowledged, and arrived ahead of a gap); beyond it, sends wait and early arrivals are dropped.";
+    udp_fault: String = "", Kind::Str, writable = false,
+        "For testing only: faults the UDP transport injects into what it sends, 'drop=P,dup=P,reorder=P,seed=N' (probabilities per datagram; a reordered datagram goes after the next one). Example: drop=0.05,dup=0.01,reorder=0.01.";
     progress_yield: usize = "auto", Kind::Choice(YIELD_MODES), writable = true,
         "Waiting ranks yield the CPU: auto (when ranks on this host outnumber its cores), always, or never (busy poll).";
     hostname: String = "", Kind::Str, writable = false,

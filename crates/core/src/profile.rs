@@ -1,6 +1,6 @@
 //! The profiler's counters: what the point-to-point engine observes, per transport.
 //!
-//! Every counter is kept per route (self, shm, tcp) and read as an aggregate too. The table
+//! Every counter is kept per route (self, shm, tcp, udp) and read as an aggregate too. The table
 //! [`PVARS`] is the single description of them: `protean-info --counters` prints it and the
 //! MPI_T interface exposes each entry as a performance variable (class COUNTER, continuous,
 //! read-only). Names of per-protocol counters contain the protocol's short name (`eager`,
@@ -29,7 +29,7 @@ pub struct RouteCounters {
 /// All counters of the process.
 #[derive(Debug, Default, Clone)]
 pub struct Counters {
-    pub routes: [RouteCounters; 3],
+    pub routes: [RouteCounters; 4],
     /// Malformed or stale frames dropped.
     pub bad_frames: u64,
     /// What the transports counted (refused connections, lanes); kept by them and copied
@@ -44,10 +44,11 @@ pub fn route_index(r: Route) -> usize {
         Route::SelfLoop => 0,
         Route::Shm => 1,
         Route::Tcp | Route::Unreachable => 2,
+        Route::Udp => 3,
     }
 }
 
-pub const ROUTE_NAMES: [&str; 3] = ["self", "shm", "tcp"];
+pub const ROUTE_NAMES: [&str; 4] = ["self", "shm", "tcp", "udp"];
 
 impl Counters {
     #[inline(always)]
@@ -62,6 +63,7 @@ impl Counters {
             Some(r) => (p.field)(&self.routes[r]),
             None if p.name == "protean_bad_frames" => self.bad_frames,
             None if p.name == "protean_rejected_connections" => self.transport.rejected,
+            None if p.name == "protean_rejected_datagrams" => self.transport.rejected_datagrams,
             None if p.name == "protean_tcp_lanes_open" => self.transport.extra_lanes,
             None => match p.name.strip_prefix("protean_tcp_lane") {
                 Some(rest) => rest
@@ -105,7 +107,8 @@ fn no_field(_: &RouteCounters) -> u64 {
 }
 
 /// Every performance variable: the aggregates first (`protean_<field>`), then per route
-/// (`protean_<field>_<route>`), then `protean_bad_frames` and `protean_rejected_connections`.
+/// (`protean_<field>_<route>`), then `protean_bad_frames`, `protean_rejected_connections` and
+/// `protean_rejected_datagrams`.
 pub static PVARS: std::sync::LazyLock<Vec<Pvar>> = std::sync::LazyLock::new(|| {
     let mut v = Vec::new();
     for (name, desc, field) in FIELDS {
@@ -149,6 +152,12 @@ pub static PVARS: std::sync::LazyLock<Vec<Pvar>> = std::sync::LazyLock::new(|| {
     v.push(Pvar {
         name: "protean_rejected_connections".into(),
         desc: "connections refused: failed or forged handshakes, a second connection from a connected process, handshakes not finished in time, floods".into(),
+        route: None,
+        field: no_field,
+    });
+    v.push(Pvar {
+        name: "protean_rejected_datagrams".into(),
+        desc: "UDP datagrams dropped unread: failed authentication (forged, altered, from outside the job), malformed, or naming a process outside the job".into(),
         route: None,
         field: no_field,
     });

@@ -324,6 +324,31 @@ impl PmiClient {
         }
     }
 
+    /// [`PmiClient::barrier`], calling `idle` until the answer is there: for a process that
+    /// must keep answering its peers while it waits (over UDP, a peer may still need our
+    /// acknowledgement of its last datagrams before it can enter the barrier itself).
+    pub fn barrier_while(&mut self, mut idle: impl FnMut()) -> Result<(), PmiError> {
+        self.send(&Request::BarrierIn)?;
+        loop {
+            let mut pfd = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd; a zero timeout never blocks.
+            let r = unsafe { libc::poll(&mut pfd, 1, 0) };
+            if r != 0 {
+                // Readable, closed or failed: recv says which.
+                break;
+            }
+            idle();
+        }
+        match self.recv()? {
+            (_, Response::BarrierOut) => Ok(()),
+            (line, _) => Err(protocol(line, "expected cmd=barrier_out")),
+        }
+    }
+
     /// Looks a key up in the job's KVS: Ok(None) when the server has no such key.
     pub fn get(&mut self, key: &str) -> Result<Option<String>, PmiError> {
         check_token("key", key, self.keylen_max)?;

@@ -96,6 +96,7 @@ fn route_name(r: Route) -> &'static str {
     match r {
         Route::Shm => "shm",
         Route::Tcp => "tcp",
+        Route::Udp => "udp",
         Route::SelfLoop => "self",
         Route::Unreachable => "none",
     }

@@ -24,7 +24,7 @@ use crate::mpi::pml::Pml;
 use crate::proto::policy::Policy;
 use crate::runtime::bootstrap::{pmi_err, Boot};
 use crate::transport::net::Net;
-use crate::transport::{Gpid, Transport};
+use crate::transport::{Gpid, Route, Transport};
 
 /// A buffer attached with MPI_Buffer_attach.
 #[derive(Debug)]
@@ -100,7 +100,7 @@ impl Engine {
         let cfg = Config::effective()
             .map_err(|e| MpiError::new(ErrorClass::Other, format!("configuration: {e}")))?;
         let mut boot = Boot::start(&cfg)?;
-        let net = Net::open(&mut boot, &cfg)?;
+        let net = Net::open::<crate::proto::reliable::Links>(&mut boot, &cfg)?;
         let (rank, size, me) = (boot.rank, boot.size, boot.rank as Gpid);
         let local = boot.local();
         let (node_procs, ncpus) = boot.placement();
@@ -288,7 +288,18 @@ impl Engine {
         }
         self.pml.finalizing = true;
         if let Some(p) = self.pmi.as_mut() {
-            p.barrier().map_err(pmi_err)?;
+            if self.net.has(Route::Udp) {
+                // Datagram peers may still wait for our acknowledgement of what they sent
+                // last (it can be lost): keep answering until everyone is here.
+                let (net, pml) = (&mut self.net, &mut self.pml);
+                p.barrier_while(|| {
+                    net.progress(pml);
+                    global::idle();
+                })
+                .map_err(pmi_err)?;
+            } else {
+                p.barrier().map_err(pmi_err)?;
+            }
         }
         self.net.shutdown();
         if let Some(p) = self.pmi.as_mut() {
@@ -405,7 +416,6 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::Route;
 
     #[test]
     fn singleton_engine() {

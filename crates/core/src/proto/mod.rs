@@ -4,3 +4,4 @@
 pub mod frame;
 pub mod machine;
 pub mod policy;
+pub mod reliable;

@@ -581,7 +581,8 @@ impl Policy {
     pub fn eager_limit(&self, route: Route) -> usize {
         match route {
             Route::Shm => self.eager_limit_shm,
-            Route::Tcp => self.eager_limit_tcp,
+            // UDP follows TCP's limit and costs until it is tuned on its own.
+            Route::Tcp | Route::Udp => self.eager_limit_tcp,
             Route::SelfLoop => self.eager_limit_self,
             Route::Unreachable => 0,
         }
@@ -589,7 +590,7 @@ impl Policy {
 
     pub fn costs(&self, route: Route) -> &Costs {
         match route {
-            Route::Tcp | Route::Unreachable => &self.costs_tcp,
+            Route::Tcp | Route::Udp | Route::Unreachable => &self.costs_tcp,
             Route::Shm => &self.costs_shm,
             Route::SelfLoop => &self.costs_self,
         }

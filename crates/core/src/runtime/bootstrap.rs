@@ -3,8 +3,8 @@
 //! Start-up with a process manager (PMI: our mpirun, MPICH's Hydra, Slurm):
 //! 1. connect to PMI (`PMI_FD`, or `PMI_PORT` + `PMI_ID`) and learn rank, size, job id;
 //! 2. publish a business card (host identity, machine, pid, the TCP address when the transport
-//!    layer opened a listener, CPU affinity) in the PMI key-value space; barrier; read every
-//!    card ([`Boot::exchange`]);
+//!    layer opened a listener, the addresses of its UDP sockets when it opened any, CPU
+//!    affinity) in the PMI key-value space; barrier; read every card ([`Boot::exchange`]);
 //! 3. the transport layer sets up shared memory between the processes of each host with
 //!    further barriers ([`Boot::barrier`]) and chooses a route per peer
 //!    (`transport::net::Net::open`);
@@ -33,16 +33,29 @@ pub struct Card {
     pub tcp: Option<SocketAddr>,
     /// CPUs the process may run on (bit set).
     pub cpus: Vec<u64>,
+    /// Where the process receives UDP datagrams (one address per socket; empty: no UDP).
+    pub udp: Vec<SocketAddr>,
 }
 
 impl Card {
-    /// `host|node|pid|addr:port|cpus` (`-` without TCP; cpus as hex words). PMI values may not
-    /// contain spaces, `=` or backslashes (Hydra cuts or drops such values), and host names
-    /// contain none of `|`.
+    /// `host|node|pid|addr:port|cpus|udp` (`-` without TCP; cpus as hex words; udp as
+    /// `addr:port+port...`, one port per socket, all on one address, or `-`). PMI values may
+    /// not contain spaces, `=` or backslashes (Hydra cuts or drops such values), and host
+    /// names contain none of `|`.
     pub fn encode(&self) -> String {
         let t = self.tcp.map_or_else(|| "-".to_string(), |a| a.to_string());
+        let u = match self.udp.first() {
+            None => "-".to_string(),
+            Some(first) => {
+                let mut u = first.to_string();
+                for a in &self.udp[1..] {
+                    u.push_str(&format!("+{}", a.port()));
+                }
+                u
+            }
+        };
         format!(
-            "{}|{}|{}|{t}|{}",
+            "{}|{}|{}|{t}|{}|{u}",
             self.host,
             self.node,
             self.pid,
@@ -60,6 +73,21 @@ impl Card {
             a => Some(a.parse().ok()?),
         };
         let cpus = mask_decode(it.next()?)?;
+        let udp = match it.next() {
+            None | Some("-") => Vec::new(),
+            Some(u) => {
+                let mut parts = u.split('+');
+                let first: SocketAddr = parts.next()?.parse().ok()?;
+                let mut v = vec![first];
+                for p in parts {
+                    v.push(SocketAddr::new(first.ip(), p.parse().ok()?));
+                }
+                if v.len() > 64 {
+                    return None;
+                }
+                v
+            }
+        };
         if it.next().is_some() {
             return None;
         }
@@ -69,6 +97,7 @@ impl Card {
             pid,
             tcp,
             cpus,
+            udp,
         })
     }
 }
@@ -150,10 +179,10 @@ impl Boot {
         self.pmi.is_some() && self.size > 1
     }
 
-    /// Publish our card (with the TCP address we listen on, if any), wait for everyone's, and
-    /// read them all; rank 0 publishes the job's key with its card. Nothing to do for a
-    /// singleton.
-    pub fn exchange(&mut self, tcp: Option<SocketAddr>) -> Result<()> {
+    /// Publish our card (with the TCP address we listen on and the UDP addresses we receive
+    /// on, if any), wait for everyone's, and read them all; rank 0 publishes the job's key with
+    /// its card. Nothing to do for a singleton.
+    pub fn exchange(&mut self, tcp: Option<SocketAddr>, udp: &[SocketAddr]) -> Result<()> {
         let Some(p) = self.pmi.as_mut().filter(|_| self.size > 1) else {
             return Ok(());
         };
@@ -174,6 +203,7 @@ impl Boot {
             pid: std::process::id(),
             tcp,
             cpus: affinity(),
+            udp: udp.to_vec(),
         };
         p.put(&format!("protean-card-{}", self.rank), &card.encode())
             .map_err(pmi_err)?;
@@ -563,6 +593,10 @@ mod tests {
             pid: 42,
             tcp: Some("10.0.0.2:5555".parse().unwrap()),
             cpus: vec![0xf0, 0, 1],
+            udp: vec![
+                "10.0.0.2:6000".parse().unwrap(),
+                "10.0.0.2:6010".parse().unwrap(),
+            ],
         };
         assert_eq!(Card::decode(&c.encode()), Some(c));
         let c = Card {
@@ -571,6 +605,7 @@ mod tests {
             pid: 1,
             tcp: None,
             cpus: vec![3],
+            udp: Vec::new(),
         };
         assert_eq!(Card::decode(&c.encode()), Some(c.clone()));
         assert!(!c.encode().contains(['=', ' ', '\\']));
@@ -578,6 +613,15 @@ mod tests {
         assert_eq!(Card::decode("x|m|notanumber|-|1"), None);
         assert_eq!(Card::decode("x|m|1|bad|1"), None);
         assert_eq!(Card::decode("x|m|1|-|1|extra"), None);
+        assert_eq!(Card::decode("x|m|1|-|1|-|extra"), None);
+        assert_eq!(Card::decode("x|m|1|-|1|1.2.3.4:5+x"), None);
+        assert_eq!(
+            Card::decode("x|m|1|-|1|1.2.3.4:5+6").unwrap().udp,
+            vec![
+                "1.2.3.4:5".parse::<SocketAddr>().unwrap(),
+                "1.2.3.4:6".parse().unwrap()
+            ]
+        );
         assert_eq!(Card::decode("x|m|1|-|zz"), None);
         assert_eq!(Card::decode("x||1|-|1"), None);
         assert_eq!(Card::decode(""), None);

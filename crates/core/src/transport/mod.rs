@@ -70,6 +70,14 @@
 //!   stays valid until it is retracted; a placement pointer stays valid until `placed`.
 //! - Headers it is given are [`HEADER_LEN`] bytes whose byte 0 is not [`CONTROL_KIND`].
 //!
+//! # Unreliable carriers
+//!
+//! A transport over a carrier that loses, duplicates or reorders (UDP: [`udp::Udp`]) still
+//! offers reliable, ordered frames; the machine that makes it so is protocol logic and lives in
+//! the protocol layer (`proto::reliable`), which the transport reaches through a trait it
+//! defines itself ([`udp::rel::Reliability`]), since nothing here imports the layers above.
+//! The engine names the machine when it opens the transports (`net::Net::open::<R>`).
+//!
 //! The self transport ([`selfloop::SelfLoop`], messages to the own process) is the stub every
 //! build has; a new transport copies its shape.
 
@@ -77,6 +85,7 @@ pub mod net;
 pub mod selfloop;
 pub mod shm;
 pub mod tcp;
+pub mod udp;
 
 pub use crate::mem::Span;
 pub use shm::hostmem::HostMem;
@@ -121,6 +130,7 @@ pub enum Route {
     SelfLoop,
     Shm,
     Tcp,
+    Udp,
     /// No transport reaches this process.
     Unreachable,
 }
@@ -131,6 +141,7 @@ impl Route {
             Route::SelfLoop => "self",
             Route::Shm => "shm",
             Route::Tcp => "tcp",
+            Route::Udp => "udp",
             Route::Unreachable => "none",
         }
     }
@@ -178,6 +189,8 @@ pub const STAT_LANES: usize = 16;
 pub struct Stats {
     /// Connections refused: failed or forged handshakes, duplicates, floods.
     pub rejected: u64,
+    /// Datagrams dropped because they failed authentication or named no process of the job.
+    pub rejected_datagrams: u64,
     /// Connections open to peers beyond the first per peer (striping lanes).
     pub extra_lanes: u64,
     /// Payload bytes of bulk data sent on each lane number.
@@ -187,6 +200,7 @@ pub struct Stats {
 impl std::ops::AddAssign for Stats {
     fn add_assign(&mut self, o: Stats) {
         self.rejected += o.rejected;
+        self.rejected_datagrams += o.rejected_datagrams;
         self.extra_lanes += o.extra_lanes;
         for (a, b) in self.lane_bytes.iter_mut().zip(o.lane_bytes) {
             *a += b;

@@ -2,7 +2,8 @@
 //! [`Transport`].
 //!
 //! Each peer has a route chosen at setup (coarse-grained reconfiguration: self for our own
-//! process, shared memory for processes on this host when allowed, else TCP). Every call
+//! process, shared memory for processes on this host when allowed, else TCP or UDP, whichever
+//! `transports` lists first). Every call
 //! dispatches on the peer's route with a match, not a virtual call, and calls nothing but the
 //! [`Transport`] trait of the transport behind it; a new transport adds a route, a field and
 //! an arm to [`on_route!`].
@@ -14,6 +15,9 @@ use super::shm::{Geometry, Shm};
 use super::tcp::lanes::Mode;
 use super::tcp::Tcp;
 use super::tcp::MAX_LANES;
+use super::udp::fault::Faults;
+use super::udp::rel::Reliability;
+use super::udp::{Settings, Udp};
 use super::{
     Caps, Copied, CopyError, FrameSink, Gpid, Region, Route, SendError, Sent, Span, Token,
     Transport, HEADER_LEN,
@@ -28,6 +32,7 @@ pub struct Net {
     own: SelfLoop,
     shm: Option<Shm>,
     tcp: Option<Tcp>,
+    udp: Option<Udp>,
 }
 
 /// `on_route!(net, peer, t => expr, unreachable)`: evaluate `expr` with `t` the transport
@@ -40,6 +45,10 @@ macro_rules! on_route {
                 None => $none,
             },
             Some(Route::Tcp) => match $net.tcp.as_mut() {
+                Some($t) => $e,
+                None => $none,
+            },
+            Some(Route::Udp) => match $net.udp.as_mut() {
                 Some($t) => $e,
                 None => $none,
             },
@@ -61,6 +70,10 @@ macro_rules! on_route_ref {
                 None => $none,
             },
             Some(Route::Tcp) => match $net.tcp.as_ref() {
+                Some($t) => $e,
+                None => $none,
+            },
+            Some(Route::Udp) => match $net.udp.as_ref() {
                 Some($t) => $e,
                 None => $none,
             },
@@ -106,15 +119,16 @@ fn lane_settings(cfg: &Config) -> std::result::Result<(Mode, Vec<(RankSet, Mode)
     Ok((mode, rules))
 }
 
-/// `transports`-style list: `shm,tcp`.
+/// `transports`-style list: `shm,tcp`, `udp`, ...
 fn transport_list(text: &str) -> std::result::Result<Vec<&'static str>, String> {
     let mut v = Vec::new();
     for t in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         v.push(match t.to_ascii_lowercase().as_str() {
             "shm" => "shm",
             "tcp" => "tcp",
+            "udp" => "udp",
             "self" => "self",
-            _ => return Err(format!("unknown transport '{t}' (known: shm, tcp)")),
+            _ => return Err(format!("unknown transport '{t}' (known: shm, tcp, udp)")),
         });
     }
     Ok(v)
@@ -122,10 +136,15 @@ fn transport_list(text: &str) -> std::result::Result<Vec<&'static str>, String> 
 
 impl Net {
     /// Open the transports of this process and choose the route to every other: TCP listener
-    /// (when TCP may be used), business-card exchange, shared memory among the processes of
-    /// each host (create, barrier, map the peers', barrier, unlink), then per peer self, shm
-    /// (same host, when allowed) or TCP. Every process of the job takes part in every barrier.
-    pub fn open(boot: &mut Boot, cfg: &Config) -> crate::error::Result<Net> {
+    /// and UDP sockets (when they may be used), business-card exchange, shared memory among
+    /// the processes of each host (create, barrier, map the peers', barrier, unlink), then per
+    /// peer self, shm (same host, when allowed) or the first of TCP and UDP the settings
+    /// list. Every process of the job takes part in every barrier. `R` is the reliability
+    /// machine the UDP transport runs (the protocol layer's: see `udp::rel`).
+    pub fn open<R: Reliability + 'static>(
+        boot: &mut Boot,
+        cfg: &Config,
+    ) -> crate::error::Result<Net> {
         let cfg_err = |name: &str, why: String| {
             MpiError::new(ErrorClass::Other, format!("PROTEAN_{name}: {why}"))
         };
@@ -145,14 +164,17 @@ impl Net {
             |t: &str| allowed.contains(&t) || peer_rules.iter().any(|(_, l)| l.contains(&t));
         let allow_shm = any_allows("shm");
         let allow_tcp = any_allows("tcp");
+        let allow_udp = any_allows("udp");
 
         // The listener binds the address its card advertises: loopback when every process of
         // the job is on this node, so nothing off the machine can even connect.
         let mut tcp = None;
         let mut bind = std::net::Ipv4Addr::LOCALHOST;
-        if boot.is_job() && allow_tcp {
+        if boot.is_job() && (allow_tcp || allow_udp) {
             bind = Boot::listen_addr(cfg, boot.one_node == Some(true))
                 .map_err(|e| cfg_err("TCP_IF", e))?;
+        }
+        if boot.is_job() && allow_tcp {
             tcp = Some(
                 Tcp::new(
                     me,
@@ -166,7 +188,28 @@ impl Net {
                 .map_err(|e| io_err("cannot open a TCP listener", e))?,
             );
         }
-        boot.exchange(tcp.as_ref().map(|t| SocketAddr::from((bind, t.port()))))?;
+        // UDP sockets bind the same address: datagrams come from nowhere else either.
+        let mut udp = None;
+        if boot.is_job() && allow_udp {
+            let faults = Faults::parse(&cfg.udp_fault).map_err(|e| cfg_err("UDP_FAULT", e))?;
+            let settings = Settings {
+                sockets: cfg.udp_sockets as usize,
+                sockbuf: cfg.udp_sockbuf as usize,
+                dgram: cfg.udp_dgram_bytes as usize,
+                buffer_max: cfg.udp_buffer_max as usize,
+                faults,
+                verbose: cfg.verbose > 0,
+            };
+            let rel = Box::new(R::new(cfg, size as usize));
+            udp = Some(
+                Udp::new(me, bind, &settings, rel)
+                    .map_err(|e| io_err("cannot open a UDP socket", e))?,
+            );
+        }
+        boot.exchange(
+            tcp.as_ref().map(|t| SocketAddr::from((bind, t.port()))),
+            udp.as_ref().map_or(&[][..], |u| u.addrs()),
+        )?;
         if let (Some(t), Some(key)) = (tcp.as_mut(), boot.key) {
             t.start(key, size as usize);
             let (mode, rules) = lane_settings(cfg).map_err(|e| cfg_err("TCP_LANES", e))?;
@@ -176,6 +219,9 @@ impl Net {
                     parse_fault(&cfg.tcp_fault).map_err(|e| cfg_err("TCP_FAULT", e))?;
                 t.set_fault(lane, after);
             }
+        }
+        if let (Some(u), Some(key)) = (udp.as_mut(), boot.key) {
+            u.start(&key, size as usize);
         }
         let local = boot.local();
 
@@ -216,22 +262,27 @@ impl Net {
         for r in 0..size {
             let i = r as usize;
             let pair = allowed_for(r);
+            // Every peer with a card is reachable by each transport it publishes, whichever
+            // route it gets (a channel manager may move it later).
+            if let Some(Some(c)) = boot.cards.get(i).filter(|_| r != rank) {
+                if let (Some(t), Some(a)) = (tcp.as_mut(), c.tcp) {
+                    t.set_addr(r, a);
+                }
+                if let Some(u) = udp.as_mut().filter(|_| !c.udp.is_empty()) {
+                    u.set_addrs(r, &c.udp);
+                }
+            }
+            let net_route = pair.iter().find_map(|t| match *t {
+                "tcp" if tcp.as_ref().is_some_and(|t| t.reaches(r)) => Some(Route::Tcp),
+                "udp" if udp.as_ref().is_some_and(|u| u.reaches(r)) => Some(Route::Udp),
+                _ => None,
+            });
             routes[i] = if r == rank {
                 Route::SelfLoop
             } else if pair.contains(&"shm") && shm.as_ref().is_some_and(|s| s.reaches(r)) {
                 Route::Shm
-            } else if let (true, Some(t), Some(Some(c))) =
-                (pair.contains(&"tcp"), tcp.as_mut(), boot.cards.get(i))
-            {
-                match c.tcp {
-                    Some(a) => {
-                        t.set_addr(r, a);
-                        Route::Tcp
-                    }
-                    None => Route::Unreachable,
-                }
             } else {
-                Route::Unreachable
+                net_route.unwrap_or(Route::Unreachable)
             };
         }
         if let Some(r) = routes.iter().position(|r| *r == Route::Unreachable) {
@@ -252,20 +303,31 @@ impl Net {
         }
         // Routes are symmetric (same host and same settings on both ends), so when no peer
         // uses TCP nobody will connect to us either: close the listener rather than poll it.
+        // The same for UDP: its sockets would only be read for nothing.
         if !routes.contains(&Route::Tcp) {
             tcp = None;
         }
-        Ok(Net::new(me, routes, shm, tcp))
+        if !routes.contains(&Route::Udp) {
+            udp = None;
+        }
+        Ok(Net::new(me, routes, shm, tcp, udp))
     }
 
     /// The transports of process `me`, and the route to each process (indexed by gpid).
-    pub fn new(me: Gpid, routes: Vec<Route>, shm: Option<Shm>, tcp: Option<Tcp>) -> Net {
+    pub fn new(
+        me: Gpid,
+        routes: Vec<Route>,
+        shm: Option<Shm>,
+        tcp: Option<Tcp>,
+        udp: Option<Udp>,
+    ) -> Net {
         Net {
             me,
             routes,
             own: SelfLoop::new(me),
             shm,
             tcp,
+            udp,
         }
     }
 
@@ -293,6 +355,7 @@ impl Net {
             Route::SelfLoop => true,
             Route::Shm => self.shm.is_some(),
             Route::Tcp => self.tcp.is_some(),
+            Route::Udp => self.udp.is_some(),
             Route::Unreachable => false,
         }
     }
@@ -379,6 +442,9 @@ impl Transport for Net {
         if let Some(tcp) = self.tcp.as_mut() {
             n += tcp.progress(sink);
         }
+        if let Some(udp) = self.udp.as_mut() {
+            n += udp.progress(sink);
+        }
         if self.own.has_work() {
             n += self.own.progress(sink);
         }
@@ -389,6 +455,7 @@ impl Transport for Net {
         self.own.has_work()
             || self.shm.as_ref().is_some_and(|s| s.has_work())
             || self.tcp.as_ref().is_some_and(|t| t.has_work())
+            || self.udp.as_ref().is_some_and(|u| u.has_work())
     }
 
     #[inline]
@@ -396,12 +463,18 @@ impl Transport for Net {
         if let Some(tcp) = self.tcp.as_mut() {
             tcp.hold();
         }
+        if let Some(udp) = self.udp.as_mut() {
+            udp.hold();
+        }
     }
 
     #[inline]
     fn release<S: FrameSink>(&mut self, sink: &mut S) {
         if let Some(tcp) = self.tcp.as_mut() {
             tcp.release(sink);
+        }
+        if let Some(udp) = self.udp.as_mut() {
+            udp.release(sink);
         }
     }
 
@@ -450,6 +523,9 @@ impl Transport for Net {
         if let Some(t) = self.shm.as_ref() {
             s += t.stats();
         }
+        if let Some(u) = self.udp.as_ref() {
+            s += u.stats();
+        }
         s
     }
 
@@ -457,6 +533,9 @@ impl Transport for Net {
     fn shutdown(&mut self) {
         if let Some(t) = self.tcp.as_mut() {
             t.shutdown();
+        }
+        if let Some(u) = self.udp.as_mut() {
+            u.shutdown();
         }
         self.shm = None;
     }

@@ -1683,6 +1683,7 @@ impl Transport for Tcp {
             rejected: self.rejected,
             extra_lanes: self.extra_lanes(),
             lane_bytes: self.lane_bytes,
+            ..Default::default()
         }
     }
 

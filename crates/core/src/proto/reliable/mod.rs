@@ -1,0 +1,1125 @@
+//! Reliable, ordered delivery over datagrams that may be lost, duplicated, reordered or
+//! delayed: the microprotocol under the UDP transport, as a state machine without I/O.
+//!
+//! The design follows TCP's with selective acknowledgements (RFC 2018, 6675), its
+//! retransmission timer (RFC 6298) and its congestion response (RFC 5681), scaled to one
+//! process per endpoint and counted in datagrams; Open MPI's UD work (the fourth seed) names
+//! what a connectionless MPI transport needs: reliability, flow control, and a sender that
+//! throttles instead of storming a receiver that drops.
+//!
+//! # The header (every datagram, [`HEADER_LEN`] bytes, little endian)
+//!
+//! ```text
+//!  0  seq    u64  sequence number of this datagram's data, from 1 per ordered pair of
+//!                 processes; 0: an acknowledgement alone (never retransmitted)
+//!  8  ack    u64  every datagram below this was received (the next one expected)
+//! 16  sack   u64  bit i: datagram ack + 1 + i was received too
+//! 24  limit  u64  the highest sequence number the receiver accepts now (its credit)
+//! 32  delay  u32  microseconds the newest datagram it acknowledges had waited at the
+//!                 receiver when this header went out
+//! 36  zero   u32
+//! ```
+//! Fields above 2^62 are malformed, so no arithmetic here can overflow. Everything a header
+//! says stays true (a receiver never forgets what it acknowledged, and its limit only grows),
+//! so an old header, in a retransmission or a replay, tells nothing false: the machine takes
+//! the newest information and ignores the rest.
+//!
+//! # Sender
+//!
+//! Datagrams get consecutive sequence numbers and are kept until acknowledged, cumulatively
+//! or selectively. A datagram is deemed lost when three datagrams sent after it were
+//! acknowledged (a retransmission: when one sent after it, later by a quarter of the round
+//! trip, was), or when the retransmission timer expires: RTO = SRTT + 4 RTTVAR from round
+//! trips measured on datagrams sent once (Karn's rule), at least `rto_min`, doubled at each
+//! expiry up to `rto_max`. A round trip is measured on the newest datagram an acknowledgement
+//! covers, less the time that datagram waited at the receiver (`delay`, as QUIC does): the
+//! peer's process answers only when it runs its progress engine, and an acknowledgement that
+//! rides on a reply carries the peer's think time, which says nothing about the network and
+//! would stretch the timeout that repairs a lost lone message by tens of milliseconds. New data goes only while the datagrams in the network are fewer
+//! than the congestion window and their sequence numbers within the receiver's limit;
+//! lost datagrams go again first. The window starts at `initial_window`, grows by one per
+//! acknowledged datagram up to the slow-start threshold and by a 64th of the largest window
+//! (at least one datagram) per window after; a loss
+//! halves it (once per window of data), an expiry sets it to one datagram. A sender
+//! therefore backs off when the receiver or the network drops, rather than repeating a storm.
+//!
+//! # Receiver
+//!
+//! The next datagram in order is delivered at once; one after a gap is kept (at most the
+//! credit, `window` datagrams past the last in-order one, which is the limit it advertises)
+//! until the gap fills; duplicates are dropped. Acknowledgements ride on every data datagram
+//! going back; with none going back, an acknowledgement alone goes after `ack_every` datagrams
+//! or `ack_delay`, whichever comes first, and at once after a gap or a duplicate (which tells
+//! the sender about a loss, or that our acknowledgement was lost).
+//!
+//! # Liveness
+//!
+//! A peer that has acknowledged nothing while we retransmitted to it for `dead_after` (and at
+//! least three expiries) is reported failed, naming it; nothing waits for it forever. A peer
+//! that merely computes for a while without calling MPI does not acknowledge either, so the
+//! bound is generous by default (`udp_peer_timeout`).
+//!
+//! [`Links`] holds one [`Link`] per peer and is what the UDP transport drives (through
+//! `transport::udp::rel::Reliability`); [`sim`] drives many of them over a simulated network.
+
+use std::collections::VecDeque;
+
+use crate::config::Config;
+use crate::ids::Gpid;
+use crate::transport::udp::rel::{Arrival, Nanos, Reliability};
+
+#[cfg(test)]
+mod over_udp;
+#[cfg(test)]
+mod sim;
+
+/// Bytes of the reliability header.
+pub const HEADER_LEN: usize = 40;
+
+/// Largest value of a header field.
+pub const FIELD_MAX: u64 = 1 << 62;
+
+/// Datagrams acknowledged after one that make it lost.
+const DUPTHRESH: u64 = 3;
+
+/// Bits of the selective-acknowledgement map.
+const SACK_BITS: u64 = 64;
+
+/// Why a header was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Malformed(pub &'static str);
+
+/// The reliability header of a datagram (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Header {
+    pub seq: u64,
+    pub ack: u64,
+    pub sack: u64,
+    pub limit: u64,
+    pub delay_us: u32,
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"))
+}
+
+impl Header {
+    /// Write into the first [`HEADER_LEN`] bytes of `b` (which must have them).
+    pub fn encode(&self, b: &mut [u8]) {
+        b[0..8].copy_from_slice(&self.seq.to_le_bytes());
+        b[8..16].copy_from_slice(&self.ack.to_le_bytes());
+        b[16..24].copy_from_slice(&self.sack.to_le_bytes());
+        b[24..32].copy_from_slice(&self.limit.to_le_bytes());
+        b[32..36].copy_from_slice(&self.delay_us.to_le_bytes());
+        b[36..40].copy_from_slice(&[0; 4]);
+    }
+
+    /// Read and check a header; never panics.
+    pub fn decode(b: &[u8]) -> Result<Header, Malformed> {
+        if b.len() < HEADER_LEN {
+            return Err(Malformed("short reliability header"));
+        }
+        let h = Header {
+            seq: u64_at(b, 0),
+            ack: u64_at(b, 8),
+            sack: u64_at(b, 16),
+            limit: u64_at(b, 24),
+            delay_us: u32::from_le_bytes(b[32..36].try_into().expect("4 bytes")),
+        };
+        if b[36..40] != [0; 4] {
+            return Err(Malformed("nonzero reserved bytes"));
+        }
+        if h.seq > FIELD_MAX || h.ack > FIELD_MAX || h.limit > FIELD_MAX {
+            return Err(Malformed("sequence number out of range"));
+        }
+        if h.ack == 0 {
+            return Err(Malformed("acknowledgement 0 (sequence numbers start at 1)"));
+        }
+        if h.limit + 1 < h.ack {
+            return Err(Malformed("credit limit below the acknowledged sequence"));
+        }
+        Ok(h)
+    }
+}
+
+/// In congestion avoidance the window grows by this share of the largest window per round
+/// trip (one datagram per round trip at the default 64): a window of thousands of small
+/// datagrams recovers from a halving in as many round trips as one of 64 large ones.
+const AI_SHARE: u32 = 64;
+
+/// Bytes the automatic window (`udp_window` 0) lets be in flight to one peer: the window is
+/// this many bytes of datagrams, at least 64 datagrams.
+pub const AUTO_WINDOW_BYTES: usize = 2 << 20;
+
+/// Settings of the machine (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    /// Receiver credit and largest congestion window, in datagrams.
+    pub window: u32,
+    /// Congestion window at start.
+    pub initial_window: u32,
+    pub rto_initial: Nanos,
+    pub rto_min: Nanos,
+    pub rto_max: Nanos,
+    /// Longest an acknowledgement waits for a datagram going back to ride on.
+    pub ack_delay: Nanos,
+    /// An acknowledgement alone goes after this many datagrams at the latest.
+    pub ack_every: u32,
+    /// A peer silent while we retransmit to it for this long is failed.
+    pub dead_after: Nanos,
+}
+
+const US: Nanos = 1_000;
+const MS: Nanos = 1_000_000;
+const S: Nanos = 1_000_000_000;
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            window: 64,
+            initial_window: 16,
+            rto_initial: 20 * MS,
+            rto_min: 2 * MS,
+            rto_max: S,
+            ack_delay: 500 * US,
+            ack_every: 2,
+            dead_after: 60 * S,
+        }
+    }
+}
+
+impl Params {
+    /// From the tunables `udp_window`, `udp_rto_min`, `udp_ack_delay`, `udp_peer_timeout`.
+    pub fn from_config(cfg: &Config) -> Params {
+        let d = Params::default();
+        let window = match cfg.udp_window {
+            0 => d.window,
+            w => w.clamp(4, 1 << 16) as u32,
+        };
+        let rto_min = (cfg.udp_rto_min.max(1) as Nanos) * US;
+        Params {
+            window,
+            initial_window: d.initial_window.min(window),
+            rto_initial: d.rto_initial.max(rto_min),
+            rto_min,
+            rto_max: d.rto_max.max(rto_min),
+            ack_delay: cfg.udp_ack_delay.max(0) as Nanos * US,
+            ack_every: d.ack_every,
+            dead_after: (cfg.udp_peer_timeout.max(1) as Nanos) * S,
+        }
+    }
+}
+
+/// A datagram sent and not acknowledged yet.
+struct Slot<B> {
+    seq: u64,
+    /// None once selectively acknowledged.
+    body: Option<B>,
+    /// When it last went out.
+    sent_at: Nanos,
+    /// Times it went again.
+    retx: u32,
+    /// Deemed lost and waiting in `lost` to go again (not in the network).
+    lost: bool,
+}
+
+/// What a link counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub sent: u64,
+    pub retransmitted: u64,
+    pub timeouts: u64,
+    pub losses: u64,
+    pub received: u64,
+    pub duplicates: u64,
+    pub early: u64,
+    pub beyond: u64,
+    pub acks_sent: u64,
+}
+
+/// The reliability state between us and one peer, both directions; `B` is what the caller
+/// keeps per datagram (its bytes).
+pub struct Link<B> {
+    p: Params,
+    // --- sending
+    next_seq: u64,
+    /// Sent and not acknowledged: consecutive sequence numbers from the front's; the front is
+    /// never acknowledged (acknowledged slots at the front are dropped at once).
+    inflight: VecDeque<Slot<B>>,
+    /// Slots deemed lost, to go again in this order (entries acknowledged meanwhile are
+    /// skipped).
+    lost: VecDeque<u64>,
+    /// Slots in the network: not acknowledged, not lost.
+    pipe: u32,
+    /// The highest sequence number the peer accepts.
+    peer_limit: u64,
+    /// The highest sequence number the peer acknowledged, and when the newest datagram it
+    /// acknowledged had gone out.
+    highest_acked: u64,
+    latest_acked_sent: Nanos,
+    cwnd: u32,
+    /// Datagrams acknowledged since the window last grew, in congestion avoidance.
+    ca_acked: u32,
+    ssthresh: u32,
+    /// Losses of datagrams up to here belong to the congestion event already answered.
+    recover: u64,
+    srtt: Option<Nanos>,
+    rttvar: Nanos,
+    /// The timeout now (backed off).
+    rto: Nanos,
+    rto_at: Option<Nanos>,
+    /// Since when we have retransmitted without hearing any progress, and how many expiries.
+    stalled_since: Option<Nanos>,
+    expiries: u32,
+    // --- receiving
+    /// The next sequence number in order.
+    expected: u64,
+    /// Datagrams kept ahead of a gap: index i is sequence number `expected + i` (index 0 is
+    /// always empty outside [`Link::ready`]).
+    early: VecDeque<Option<B>>,
+    /// The highest sequence number received, and when.
+    newest: u64,
+    newest_at: Nanos,
+    /// The smallest round trip seen (before taking out the receiver's delay).
+    min_rtt: Nanos,
+    /// Data datagrams received since our last acknowledgement went out.
+    ack_owed: u32,
+    /// Acknowledge now (a gap, a duplicate, or enough datagrams).
+    ack_now: bool,
+    ack_at: Option<Nanos>,
+    pub stats: Stats,
+}
+
+impl<B> Link<B> {
+    pub fn new(p: Params) -> Link<B> {
+        Link {
+            p,
+            next_seq: 1,
+            inflight: VecDeque::new(),
+            lost: VecDeque::new(),
+            pipe: 0,
+            peer_limit: p.window as u64,
+            highest_acked: 0,
+            latest_acked_sent: 0,
+            cwnd: p.initial_window.clamp(1, p.window),
+            ca_acked: 0,
+            ssthresh: p.window,
+            recover: 0,
+            srtt: None,
+            rttvar: 0,
+            rto: p.rto_initial,
+            rto_at: None,
+            stalled_since: None,
+            expiries: 0,
+            expected: 1,
+            early: VecDeque::new(),
+            newest: 0,
+            newest_at: 0,
+            min_rtt: Nanos::MAX,
+            ack_owed: 0,
+            ack_now: false,
+            ack_at: None,
+            stats: Stats::default(),
+        }
+    }
+
+    fn una(&self) -> u64 {
+        self.inflight.front().map_or(self.next_seq, |s| s.seq)
+    }
+
+    /// May a new data datagram go now?
+    pub fn may_send(&self) -> bool {
+        self.next_seq <= self.peer_limit
+            && self.pipe < self.cwnd
+            && self.lost.is_empty()
+            && self.inflight.len() < 2 * self.p.window as usize
+    }
+
+    /// The congestion window (datagrams).
+    pub fn cwnd(&self) -> u32 {
+        self.cwnd
+    }
+
+    /// The retransmission timeout now.
+    pub fn rto(&self) -> Nanos {
+        self.rto
+    }
+
+    /// Datagrams sent and not acknowledged.
+    pub fn unacked(&self) -> usize {
+        self.inflight.iter().filter(|s| s.body.is_some()).count()
+    }
+
+    /// Our acknowledgement state for the peer, in a header for `seq` (0: none).
+    fn header(&self, now: Nanos, seq: u64) -> Header {
+        let mut sack = 0u64;
+        for (i, e) in self
+            .early
+            .iter()
+            .enumerate()
+            .skip(1)
+            .take(SACK_BITS as usize)
+        {
+            if e.is_some() {
+                sack |= 1 << (i - 1);
+            }
+        }
+        Header {
+            seq,
+            ack: self.expected,
+            sack,
+            limit: self.expected - 1 + self.p.window as u64,
+            delay_us: (now.saturating_sub(self.newest_at) / US).min(u32::MAX as u64) as u32,
+        }
+    }
+
+    fn acked_now(&mut self) {
+        self.ack_owed = 0;
+        self.ack_now = false;
+        self.ack_at = None;
+    }
+
+    /// Header of a new data datagram; its sequence number is taken.
+    pub fn stamp(&mut self, now: Nanos) -> Header {
+        let h = self.header(now, self.next_seq);
+        self.next_seq += 1;
+        self.acked_now();
+        h
+    }
+
+    /// The datagram stamped `seq` is done (see [`Reliability::sent`]).
+    pub fn sent(&mut self, now: Nanos, seq: u64, body: B, taken: bool) {
+        debug_assert_eq!(seq, self.una() + self.inflight.len() as u64);
+        self.inflight.push_back(Slot {
+            seq,
+            body: Some(body),
+            sent_at: now,
+            retx: 0,
+            lost: !taken,
+        });
+        self.stats.sent += 1;
+        if taken {
+            self.pipe += 1;
+        } else {
+            self.lost.push_back(seq);
+        }
+        if self.rto_at.is_none() {
+            self.rto_at = Some(now + self.rto);
+        }
+    }
+
+    /// A lost datagram to send again now, if the window allows.
+    pub fn retransmit(&mut self, now: Nanos) -> Option<&B> {
+        // Entries acknowledged since they were deemed lost are dropped first, window or not.
+        let una = self.una();
+        while let Some(&seq) = self.lost.front() {
+            let live = seq >= una
+                && self
+                    .inflight
+                    .get((seq - una) as usize)
+                    .is_some_and(|s| s.body.is_some() && s.lost);
+            if live {
+                break;
+            }
+            self.lost.pop_front();
+        }
+        let &seq = self.lost.front()?;
+        if self.pipe >= self.cwnd {
+            return None;
+        }
+        self.lost.pop_front();
+        let s = &mut self.inflight[(seq - una) as usize];
+        s.lost = false;
+        s.retx += 1;
+        s.sent_at = now;
+        self.pipe += 1;
+        self.stats.retransmitted += 1;
+        if self.rto_at.is_none() {
+            self.rto_at = Some(now + self.rto);
+        }
+        self.inflight[(seq - una) as usize].body.as_ref()
+    }
+
+    /// Header of an acknowledgement alone, when one is owed now.
+    pub fn stamp_ack(&mut self, now: Nanos) -> Option<Header> {
+        if self.ack_owed == 0 && !self.ack_now {
+            return None;
+        }
+        if !self.ack_now && self.ack_at.is_some_and(|t| now < t) {
+            return None;
+        }
+        let h = self.header(now, 0);
+        self.acked_now();
+        self.stats.acks_sent += 1;
+        Some(h)
+    }
+
+    /// A datagram arrived with header `h`: take in its acknowledgements (acknowledged bodies
+    /// go to `freed`) and say what to do with its data.
+    pub fn arrived(&mut self, now: Nanos, h: &Header, freed: &mut Vec<B>) -> Arrival {
+        self.on_ack(now, h, freed);
+        if h.seq == 0 {
+            return Arrival::AckOnly;
+        }
+        self.stats.received += 1;
+        if h.seq > self.newest {
+            self.newest = h.seq;
+            self.newest_at = now;
+        }
+        if h.seq < self.expected {
+            self.stats.duplicates += 1;
+            self.ack_now = true;
+            self.ack_owed = self.ack_owed.max(1);
+            return Arrival::Duplicate;
+        }
+        if h.seq > self.expected - 1 + self.p.window as u64 {
+            self.stats.beyond += 1;
+            return Arrival::Beyond;
+        }
+        if h.seq == self.expected {
+            self.expected += 1;
+            self.early.pop_front();
+            self.ack_owed += 1;
+            if self.ack_owed >= self.p.ack_every || !self.early.is_empty() {
+                self.ack_now = true;
+            } else if self.ack_at.is_none() {
+                self.ack_at = Some(now + self.p.ack_delay);
+            }
+            return Arrival::Next;
+        }
+        let i = (h.seq - self.expected) as usize;
+        if self.early.get(i).is_some_and(|e| e.is_some()) {
+            self.stats.duplicates += 1;
+            self.ack_now = true;
+            self.ack_owed = self.ack_owed.max(1);
+            return Arrival::Duplicate;
+        }
+        // A gap: say so at once, so that the sender learns of the loss.
+        self.ack_owed += 1;
+        self.ack_now = true;
+        Arrival::Early(h.seq)
+    }
+
+    /// Keep the data of early datagram `seq`; false when it is no longer early (then it is
+    /// dropped).
+    pub fn keep(&mut self, seq: u64, body: B) -> bool {
+        if seq <= self.expected || seq > self.expected - 1 + self.p.window as u64 {
+            return false;
+        }
+        let i = (seq - self.expected) as usize;
+        if self.early.len() <= i {
+            self.early.resize_with(i + 1, || None);
+        }
+        if self.early[i].is_some() {
+            return false;
+        }
+        self.early[i] = Some(body);
+        self.stats.early += 1;
+        true
+    }
+
+    /// The next kept datagram in order, if it is there now.
+    pub fn ready(&mut self) -> Option<B> {
+        match self.early.front_mut() {
+            Some(e) if e.is_some() => {
+                let b = e.take();
+                self.early.pop_front();
+                self.expected += 1;
+                self.ack_owed += 1;
+                if self.ack_owed >= self.p.ack_every {
+                    self.ack_now = true;
+                }
+                b
+            }
+            _ => None,
+        }
+    }
+
+    /// Datagrams kept ahead of a gap.
+    pub fn kept(&self) -> usize {
+        self.early.iter().filter(|e| e.is_some()).count()
+    }
+
+    fn on_ack(&mut self, now: Nanos, h: &Header, freed: &mut Vec<B>) {
+        // An acknowledgement of data never sent cannot be right: take no part of it.
+        if h.ack > self.next_seq {
+            return;
+        }
+        // The peer's credit only grows (an old header's is smaller and changes nothing); one
+        // that claims more than we could ever have in flight is capped.
+        let cap = self.next_seq + 4 * self.p.window as u64;
+        self.peer_limit = self.peer_limit.max(h.limit.min(cap));
+        if self.inflight.is_empty() {
+            return;
+        }
+        let mut progress = false;
+        let mut newest_sent: Option<Nanos> = None;
+        // The round trip is measured on the largest sequence number this header
+        // acknowledges, if this is the first news of it and it went only once.
+        let largest = (0..SACK_BITS)
+            .rev()
+            .find(|i| h.sack & (1 << i) != 0)
+            .map_or(h.ack - 1, |i| h.ack + 1 + i);
+        let mut sample: Option<Nanos> = None;
+        // Cumulative part.
+        while self.inflight.front().is_some_and(|s| s.seq < h.ack) {
+            let s = self.inflight.pop_front().expect("front");
+            if let Some(b) = s.body {
+                if s.seq == largest && s.retx == 0 {
+                    sample = Some(s.sent_at);
+                }
+                self.on_acked(s.lost, s.sent_at, &mut newest_sent);
+                freed.push(b);
+                progress = true;
+            }
+        }
+        // Selective part.
+        let una2 = self.una();
+        if h.sack != 0 {
+            for i in 0..SACK_BITS {
+                if h.sack >> i == 0 {
+                    break;
+                }
+                if h.sack & (1 << i) == 0 {
+                    continue;
+                }
+                let seq = h.ack + 1 + i;
+                if seq >= self.next_seq {
+                    break;
+                }
+                if seq < una2 {
+                    continue;
+                }
+                let idx = (seq - una2) as usize;
+                let s = &mut self.inflight[idx];
+                if let Some(b) = s.body.take() {
+                    let (lost, retx, sent_at) = (s.lost, s.retx, s.sent_at);
+                    if seq == largest && retx == 0 {
+                        sample = Some(sent_at);
+                    }
+                    self.on_acked(lost, sent_at, &mut newest_sent);
+                    freed.push(b);
+                    progress = true;
+                    self.highest_acked = self.highest_acked.max(seq);
+                }
+            }
+        }
+        // Slots acknowledged selectively at the front: the receiver never forgets them.
+        while self.inflight.front().is_some_and(|s| s.body.is_none()) {
+            self.inflight.pop_front();
+        }
+        self.highest_acked = self.highest_acked.max(h.ack - 1);
+        if let Some(t) = newest_sent {
+            self.latest_acked_sent = self.latest_acked_sent.max(t);
+        }
+        if let Some(sent_at) = sample {
+            self.take_sample(now, sent_at, h.delay_us as Nanos * US);
+        }
+        if !progress {
+            return;
+        }
+        self.expiries = 0;
+        self.stalled_since = None;
+        self.rto = self.rto_from_rtt();
+        self.rto_at = if self.inflight.is_empty() {
+            None
+        } else {
+            Some(now + self.rto)
+        };
+        self.detect_losses();
+    }
+
+    /// One datagram acknowledged: the window grows, the round trip is measured.
+    fn on_acked(&mut self, lost: bool, sent_at: Nanos, newest: &mut Option<Nanos>) {
+        if !lost {
+            self.pipe -= 1;
+        }
+        *newest = Some(newest.map_or(sent_at, |n: Nanos| n.max(sent_at)));
+        if self.cwnd < self.ssthresh {
+            self.cwnd += 1;
+        } else {
+            self.ca_acked += 1;
+            if self.ca_acked >= self.cwnd {
+                self.ca_acked = 0;
+                self.cwnd += self.p.window.div_ceil(AI_SHARE);
+            }
+        }
+        self.cwnd = self.cwnd.min(self.p.window);
+    }
+
+    fn rto_from_rtt(&self) -> Nanos {
+        match self.srtt {
+            Some(s) => (s + (4 * self.rttvar).max(US)).clamp(self.p.rto_min, self.p.rto_max),
+            None => self.p.rto_initial,
+        }
+    }
+
+    /// Deem lost what was overtaken (see the module doc) and answer a new loss by halving the
+    /// window.
+    fn detect_losses(&mut self) {
+        let reo = self.srtt.map_or(self.p.rto_min / 4, |s| s / 4);
+        let mut newly = None;
+        for s in self.inflight.iter_mut() {
+            if s.seq > self.highest_acked {
+                break;
+            }
+            if s.body.is_none() || s.lost {
+                continue;
+            }
+            let overtaken = if s.retx == 0 {
+                s.seq + DUPTHRESH <= self.highest_acked
+            } else {
+                s.sent_at + reo < self.latest_acked_sent
+            };
+            if overtaken {
+                s.lost = true;
+                self.pipe -= 1;
+                self.lost.push_back(s.seq);
+                self.stats.losses += 1;
+                newly = Some(newly.map_or(s.seq, |n: u64| n.max(s.seq)));
+            }
+        }
+        if let Some(seq) = newly {
+            if seq > self.recover {
+                self.ssthresh = (self.cwnd / 2).max(2);
+                self.cwnd = self.ssthresh;
+                self.ca_acked = 0;
+                self.recover = self.next_seq - 1;
+            }
+        }
+    }
+
+    /// Run the timers due by `now`. True: something is to be sent (retransmissions, an
+    /// acknowledgement). Err: the peer stopped answering (why).
+    pub fn tick(&mut self, now: Nanos) -> Result<bool, String> {
+        let mut due = self.ack_owed > 0 && (self.ack_now || self.ack_at.is_some_and(|t| t <= now));
+        if self.rto_at.is_some_and(|t| t <= now) {
+            if self.inflight.is_empty() {
+                self.rto_at = None;
+            } else {
+                self.expire(now);
+                due = true;
+                let since = *self.stalled_since.get_or_insert(now);
+                if self.expiries >= 3 && now - since >= self.p.dead_after {
+                    return Err(format!(
+                        "acknowledged nothing for {:.1} s while {} datagrams waited for it ({} retransmissions)",
+                        (now - since) as f64 / 1e9,
+                        self.unacked(),
+                        self.stats.retransmitted
+                    ));
+                }
+            }
+        }
+        if !self.lost.is_empty() && self.pipe < self.cwnd {
+            due = true;
+        }
+        Ok(due)
+    }
+
+    /// The retransmission timer expired: everything in the network is deemed lost, the
+    /// window drops to one datagram and the timeout doubles.
+    fn expire(&mut self, now: Nanos) {
+        self.stats.timeouts += 1;
+        let flight = self.pipe;
+        let mut lost: Vec<u64> = Vec::new();
+        for s in self.inflight.iter_mut() {
+            if s.body.is_some() && !s.lost {
+                s.lost = true;
+                lost.push(s.seq);
+            }
+        }
+        // Datagrams already waiting to go again keep their place ahead of these.
+        self.lost.extend(lost);
+        self.pipe = 0;
+        self.ssthresh = (flight / 2).max(2);
+        self.cwnd = 1;
+        self.ca_acked = 0;
+        self.recover = self.next_seq - 1;
+        self.expiries += 1;
+        self.rto = (self.rto * 2).min(self.p.rto_max);
+        self.rto_at = Some(now + self.rto);
+    }
+
+    /// When this link next needs a visit, if ever.
+    pub fn next_timer(&self) -> Option<Nanos> {
+        let ack = if self.ack_owed > 0 { self.ack_at } else { None };
+        match (ack, self.rto_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Anything unacknowledged, owed or kept.
+    pub fn busy(&self) -> bool {
+        !self.inflight.is_empty() || self.ack_owed > 0 || self.ack_now
+    }
+
+    /// See [`Reliability::quiet`].
+    pub fn quiet(&self) -> bool {
+        !self.busy() && self.early.iter().all(|e| e.is_none())
+    }
+
+    /// Give up everything kept (the peer failed).
+    pub fn clear(&mut self, freed: &mut Vec<B>) {
+        for s in self.inflight.drain(..) {
+            if let Some(b) = s.body {
+                freed.push(b);
+            }
+        }
+        for b in self.early.drain(..).flatten() {
+            freed.push(b);
+        }
+        self.lost.clear();
+        self.pipe = 0;
+        self.rto_at = None;
+        self.acked_now();
+    }
+}
+
+impl<B> Link<B> {
+    /// A round trip measured: a datagram sent at `sent_at` acknowledged at `now` after it
+    /// waited `delay` at the receiver (taken out unless that would go below the smallest
+    /// round trip seen, as QUIC does: clocks and delays are coarse).
+    fn take_sample(&mut self, now: Nanos, sent_at: Nanos, delay: Nanos) {
+        let raw = now.saturating_sub(sent_at);
+        self.min_rtt = self.min_rtt.min(raw);
+        let r = if raw >= self.min_rtt.saturating_add(delay) {
+            raw - delay
+        } else {
+            raw
+        };
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(s) => {
+                let d = s.abs_diff(r);
+                self.rttvar = (3 * self.rttvar + d) / 4;
+                self.srtt = Some((7 * s + r) / 8);
+            }
+        }
+    }
+}
+
+/// The reliability machine of one process: a [`Link`] per peer, made when first used, and
+/// the bounds over all of them. This is what the UDP transport drives.
+pub struct Links {
+    p: Params,
+    links: Vec<Option<Box<Link<Vec<u8>>>>>,
+    /// Peers whose link has timers running or something owed (visited by `tick`).
+    active: Vec<Gpid>,
+    is_active: Vec<bool>,
+    /// The earliest timer of any active link (a lower bound: `tick` does nothing before).
+    next_due: Nanos,
+    failed: VecDeque<(Gpid, String)>,
+    freed: Vec<Vec<u8>>,
+    /// Bytes of datagrams kept (unacknowledged, and early arrivals).
+    held: usize,
+    scratch: Vec<Vec<u8>>,
+    /// The window follows the datagram size (`udp_window` 0).
+    auto_window: bool,
+}
+
+impl Links {
+    pub fn with_params(p: Params, nprocs: usize) -> Links {
+        let mut links = Vec::new();
+        links.resize_with(nprocs, || None);
+        Links {
+            p,
+            links,
+            active: Vec::new(),
+            is_active: vec![false; nprocs],
+            next_due: 0,
+            failed: VecDeque::new(),
+            freed: Vec::new(),
+            held: 0,
+            scratch: Vec::new(),
+            auto_window: false,
+        }
+    }
+
+    /// The link to `peer` (made on first use); None for a process outside the job.
+    pub fn link(&mut self, peer: Gpid) -> Option<&mut Link<Vec<u8>>> {
+        let p = self.p;
+        let slot = self.links.get_mut(peer as usize)?;
+        Some(slot.get_or_insert_with(|| Box::new(Link::new(p))))
+    }
+
+    fn get(&self, peer: Gpid) -> Option<&Link<Vec<u8>>> {
+        self.links.get(peer as usize)?.as_deref()
+    }
+
+    /// When `tick` next has something to do, if ever (a lower bound).
+    pub fn next_due(&self) -> Option<Nanos> {
+        self.active
+            .iter()
+            .filter_map(|&p| self.get(p).and_then(|l| l.next_timer()))
+            .min()
+    }
+
+    /// `peer`'s link has something pending: visit it in `tick`, and from `when` on.
+    fn activate(&mut self, peer: Gpid) {
+        let i = peer as usize;
+        if let Some(l) = self.links.get(i).and_then(|l| l.as_deref()) {
+            if let Some(t) = l.next_timer() {
+                self.next_due = self.next_due.min(t);
+            }
+        }
+        if !self.is_active[i] {
+            self.is_active[i] = true;
+            self.active.push(peer);
+        }
+    }
+
+    /// Move freed bodies out of `scratch` into the pool, accounting for them.
+    fn collect(&mut self) {
+        for b in self.scratch.drain(..) {
+            self.held -= b.len();
+            self.freed.push(b);
+        }
+    }
+}
+
+impl Reliability for Links {
+    fn new(cfg: &Config, nprocs: usize) -> Links {
+        let mut l = Links::with_params(Params::from_config(cfg), nprocs);
+        l.auto_window = cfg.udp_window == 0;
+        l
+    }
+
+    fn datagram_size(&mut self, bytes: usize) {
+        if self.auto_window && self.links.iter().all(Option::is_none) {
+            let w = (AUTO_WINDOW_BYTES / bytes.max(1)).clamp(64, 1 << 16) as u32;
+            self.p.window = w;
+        }
+    }
+
+    fn header_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    fn may_send(&self, peer: Gpid) -> bool {
+        self.get(peer).is_none_or(|l| l.may_send())
+    }
+
+    fn stamp(&mut self, now: Nanos, peer: Gpid, hdr: &mut [u8]) -> u64 {
+        let l = self.link(peer).expect("a peer inside the job");
+        let h = l.stamp(now);
+        h.encode(hdr);
+        h.seq
+    }
+
+    fn sent(&mut self, now: Nanos, peer: Gpid, seq: u64, dgram: Vec<u8>, taken: bool) {
+        self.held += dgram.len();
+        self.link(peer)
+            .expect("a peer inside the job")
+            .sent(now, seq, dgram, taken);
+        self.activate(peer);
+    }
+
+    fn retransmit(&mut self, now: Nanos, peer: Gpid) -> Option<&[u8]> {
+        let l = self.links.get_mut(peer as usize)?.as_deref_mut()?;
+        l.retransmit(now).map(|b| &b[..])
+    }
+
+    fn stamp_ack(&mut self, now: Nanos, peer: Gpid, hdr: &mut [u8]) -> bool {
+        let Some(l) = self
+            .links
+            .get_mut(peer as usize)
+            .and_then(|l| l.as_deref_mut())
+        else {
+            return false;
+        };
+        match l.stamp_ack(now) {
+            Some(h) => {
+                h.encode(hdr);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn arrived(&mut self, now: Nanos, peer: Gpid, hdr: &[u8]) -> Arrival {
+        let Ok(h) = Header::decode(hdr) else {
+            return Arrival::Malformed;
+        };
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let Some(l) = self.link(peer) else {
+            return Arrival::Malformed;
+        };
+        let a = l.arrived(now, &h, &mut scratch);
+        self.scratch = scratch;
+        self.collect();
+        self.activate(peer);
+        a
+    }
+
+    fn keep(&mut self, peer: Gpid, seq: u64, data: Vec<u8>) {
+        let n = data.len();
+        if let Some(l) = self.link(peer) {
+            if l.keep(seq, data) {
+                self.held += n;
+            }
+        }
+    }
+
+    fn ready(&mut self, peer: Gpid) -> Option<Vec<u8>> {
+        let b = self.link(peer)?.ready()?;
+        self.held -= b.len();
+        self.activate(peer);
+        Some(b)
+    }
+
+    fn tick(&mut self, now: Nanos, due: &mut Vec<Gpid>) {
+        if now < self.next_due || self.active.is_empty() {
+            return;
+        }
+        let mut next = Nanos::MAX;
+        let mut i = 0;
+        while i < self.active.len() {
+            let peer = self.active[i];
+            let Some(l) = self.links[peer as usize].as_deref_mut() else {
+                i += 1;
+                continue;
+            };
+            match l.tick(now) {
+                Ok(true) => due.push(peer),
+                Ok(false) => {}
+                Err(why) => {
+                    self.failed.push_back((peer, why));
+                    l.clear(&mut self.scratch);
+                }
+            }
+            if let Some(t) = l.next_timer() {
+                next = next.min(t);
+            }
+            if l.busy() {
+                i += 1;
+            } else {
+                self.is_active[peer as usize] = false;
+                self.active.swap_remove(i);
+            }
+        }
+        self.collect();
+        self.next_due = next;
+    }
+
+    fn failed(&mut self) -> Option<(Gpid, String)> {
+        self.failed.pop_front()
+    }
+
+    fn busy(&self) -> bool {
+        self.active
+            .iter()
+            .any(|&p| self.get(p).is_some_and(|l| l.busy()))
+    }
+
+    fn quiet(&self, peer: Gpid) -> bool {
+        self.get(peer).is_none_or(|l| l.quiet())
+    }
+
+    fn reclaim(&mut self) -> Option<Vec<u8>> {
+        self.freed.pop()
+    }
+
+    fn held(&self) -> usize {
+        self.held
+    }
+
+    fn forget(&mut self, peer: Gpid) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        if let Some(l) = self
+            .links
+            .get_mut(peer as usize)
+            .and_then(|l| l.as_deref_mut())
+        {
+            l.clear(&mut scratch);
+        }
+        self.scratch = scratch;
+        self.collect();
+    }
+
+    fn stats(&self) -> String {
+        let mut t = Stats::default();
+        for l in self.links.iter().flatten() {
+            let s = l.stats;
+            t.sent += s.sent;
+            t.retransmitted += s.retransmitted;
+            t.timeouts += s.timeouts;
+            t.losses += s.losses;
+            t.received += s.received;
+            t.duplicates += s.duplicates;
+            t.early += s.early;
+            t.beyond += s.beyond;
+            t.acks_sent += s.acks_sent;
+        }
+        let timing: Vec<String> = self
+            .links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let l = l.as_deref()?;
+                Some(format!(
+                    "{i}: srtt {} us rttvar {} us rto {} us cwnd {}",
+                    l.srtt.unwrap_or(0) / US,
+                    l.rttvar / US,
+                    l.rto / US,
+                    l.cwnd
+                ))
+            })
+            .collect();
+        format!("{t:?} [{}]", timing.join("; "))
+    }
+}
+
+/// Entry points for the fuzz targets in `fuzz/`.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::*;
+
+    /// Bytes as a peer's sequence of events on a link: each 33-byte record is an operation
+    /// byte and a 32-byte reliability header (decoded first; malformed ones are refused).
+    /// Whatever comes, nothing panics, and the link's bounds hold.
+    pub fn link(bytes: &[u8]) {
+        let p = Params {
+            window: 16,
+            ..Params::default()
+        };
+        let mut l: Link<Vec<u8>> = Link::new(p);
+        let mut freed = Vec::new();
+        let mut now: Nanos = 0;
+        for rec in bytes.chunks(1 + HEADER_LEN) {
+            let (op, h) = (rec[0], &rec[1..]);
+            now += (op as Nanos) * 50 * US;
+            match op % 4 {
+                0 | 1 => {
+                    if let Ok(h) = Header::decode(h) {
+                        match l.arrived(now, &h, &mut freed) {
+                            Arrival::Next => while l.ready().is_some() {},
+                            Arrival::Early(seq) => {
+                                l.keep(seq, vec![op]);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                2 => {
+                    if l.may_send() {
+                        let h = l.stamp(now);
+                        l.sent(now, h.seq, vec![op], op & 8 == 0);
+                    }
+                    while l.retransmit(now).is_some() {}
+                }
+                _ => {
+                    let _ = l.tick(now);
+                    let _ = l.stamp_ack(now);
+                }
+            }
+            assert!(l.inflight.len() <= 2 * p.window as usize);
+            assert!(l.early.len() <= p.window as usize);
+            assert!(l.pipe <= l.cwnd.max(l.inflight.len() as u32));
+        }
+        let _ = Header::decode(bytes);
+    }
+}

@@ -1,0 +1,273 @@
+//! The datagram's outer header, and the authentication every datagram carries.
+//!
+//! ```text
+//!  0  magic  u32  "PUD1"
+//!  4  src    u32  sending process (gpid)
+//!  8  dst    u32  receiving process
+//! 12  kind   u8   1: data, 2: an acknowledgement alone
+//! 13  zero   [u8; 3]
+//! 16  pn     u64  the sender's datagram number: every datagram a process sends, to any peer,
+//!                 first transmissions and acknowledgements, has its own, from 1
+//! 24  the reliability header (proto::reliable, its own length)
+//!     the payload: a piece of the sender's stream of frames to dst (encrypted)
+//!     tag    [u8; 16]
+//! ```
+//! All integers little endian.
+//!
+//! # What the authentication protects against
+//!
+//! A UDP socket takes datagrams from anyone who can reach its address, with any source address
+//! they like. Every datagram is sealed with AES-256-GCM under a key only the job's processes
+//! hold (derived from the job's key, which rank 0 draws and hands out through the process
+//! manager's key-value store, as for TCP's handshake; see `runtime::bootstrap`): the headers
+//! are authenticated, the payload is authenticated and encrypted. The nonce is the sender's
+//! gpid and its datagram number, so no two datagrams of a job share one (a retransmission is
+//! the same datagram, byte for byte, sent again). A receiver trusts nothing before the tag
+//! checks, and never looks at the source address (it answers the address in the peer's card).
+//! So a process outside the job cannot:
+//! - inject a datagram, or forge one that claims to come from a process of the job (it fails
+//!   the tag, is dropped and counted; it never touches a peer's state);
+//! - alter a datagram of the job in flight, or redirect it to another process (the tag
+//!   covers source, destination and every header field);
+//! - replay one: a replayed datagram is authentic, but its sequence number has been seen, so
+//!   the reliability machine drops it as a duplicate, and what its header says is old and
+//!   true, so it changes nothing there either (`proto::reliable`);
+//! - read the payload.
+//!
+//! It can still flood the socket (each bogus datagram costs a header check and at most one
+//! tag check, allocates nothing, and is counted), or drop and delay datagrams on the path,
+//! which the reliability machine repairs like any loss. Processes of the job are trusted.
+//!
+//! AES-GCM rather than a keyed hash over the datagram because it is the cheapest
+//! authentication here by far: with the processor's AES and carry-less multiply vector
+//! instructions, `ring` seals 64 KiB at about 9 GB/s (encrypting it in the same pass), against
+//! 3-5 GB/s for a BLAKE3 keyed hash, 1.2 GB/s for HMAC-SHA256 and 1.9 GB/s for GMAC over
+//! associated data alone (measured on the development machine); a small datagram costs
+//! about 0.1 us either way.
+
+use hmac::{Hmac, Mac};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use sha2::Sha256;
+
+/// "PUD1" in memory order.
+pub const MAGIC: u32 = u32::from_le_bytes(*b"PUD1");
+/// Bytes of the outer header.
+pub const OUTER_LEN: usize = 24;
+/// Bytes of the authentication tag.
+pub const TAG_LEN: usize = 16;
+
+pub const KIND_DATA: u8 = 1;
+pub const KIND_ACK: u8 = 2;
+
+/// Why a datagram is refused before (or at) its tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Short,
+    BadMagic,
+    BadField,
+    /// Not addressed to us, or from a process outside the job, or from ourselves.
+    Stranger,
+    /// The tag does not check: not from the job, or altered.
+    BadTag,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refused::Short => "a datagram too short to be ours",
+            Refused::BadMagic => "not a Protean datagram",
+            Refused::BadField => "a malformed datagram header",
+            Refused::Stranger => "a datagram naming a process outside the job",
+            Refused::BadTag => "a datagram that fails authentication",
+        })
+    }
+}
+
+/// The outer header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outer {
+    pub src: u32,
+    pub dst: u32,
+    pub kind: u8,
+    pub pn: u64,
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"))
+}
+
+impl Outer {
+    /// The first [`OUTER_LEN`] bytes of a datagram.
+    pub fn encode(&self) -> [u8; OUTER_LEN] {
+        let mut b = [0u8; OUTER_LEN];
+        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        b[4..8].copy_from_slice(&self.src.to_le_bytes());
+        b[8..12].copy_from_slice(&self.dst.to_le_bytes());
+        b[12] = self.kind;
+        b[16..24].copy_from_slice(&self.pn.to_le_bytes());
+        b
+    }
+
+    /// Read and check the outer header of a datagram that must also hold a reliability
+    /// header of `rel_len` bytes and a tag. Never panics.
+    pub fn decode(b: &[u8], rel_len: usize) -> Result<Outer, Refused> {
+        if b.len() < OUTER_LEN + rel_len + TAG_LEN {
+            return Err(Refused::Short);
+        }
+        if u32_at(b, 0) != MAGIC {
+            return Err(Refused::BadMagic);
+        }
+        let o = Outer {
+            src: u32_at(b, 4),
+            dst: u32_at(b, 8),
+            kind: b[12],
+            pn: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+        };
+        if b[13..16] != [0, 0, 0] || !matches!(o.kind, KIND_DATA | KIND_ACK) || o.pn == 0 {
+            return Err(Refused::BadField);
+        }
+        if o.kind == KIND_ACK && b.len() != OUTER_LEN + rel_len + TAG_LEN {
+            return Err(Refused::BadField);
+        }
+        Ok(o)
+    }
+}
+
+/// The job's datagram key.
+pub struct Seal {
+    key: LessSafeKey,
+}
+
+const LABEL: &[u8] = b"protean udp datagrams v1, aes-256-gcm";
+
+fn nonce(src: u32, pn: u64) -> Nonce {
+    let mut n = [0u8; 12];
+    n[..4].copy_from_slice(&src.to_le_bytes());
+    n[4..].copy_from_slice(&pn.to_le_bytes());
+    Nonce::assume_unique_for_key(n)
+}
+
+impl Seal {
+    /// The datagram key of the job whose key is `job_key` (HMAC-SHA256 of a label under it,
+    /// so that it is used for nothing else).
+    pub fn new(job_key: &[u8; 32]) -> Seal {
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(job_key).expect("any key length");
+        m.update(LABEL);
+        let k = m.finalize().into_bytes();
+        Seal {
+            key: LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &k).expect("a 32-byte key")),
+        }
+    }
+
+    /// Seal `d`: its first `head` bytes (outer and reliability headers) are authenticated,
+    /// the bytes after them up to the last [`TAG_LEN`] encrypted, and the tag written into
+    /// those last bytes. The outer header must be in place (its source and number make the
+    /// nonce).
+    pub fn seal(&self, d: &mut [u8], head: usize) {
+        let o = (
+            u32_at(d, 4),
+            u64::from_le_bytes(d[16..24].try_into().expect("8")),
+        );
+        let end = d.len() - TAG_LEN;
+        let (aad, rest) = d.split_at_mut(head);
+        let (body, tag_out) = rest.split_at_mut(end - head);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(nonce(o.0, o.1), Aad::from(&*aad), body)
+            .expect("a datagram is far below AES-GCM's length limit");
+        tag_out.copy_from_slice(tag.as_ref());
+    }
+
+    /// Check and decrypt a datagram whose outer header `o` was decoded: Ok when its tag
+    /// checks (its payload is then decrypted in place), Err when it does not.
+    pub fn open(&self, o: &Outer, d: &mut [u8], head: usize) -> Result<(), Refused> {
+        if d.len() < head + TAG_LEN {
+            return Err(Refused::Short);
+        }
+        let (aad, rest) = d.split_at_mut(head);
+        self.key
+            .open_in_place(nonce(o.src, o.pn), Aad::from(&*aad), rest)
+            .map(|_| ())
+            .map_err(|_| Refused::BadTag)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn datagram(seal: &Seal, payload: &[u8]) -> Vec<u8> {
+        let o = Outer {
+            src: 3,
+            dst: 5,
+            kind: KIND_DATA,
+            pn: 42,
+        };
+        let mut d = o.encode().to_vec();
+        d.extend_from_slice(&[7u8; 32]);
+        d.extend_from_slice(payload);
+        d.extend_from_slice(&[0u8; TAG_LEN]);
+        seal.seal(&mut d, OUTER_LEN + 32);
+        d
+    }
+
+    #[test]
+    fn sealed_datagrams_open_and_tampering_fails() {
+        let seal = Seal::new(&[9u8; 32]);
+        let d = datagram(&seal, b"hello, peer");
+        assert_ne!(
+            &d[OUTER_LEN + 32..OUTER_LEN + 43],
+            b"hello, peer",
+            "encrypted"
+        );
+        let o = Outer::decode(&d, 32).unwrap();
+        assert_eq!((o.src, o.dst, o.kind, o.pn), (3, 5, KIND_DATA, 42));
+        let mut ok = d.clone();
+        seal.open(&o, &mut ok, OUTER_LEN + 32).unwrap();
+        assert_eq!(&ok[OUTER_LEN + 32..OUTER_LEN + 43], b"hello, peer");
+        // Any bit flipped anywhere fails (headers, payload or tag), and so does another key.
+        for i in 0..d.len() {
+            let mut t = d.clone();
+            t[i] ^= 0x10;
+            let refused = match Outer::decode(&t, 32) {
+                Ok(o) => seal.open(&o, &mut t, OUTER_LEN + 32).is_err(),
+                Err(_) => true,
+            };
+            assert!(refused, "byte {i}");
+        }
+        let other = Seal::new(&[8u8; 32]);
+        let mut t = d.clone();
+        assert_eq!(other.open(&o, &mut t, OUTER_LEN + 32), Err(Refused::BadTag));
+    }
+
+    #[test]
+    fn outer_headers_are_checked() {
+        let seal = Seal::new(&[1u8; 32]);
+        let d = datagram(&seal, b"");
+        assert_eq!(Outer::decode(&d[..10], 32), Err(Refused::Short));
+        let mut t = d.clone();
+        t[0] = b'X';
+        assert_eq!(Outer::decode(&t, 32), Err(Refused::BadMagic));
+        let mut t = d.clone();
+        t[14] = 1;
+        assert_eq!(Outer::decode(&t, 32), Err(Refused::BadField));
+        let mut t = d.clone();
+        t[12] = 9;
+        assert_eq!(Outer::decode(&t, 32), Err(Refused::BadField));
+        let mut t = d.clone();
+        t[16..24].copy_from_slice(&0u64.to_le_bytes());
+        assert_eq!(Outer::decode(&t, 32), Err(Refused::BadField));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic_and_never_open(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let seal = Seal::new(&[1u8; 32]);
+            let mut b = b;
+            if let Ok(o) = Outer::decode(&b, 32) {
+                prop_assert!(seal.open(&o, &mut b, OUTER_LEN + 32).is_err());
+            }
+        }
+    }
+}
