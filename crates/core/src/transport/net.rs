@@ -13,8 +13,8 @@ use super::selfloop::SelfLoop;
 use super::shm::{Geometry, Shm};
 use super::tcp::Tcp;
 use super::{
-    Caps, Copied, CopyError, FrameSink, Gpid, Region, Route, SendError, Sent, Span, Token,
-    Transport, HEADER_LEN,
+    Caps, ChannelCounters, ChannelState, Copied, CopyError, FrameSink, Gpid, Region, Route,
+    SendError, Sent, Span, Token, Transport, Usage, HEADER_LEN,
 };
 use crate::config::{parse_rules, Config};
 use crate::error::{ErrorClass, MpiError};
@@ -267,6 +267,16 @@ impl Net {
         }
     }
 
+    /// Dedicated channels the transport of route `r` offers (0 where it offers none).
+    pub fn channel_slots_of(&self, r: Route) -> usize {
+        match r {
+            Route::Shm => self.shm.as_ref().map_or(0, |s| s.channel_slots()),
+            Route::Tcp => self.tcp.as_ref().map_or(0, |t| t.channel_slots()),
+            Route::SelfLoop => self.own.channel_slots(),
+            Route::Unreachable => 0,
+        }
+    }
+
     /// Cooperative single copy on shared memory (`shm_coop_min`, `shm_coop_chunk`).
     pub fn set_shm_copy(&mut self, min: usize, chunk: usize) {
         if let Some(s) = self.shm.as_mut() {
@@ -382,6 +392,46 @@ impl Transport for Net {
 
     fn rejected(&self) -> u64 {
         self.tcp.as_ref().map_or(0, |t| t.rejected())
+    }
+
+    /// Dedicated channels of every transport; [`Net::channel_slots_of`] gives one route's.
+    fn channel_slots(&self) -> usize {
+        self.shm.as_ref().map_or(0, |s| s.channel_slots())
+            + self.tcp.as_ref().map_or(0, |t| t.channel_slots())
+    }
+
+    #[inline]
+    fn channel(&self, peer: Gpid) -> ChannelState {
+        on_route_ref!(self, peer, t => t.channel(peer), ChannelState::Shared)
+    }
+
+    fn connect(&mut self, peer: Gpid) -> bool {
+        on_route!(self, peer, t => t.connect(peer), false)
+    }
+
+    fn quiesce(&mut self, peer: Gpid) -> bool {
+        on_route!(self, peer, t => t.quiesce(peer), false)
+    }
+
+    fn usage(&self, peer: Gpid) -> Usage {
+        on_route_ref!(self, peer, t => t.usage(peer), Usage::default())
+    }
+
+    #[inline]
+    fn shared_arrivals(&self) -> u64 {
+        self.shm.as_ref().map_or(0, |s| s.shared_arrivals())
+            + self.tcp.as_ref().map_or(0, |t| t.shared_arrivals())
+    }
+
+    fn channel_counters(&self) -> ChannelCounters {
+        let mut c = ChannelCounters::default();
+        if let Some(s) = self.shm.as_ref() {
+            c.add(&s.channel_counters());
+        }
+        if let Some(t) = self.tcp.as_ref() {
+            c.add(&t.channel_counters());
+        }
+        c
     }
 
     /// Close every channel and unmap shared memory (at finalize).

@@ -35,7 +35,8 @@ use crate::proto::frame::{self, Envelope, Frame, RndvInfo, HEADER_LEN};
 use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats, Streak};
 pub use crate::transport::SendError;
 use crate::transport::{
-    Await, Copied, CopyError, FrameSink, Gpid, Placement, Region, Sent, Span, Token, Transport,
+    Await, Caps, Copied, CopyError, FrameSink, Gpid, Placement, Region, Sent, Span, Token,
+    Transport,
 };
 
 use super::request::*;
@@ -259,16 +260,13 @@ impl Pml {
         }
     }
 
-    /// Recompute what depends on the policy and the channels (at start-up and whenever either
-    /// changes).
+    /// Recompute what depends on the policy and the channels (at start-up and whenever the
+    /// policy changes; a transport reports a peer's new channel through
+    /// [`FrameSink::on_caps`]).
     pub fn refresh_limits<T: Transport>(&mut self, io: &T) {
         for g in 0..self.peers.len() {
             let caps = io.caps(g as Gpid);
-            let p = &mut self.peers[g];
-            p.max_payload = caps.max_payload;
-            p.direct = caps.get;
-            p.queues = caps.queues;
-            self.update_limits(g as Gpid);
+            self.on_caps(g as Gpid, caps);
         }
     }
 
@@ -701,6 +699,17 @@ impl FrameSink for Pml {
         if r.kind == Kind::Send {
             self.maybe_complete_send(slot);
         }
+    }
+
+    /// A dedicated channel to `peer` was gained or given back: later frames follow its caps.
+    fn on_caps(&mut self, peer: Gpid, caps: Caps) {
+        let Some(p) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        p.max_payload = caps.max_payload;
+        p.direct = caps.get;
+        p.queues = caps.queues;
+        self.update_limits(peer);
     }
 
     fn on_peer_lost(&mut self, peer: Gpid, why: &str) {
