@@ -4,7 +4,10 @@
 #   make install PREFIX=DIR   install the same tree under DIR
 #   make demo                 compile examples/ with our mpicc and run one on 4 ranks
 #   make check                every test: Rust unit tests, ABI and wrapper checks, C programs
-#                             under mpirun (every transport and protocol), real clients
+#                             under mpirun (every transport and protocol), real clients, jobs
+#                             across an emulated cluster (ssh, Slurm, Hydra; a chosen subset of
+#                             the C programs across hosts)
+#   make check-full           make check, plus every C program across 2 and 3 emulated hosts
 #   make bench                benchmarks side by side with Open MPI and MPICH
 #   make fuzz                 every fuzz target for FUZZ_SECONDS (default 300) each
 #   make wan-demo             iperf3 across the WAN link emulator (protean-wan): table and plot
@@ -23,10 +26,10 @@ PREFIX  ?= $(BUILD)
 RUSTDIR := $(CURDIR)/target/release
 LIBVER  := 12
 
-BINS    := mpirun protean-info protean-tune protean-wan
+BINS    := mpirun protean-proxy protean-info protean-tune protean-wan
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
-        abi-check wrappers-check wan-check wan-demo fuzz fuzz-check security-check
+        abi-check wrappers-check wan-check wan-demo fuzz fuzz-check security-check cluster-check check-full
 
 all: build
 
@@ -50,6 +53,7 @@ bin: rust
 	@mkdir -p $(BUILD)/bin
 	cp -f $(RUSTDIR)/mpirun $(BUILD)/bin/mpirun
 	ln -sf mpirun $(BUILD)/bin/mpiexec
+	cp -f $(RUSTDIR)/protean-proxy $(BUILD)/bin/protean-proxy
 	cp -f $(RUSTDIR)/protean-info $(BUILD)/bin/protean-info
 	cp -f $(RUSTDIR)/protean-tune $(BUILD)/bin/protean-tune
 	cp -f $(RUSTDIR)/protean-wan $(BUILD)/bin/protean-wan
@@ -77,8 +81,22 @@ demo: build
 	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/ring examples/ring.c
 	$(BUILD)/bin/mpirun -n 4 $(BUILD)/examples/ring
 
-check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check security-check ctest clients
+check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check security-check ctest clients cluster-check
 	@echo "make check: every suite passed"
+
+# C programs run across emulated hosts in make check (all of them in make check-full).
+CLUSTER_SUBSET := 'p2p/(sendrecv|anysource|order|probe|bigmsg)|coll/(ops|all)|comm/(split|inter)|env/(init|abort|kill|fatal)|dtype/typemap'
+
+# Jobs across hosts: tests/cluster/test (ssh, failures, Hydra), tests/cluster/slurm (a real
+# Slurm), and the C programs' cluster variants (tests/README.md).
+cluster-check: build
+	tests/cluster/test
+	tests/cluster/slurm
+	tests/run --variants cluster2,cluster3 --filter $(CLUSTER_SUBSET)
+
+check-full: check
+	tests/run --variants cluster2,cluster3
+	@echo "make check-full: every suite passed"
 
 test: check
 

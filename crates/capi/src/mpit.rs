@@ -536,7 +536,7 @@ pub unsafe extern "C" fn protean_MPI_T_pvar_session_free(
 /// Current value of performance variable `i`.
 fn pvar_now(i: usize) -> u64 {
     with(|e| {
-        e.pml.counters.rejected_connections = e.net.rejected();
+        e.pml.counters.transport = e.net.stats();
         e.pml.counters.read(i)
     })
     .unwrap_or(0)

@@ -311,6 +311,12 @@ tunables! {
         "Bytes per shared receive queue cell (header included).";
     tcp_frag_bytes: i64 = "1048576", Kind::Int { min: 4096, max: 1 << 30 }, writable = true,
         "Size of rendezvous data fragments on TCP.";
+    tcp_lanes: String = "auto", Kind::Str, writable = true,
+        "Connections (lanes) large messages to a peer are striped over on TCP: auto (one on short links; on links with a round trip of 1 ms or more, doubled while throughput rises by 10%, up to tcp_lanes_max), or a number from 1 to 16. Writable at run time.";
+    tcp_lanes_peers: String = "", Kind::Str, writable = true,
+        "Per-peer lane settings, RANKS=auto|N rules separated by ';', first match wins (e.g. 1-3=8;*=1).";
+    tcp_lanes_max: i64 = "16", Kind::Int { min: 1, max: 16 }, writable = true,
+        "Most lanes auto gives a peer.";
     tcp_nodelay: bool = "1", Kind::Bool, writable = false,
         "Disable Nagle's algorithm on TCP connections.";
     tcp_addr: String = "", Kind::Str, writable = false,

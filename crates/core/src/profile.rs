@@ -32,9 +32,9 @@ pub struct Counters {
     pub routes: [RouteCounters; 3],
     /// Malformed or stale frames dropped.
     pub bad_frames: u64,
-    /// Connections refused by the transports (failed or forged handshakes, duplicates,
-    /// floods); kept by the transports and copied here when read.
-    pub rejected_connections: u64,
+    /// What the transports counted (refused connections, lanes); kept by them and copied
+    /// here when read.
+    pub transport: crate::transport::Stats,
 }
 
 /// Index of a route in [`Counters::routes`].
@@ -61,8 +61,17 @@ impl Counters {
         match p.route {
             Some(r) => (p.field)(&self.routes[r]),
             None if p.name == "protean_bad_frames" => self.bad_frames,
-            None if p.name == "protean_rejected_connections" => self.rejected_connections,
-            None => self.routes.iter().map(p.field).sum(),
+            None if p.name == "protean_rejected_connections" => self.transport.rejected,
+            None if p.name == "protean_tcp_lanes_open" => self.transport.extra_lanes,
+            None => match p.name.strip_prefix("protean_tcp_lane") {
+                Some(rest) => rest
+                    .split('_')
+                    .next()
+                    .and_then(|k| k.parse::<usize>().ok())
+                    .and_then(|k| self.transport.lane_bytes.get(k).copied())
+                    .unwrap_or(0),
+                None => self.routes.iter().map(p.field).sum(),
+            },
         }
     }
 }
@@ -123,6 +132,20 @@ pub static PVARS: std::sync::LazyLock<Vec<Pvar>> = std::sync::LazyLock::new(|| {
         route: None,
         field: no_field,
     });
+    v.push(Pvar {
+        name: "protean_tcp_lanes_open".into(),
+        desc: "TCP connections open to peers beyond the first per peer: lanes that large messages are striped over".into(),
+        route: None,
+        field: no_field,
+    });
+    for k in 0..crate::transport::STAT_LANES {
+        v.push(Pvar {
+            name: format!("protean_tcp_lane{k}_bytes_sent"),
+            desc: format!("bytes of rendezvous data sent on TCP lane {k} (every peer)"),
+            route: None,
+            field: no_field,
+        });
+    }
     v.push(Pvar {
         name: "protean_rejected_connections".into(),
         desc: "connections refused: failed or forged handshakes, a second connection from a connected process, handshakes not finished in time, floods".into(),

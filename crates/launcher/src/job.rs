@@ -1,31 +1,46 @@
 //! Starting a job, serving it, and ending it.
 //!
-//! One thread, one poll(2) loop over: a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP), each rank's
-//! PMI socket, the ranks' output pipes (with `--tag-output`), mpirun's standard input and the
-//! pipe to rank 0's (stdin forwarding), and the timers (job timeout, SIGKILL grace, drain).
+//! One thread, one poll(2) loop over: a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1,
+//! SIGUSR2), each local rank's PMI socket, the local ranks' output pipes (with `--tag-output`),
+//! mpirun's standard input and the pipe to rank 0's (stdin forwarding), the timers (job
+//! timeout, SIGKILL grace, drain), and for a job on other hosts the descriptors of
+//! [`crate::launch::Remote`]: the listener, each proxy's connection, each launcher's stderr.
+//!
+//! Ranks placed on this machine are forked here; the ranks of every other host by that host's
+//! proxy, which relays their PMI messages, output and exits. There is one PMI server for the
+//! whole job, here: a remote rank's messages are handled exactly as a local rank's, and the
+//! answers go back through its proxy.
 //!
 //! Invariants:
-//! * All ranks are in one process group, led by rank 0, that contains nothing else we started;
+//! * All local ranks are in one process group, led by the first, that contains nothing else we started;
 //!   signalling `-pgid` reaches the whole job including the ranks' own children. mpirun is a
 //!   child subreaper, so descendants orphaned by a dying rank are re-parented to it and reaped.
 //! * A rank is judged only after its PMI socket has been drained, so an `abort` or `finalize`
 //!   sent just before exiting is seen before the exit itself.
 //! * The first failure decides the exit status and prints the one line that names it; what
 //!   dies during the teardown it starts is expected and reported no further.
+//!   A remote rank is judged when its proxy reports its exit, which the proxy sends after the
+//!   rank's last PMI message on the same ordered connection.
 //! * Whatever the end, the loop returns only when every rank is reaped and the process group is
-//!   empty (or did not empty within `GIVE_UP` after SIGKILL, which is reported), and then the
-//!   job's shared-memory files are removed.
+//!   empty, and every host's proxy said it is done (or was lost) and its launcher was reaped (or
+//!   this did not happen within `GIVE_UP` after SIGKILL, which is reported), and then the job's
+//!   shared-memory files are removed.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::os::unix::ffi::OsStringExt;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use protean_pmi::{Event, Framer, Server};
+use protean_pmi::{Event, Framer, Response, Server};
 
-use crate::options::{Options, StdinTarget};
+use crate::hosts::{self, Host};
+use crate::launch::{self, LaunchSpec, LauncherKind, Remote, RemoteEvent, RemoteSrc};
+use crate::msg::{Launch, ToMpirun, ToProxy};
+use crate::options::{BindTo, Options, StdinTarget};
+use crate::spawn::{self, RankSpec};
 use crate::sys::{self, ExitStatus};
 
 /// Time between SIGTERM and SIGKILL in a teardown.
@@ -38,13 +53,18 @@ const DRAIN: Duration = Duration::from_secs(1);
 /// Longest partial output line kept before it is printed anyway.
 const MAX_PARTIAL_LINE: usize = 64 * 1024;
 
-/// Exit status when the program cannot be started.
-const EXIT_CANNOT_START: i32 = 127;
 /// Exit status on timeout (as timeout(1)).
 const EXIT_TIMEOUT: i32 = 124;
+/// Exit status when a host fails (its launcher, or its proxy), as Hydra's.
+const EXIT_HOST: i32 = 255;
 
 struct Rank {
+    /// 0 until a remote rank's proxy reports it started.
     pid: libc::pid_t,
+    /// Index into `Job::hosts`.
+    host: usize,
+    /// Started here (else by the host's proxy).
+    local: bool,
     pmi: Option<OwnedFd>,
     framer: Framer,
     outq: Vec<u8>,
@@ -61,6 +81,8 @@ struct OutStream {
 struct StdinForward {
     /// Write end of rank 0's standard input; None once closed.
     to: Option<OwnedFd>,
+    /// Rank 0 runs on another host: what we read goes to its proxy.
+    remote: bool,
     buf: Vec<u8>,
     /// mpirun's standard input reached its end (or failed).
     eof: bool,
@@ -73,6 +95,17 @@ struct Teardown {
 
 struct Job {
     jobid: String,
+    /// Host names, for messages (one entry, this machine's name, for a local job).
+    hosts: Vec<String>,
+    /// The proxies of the other hosts (None: a job on this machine alone).
+    remote: Option<Remote>,
+    /// Index in `Job::hosts` of each remote host of `remote`.
+    remote_hosts: Vec<usize>,
+    /// Partial lines of remote ranks' output (with --tag-output), by (rank, stderr).
+    remote_partial: HashMap<(usize, bool), Vec<u8>>,
+    tag_output: bool,
+    /// Events of `remote` not yet acted on.
+    revents: Vec<RemoteEvent>,
     ranks: Vec<Rank>,
     by_pid: HashMap<libc::pid_t, usize>,
     server: Server,
@@ -87,6 +120,8 @@ struct Job {
     failure: Option<i32>,
     group_alive: bool,
     drain_until: Option<Instant>,
+    /// The job's options, kept for the proxies' launch messages.
+    launch_opts: Option<Options>,
 }
 
 /// A job identifier unique on this machine: `<mpirun pid>x<8 random hex digits>`.
@@ -130,23 +165,86 @@ pub fn run(opts: Options) -> i32 {
     // reader of a pipe is EPIPE, not death.
     sys::ignore_signal(libc::SIGTTIN);
     sys::ignore_signal(libc::SIGPIPE);
-    let signals =
-        match sys::SignalFd::new(&[libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP]) {
-            Ok(s) => s,
-            Err(e) => {
-                say(&format!("cannot set up signal handling: {e}"));
-                return 1;
+    let signals = match sys::SignalFd::new(&[
+        libc::SIGCHLD,
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+    ]) {
+        Ok(s) => s,
+        Err(e) => {
+            say(&format!("cannot set up signal handling: {e}"));
+            return 1;
+        }
+    };
+    let mut opts = opts;
+    let (host_list, from_slurm) = match job_hosts(&opts, &|k| std::env::var(k).ok()) {
+        Ok(h) => h,
+        Err(e) => {
+            say(&e);
+            return 1;
+        }
+    };
+    let placement = match &host_list {
+        None => vec![0; opts.np],
+        Some(list) => {
+            if !opts.np_given {
+                opts.np = match opts.ppn {
+                    Some(p) => p * list.len(),
+                    None => list.iter().map(|h| h.slots).sum(),
+                };
             }
-        };
+            match hosts::place(list, opts.np, opts.ppn, opts.map_by, opts.oversubscribe) {
+                Ok(p) => p,
+                Err(e) => {
+                    say(&e.0);
+                    return 1;
+                }
+            }
+        }
+    };
+    let host_names: Vec<String> = match &host_list {
+        None => vec![sys::hostname()],
+        Some(l) => l.iter().map(|h| h.name.clone()).collect(),
+    };
     if let Err(e) = sys::become_subreaper() {
         say(&format!("warning: cannot become a child subreaper: {e}"));
     }
     let jobid = new_jobid();
     let universe = opts.np.max(sys::cpu_count()) as i32;
-    let server = Server::new(opts.np, &format!("kvs_{jobid}"), 0, universe);
+    let mut server = Server::new(opts.np, &format!("kvs_{jobid}"), 0, universe);
+    server.kvs_put(
+        &format!("kvs_{jobid}"),
+        "PMI_process_mapping",
+        &hosts::process_mapping(&placement),
+    );
+    let local: Vec<bool> = host_names
+        .iter()
+        .map(|h| host_list.is_none() || launch::is_local_host(h))
+        .collect();
+    let ranks = placement
+        .iter()
+        .map(|&h| Rank {
+            pid: 0,
+            host: h,
+            local: local[h],
+            pmi: None,
+            framer: Framer::default(),
+            outq: Vec::new(),
+            status: None,
+        })
+        .collect();
     let mut job = Job {
         jobid,
-        ranks: Vec::new(),
+        hosts: host_names,
+        remote: None,
+        remote_hosts: Vec::new(),
+        remote_partial: HashMap::new(),
+        tag_output: opts.tag_output,
+        revents: Vec::new(),
+        ranks,
         by_pid: HashMap::new(),
         server,
         pgid: 0,
@@ -159,67 +257,98 @@ pub fn run(opts: Options) -> i32 {
         failure: None,
         group_alive: false,
         drain_until: None,
+        launch_opts: None,
     };
+    let remote: Vec<usize> = (0..job.hosts.len())
+        .filter(|&h| !local[h] && placement.contains(&h))
+        .collect();
+    if !remote.is_empty() {
+        let kind = opts.launcher.unwrap_or(if from_slurm {
+            LauncherKind::Slurm
+        } else {
+            LauncherKind::Ssh
+        });
+        let proxy = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.join("protean-proxy")))
+            .unwrap_or_else(|| "protean-proxy".into());
+        let spec = LaunchSpec {
+            kind,
+            exec: opts.launcher_exec.as_deref(),
+            hosts: remote.iter().map(|&h| job.hosts[h].clone()).collect(),
+            jobid: &job.jobid,
+            proxy,
+            launch_timeout: opts.launch_timeout,
+        };
+        match Remote::start(spec) {
+            Ok(r) => {
+                job.remote = Some(r);
+                job.remote_hosts = remote;
+            }
+            Err(e) => {
+                say(&e);
+                return EXIT_HOST;
+            }
+        }
+    }
     if let Err((code, msg)) = job.start(&opts) {
         job.fail(code, &msg);
     }
+    job.launch_opts = Some(opts);
     job.event_loop();
+    if let Some(r) = job.remote.as_ref().filter(|r| r.refused > 0) {
+        say(&format!(
+            "refused {} connection(s) to the proxies' port that did not prove the job's secret",
+            r.refused
+        ));
+    }
     remove_job_segments(std::path::Path::new("/dev/shm"), &job.jobid);
     job.failure.unwrap_or(0)
 }
 
 impl Job {
-    /// Starts every rank. On failure the ranks started so far are left for the teardown.
+    /// Starts the ranks of this machine. On failure the ranks started so far are left for the
+    /// teardown.
     fn start(&mut self, opts: &Options) -> Result<(), (i32, String)> {
         let np = opts.np;
-        let program = &opts.program[0];
+        let mine: Vec<usize> = (0..np).filter(|&r| self.ranks[r].local).collect();
         let mut rank0_stdin = None;
-        if opts.stdin == StdinTarget::Rank0 {
+        if opts.stdin == StdinTarget::Rank0 && self.ranks.first().is_some_and(|r| r.local) {
             let (r, w) = sys::pipe().map_err(|e| (1, format!("cannot create a pipe: {e}")))?;
             sys::set_nonblocking(&w).map_err(|e| (1, format!("fcntl: {e}")))?;
             rank0_stdin = Some(r);
             self.stdin = Some(StdinForward {
                 to: Some(w),
+                remote: false,
+                buf: Vec::new(),
+                eof: false,
+            });
+        } else if opts.stdin == StdinTarget::Rank0 && !self.ranks.is_empty() {
+            // Rank 0 is on another host: its proxy gets what we read.
+            self.stdin = Some(StdinForward {
+                to: None,
+                remote: true,
                 buf: Vec::new(),
                 eof: false,
             });
         }
-        for rank in 0..np {
+        let env: Vec<(OsString, OsString)> = opts
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        let binds = spawn::bindings(bind_code(opts.bind_to), mine.len());
+        let wdir = opts.wdir.as_ref().map(std::path::PathBuf::from);
+        for (local_rank, &rank) in mine.iter().enumerate() {
             let err = |e: io::Error| (1, format!("cannot set up rank {rank}: {e}"));
-            let (mine, theirs) = sys::socketpair().map_err(err)?;
-            sys::set_nonblocking(&mine).map_err(err)?;
-            let mut cmd = Command::new(program);
-            cmd.args(&opts.program[1..]);
-            // A PMI_PORT/PMI_ID inherited from an outer launcher must not confuse the ranks.
-            for var in ["PMI_PORT", "PMI_ID", "PMI_FD", "PMI_RANK", "PMI_SIZE"] {
-                cmd.env_remove(var);
-            }
-            for (k, v) in &opts.env {
-                cmd.env(k, v);
-            }
-            let child_fd = theirs.as_raw_fd();
-            cmd.env("PMI_FD", child_fd.to_string())
-                .env("PMI_RANK", rank.to_string())
-                .env("PMI_SIZE", np.to_string())
-                .env("PMI_SPAWNED", "0")
-                .env("MPI_LOCALRANKID", rank.to_string())
-                .env("MPI_LOCALNRANKS", np.to_string())
-                .env("PROTEAN_JOBID", &self.jobid)
-                .env("PROTEAN_LAUNCHER", "1");
-            cmd.process_group(self.pgid);
-            match rank0_stdin.take() {
-                Some(r) if rank == 0 => cmd.stdin(Stdio::from(r)),
-                _ => cmd.stdin(Stdio::null()),
-            };
+            let (ours, theirs) = sys::socketpair().map_err(err)?;
+            sys::set_nonblocking(&ours).map_err(err)?;
+            let mut pipes = [None, None];
             if opts.tag_output {
                 for stderr in [false, true] {
                     let (r, w) = sys::pipe().map_err(err)?;
                     sys::set_nonblocking(&r).map_err(err)?;
-                    if stderr {
-                        cmd.stderr(Stdio::from(w));
-                    } else {
-                        cmd.stdout(Stdio::from(w));
-                    }
+                    pipes[stderr as usize] = Some(w);
                     self.outputs.push(OutStream {
                         fd: r,
                         rank,
@@ -228,39 +357,297 @@ impl Job {
                     });
                 }
             }
-            // SAFETY: the hook runs in the child between fork and exec and calls only
-            // async-signal-safe functions (fcntl, sigprocmask, signal); `child_fd` is open in the
-            // child because the parent holds `theirs` until after spawn.
-            unsafe {
-                cmd.pre_exec(move || {
-                    sys::clear_cloexec_raw(child_fd)?;
-                    sys::reset_signals_raw()
-                });
-            }
-            let child = cmd.spawn().map_err(|e| {
-                let name = program.to_string_lossy();
-                let code = match e.kind() {
-                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => EXIT_CANNOT_START,
-                    _ => 1,
-                };
-                (code, format!("cannot start '{name}': {e}"))
+            let [stdout, stderr] = pipes;
+            let cpus = binds.as_ref().map(|b| b[local_rank].as_slice());
+            let child = spawn::spawn_rank(RankSpec {
+                program: &opts.program,
+                env: &env,
+                rank,
+                size: np,
+                local_rank,
+                local_size: mine.len(),
+                jobid: &self.jobid,
+                pmi: &theirs,
+                stdin: match rank0_stdin.take() {
+                    Some(r) if rank == 0 => Stdio::from(r),
+                    _ => Stdio::null(),
+                },
+                stdout,
+                stderr,
+                pgid: self.pgid,
+                cpus,
+                wdir: wdir.as_deref(),
             })?;
             drop(theirs);
             let pid = child.id() as libc::pid_t;
-            if rank == 0 {
+            if self.pgid == 0 {
                 self.pgid = pid;
                 self.group_alive = true;
             }
+            if opts.report_bindings {
+                let what = match (opts.bind_to, cpus) {
+                    (BindTo::Core, Some(c)) => {
+                        format!("bound to a core: cpus {}", spawn::cpu_list(c))
+                    }
+                    (BindTo::Socket, Some(c)) => {
+                        format!("bound to a socket: cpus {}", spawn::cpu_list(c))
+                    }
+                    _ => "not bound".to_string(),
+                };
+                say(&format!(
+                    "rank {rank} (pid {pid} on {}) {what}",
+                    self.hosts[self.ranks[rank].host]
+                ));
+            }
             self.by_pid.insert(pid, rank);
-            self.ranks.push(Rank {
-                pid,
-                pmi: Some(mine),
-                framer: Framer::default(),
-                outq: Vec::new(),
-                status: None,
-            });
+            let r = &mut self.ranks[rank];
+            r.pid = pid;
+            r.pmi = Some(ours);
         }
         Ok(())
+    }
+
+    /// "rank 3 (pid 77)" or, in a job on several hosts, "rank 3 (pid 77 on h2)".
+    fn who(&self, rank: usize) -> String {
+        let r = &self.ranks[rank];
+        let pid = if r.pid > 0 {
+            format!("pid {}", r.pid)
+        } else {
+            "not started".to_string()
+        };
+        if self.remote.is_some() {
+            format!("rank {rank} ({pid} on {})", self.hosts[r.host])
+        } else {
+            format!("rank {rank} ({pid})")
+        }
+    }
+
+    /// The launch message of remote host `h` (an index into `Job::hosts`).
+    fn launch_for(&self, h: usize) -> Launch {
+        let opts = self
+            .launch_opts
+            .as_ref()
+            .expect("options kept before the loop");
+        let ranks: Vec<u32> = (0..self.ranks.len())
+            .filter(|&r| self.ranks[r].host == h)
+            .map(|r| r as u32)
+            .collect();
+        let mut env: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for (k, v) in std::env::vars_os() {
+            if forwarded(&k.to_string_lossy()) {
+                env.push((k.into_vec(), v.into_vec()));
+            }
+        }
+        for (k, v) in &opts.env {
+            env.push((k.clone().into_bytes(), v.clone().into_bytes()));
+        }
+        let wdir = match &opts.wdir {
+            Some(d) => d.clone().into_bytes(),
+            None => std::env::current_dir()
+                .map(|d| d.into_os_string().into_vec())
+                .unwrap_or_default(),
+        };
+        Launch {
+            size: self.ranks.len() as u32,
+            jobid: self.jobid.clone(),
+            stdin: self.stdin.is_some() && ranks.first() == Some(&0),
+            ranks,
+            program: opts.program.iter().map(|a| a.clone().into_vec()).collect(),
+            env,
+            wdir,
+            bind: bind_code(opts.bind_to),
+            report_bindings: opts.report_bindings,
+            host: self.hosts[h].clone(),
+        }
+    }
+
+    /// Sends a PMI answer to its rank, here or through its proxy.
+    fn answer(&mut self, to: usize, resp: Response) {
+        let Some(r) = self.ranks.get_mut(to) else {
+            return;
+        };
+        if r.local {
+            r.outq.extend_from_slice(resp.encode().as_bytes());
+            self.flush_pmi(to);
+        } else {
+            let h = self.ranks[to].host;
+            self.send_host(
+                h,
+                &ToProxy::Pmi {
+                    rank: to as u32,
+                    text: resp.encode().into_bytes(),
+                },
+            );
+        }
+    }
+
+    /// True when rank `rank`'s host is another host whose proxy is connected (and launched).
+    fn connected(&self, rank: usize) -> bool {
+        let h = self.ranks[rank].host;
+        match (&self.remote, self.remote_hosts.iter().position(|&x| x == h)) {
+            (Some(r), Some(i)) => r.hosts[i].state == launch::HostState::Connected,
+            _ => false,
+        }
+    }
+
+    fn send_host(&mut self, h: usize, m: &ToProxy) {
+        let Some(i) = self.remote_hosts.iter().position(|&x| x == h) else {
+            return;
+        };
+        if let Some(remote) = &mut self.remote {
+            remote.send(i, m, &mut self.revents);
+        }
+    }
+
+    fn send_all_hosts(&mut self, m: &ToProxy) {
+        if let Some(remote) = &mut self.remote {
+            remote.broadcast(m, &mut self.revents);
+        }
+    }
+
+    /// Acts on what the proxies said.
+    fn remote_events(&mut self) {
+        while !self.revents.is_empty() {
+            let evs = std::mem::take(&mut self.revents);
+            for ev in evs {
+                self.remote_event(ev);
+            }
+        }
+    }
+
+    fn remote_event(&mut self, ev: RemoteEvent) {
+        let host_of = |i: usize, job: &Job| job.remote_hosts[i];
+        match ev {
+            RemoteEvent::Connected(i) => {
+                let h = host_of(i, self);
+                if self.teardown.is_some() {
+                    // Too late: the proxy gets nothing to run, says Done and exits.
+                    self.send_host(h, &ToProxy::Kill);
+                } else {
+                    let launch = self.launch_for(h);
+                    self.send_host(h, &ToProxy::Launch(launch));
+                }
+            }
+            RemoteEvent::Stderr(i, line) => {
+                let h = host_of(i, self);
+                say(&format!("host {}: {line}", self.hosts[h]));
+            }
+            RemoteEvent::Lost(i, why) => {
+                let h = host_of(i, self);
+                for r in 0..self.ranks.len() {
+                    if self.ranks[r].host == h && self.ranks[r].status.is_none() {
+                        self.ranks[r].status = Some(ExitStatus::Signaled(libc::SIGKILL));
+                    }
+                }
+                if self.failure.is_none() {
+                    let msg = format!("host {}: {why}; terminating the job", self.hosts[h]);
+                    self.fail(EXIT_HOST, &msg);
+                }
+            }
+            RemoteEvent::Message(i, m) => {
+                let h = host_of(i, self);
+                self.host_message(h, m);
+            }
+        }
+    }
+
+    fn host_message(&mut self, h: usize, m: ToMpirun) {
+        // A rank of another host in a message is a protocol violation of the proxy.
+        let rank_ok = |job: &Job, r: u32| {
+            job.ranks
+                .get(r as usize)
+                .is_some_and(|x| x.host == h && !x.local)
+        };
+        match m {
+            ToMpirun::Started { rank, pid } if rank_ok(self, rank) => {
+                self.ranks[rank as usize].pid = pid as libc::pid_t;
+            }
+            ToMpirun::StartFailed {
+                rank,
+                code,
+                message,
+            } if rank_ok(self, rank) => {
+                let msg = format!("host {}: rank {rank}: {message}", self.hosts[h]);
+                self.fail(code, &msg);
+            }
+            ToMpirun::Pmi { rank, text } if rank_ok(self, rank) => {
+                let text = String::from_utf8_lossy(&text).into_owned();
+                let out = self.server.handle(rank as usize, &text);
+                for (to, resp) in out {
+                    self.answer(to, resp);
+                }
+                self.handle_events();
+            }
+            ToMpirun::Output {
+                rank,
+                stderr,
+                bytes,
+            } if rank_ok(self, rank) => self.remote_output(rank as usize, stderr, &bytes),
+            ToMpirun::Exited { rank, code, signal } if rank_ok(self, rank) => {
+                let r = rank as usize;
+                if self.ranks[r].status.is_some() {
+                    return;
+                }
+                let status = if signal != 0 {
+                    ExitStatus::Signaled(signal)
+                } else {
+                    ExitStatus::Exited(code)
+                };
+                self.ranks[r].status = Some(status);
+                self.judge_exit(r, status);
+            }
+            ToMpirun::Note(text) => say(&text),
+            ToMpirun::Done => {
+                // Ranks it never started (the job ended first) are finished too.
+                for r in 0..self.ranks.len() {
+                    if self.ranks[r].host == h && self.ranks[r].status.is_none() {
+                        self.ranks[r].status = Some(ExitStatus::Signaled(libc::SIGKILL));
+                        if self.failure.is_none() {
+                            let msg = format!(
+                                "host {}: its proxy ended without rank {r}; terminating the job",
+                                self.hosts[h]
+                            );
+                            self.fail(EXIT_HOST, &msg);
+                        }
+                    }
+                }
+            }
+            other => {
+                let msg = format!(
+                    "host {}: its proxy sent a message about a rank it does not run: {other:?}; \
+                     terminating the job",
+                    self.hosts[h]
+                );
+                self.fail(EXIT_HOST, &msg);
+            }
+        }
+    }
+
+    fn remote_output(&mut self, rank: usize, stderr: bool, bytes: &[u8]) {
+        if !self.tag_output {
+            write_out(stderr, bytes);
+            return;
+        }
+        let partial = self.remote_partial.entry((rank, stderr)).or_default();
+        partial.extend_from_slice(bytes);
+        let Some(last_nl) = partial.iter().rposition(|&b| b == b'\n') else {
+            if partial.len() > MAX_PARTIAL_LINE {
+                let mut text = tag(rank, stderr).into_bytes();
+                text.append(partial);
+                text.push(b'\n');
+                write_out(stderr, &text);
+            }
+            return;
+        };
+        let rest = partial.split_off(last_nl + 1);
+        let lines = std::mem::replace(partial, rest);
+        let prefix = tag(rank, stderr);
+        let mut text = Vec::with_capacity(lines.len() + 16);
+        for line in lines.split_inclusive(|&b| b == b'\n') {
+            text.extend_from_slice(prefix.as_bytes());
+            text.extend_from_slice(line);
+        }
+        write_out(stderr, &text);
     }
 
     /// Records the first failure, says why, and starts the teardown. Later failures (the ones
@@ -282,6 +669,10 @@ impl Job {
         self.signal_group(libc::SIGTERM);
         // A stopped process would not act on SIGTERM until continued.
         self.signal_group(libc::SIGCONT);
+        self.send_all_hosts(&ToProxy::Terminate);
+        if let Some(r) = &mut self.remote {
+            r.stop_launching(libc::SIGTERM);
+        }
         self.teardown = Some(Teardown {
             sigkill_at: Instant::now() + GRACE,
             killed_at: None,
@@ -292,9 +683,13 @@ impl Job {
         self.signal_group(libc::SIGKILL);
         // Ranks that left the group (setpgid/setsid) are still ours to end.
         for r in &self.ranks {
-            if r.status.is_none() {
+            if r.status.is_none() && r.local && r.pid > 0 {
                 sys::kill(r.pid, libc::SIGKILL);
             }
+        }
+        self.send_all_hosts(&ToProxy::Kill);
+        if let Some(r) = &mut self.remote {
+            r.stop_launching(libc::SIGKILL);
         }
         let now = Instant::now();
         match &mut self.teardown {
@@ -324,9 +719,17 @@ impl Job {
     }
 
     fn event_loop(&mut self) {
+        let mut hosts_done_at: Option<Instant> = None;
         loop {
             self.reap();
+            self.remote_events();
             let now = Instant::now();
+            if let Some(r) = &mut self.remote {
+                r.check_timers(now, &mut self.revents);
+                r.close_done();
+            }
+            self.remote_events();
+            let remote_finished = self.remote.as_ref().is_none_or(|r| r.finished());
             if self.all_reaped() {
                 if self.group_alive {
                     self.group_alive = sys::kill_group(self.pgid, 0).unwrap_or(false);
@@ -334,11 +737,19 @@ impl Job {
                 if self.group_alive {
                     // Leftover descendants of finished ranks: end them too.
                     self.terminate();
-                } else {
+                } else if remote_finished {
                     let until = *self.drain_until.get_or_insert(now + DRAIN);
                     let draining = !self.outputs.is_empty() && now < until;
                     if !draining {
                         break;
+                    }
+                } else if self.remote.as_ref().is_some_and(|r| r.hosts_finished()) {
+                    // Every proxy is done: its launcher (ssh) should exit at once.
+                    let at = *hosts_done_at.get_or_insert(now);
+                    if now >= at + GIVE_UP {
+                        if let Some(r) = &mut self.remote {
+                            r.kill_launchers();
+                        }
                     }
                 }
             }
@@ -346,8 +757,13 @@ impl Job {
                 match t.killed_at {
                     None if now >= t.sigkill_at => self.kill_now(),
                     Some(at) if now >= at + GIVE_UP => {
-                        say("some processes of the job did not end after SIGKILL; giving up");
-                        break;
+                        if let Some(r) = &mut self.remote {
+                            r.kill_launchers();
+                        }
+                        if now >= at + GIVE_UP + GRACE || !self.all_reaped() {
+                            say("some processes of the job did not end after SIGKILL; giving up");
+                            break;
+                        }
                     }
                     _ => {}
                 }
@@ -373,6 +789,18 @@ impl Job {
             self.flush_partial(i);
         }
         self.outputs.clear();
+        let mut left: Vec<_> = std::mem::take(&mut self.remote_partial)
+            .into_iter()
+            .collect();
+        left.sort_by_key(|(k, _)| *k);
+        for ((rank, stderr), mut partial) in left {
+            if !partial.is_empty() {
+                let mut text = tag(rank, stderr).into_bytes();
+                text.append(&mut partial);
+                text.push(b'\n');
+                write_out(stderr, &text);
+            }
+        }
     }
 
     /// The time poll may sleep before a timer needs attention.
@@ -396,6 +824,9 @@ impl Job {
         if self.all_reaped() {
             consider(now + Duration::from_millis(20));
         }
+        if let Some(t) = self.remote.as_ref().and_then(|r| r.next_wakeup()) {
+            consider(t);
+        }
         at.map(|t| t.saturating_duration_since(now))
     }
 
@@ -407,6 +838,7 @@ impl Job {
             Output(usize),
             StdinIn,
             StdinOut,
+            Remote(RemoteSrc),
         }
         let mut fds: Vec<libc::pollfd> = Vec::new();
         let mut srcs: Vec<Src> = Vec::new();
@@ -438,7 +870,12 @@ impl Job {
                 } else if !f.eof {
                     add(0, libc::POLLIN, Src::StdinIn);
                 }
+            } else if f.remote && !f.eof && self.ranks[0].status.is_none() && self.connected(0) {
+                add(0, libc::POLLIN, Src::StdinIn);
             }
+        }
+        if let Some(r) = &self.remote {
+            r.poll_fds(&mut |fd, ev, rs| add(fd, ev, Src::Remote(rs)));
         }
         let timeout = self.next_wakeup();
         if let Err(e) = sys::poll(&mut fds, timeout) {
@@ -463,6 +900,14 @@ impl Job {
                 }
             }
         }
+        for &(src, rev) in &ready {
+            if let Src::Remote(rs) = src {
+                if let Some(r) = &mut self.remote {
+                    r.ready(rs, rev, &mut self.revents);
+                }
+                self.remote_events();
+            }
+        }
         let mut closed_outputs = Vec::new();
         for &(src, _) in &ready {
             match src {
@@ -478,7 +923,7 @@ impl Job {
                 }
                 Src::StdinIn => self.read_stdin(),
                 Src::StdinOut => self.write_stdin(),
-                Src::Pmi(_) => {}
+                Src::Pmi(_) | Src::Remote(_) => {}
             }
         }
         closed_outputs.sort_unstable();
@@ -491,6 +936,12 @@ impl Job {
     fn on_signal(&mut self, sig: libc::c_int) {
         if sig == libc::SIGCHLD {
             return; // reaping happens at the top of every loop
+        }
+        if sig == libc::SIGUSR1 || sig == libc::SIGUSR2 {
+            // Passed on to every rank (as Open MPI and Hydra do).
+            self.signal_group(sig);
+            self.send_all_hosts(&ToProxy::Signal(sig));
+            return;
         }
         if self.failure.is_some() {
             // Asked again while tearing down: no more grace.
@@ -509,7 +960,11 @@ impl Job {
     fn reap(&mut self) {
         while let Some((pid, status)) = sys::reap_any() {
             let Some(&rank) = self.by_pid.get(&pid) else {
-                continue; // an orphaned descendant re-parented to us
+                if let Some(r) = &mut self.remote {
+                    // A launcher (ssh, srun), or an orphaned descendant re-parented to us.
+                    r.reaped(pid, status, &mut self.revents);
+                }
+                continue;
             };
             // Hear what it said before judging how it ended.
             self.read_pmi(rank);
@@ -520,36 +975,33 @@ impl Job {
                     f.buf.clear();
                 }
             }
-            self.judge_exit(rank, pid, status);
+            self.judge_exit(rank, status);
         }
+        self.remote_events();
     }
 
-    fn judge_exit(&mut self, rank: usize, pid: libc::pid_t, status: ExitStatus) {
+    fn judge_exit(&mut self, rank: usize, status: ExitStatus) {
         if self.failure.is_some() {
             return;
         }
+        let who = self.who(rank);
         let in_mpi = self.server.is_initialized(rank) && !self.server.is_finalized(rank);
         let before = if in_mpi { " before MPI_Finalize" } else { "" };
         match status {
             ExitStatus::Signaled(sig) => self.fail(
                 128 + sig,
                 &format!(
-                    "rank {rank} (pid {pid}) was killed by signal {sig} ({}); terminating the job",
+                    "{who} was killed by signal {sig} ({}); terminating the job",
                     sys::signal_name(sig)
                 ),
             ),
             ExitStatus::Exited(code) if code != 0 => self.fail(
                 code,
-                &format!(
-                    "rank {rank} (pid {pid}) exited with status {code}{before}; terminating the job"
-                ),
+                &format!("{who} exited with status {code}{before}; terminating the job"),
             ),
             ExitStatus::Exited(_) if in_mpi => self.fail(
                 1,
-                &format!(
-                    "rank {rank} (pid {pid}) exited with status 0 before MPI_Finalize; \
-                     terminating the job"
-                ),
+                &format!("{who} exited with status 0 before MPI_Finalize; terminating the job"),
             ),
             ExitStatus::Exited(_) => {}
         }
@@ -585,10 +1037,7 @@ impl Job {
                 Err(e) => self.server.handle_wire_error(i, &e),
             };
             for (to, resp) in out {
-                if let Some(r) = self.ranks.get_mut(to) {
-                    r.outq.extend_from_slice(resp.encode().as_bytes());
-                }
-                self.flush_pmi(to);
+                self.answer(to, resp);
             }
             self.handle_events();
         }
@@ -603,41 +1052,44 @@ impl Job {
                     exitcode,
                     message,
                 } => {
-                    let pid = self.ranks[client].pid;
                     let tail = match message.as_deref().map(str::trim) {
                         Some(m) if !m.is_empty() => format!(": {m}"),
                         _ => String::new(),
                     };
-                    self.fail(
-                        exitcode & 0xff,
-                        &format!(
-                            "rank {client} (pid {pid}) called MPI_Abort with error code \
-                             {exitcode}{tail}"
-                        ),
+                    let msg = format!(
+                        "{} called MPI_Abort with error code {exitcode}{tail}",
+                        self.who(client)
                     );
+                    self.fail(exitcode & 0xff, &msg);
                 }
                 Event::Spawn { client, .. } => {
                     // Dynamic processes are not served yet: refuse, the caller gets an error.
                     for (to, resp) in self.server.spawn_result(client, -1, "spawn_not_supported") {
-                        self.ranks[to]
-                            .outq
-                            .extend_from_slice(resp.encode().as_bytes());
-                        self.flush_pmi(to);
+                        self.answer(to, resp);
                     }
+                }
+                Event::LimitExceeded { client, limit } => {
+                    let msg = format!(
+                        "{} exceeded a limit of the PMI server: {limit}; terminating the job",
+                        self.who(client)
+                    );
+                    self.fail(1, &msg);
                 }
                 Event::ProtocolError {
                     client,
                     message,
                     error,
                 } => {
-                    let pid = self.ranks[client].pid;
-                    self.fail(
-                        1,
-                        &format!(
-                            "rank {client} (pid {pid}) sent an invalid PMI message ({error}): \
-                             {message:?}; terminating the job"
-                        ),
+                    let who = if client < self.ranks.len() {
+                        self.who(client)
+                    } else {
+                        format!("client {client}")
+                    };
+                    let msg = format!(
+                        "{who} sent an invalid PMI message ({error}): {message:?}; terminating \
+                         the job"
                     );
+                    self.fail(1, &msg);
                 }
             }
         }
@@ -714,13 +1166,23 @@ impl Job {
     fn read_stdin(&mut self) {
         let Some(f) = &mut self.stdin else { return };
         let mut buf = vec![0u8; 65536];
-        match sys::read(0, &mut buf) {
-            Ok(0) | Err(_) => f.eof = true,
+        let got = match sys::read(0, &mut buf) {
+            Ok(0) | Err(_) => {
+                f.eof = true;
+                Vec::new()
+            }
             Ok(n) => {
                 buf.truncate(n);
-                f.buf = buf;
+                buf
             }
+        };
+        if f.remote {
+            // Empty: end of input.
+            let h = self.ranks[0].host;
+            self.send_host(h, &ToProxy::Stdin(got));
+            return;
         }
+        f.buf = got;
         self.write_stdin();
     }
 
@@ -745,6 +1207,63 @@ impl Job {
             f.to = None; // end of input for rank 0
         }
     }
+}
+
+fn bind_code(b: BindTo) -> u8 {
+    match b {
+        BindTo::None => 0,
+        BindTo::Core => 1,
+        BindTo::Socket => 2,
+    }
+}
+
+/// True for a variable of mpirun's environment that remote ranks get: not those that describe
+/// this host, this shell or an outer launcher's job (Hydra leaves similar ones out).
+fn forwarded(name: &str) -> bool {
+    const HOST_VARS: [&str; 10] = [
+        "HOSTNAME",
+        "DISPLAY",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+        "TERM",
+        "TMUX",
+        "SSH_AUTH_SOCK",
+        "XAUTHORITY",
+    ];
+    !(HOST_VARS.contains(&name)
+        || name.starts_with("SLURM_")
+        || name.starts_with("SLURMD_")
+        || name.starts_with("PMI_")
+        || name.starts_with("PMIX_")
+        || name.starts_with("SSH_")
+        || name == "PROTEAN_JOBID"
+        || name == "PROTEAN_LAUNCHER")
+}
+
+/// The hosts of the job: (None for this machine alone, whether they came from Slurm).
+fn job_hosts(
+    opts: &Options,
+    getenv: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Option<Vec<Host>>, bool), String> {
+    let mut list = Vec::new();
+    for h in &opts.host_lists {
+        hosts::parse_host_list(h, &mut list).map_err(|e| e.0)?;
+    }
+    for f in &opts.hostfiles {
+        let text =
+            std::fs::read_to_string(f).map_err(|e| format!("cannot read the hostfile {f}: {e}"))?;
+        hosts::parse_hostfile(f, &text, &mut list).map_err(|e| e.0)?;
+    }
+    if !list.is_empty() {
+        return Ok((Some(list), false));
+    }
+    // Inside a Slurm allocation (salloc, sbatch), its nodes are the hosts, as in Open MPI.
+    if let Some(l) = hosts::slurm_hosts(getenv).map_err(|e| e.0)? {
+        return Ok((Some(l), true));
+    }
+    Ok((None, false))
 }
 
 fn tag(rank: usize, stderr: bool) -> String {

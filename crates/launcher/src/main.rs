@@ -1,13 +1,10 @@
 //! `mpirun` / `mpiexec`: starts an MPI job on this machine, serves it PMI-1, and ends it cleanly.
 //! See `mpirun --help` (the text is in `options.rs`) for what it does and promises.
 
-mod job;
-mod options;
-mod sys;
-
 use std::process::exit;
 
-use options::{Command, HELP};
+use protean_launcher::job;
+use protean_launcher::options::{self, Command, HELP};
 
 /// Makes sure descriptors 0, 1 and 2 are open (on /dev/null if they were closed), so that no
 /// socket or pipe of ours is ever created as a standard descriptor and clobbered when a child's
@@ -42,7 +39,7 @@ fn main() {
             for w in &opts.warnings {
                 eprintln!("mpirun: warning: {w}");
             }
-            exit(job::run(opts));
+            exit(job::run(*opts));
         }
         Err(e) => {
             eprintln!("mpirun: {e}\nRun 'mpirun --help' for the options.");

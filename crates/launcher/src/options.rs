@@ -8,10 +8,13 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use crate::hosts::MapBy;
+use crate::launch::LauncherKind;
+
 /// What the user asked for.
 #[derive(Debug, PartialEq)]
 pub enum Command {
-    Run(Options),
+    Run(Box<Options>),
     Help,
     Version,
 }
@@ -25,11 +28,39 @@ pub enum StdinTarget {
     None,
 }
 
+/// Where ranks are bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindTo {
+    None,
+    Core,
+    Socket,
+}
+
 /// A job to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// Number of processes.
     pub np: usize,
+    /// `-n` was given (else a host list's slots decide).
+    pub np_given: bool,
+    /// `--host` lists, in order.
+    pub host_lists: Vec<String>,
+    /// `--hostfile` paths, in order.
+    pub hostfiles: Vec<String>,
+    /// `-ppn`: processes per host.
+    pub ppn: Option<usize>,
+    pub map_by: MapBy,
+    /// `--launcher` (None: ssh, or slurm inside a Slurm allocation).
+    pub launcher: Option<LauncherKind>,
+    /// `--launcher-exec`.
+    pub launcher_exec: Option<String>,
+    pub bind_to: BindTo,
+    pub report_bindings: bool,
+    pub oversubscribe: bool,
+    /// Seconds the proxies have to connect.
+    pub launch_timeout: Duration,
+    /// Working directory of the ranks.
+    pub wdir: Option<String>,
     /// Variables to set in every rank, in order (a later setting of a name wins).
     pub env: Vec<(String, String)>,
     /// Prefix each output line with `[1,rank]<stdout>:` or `[1,rank]<stderr>:`.
@@ -59,13 +90,31 @@ pub const HELP: &str = "\
 Usage: mpirun [options] program [arguments...]
        mpiexec [options] program [arguments...]
 
-Starts NP copies of PROGRAM on this machine as one MPI job, serves them the PMI-1 protocol,
-and tears the whole job down if any process fails. Options may be written with one dash or
-two (-np 4, --np 4); the first word that is not an option is the program, and everything
-after it is passed to the program untouched.
+Starts NP copies of PROGRAM as one MPI job, on this machine or on the hosts given, serves
+them the PMI-1 protocol, and tears the whole job down if any process fails. Options may be
+written with one dash or two (-np 4, --np 4); the first word that is not an option is the
+program, and everything after it is passed to the program untouched.
 
 Options:
-  -n N, -np N, --np N     number of processes to start (default 1)
+  -n N, -np N, --np N     number of processes to start (default 1; with hosts given, their
+                          slots)
+  -H, --host LIST         run on these hosts: h1,h2:4,h3 (a host's slots after ':',
+                          default 1); repeatable
+  -f, --hostfile FILE     run on the hosts of FILE, one a line: 'host', 'host:N' (Hydra) or
+                          'host slots=N' (Open MPI), '#' comments (also --machinefile)
+  -ppn N                  N processes on each host (its slots become N; also --npernode)
+  --map-by slot|node      fill each host's slots in turn (slot, default), or deal ranks to
+                          the hosts round-robin (node; also -rr)
+  --oversubscribe         allow more processes than slots (placement goes round again)
+  --launcher NAME         how proxies reach the other hosts: ssh (default), rsh, fork (a local
+                          process), slurm (one srun; the default inside a Slurm allocation)
+  --launcher-exec CMD     the program to run instead of ssh, rsh or srun
+  --launch-timeout SECS   time the hosts' proxies have to connect back (default 60)
+  --bind-to core|socket|none
+                          bind each rank to a core or a socket of its host, dealt in turn
+                          (default none)
+  --report-bindings       print each rank's binding on stderr
+  -wdir DIR               working directory of the ranks (default: mpirun's)
   -x VAR                  export VAR, with its value in mpirun's environment, to every rank
                           (ranks inherit all of mpirun's environment anyway; this form is
                           accepted for Open MPI command lines and warns if VAR is unset)
@@ -85,9 +134,18 @@ Options:
   -V, --version           print the version and exit
 
 Accepted for compatibility with Open MPI and MPICH command lines, and ignored:
-  --oversubscribe         Protean never refuses to run more processes than cores
   --allow-run-as-root     Protean never refuses to run as root
-  --bind-to X             processes are not bound to cores (X is not checked)
+
+Hosts: without --host or --hostfile the job runs on this machine, with no limit on the
+number of processes, unless mpirun runs inside a Slurm allocation (SLURM_JOB_NODELIST), whose
+nodes and tasks per node are then the hosts and slots. Ranks placed on this machine (a host
+named localhost, its host name or one of its addresses) are started by mpirun itself; every
+other host gets one protean-proxy (from mpirun's own directory, the same path on every host),
+started through the launcher, that forks the host's ranks, serves their PMI over local
+sockets and relays everything over one connection back to mpirun. That connection is
+authenticated and encrypted with a secret drawn for the job, handed to each proxy on the
+launcher's standard input. Ranks get mpirun's environment (less SLURM_*, PMI_* and the
+shell's own variables), plus the variables set above.
 
 Every rank's environment is mpirun's, plus the variables set above, plus:
   PMI_FD, PMI_RANK, PMI_SIZE, PMI_SPAWNED=0   the PMI-1 connection (MPICH's simple PMI)
@@ -95,20 +153,24 @@ Every rank's environment is mpirun's, plus the variables set above, plus:
   PROTEAN_JOBID                               unique per job: <mpirun pid>x<8 hex digits>
   PROTEAN_LAUNCHER=1                          started by Protean's mpirun
 
-All ranks run in one process group of their own. Standard output and error of the ranks
-go straight to mpirun's own (or through mpirun with --tag-output).
+All ranks of a host run in one process group of their own, and each dies with the process
+that started it (mpirun or its proxy). Standard output and error of the ranks on this
+machine go straight to mpirun's own (or through mpirun with --tag-output); those of other
+hosts come through their proxy. SIGUSR1 and SIGUSR2 sent to mpirun are passed on to every
+rank.
 
 The job is torn down (SIGTERM to the whole process group, SIGKILL after half a second)
 when a rank is killed by a signal, exits with a non-zero status, exits after MPI_Init but
 before MPI_Finalize, calls MPI_Abort, or when mpirun receives SIGINT, SIGTERM or SIGHUP,
-or the timeout expires. A program that never calls MPI_Init and exits with 0 is fine
+or the timeout expires, or a host's launcher fails or its proxy is lost. A program that never calls MPI_Init and exits with 0 is fine
 (mpirun -n 2 hostname works). Afterwards, shared-memory files
 /dev/shm/protean-<PROTEAN_JOBID>-* left by the job are removed.
 
 Exit status: 0 when every rank exited with 0; otherwise the first failing rank's status
 (128+N for a rank killed by signal N; 1 for a rank that exited with 0 before MPI_Finalize),
 the code given to MPI_Abort, 124 on timeout, 128+N when mpirun got signal N, 127 when the
-program cannot be found or started, and 1 for a bad command line.
+program cannot be found or started, 255 when a host failed (its launcher, ssh for instance,
+failed, or its proxy was lost), and 1 for a bad command line or host list.
 ";
 
 /// Turns a `--set` name into its environment variable.
@@ -155,6 +217,18 @@ pub fn parse(
 ) -> Result<Command, UsageError> {
     let mut opts = Options {
         np: 1,
+        np_given: false,
+        host_lists: Vec::new(),
+        hostfiles: Vec::new(),
+        ppn: None,
+        map_by: MapBy::Slot,
+        launcher: None,
+        launcher_exec: None,
+        bind_to: BindTo::None,
+        report_bindings: false,
+        oversubscribe: false,
+        launch_timeout: Duration::from_secs(60),
+        wdir: None,
         env: Vec::new(),
         tag_output: false,
         timeout: None,
@@ -202,7 +276,48 @@ pub fn parse(
                         "{shown}: {v:?} is not a number of processes (>= 1)"
                     ))
                 })?;
+                opts.np_given = true;
             }
+            "H" | "host" | "hosts" => opts.host_lists.push(value("a host list")?),
+            "f" | "hostfile" | "machinefile" => opts.hostfiles.push(value("a file name")?),
+            "ppn" | "npernode" => {
+                let v = value("a number of processes per host")?;
+                opts.ppn = Some(v.trim().parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+                    UsageError(format!(
+                        "{shown}: {v:?} is not a number of processes (>= 1)"
+                    ))
+                })?);
+            }
+            "map-by" => {
+                let v = value("slot or node")?;
+                opts.map_by = match v.split(':').next().unwrap_or("") {
+                    "slot" | "core" => MapBy::Slot,
+                    "node" => MapBy::Node,
+                    _ => return Err(UsageError(format!("--map-by: {v:?} is not slot or node"))),
+                };
+            }
+            "rr" | "bynode" => opts.map_by = MapBy::Node,
+            "byslot" => opts.map_by = MapBy::Slot,
+            "launcher" | "bootstrap" => {
+                let v = value("a launcher")?;
+                opts.launcher = Some(LauncherKind::parse(&v).ok_or_else(|| {
+                    UsageError(format!("--launcher: {v:?} is not ssh, rsh, fork or slurm"))
+                })?);
+            }
+            "launcher-exec" | "bootstrap-exec" => {
+                let v = value("a program")?;
+                if v.trim().is_empty() {
+                    return Err(UsageError(format!("{shown}: empty program")));
+                }
+                opts.launcher_exec = Some(v);
+            }
+            "launch-timeout" => {
+                let v = value("a number of seconds")?;
+                opts.launch_timeout = parse_timeout(&shown, &v)?
+                    .ok_or_else(|| UsageError(format!("{shown}: must be more than 0")))?;
+            }
+            "wdir" | "cwd" => opts.wdir = Some(value("a directory")?),
+            "report-bindings" => opts.report_bindings = true,
             "x" => {
                 let v = value("a variable name")?;
                 match v.split_once('=') {
@@ -250,9 +365,20 @@ pub fn parse(
                     _ => return Err(UsageError(format!("--stdin: {v:?} is not 0 or none"))),
                 };
             }
-            "oversubscribe" | "allow-run-as-root" => {}
-            "bind-to" => {
-                value("a binding (ignored)")?;
+            "oversubscribe" => opts.oversubscribe = true,
+            "allow-run-as-root" => {}
+            "bind-to" | "binding" => {
+                let v = value("core, socket or none")?;
+                opts.bind_to = match v.split(':').next().unwrap_or("") {
+                    "core" | "cores" | "hwthread" => BindTo::Core,
+                    "socket" | "sockets" | "package" => BindTo::Socket,
+                    "none" => BindTo::None,
+                    _ => {
+                        return Err(UsageError(format!(
+                            "--bind-to: {v:?} is not core, socket or none"
+                        )))
+                    }
+                };
             }
             "h" | "help" => return Ok(Command::Help),
             "V" | "version" => return Ok(Command::Version),
@@ -270,7 +396,7 @@ pub fn parse(
             opts.timeout = parse_timeout("MPIEXEC_TIMEOUT", &t)?;
         }
     }
-    Ok(Command::Run(opts))
+    Ok(Command::Run(Box::new(opts)))
 }
 
 #[cfg(test)]
@@ -293,7 +419,7 @@ mod tests {
 
     fn opts(words: &[&str]) -> Options {
         match run(words) {
-            Ok(Command::Run(o)) => o,
+            Ok(Command::Run(o)) => *o,
             other => panic!("{words:?} -> {other:?}"),
         }
     }
@@ -358,7 +484,7 @@ mod tests {
             ],
             &[("HOME", "/root")],
         ) {
-            Ok(Command::Run(o)) => o,
+            Ok(Command::Run(o)) => *o,
             other => panic!("{other:?}"),
         };
         let env: Vec<(&str, &str)> = o
@@ -436,17 +562,68 @@ mod tests {
             "-allow-run-as-root",
             "--bind-to",
             "core",
-            "--bind-to=none",
+            "--bind-to=socket",
             "--stdin",
             "none",
             "p",
         ]);
         assert!(o.tag_output);
+        assert!(o.oversubscribe);
+        assert_eq!(o.bind_to, BindTo::Socket);
+        assert!(run(&["--bind-to", "tile", "p"]).is_err());
         assert_eq!(o.stdin, StdinTarget::None);
         assert_eq!(program(&o), ["p"]);
         assert_eq!(run(&["-h"]), Ok(Command::Help));
         assert_eq!(run(&["--help", "p"]), Ok(Command::Help));
         assert_eq!(run(&["--version"]), Ok(Command::Version));
+    }
+
+    #[test]
+    fn host_options() {
+        let o = opts(&[
+            "-H",
+            "a,b:2",
+            "--host=c",
+            "-f",
+            "hosts.txt",
+            "-ppn",
+            "3",
+            "--map-by",
+            "node",
+            "--launcher",
+            "rsh",
+            "--launcher-exec",
+            "/usr/bin/myrsh",
+            "--report-bindings",
+            "-wdir",
+            "/tmp",
+            "--launch-timeout",
+            "5",
+            "p",
+        ]);
+        assert_eq!(o.host_lists, ["a,b:2", "c"]);
+        assert_eq!(o.hostfiles, ["hosts.txt"]);
+        assert_eq!(o.ppn, Some(3));
+        assert_eq!(o.map_by, MapBy::Node);
+        assert_eq!(o.launcher, Some(LauncherKind::Rsh));
+        assert_eq!(o.launcher_exec.as_deref(), Some("/usr/bin/myrsh"));
+        assert!(o.report_bindings && !o.np_given);
+        assert_eq!(o.wdir.as_deref(), Some("/tmp"));
+        assert_eq!(o.launch_timeout, Duration::from_secs(5));
+        assert_eq!(
+            opts(&["-launcher", "slurm", "p"]).launcher,
+            Some(LauncherKind::Slurm)
+        );
+        assert!(opts(&["-n", "2", "p"]).np_given);
+        for bad in [
+            &["--launcher", "pbs", "p"][..],
+            &["-ppn", "0", "p"],
+            &["--map-by", "board", "p"],
+            &["-H"],
+            &["--launch-timeout", "0", "p"],
+        ] {
+            assert!(run(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -486,6 +663,15 @@ mod tests {
             "--oversubscribe",
             "--allow-run-as-root",
             "--bind-to",
+            "--host",
+            "--hostfile",
+            "-ppn",
+            "--map-by",
+            "--launcher",
+            "--launcher-exec",
+            "--launch-timeout",
+            "--report-bindings",
+            "-wdir",
         ] {
             assert!(HELP.contains(opt), "help lacks {opt}");
         }

@@ -296,3 +296,77 @@ pub fn cpu_count() -> usize {
         .map(|n| n.get())
         .unwrap_or(1)
 }
+
+/// Asks the kernel to send `sig` to this process when its parent dies, and exits at once if the
+/// parent already died (re-parented: `getppid()` is no longer `parent`). Async-signal-safe: meant
+/// for a `pre_exec` hook, where it makes a rank die with the launcher that forked it.
+pub fn die_with_parent_raw(sig: libc::c_int, parent: libc::pid_t) -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes one integer; getppid and _exit are
+    // async-signal-safe.
+    unsafe {
+        check(libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            sig as libc::c_ulong,
+            0,
+            0,
+            0,
+        ))?;
+        if libc::getppid() != parent {
+            libc::_exit(1);
+        }
+    }
+    Ok(())
+}
+
+/// The same for this process, after it started (a proxy watching the process that ran it).
+pub fn die_with_parent(sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    die_with_parent_raw(sig, parent)
+}
+
+/// A CPU set for `set_affinity_raw`, built before fork.
+pub fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for ids below CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            if c < libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(c, &mut set);
+            }
+        }
+        set
+    }
+}
+
+/// Binds this process to a CPU set. Async-signal-safe (a `pre_exec` hook).
+pub fn set_affinity_raw(set: &libc::cpu_set_t) -> io::Result<()> {
+    // SAFETY: sched_setaffinity reads the set we pass, of the size we pass.
+    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) })?;
+    Ok(())
+}
+
+/// The CPUs this process may run on, ascending.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills a cpu_set_t we own; CPU_ISSET reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..cpu_count()).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// This machine's host name (the kernel's, per UTS namespace).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
+        let n = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        return String::from_utf8_lossy(&buf[..n]).into_owned();
+    }
+    "localhost".into()
+}

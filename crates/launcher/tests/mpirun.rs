@@ -668,3 +668,243 @@ fn ranks_that_ignore_sigterm_are_killed() {
     );
     assert_gone(&all_pids(&o));
 }
+
+/// Resident memory of a process in KiB (VmRSS), 0 when gone.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_rank_flooding_the_pmi_store_ends_the_job_and_is_named() {
+    let started = Instant::now();
+    let child = mpirun()
+        .args(["-n", "2", PROBE, "--fail", "1:flood"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Watch mpirun's memory while the flood goes on.
+    let watch = thread::spawn(move || {
+        let mut peak = 0;
+        while exists(&pid.to_string()) {
+            peak = peak.max(rss_kib(pid));
+            thread::sleep(Duration::from_millis(20));
+        }
+        peak
+    });
+    let o = wait_with_watchdog(child, started);
+    let peak = watch.join().unwrap();
+    assert_eq!(o.code(), Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("rank 1 (pid")
+            && o.stderr.contains("exceeded a limit of the PMI server")
+            && o.stderr.contains("store"),
+        "{}",
+        o.stderr
+    );
+    // The store stops at 16 MiB (some 15,000 puts of 1 KiB; unbounded, the flood would go on
+    // until memory ran out), and mpirun stays within a few times that.
+    assert!(o.stderr.contains("at most 16777216"), "{}", o.stderr);
+    assert!(peak < 80 * 1024, "mpirun peaked at {peak} KiB");
+    assert_gone(&all_pids(&o));
+}
+
+#[test]
+fn ranks_die_with_mpirun_killed_by_sigkill() {
+    let np = 3;
+    let mut child = mpirun()
+        .args(["-n", &np.to_string(), PROBE, "--pids", "--sleep", "20"])
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut pids = Vec::new();
+    while pids.len() < np {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("mpirun ended early");
+        }
+        if let Some(p) = line.strip_prefix("pid ") {
+            pids.push(p.split_whitespace().nth(1).unwrap().to_string());
+        }
+    }
+    // SAFETY: signalling our own child, which has not been waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    let killed = Instant::now();
+    child.wait().unwrap();
+    // No process of the job remains within 2 s (zombies reaped by init count as gone).
+    let alive = |p: &String| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    };
+    while pids.iter().any(alive) && killed.elapsed() < Duration::from_secs(2) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let left: Vec<_> = pids.iter().filter(|p| alive(p)).collect();
+    assert!(left.is_empty(), "ranks {left:?} outlived mpirun by 2 s");
+}
+
+// Jobs with ranks on "other hosts": the proxies are started with the fork launcher (on this
+// machine, without ssh), so the proxy path is exercised everywhere; tests/cluster/test runs the
+// same across real network namespaces through ssh.
+
+#[test]
+fn ranks_of_other_hosts_run_through_proxies() {
+    let o = run(&[
+        "--launcher",
+        "fork",
+        "-H",
+        "localhost:1,other-a:2,other-b:1",
+        "--tag-output",
+        PROBE,
+        "--pids",
+    ]);
+    assert_eq!(o.code(), Some(0), "{}", o.stderr);
+    for r in 0..4 {
+        assert!(
+            o.stdout
+                .contains(&format!("[1,{r}]<stdout>:rank {r} of 4 ok")),
+            "{}",
+            o.stdout
+        );
+    }
+    assert_gone(&all_pids(&o));
+}
+
+#[test]
+fn a_remote_rank_failing_is_named_with_its_host() {
+    let o = run(&[
+        "--launcher",
+        "fork",
+        "-H",
+        "other-a:2",
+        PROBE,
+        "--fail",
+        "1:exit=5",
+        "--sleep",
+        "20",
+    ]);
+    assert_eq!(o.code(), Some(5), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("rank 1 (pid") && o.stderr.contains("on other-a) exited with status 5"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.elapsed < Duration::from_secs(5), "took {:?}", o.elapsed);
+}
+
+#[test]
+fn a_failing_launcher_is_named_and_ends_the_job() {
+    let o = run(&[
+        "--launcher-exec",
+        "/bin/false",
+        "-H",
+        "localhost:1,other-a:1",
+        PROBE,
+        "--sleep",
+        "20",
+    ]);
+    assert_eq!(o.code(), Some(255), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("host other-a: ssh exited with status 1 before its proxy connected"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.elapsed < Duration::from_secs(5), "took {:?}", o.elapsed);
+}
+
+/// Proxies of this test's mpirun (children of `mpirun_pid` running protean-proxy).
+fn proxies_of(mpirun_pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(mpirun_pid) && String::from_utf8_lossy(&cmd).contains("protean-proxy") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_proxy_killed_mid_job_ends_it_and_ranks_die_with_a_killed_mpirun() {
+    for victim in ["proxy", "mpirun"] {
+        let mut child = mpirun()
+            .args([
+                "--launcher",
+                "fork",
+                "-H",
+                "other-a:2,other-b:1",
+                PROBE,
+                "--pids",
+                "--sleep",
+                "20",
+            ])
+            .spawn()
+            .unwrap();
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut pids = Vec::new();
+        while pids.len() < 3 {
+            let mut line = String::new();
+            assert!(
+                reader.read_line(&mut line).unwrap() > 0,
+                "mpirun ended early"
+            );
+            if let Some(p) = line.strip_prefix("pid ") {
+                pids.push(p.split_whitespace().nth(1).unwrap().to_string());
+            }
+        }
+        let proxies = proxies_of(child.id());
+        assert_eq!(proxies.len(), 2, "{proxies:?}");
+        let started = Instant::now();
+        let target = if victim == "proxy" {
+            proxies[0] as libc::pid_t
+        } else {
+            child.id() as libc::pid_t
+        };
+        // SAFETY: signalling a process this test started (mpirun or its proxy).
+        unsafe { libc::kill(target, libc::SIGKILL) };
+        let o = wait_with_watchdog(child, started);
+        if victim == "proxy" {
+            assert_eq!(o.code(), Some(255), "{}", o.stderr);
+            assert!(
+                o.stderr.contains("its proxy closed the connection"),
+                "{}",
+                o.stderr
+            );
+            assert!(o.elapsed < Duration::from_secs(5), "took {:?}", o.elapsed);
+        }
+        let mut all = pids.clone();
+        all.extend(proxies.iter().map(|p| p.to_string()));
+        let alive = |p: &String| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .map(|s| !s.contains(") Z "))
+                .unwrap_or(false)
+        };
+        while all.iter().any(alive) && started.elapsed() < Duration::from_secs(2) {
+            thread::sleep(Duration::from_millis(10));
+        }
+        let left: Vec<_> = all.iter().filter(|p| alive(p)).collect();
+        assert!(
+            left.is_empty(),
+            "{victim} killed: {left:?} still alive after 2 s"
+        );
+    }
+}

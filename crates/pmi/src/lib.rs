@@ -12,5 +12,5 @@ pub mod server;
 pub mod wire;
 
 pub use client::{PmiClient, PmiError};
-pub use server::{Event, Maxes, Server};
+pub use server::{Event, Limits, Maxes, Server};
 pub use wire::{Framer, Message, Request, Response, SpawnCommand, WireError};

@@ -15,7 +15,15 @@
 //! Semantics kept from Hydra: a `put` is visible to `get` at once (PMI-1 only promises it after
 //! the next barrier, so clients must still call the barrier); a `put` of an existing key
 //! overwrites it; a `get` of a missing key answers `rc=-1`. The KVS is pre-loaded with
-//! `PMI_process_mapping` (all ranks on one node), which MPICH-built programs read.
+//! `PMI_process_mapping` (all ranks on one node, until the process manager sets the real one),
+//! which MPICH-built programs read.
+//!
+//! Limits (a rank is a client, not a trusted party): every client index and `pmiid` is checked
+//! against the job's size, an `initack` must name a rank no other connection has claimed, keys
+//! and values are bounded by the announced `maxes`, and the store as a whole by
+//! [`Limits::store_max`]. A request that breaks a limit is answered with `rc=-1` (so the client
+//! never hangs) and reported as [`Event::LimitExceeded`] naming the client, for the process
+//! manager to end the job; nothing of it is stored.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -39,6 +47,27 @@ impl Default for Maxes {
     }
 }
 
+/// Per-job limits of the server: what `cmd=maxes` announces, and what it enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Announced in `cmd=maxes`; longer keys and values are refused.
+    pub maxes: Maxes,
+    /// Bytes of keys and values the store holds at most, all spaces together.
+    pub store_max: usize,
+    /// Commands one spawn request may have (`totspawns`).
+    pub spawns_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            maxes: Maxes::default(),
+            store_max: 16 << 20,
+            spawns_max: 64,
+        }
+    }
+}
+
 /// Something the process manager must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -58,6 +87,9 @@ pub enum Event {
         client: usize,
         commands: Vec<SpawnCommand>,
     },
+    /// The client broke one of the server's [`Limits`] (`limit` says which, with the numbers);
+    /// it was answered `rc=-1` and nothing was stored. The process manager should end the job.
+    LimitExceeded { client: usize, limit: String },
     /// The client sent something that is not a valid request, or a request out of place. The
     /// client was not answered; the process manager should end the job.
     ProtocolError {
@@ -81,7 +113,11 @@ pub struct Server {
     kvsname: String,
     appnum: i32,
     universe_size: i32,
-    maxes: Maxes,
+    limits: Limits,
+    /// Bytes of keys and values in `kvs`.
+    store_bytes: usize,
+    /// Ranks claimed by `initack`.
+    acked: BTreeSet<usize>,
     kvs: BTreeMap<String, HashMap<String, String>>,
     clients: BTreeMap<usize, ClientState>,
     barrier: BTreeSet<usize>,
@@ -93,24 +129,42 @@ impl Server {
     /// A server for a job of `size` processes whose KVS is named `kvsname`.
     pub fn new(size: usize, kvsname: &str, appnum: i32, universe_size: i32) -> Server {
         let mut kvs = BTreeMap::new();
-        let mut space = HashMap::new();
-        space.insert(
-            "PMI_process_mapping".to_string(),
-            format!("(vector,(0,1,{size}))"),
-        );
-        kvs.insert(kvsname.to_string(), space);
-        Server {
+        kvs.insert(kvsname.to_string(), HashMap::new());
+        let mut s = Server {
             size,
             kvsname: kvsname.to_string(),
             appnum,
             universe_size,
-            maxes: Maxes::default(),
+            limits: Limits::default(),
+            store_bytes: 0,
+            acked: BTreeSet::new(),
             kvs,
             clients: BTreeMap::new(),
             barrier: BTreeSet::new(),
             spawning: BTreeMap::new(),
             events: VecDeque::new(),
-        }
+        };
+        s.kvs_put(
+            kvsname,
+            "PMI_process_mapping",
+            &format!("(vector,(0,1,{size}))"),
+        );
+        s
+    }
+
+    /// Replaces the limits (before the first client speaks).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Bytes of keys and values stored, all spaces together.
+    pub fn store_bytes(&self) -> usize {
+        self.store_bytes
     }
 
     /// The job's KVS name.
@@ -125,7 +179,7 @@ impl Server {
 
     /// The limits announced to clients.
     pub fn maxes(&self) -> Maxes {
-        self.maxes
+        self.limits.maxes
     }
 
     /// Creates another KVS space (for spawned jobs), empty if new.
@@ -133,12 +187,19 @@ impl Server {
         self.kvs.entry(name.to_string()).or_default();
     }
 
-    /// Puts a key into a KVS space, creating the space if needed (pre-put values of a spawn).
+    /// Puts a key into a KVS space, creating the space if needed (the process manager's own
+    /// values: the process mapping, pre-put values of a spawn). Not subject to the limits, but
+    /// counted in the store's size.
     pub fn kvs_put(&mut self, kvsname: &str, key: &str, value: &str) {
-        self.kvs
+        let old = self
+            .kvs
             .entry(kvsname.to_string())
             .or_default()
             .insert(key.to_string(), value.to_string());
+        self.store_bytes += key.len() + value.len();
+        if let Some(old) = old {
+            self.store_bytes -= key.len() + old.len();
+        }
     }
 
     /// Looks a key up in a KVS space.
@@ -168,6 +229,16 @@ impl Server {
 
     /// Handles one framed message from `client`.
     pub fn handle(&mut self, client: usize, message: &str) -> Vec<(usize, Response)> {
+        if client >= self.size {
+            return self.protocol_error(
+                client,
+                message,
+                &format!(
+                    "client {client} is out of range for a job of {} processes",
+                    self.size
+                ),
+            );
+        }
         match Request::parse(message) {
             Ok(req) => self.handle_request(client, req),
             Err(e) => self.protocol_error(client, message, &e),
@@ -199,8 +270,45 @@ impl Server {
 
     /// Handles one validated request from `client`.
     pub fn handle_request(&mut self, client: usize, req: Request) -> Vec<(usize, Response)> {
-        let state = self.clients.entry(client).or_default();
+        if client >= self.size {
+            return self.protocol_error(
+                client,
+                &req.encode(),
+                &format!(
+                    "client {client} is out of range for a job of {} processes",
+                    self.size
+                ),
+            );
+        }
         let one = |r: Response| vec![(client, r)];
+        if let Request::InitAck { pmiid } = req {
+            let free = usize::try_from(pmiid)
+                .ok()
+                .filter(|&id| id < self.size && !self.acked.contains(&id));
+            let Some(id) = free else {
+                let why = if pmiid >= 0 && (pmiid as u64) < self.size as u64 {
+                    format!("pmiid {pmiid} was already claimed by another connection")
+                } else {
+                    format!(
+                        "pmiid {pmiid} is out of range for a job of {} processes",
+                        self.size
+                    )
+                };
+                return self.protocol_error(client, &req.encode(), &why);
+            };
+            self.acked.insert(id);
+        }
+        if let Request::Spawn(cmd) = &req {
+            let total = cmd.totspawns.max(1) as usize;
+            if total > self.limits.spawns_max {
+                let limit = format!(
+                    "a spawn of {} commands (at most {})",
+                    cmd.totspawns, self.limits.spawns_max
+                );
+                return self.limit_exceeded(client, limit, Vec::new());
+            }
+        }
+        let state = self.clients.entry(client).or_default();
         match req {
             Request::InitAck { pmiid } => vec![
                 (client, Response::InitAck),
@@ -248,9 +356,9 @@ impl Server {
                 })
             }
             Request::GetMaxes => one(Response::Maxes {
-                kvsname_max: self.maxes.kvsname_max,
-                keylen_max: self.maxes.keylen_max,
-                vallen_max: self.maxes.vallen_max,
+                kvsname_max: self.limits.maxes.kvsname_max,
+                keylen_max: self.limits.maxes.keylen_max,
+                vallen_max: self.limits.maxes.vallen_max,
             }),
             Request::GetAppnum => one(Response::Appnum {
                 appnum: self.appnum,
@@ -266,28 +374,45 @@ impl Server {
                 key,
                 value,
             } => {
-                let result = if key.len() > self.maxes.keylen_max as usize {
-                    Err("key_too_long")
-                } else if value.len() > self.maxes.vallen_max as usize {
-                    Err("value_too_long")
-                } else {
-                    match self.kvs.get_mut(&kvsname) {
-                        Some(space) => {
-                            space.insert(key, value);
-                            Ok(())
-                        }
-                        None => Err("unknown_kvsname"),
-                    }
-                };
-                one(match result {
-                    Ok(()) => Response::PutResult {
-                        rc: 0,
-                        msg: Some("success".into()),
-                    },
-                    Err(why) => Response::PutResult {
+                let maxes = self.limits.maxes;
+                let refuse = |msg: &str| {
+                    one(Response::PutResult {
                         rc: -1,
-                        msg: Some(why.into()),
-                    },
+                        msg: Some(msg.into()),
+                    })
+                };
+                if key.len() > maxes.keylen_max as usize {
+                    let limit = format!(
+                        "a key of {} bytes (at most {})",
+                        key.len(),
+                        maxes.keylen_max
+                    );
+                    return self.limit_exceeded(client, limit, refuse("key_too_long"));
+                }
+                if value.len() > maxes.vallen_max as usize {
+                    let limit = format!(
+                        "a value of {} bytes for key {key:?} (at most {})",
+                        value.len(),
+                        maxes.vallen_max
+                    );
+                    return self.limit_exceeded(client, limit, refuse("value_too_long"));
+                }
+                let Some(space) = self.kvs.get(&kvsname) else {
+                    return refuse("unknown_kvsname");
+                };
+                let old = space.get(&key).map_or(0, |v| key.len() + v.len());
+                let after = self.store_bytes - old + key.len() + value.len();
+                if after > self.limits.store_max {
+                    let limit = format!(
+                        "the key-value store's size: {after} bytes with key {key:?} (at most {})",
+                        self.limits.store_max
+                    );
+                    return self.limit_exceeded(client, limit, refuse("store_full"));
+                }
+                self.kvs_put(&kvsname, &key, &value);
+                one(Response::PutResult {
+                    rc: 0,
+                    msg: Some("success".into()),
                 })
             }
             Request::Get { kvsname, key } => {
@@ -353,6 +478,17 @@ impl Server {
                 Vec::new()
             }
         }
+    }
+
+    fn limit_exceeded(
+        &mut self,
+        client: usize,
+        limit: String,
+        answer: Vec<(usize, Response)>,
+    ) -> Vec<(usize, Response)> {
+        self.events
+            .push_back(Event::LimitExceeded { client, limit });
+        answer
     }
 
     /// The answer to a spawn request (after [`Event::Spawn`]): `rc` 0 for success.
@@ -460,6 +596,11 @@ mod tests {
             ),
             "cmd=put_result rc=-1 msg=value_too_long\n"
         );
+        assert!(matches!(
+            s.poll_event(),
+            Some(Event::LimitExceeded { client: 0, .. })
+        ));
+        assert_eq!(s.kvs_get("k", "a"), None);
         // Overwrite, as Hydra does.
         one(&mut s, 1, "cmd=put kvsname=k key=card-1 value=second\n");
         assert_eq!(s.kvs_get("k", "card-1"), Some("second"));
@@ -493,13 +634,122 @@ mod tests {
     #[test]
     fn initack_answers_with_four_lines() {
         let mut s = Server::new(4, "k", 0, 4);
-        let out = ask(&mut s, 7, "cmd=initack pmiid=3\n");
+        let out = ask(&mut s, 2, "cmd=initack pmiid=3\n");
         let text: String = out.iter().map(|(_, t)| t.as_str()).collect();
-        assert!(out.iter().all(|(c, _)| *c == 7));
+        assert!(out.iter().all(|(c, _)| *c == 2));
         assert_eq!(
             text,
             "cmd=initack\ncmd=set size=4\ncmd=set rank=3\ncmd=set debug=0\n"
         );
+    }
+
+    #[test]
+    fn initack_needs_a_valid_unused_pmiid() {
+        let mut s = Server::new(2, "k", 0, 2);
+        for bad in ["cmd=initack pmiid=2\n", "cmd=initack pmiid=-1\n"] {
+            assert!(ask(&mut s, 0, bad).is_empty(), "{bad}");
+            match s.poll_event() {
+                Some(Event::ProtocolError { error, .. }) => {
+                    assert!(error.contains("out of range"), "{error}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        assert_eq!(ask(&mut s, 0, "cmd=initack pmiid=1\n").len(), 4);
+        assert!(ask(&mut s, 1, "cmd=initack pmiid=1\n").is_empty());
+        match s.poll_event() {
+            Some(Event::ProtocolError {
+                client: 1, error, ..
+            }) => {
+                assert!(error.contains("already claimed"), "{error}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(ask(&mut s, 1, "cmd=initack pmiid=0\n").len(), 4);
+    }
+
+    #[test]
+    fn client_ids_are_range_checked() {
+        let mut s = Server::new(2, "k", 0, 2);
+        assert!(ask(&mut s, 2, "cmd=barrier_in\n").is_empty());
+        assert!(ask(&mut s, usize::MAX, "cmd=get_maxes\n").is_empty());
+        assert!(s.handle_request(5, Request::BarrierIn).is_empty());
+        for _ in 0..3 {
+            match s.poll_event() {
+                Some(Event::ProtocolError { error, .. }) => {
+                    assert!(error.contains("out of range"), "{error}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // The barrier did not count the strangers.
+        assert!(ask(&mut s, 0, "cmd=barrier_in\n").is_empty());
+        assert_eq!(ask(&mut s, 1, "cmd=barrier_in\n").len(), 2);
+    }
+
+    #[test]
+    fn the_store_has_a_size_limit() {
+        let mut s = Server::new(2, "k", 0, 2);
+        let base = s.store_bytes();
+        assert_eq!(base, "PMI_process_mapping(vector,(0,1,2))".len());
+        s.set_limits(Limits {
+            store_max: base + 100,
+            ..Limits::default()
+        });
+        let v = "v".repeat(40);
+        assert_eq!(
+            one(&mut s, 1, &format!("cmd=put kvsname=k key=a value={v}\n")),
+            "cmd=put_result rc=0 msg=success\n"
+        );
+        assert_eq!(
+            one(&mut s, 1, &format!("cmd=put kvsname=k key=b value={v}\n")),
+            "cmd=put_result rc=0 msg=success\n"
+        );
+        assert_eq!(s.store_bytes(), base + 82);
+        // An overwrite counts the difference only.
+        assert_eq!(
+            one(&mut s, 1, &format!("cmd=put kvsname=k key=b value={v}xx\n")),
+            "cmd=put_result rc=0 msg=success\n"
+        );
+        assert_eq!(s.store_bytes(), base + 84);
+        assert_eq!(s.poll_event(), None);
+        assert_eq!(
+            one(&mut s, 1, &format!("cmd=put kvsname=k key=c value={v}\n")),
+            "cmd=put_result rc=-1 msg=store_full\n"
+        );
+        match s.poll_event() {
+            Some(Event::LimitExceeded { client: 1, limit }) => {
+                assert!(
+                    limit.contains("store") && limit.contains("\"c\""),
+                    "{limit}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.kvs_get("k", "c"), None);
+        assert_eq!(s.store_bytes(), base + 84);
+        // A key longer than announced.
+        let key = "k".repeat(65);
+        assert_eq!(
+            one(&mut s, 0, &format!("cmd=put kvsname=k key={key} value=1\n")),
+            "cmd=put_result rc=-1 msg=key_too_long\n"
+        );
+        assert!(matches!(
+            s.poll_event(),
+            Some(Event::LimitExceeded { client: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn a_spawn_of_too_many_commands_is_refused() {
+        let mut s = Server::new(1, "k", 0, 1);
+        let cmd = "mcmd=spawn\nnprocs=1\nexecname=a\ntotspawns=100000\nspawnssofar=1\n\
+                   argcnt=0\npreput_num=0\ninfo_num=0\nendcmd\n";
+        assert!(ask(&mut s, 0, cmd).is_empty());
+        assert!(matches!(
+            s.poll_event(),
+            Some(Event::LimitExceeded { client: 0, .. })
+        ));
     }
 
     #[test]

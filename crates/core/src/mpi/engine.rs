@@ -217,6 +217,7 @@ impl Engine {
     pub fn reconfigure(&mut self) -> std::result::Result<(), String> {
         self.pml.policy = Policy::from_config(&self.cfg)?;
         self.net.set_tcp_frag(self.cfg.tcp_frag_bytes as usize);
+        self.net.set_tcp_lanes(&self.cfg)?;
         self.net.set_shm_copy(
             self.cfg.shm_coop_min as usize,
             self.cfg.shm_coop_chunk as usize,

@@ -307,6 +307,15 @@ impl Slab {
         }
     }
 
+    /// Slots of the live requests.
+    pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_some())
+            .map(|(i, _)| i as u32)
+    }
+
     pub fn live(&self) -> usize {
         self.live
     }

@@ -24,9 +24,10 @@ pub use crate::ids::Gpid;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Card {
-    /// Host identity for the choice of transport (`hostname` tunable, else the kernel's).
+    /// Host identity for the choice of transport (`hostname` tunable, else the kernel's host
+    /// name, boot id and network namespace: see [`host_identity`]).
     pub host: String,
-    /// The kernel's host name: the machine whose CPUs the process shares.
+    /// The machine whose CPUs the process shares (its kernel's boot id, [`machine_id`]).
     pub node: String,
     pub pid: u32,
     pub tcp: Option<SocketAddr>,
@@ -79,8 +80,12 @@ pub struct Boot {
     pub size: u32,
     pub appnum: i32,
     pub jobid: String,
-    /// Host identity for the choice of transport (`hostname` tunable, else the kernel's).
+    /// This host's name (`hostname` tunable, else the kernel's): for messages and
+    /// MPI_Get_processor_name.
     pub hostname: String,
+    /// Host identity for the choice of transport: the `hostname` tunable as given (emulated
+    /// hosts), else [`host_identity`].
+    pub host_id: String,
     /// Every process's card, by rank (None before [`Boot::exchange`], or for a singleton).
     pub cards: Vec<Option<Card>>,
     /// Every process's host identity, by rank.
@@ -120,6 +125,11 @@ impl Boot {
                 .and_then(|m| one_node(&m, size as usize)),
             None => Some(true),
         };
+        let host_id = if cfg.hostname.is_empty() {
+            host_identity(&hostname)
+        } else {
+            hostname.clone()
+        };
         Ok(Boot {
             key: None,
             one_node,
@@ -128,7 +138,8 @@ impl Boot {
             size,
             appnum,
             jobid,
-            hosts: vec![hostname.clone(); size as usize],
+            hosts: vec![host_id.clone(); size as usize],
+            host_id,
             hostname,
             cards: vec![None; size as usize],
         })
@@ -158,8 +169,8 @@ impl Boot {
             self.key = Some(key);
         }
         let card = Card {
-            host: self.hostname.clone(),
-            node: kernel_hostname(),
+            host: self.host_id.clone(),
+            node: machine_id(),
             pid: std::process::id(),
             tcp,
             cpus: affinity(),
@@ -210,7 +221,7 @@ impl Boot {
     /// The processes on this host (ascending gpids), us included.
     pub fn local(&self) -> Vec<Gpid> {
         (0..self.size)
-            .filter(|&r| self.hosts[r as usize] == self.hostname)
+            .filter(|&r| self.hosts[r as usize] == self.host_id)
             .collect()
     }
 
@@ -222,11 +233,11 @@ impl Boot {
     }
 
     /// Processes of the job on this machine, and the CPUs they may use between them. The
-    /// machine is the kernel's host name: emulated hosts share its CPUs, and each process may
-    /// be pinned to one CPU, so one process's own mask says little.
+    /// machine is the kernel's boot id: emulated hosts (names, network namespaces) share its
+    /// CPUs, and each process may be pinned to one CPU, so one process's own mask says little.
     pub fn placement(&self) -> (usize, usize) {
         let own_mask = affinity();
-        let node = kernel_hostname();
+        let node = machine_id();
         let masks: Vec<&[u64]> = match self.pmi.as_ref().filter(|_| self.size > 1) {
             Some(_) => self
                 .cards
@@ -313,6 +324,36 @@ fn cpus_of(masks: &[&[u64]]) -> usize {
         })
         .sum::<usize>()
         .max(1)
+}
+
+/// This process's host identity for the choice of transport: the kernel's host name, the boot
+/// (the machine) and the network namespace. Processes in different network namespaces are
+/// different hosts even on one machine (their loopback and addresses differ), as are those of
+/// different machines that happen to share a host name.
+pub fn host_identity(name: &str) -> String {
+    let netns = std::fs::read_link("/proc/self/ns/net")
+        .ok()
+        .and_then(|l| {
+            let l = l.to_string_lossy().into_owned();
+            let n = l
+                .strip_prefix("net:[")?
+                .strip_suffix(']')?
+                .parse::<u64>()
+                .ok()?;
+            Some(format!("{n:x}"))
+        })
+        .unwrap_or_default();
+    format!("{name}~{}.{netns}", &machine_id()[..8])
+}
+
+/// The running kernel's boot id: one per machine (and per boot), shared by every namespace and
+/// container on it; the kernel host name when it cannot be read.
+pub fn machine_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().replace('-', ""))
+        .filter(|s| s.len() >= 8 && s.chars().all(|c| c.is_ascii_hexdigit()))
+        .unwrap_or_else(|| format!("{:0<8}", sanitize(&kernel_hostname())))
 }
 
 pub fn kernel_hostname() -> String {
@@ -415,6 +456,23 @@ fn sanitize(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_identity_names_the_host_machine_and_network_namespace() {
+        let id = host_identity("h1");
+        let (name, rest) = id.split_once('~').unwrap();
+        assert_eq!(name, "h1");
+        let (boot, netns) = rest.split_once('.').unwrap();
+        assert_eq!(boot, &machine_id()[..8]);
+        assert!(
+            !netns.is_empty() && netns.chars().all(|c| c.is_ascii_hexdigit()),
+            "{id}"
+        );
+        // Nothing a business card or PMI value cannot carry.
+        assert!(!id.contains(['|', ' ', '=', '\\']));
+        assert_eq!(host_identity("h1"), id);
+        assert_ne!(host_identity("h2"), id);
+    }
 
     #[test]
     fn cards_roundtrip_and_reject_garbage() {

@@ -154,7 +154,9 @@ pub struct Caps {
     pub ordered: bool,
     /// Largest payload of one frame.
     pub max_payload: usize,
-    /// Connections (lanes) the transport offers to the peer; 1 for a single channel.
+    /// Connections (lanes) the transport stripes bulk data to the peer over now
+    /// ([`Transport::send_any`]); 1 for a single channel. It may change as the transport
+    /// measures the link.
     pub lanes: u8,
     /// Can read a region the peer exposed ([`Transport::get`]).
     pub get: bool,
@@ -235,6 +237,30 @@ impl ChannelCounters {
         self.promotions += o.promotions;
         self.demotions += o.demotions;
         self.usage.add(&o.usage);
+    }
+}
+
+/// Lanes a transport reports bytes for, at most.
+pub const STAT_LANES: usize = 16;
+
+/// What a transport counted, as MPI_T shows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Connections refused: failed or forged handshakes, duplicates, floods.
+    pub rejected: u64,
+    /// Connections open to peers beyond the first per peer (striping lanes).
+    pub extra_lanes: u64,
+    /// Payload bytes of bulk data sent on each lane number.
+    pub lane_bytes: [u64; STAT_LANES],
+}
+
+impl std::ops::AddAssign for Stats {
+    fn add_assign(&mut self, o: Stats) {
+        self.rejected += o.rejected;
+        self.extra_lanes += o.extra_lanes;
+        for (a, b) in self.lane_bytes.iter_mut().zip(o.lane_bytes) {
+            *a += b;
+        }
     }
 }
 
@@ -358,6 +384,20 @@ pub trait Transport {
         token: Token,
     ) -> Result<Sent, SendError>;
 
+    /// Send a frame that may overtake the others to `peer` (rendezvous data, which its
+    /// receiver places by the offset in its header): a transport with several lanes to the
+    /// peer ([`Caps::lanes`]) picks one, otherwise it is [`Transport::send`].
+    fn send_any(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        self.send(peer, hdr, small, body, token)
+    }
+
     /// Send a frame only if the transport can take all of it now, without holding on to
     /// `body` and without queueing it behind other output. False: nothing was sent.
     fn try_send(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], body: &[u8]) -> bool {
@@ -458,10 +498,9 @@ pub trait Transport {
         ChannelCounters::default()
     }
 
-    /// Connections refused so far (failed or forged handshakes, duplicates, floods): none for
-    /// a transport without connections.
-    fn rejected(&self) -> u64 {
-        0
+    /// What the transport counted (MPI_T performance variables): zero where it counts nothing.
+    fn stats(&self) -> Stats {
+        Stats::default()
     }
 
     /// Close every channel (at finalize, after all traffic is done).

@@ -11,12 +11,14 @@ use std::net::SocketAddr;
 
 use super::selfloop::SelfLoop;
 use super::shm::{Geometry, Shm};
+use super::tcp::lanes::Mode;
 use super::tcp::Tcp;
+use super::tcp::MAX_LANES;
 use super::{
     Caps, ChannelCounters, ChannelState, Copied, CopyError, FrameSink, Gpid, Region, Route,
     SendError, Sent, Span, Token, Transport, Usage, HEADER_LEN,
 };
-use crate::config::{parse_rules, Config};
+use crate::config::{parse_rules, Config, RankSet};
 use crate::error::{ErrorClass, MpiError};
 use crate::runtime::bootstrap::{io_err, Boot};
 
@@ -77,6 +79,15 @@ fn unreachable(peer: Gpid) -> SendError {
 
 /// Cooperative-copy slots each process offers (large sends in flight at once that may use it).
 const COOP_SLOTS: usize = 64;
+
+/// The lane mode for TCP peers and the per-peer rules, from the tunables.
+fn lane_settings(cfg: &Config) -> std::result::Result<(Mode, Vec<(RankSet, Mode)>), String> {
+    let max = cfg.tcp_lanes_max.clamp(1, MAX_LANES as i64) as u8;
+    let mode = Mode::parse(&cfg.tcp_lanes, max).map_err(|e| format!("tcp_lanes: {e}"))?;
+    let rules = parse_rules(&cfg.tcp_lanes_peers, |v| Mode::parse(v, max))
+        .map_err(|e| format!("tcp_lanes_peers: {e}"))?;
+    Ok((mode, rules))
+}
 
 /// `transports`-style list: `shm,tcp`.
 fn transport_list(text: &str) -> std::result::Result<Vec<&'static str>, String> {
@@ -139,6 +150,8 @@ impl Net {
         boot.exchange(tcp.as_ref().map(|t| SocketAddr::from((bind, t.port()))))?;
         if let (Some(t), Some(key)) = (tcp.as_mut(), boot.key) {
             t.start(key, size as usize);
+            let (mode, rules) = lane_settings(cfg).map_err(|e| cfg_err("TCP_LANES", e))?;
+            t.set_lanes(mode, rules);
         }
         let local = boot.local();
 
@@ -277,6 +290,15 @@ impl Net {
         }
     }
 
+    /// Lanes on TCP (`tcp_lanes`, `tcp_lanes_peers`, `tcp_lanes_max`); Err names the problem.
+    pub fn set_tcp_lanes(&mut self, cfg: &Config) -> std::result::Result<(), String> {
+        let (mode, rules) = lane_settings(cfg)?;
+        if let Some(t) = self.tcp.as_mut() {
+            t.set_lanes(mode, rules);
+        }
+        Ok(())
+    }
+
     /// Cooperative single copy on shared memory (`shm_coop_min`, `shm_coop_chunk`).
     pub fn set_shm_copy(&mut self, min: usize, chunk: usize) {
         if let Some(s) = self.shm.as_mut() {
@@ -315,6 +337,17 @@ impl Transport for Net {
         token: Token,
     ) -> Result<Sent, SendError> {
         on_route!(self, peer, t => t.send(peer, hdr, small, body, token), Err(unreachable(peer)))
+    }
+
+    fn send_any(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        on_route!(self, peer, t => t.send_any(peer, hdr, small, body, token), Err(unreachable(peer)))
     }
 
     #[inline]
@@ -390,8 +423,15 @@ impl Transport for Net {
             Err(CopyError::Refused(format!("no transport reaches process {peer}"))))
     }
 
-    fn rejected(&self) -> u64 {
-        self.tcp.as_ref().map_or(0, |t| t.rejected())
+    fn stats(&self) -> super::Stats {
+        let mut s = super::Stats::default();
+        if let Some(t) = self.tcp.as_ref() {
+            s += t.stats();
+        }
+        if let Some(t) = self.shm.as_ref() {
+            s += t.stats();
+        }
+        s
     }
 
     /// Dedicated channels of every transport; [`Net::channel_slots_of`] gives one route's.

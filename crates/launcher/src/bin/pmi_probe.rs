@@ -16,6 +16,8 @@
 //!       exit-after=N   finalize, then exit with status N
 //!       abort=N[:MSG]  call PMI abort with code N and MSG, then exit with N
 //!       garbage        write a line that is not PMI to the PMI socket, then sleep
+//!       flood          put keys with the longest value the server allows until a put fails
+//!                      (prints "flood R KEYS" then), then sleep
 //! ```
 //! Exit status 2: bad usage; 3: not started by a PMI process manager; 4: a PMI call failed or a
 //! value read back was wrong; 5: the PMI socket is not close-on-exec.
@@ -151,6 +153,15 @@ fn main() {
                 None if action == "sigkill" => {
                     // SAFETY: signalling ourselves.
                     unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+                }
+                None if action == "flood" => {
+                    let v = "f".repeat(pmi.max_value_len());
+                    let mut n = 0u64;
+                    while pmi.put(&format!("flood-{n}"), &v).is_ok() {
+                        n += 1;
+                    }
+                    let _ = writeln!(out.lock(), "flood {rank} {n}");
+                    std::thread::sleep(Duration::from_secs(30));
                 }
                 None if action == "garbage" => {
                     let line = b"this is not PMI\n";

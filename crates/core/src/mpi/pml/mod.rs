@@ -722,7 +722,44 @@ impl FrameSink for Pml {
                 if self.verbose {
                     eprintln!("Protean[{}]: lost process {peer}: {why}", self.me);
                 }
+                self.fail_with(peer, why);
             }
+        }
+    }
+}
+
+impl Pml {
+    /// The channel to `peer` broke: every operation under way with it (a send waiting for
+    /// its receiver or streaming, a receive whose message is arriving) ends with an error
+    /// naming the peer and the reason, rather than waiting for bytes that will not come.
+    fn fail_with(&mut self, peer: Gpid, why: &str) {
+        let slots: Vec<u32> = self
+            .reqs
+            .slots()
+            .filter(|&s| {
+                self.reqs.get(s).is_some_and(|r| {
+                    r.peer == peer
+                        && !r.complete
+                        && match r.kind {
+                            Kind::Send => !r.send.is_done(),
+                            Kind::Recv => r.recv.state() == RecvState::Receiving,
+                            Kind::Done => false,
+                        }
+                })
+            })
+            .collect();
+        let p = &mut self.peers[peer as usize];
+        self.backlogged -= p.backlog.len();
+        p.backlog.clear();
+        for s in slots {
+            self.streaming.retain(|x| *x != s);
+            self.fail(
+                s,
+                MpiError::new(
+                    ErrorClass::Other,
+                    format!("the connection to process {peer} broke: {why}"),
+                ),
+            );
         }
     }
 }

@@ -6,6 +6,8 @@ use super::*;
 /// Largest piece of a streamed non-contiguous send (one Data frame).
 pub(super) const STREAM_PIECE: usize = 64 * 1024;
 
+/// Smallest Data frame of a message striped over several lanes.
+pub(super) const STRIPE_PIECE_MIN: usize = 64 * 1024;
 /// Smallest piece of a streamed send (unless the channel's frames are smaller).
 pub(super) const STREAM_PIECE_MIN: usize = 8 * 1024;
 
@@ -261,7 +263,15 @@ impl Pml {
             return self.pump_packed(slot, io);
         }
         let peer = r.peer;
-        let frag = self.peers[peer as usize].max_payload.max(1);
+        let max = self.peers[peer as usize].max_payload.max(1);
+        // Striped over several lanes: pieces small enough for every lane to carry a few, so a
+        // slow lane holds back less of the message.
+        let lanes = io.caps(peer).lanes.max(1) as usize;
+        let frag = if lanes > 1 {
+            (r.len / (lanes * 4)).clamp(STRIPE_PIECE_MIN, max)
+        } else {
+            max
+        };
         let fb = self.peers[peer as usize].fb_out;
         self.peers[peer as usize].sent_since = true;
         while r.off < r.len {
@@ -275,7 +285,7 @@ impl Pml {
             // SAFETY: the send buffer stays valid until the request completes, which waits for
             // every pending Data frame (`inflight`).
             let body = unsafe { std::slice::from_raw_parts(r.buf.add(r.off), n) };
-            match io.send(peer, &hdr, &[], body, Token(wire)) {
+            match io.send_any(peer, &hdr, &[], body, Token(wire)) {
                 Ok(Sent::Done) => r.off += n,
                 Ok(Sent::Pending) => {
                     r.off += n;

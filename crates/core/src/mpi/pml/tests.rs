@@ -1204,3 +1204,31 @@ fn placement_waits_whole_for_streams_and_not_for_lone_messages() {
     assert!(done(&t.b, r) && done(&t.a, s));
     assert_eq!(dst, data);
 }
+
+/// A broken channel ends what is under way with the peer, with an error naming it; nothing
+/// waits for bytes that will not come.
+#[test]
+fn a_lost_peer_fails_what_is_under_way_with_it() {
+    let mut t = Pair::new(Protocol::Rendezvous, false);
+    let data = vec![5u8; 1000];
+    let mut buf = vec![0u8; 1000];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
+    let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
+    // The request-to-send arrives and is matched; its data never comes.
+    let (h, p) = t.ab.frames.pop_front().unwrap();
+    t.b.on_frame(0, &h, &p);
+    assert!(!done(&t.b, r));
+    t.b.on_peer_lost(0, "lane 2 reset");
+    assert!(done(&t.b, r));
+    let e = status(&t.b, r).error.unwrap();
+    assert!(
+        e.msg.contains("process 0") && e.msg.contains("lane 2 reset"),
+        "{e:?}"
+    );
+    // The sender, waiting for its clear-to-send, ends too; a later send fails at once.
+    t.a.on_peer_lost(1, "connection reset");
+    assert!(done(&t.a, s));
+    assert!(status(&t.a, s).error.is_some());
+    let (s2, d2) = send(&mut t.a, &mut t.ab, &data, 2, Mode::Standard);
+    assert!(d2 && status(&t.a, s2).error.is_some());
+}

@@ -543,8 +543,7 @@ impl Shm {
         cma::allow_peers();
         // SAFETY: our own segment holds the slot array at the end of its geometry, mapped as
         // long as `own` (kept by the Shm with the copier).
-        let coop_slots =
-            unsafe { coop::CoopSlots::new(own.base.add(g.coop_off()), g.coop as u32) };
+        let coop_slots = unsafe { coop::CoopSlots::new(own.base.add(g.coop_off()), g.coop as u32) };
         Ok(Shm {
             jobid: jobid.to_string(),
             me,
@@ -983,9 +982,7 @@ impl Shm {
                 (CTL_REVOKE, Some(m)) => self.on_revoke(from, m),
                 (CTL_SWITCH, Some(m)) => self.on_switch(from, m),
                 (CTL_RELEASE, Some(m)) => self.on_release(from, m),
-                (CTL_GRANT | CTL_REVOKE | CTL_SWITCH | CTL_RELEASE, None) => {
-                    self.bad_records += 1
-                }
+                (CTL_GRANT | CTL_REVOKE | CTL_SWITCH | CTL_RELEASE, None) => self.bad_records += 1,
                 _ => self.copier.bad_requests += 1,
             }
         }
@@ -1609,12 +1606,19 @@ mod tests {
                 let mut v = group(&format!("move{gi}s{seed}"), 4, g);
                 let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
                 assert_eq!(v[0].channel_slots(), g.nfast);
-                assert!(!v[1].has_fast_channel(0), "3 peers do not fit {} channels", g.nfast);
+                assert!(
+                    !v[1].has_fast_channel(0),
+                    "3 peers do not fit {} channels",
+                    g.nfast
+                );
                 let mut told: Vec<usize> = (0..4).map(|s| v[s].caps(0).max_payload).collect();
                 let mut sent = [0u32; 4];
                 let mut next = [0u32; 4];
                 let mut sinks: Vec<Collect> = (0..4).map(|_| Collect::default()).collect();
-                let step = |v: &mut Vec<Shm>, sinks: &mut Vec<Collect>, told: &mut Vec<usize>, i: usize| {
+                let step = |v: &mut Vec<Shm>,
+                            sinks: &mut Vec<Collect>,
+                            told: &mut Vec<usize>,
+                            i: usize| {
                     v[i].progress(&mut sinks[i]);
                     for (peer, m) in sinks[i].caps.drain(..) {
                         assert_eq!(peer, 0);
@@ -1667,7 +1671,10 @@ mod tests {
                     }
                     check_order(&std::mem::take(&mut sinks[0].frames), &mut next);
                     let settled = (1..4).all(|s| {
-                        matches!(v[0].channel(s), ChannelState::Shared | ChannelState::Connected)
+                        matches!(
+                            v[0].channel(s),
+                            ChannelState::Shared | ChannelState::Connected
+                        )
                     });
                     if next == sent && settled {
                         break;
@@ -1698,7 +1705,11 @@ mod tests {
                     assert_eq!(v[s].has_fast_channel(0), held);
                     assert_eq!(
                         told[s],
-                        if held { ring::max_payload(g.ring_bytes / 64) } else { g.cell_bytes - queue::CELL_HDR },
+                        if held {
+                            ring::max_payload(g.ring_bytes / 64)
+                        } else {
+                            g.cell_bytes - queue::CELL_HDR
+                        },
                         "the sender was told the caps of its path"
                     );
                 }
@@ -1765,7 +1776,11 @@ mod tests {
                     let mut seq = 0u32;
                     let mut last = std::time::Instant::now();
                     while seq < N {
-                        assert!(last.elapsed().as_secs() < 20, "sender {from} stuck at {seq}: {}", s.lane_debug(0));
+                        assert!(
+                            last.elapsed().as_secs() < 20,
+                            "sender {from} stuck at {seq}: {}",
+                            s.lane_debug(0)
+                        );
                         s.progress(&mut sink);
                         if let Some(&(_, m)) = sink.caps.last() {
                             told = m;
@@ -1809,7 +1824,10 @@ mod tests {
                 t.elapsed().as_secs() < 30,
                 "stalled at {next:?}: slots {:?}, polled {:?}, out {:?}",
                 r.0.slots,
-                r.0.rx_fast.iter().map(|c| (c.from, c.slot, c.quiesce, c.rx.position())).collect::<Vec<_>>(),
+                r.0.rx_fast
+                    .iter()
+                    .map(|c| (c.from, c.slot, c.quiesce, c.rx.position()))
+                    .collect::<Vec<_>>(),
                 r.0.ctl_out
             );
             r.0.progress(&mut sink);

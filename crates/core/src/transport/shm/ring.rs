@@ -222,7 +222,11 @@ impl Tx {
     #[inline]
     pub fn push(&mut self, hdr: &[u8; HEADER_LEN], parts: &[&[u8]]) -> bool {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        assert!(len <= self.max_payload, "ring frame {len} > {}", self.max_payload);
+        assert!(
+            len <= self.max_payload,
+            "ring frame {len} > {}",
+            self.max_payload
+        );
         let need = lines_for(len);
         let to_end = self.ch.lines - (self.tail & (self.ch.lines - 1));
         let wrap = if need > to_end { to_end } else { 0 };

@@ -39,8 +39,18 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::{Await, Caps, FrameSink, Gpid, SendError, Sent, Token, Transport, HEADER_LEN};
 
 pub mod hello;
+pub mod lanes;
 
+use crate::config::RankSet;
 use hello::{Hello, Key, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
+use lanes::{LaneCtl, Mode};
+
+/// Lanes a peer may have at most (the `accepted` bit sets and the per-lane counters).
+pub const MAX_LANES: u8 = 16;
+/// Bulk data striped over lanes waits in the engine (`NotNow`) rather than queue more than this
+/// on a lane: pieces stay free to go to whichever lane drains first, including lanes that
+/// are still opening.
+const LANE_QUEUE_MAX: usize = 1 << 20;
 
 const PREFIX: usize = 4 + HEADER_LEN;
 /// Largest payload a frame may have at all (the length prefix is 32 bits); the limit in force
@@ -126,6 +136,8 @@ struct Conn {
     connecting: Option<Box<Connecting>>,
     /// The largest frame payload the peer accepts (from the handshake).
     peer_max: usize,
+    /// Which of the peer's lanes this connection is (0: the one frames keep their order on).
+    lane: u8,
 }
 
 impl Conn {
@@ -188,9 +200,32 @@ impl Conn {
 
 /// Our side of a connection we opened, until the acceptor proved it holds the key.
 struct Connecting {
+    /// The TCP connection itself is still being set up (a lane opened without waiting).
+    tcp_pending: bool,
     hello: [u8; HELLO_LEN],
+    hello_sent: usize,
     challenge: [u8; CHALLENGE_LEN],
     got: usize,
+}
+
+/// A peer's lanes, as the sender of bulk data sees them.
+struct PeerLanes {
+    /// Our connections to the peer, by lane (lane 0 is also `send_conn`).
+    conns: Vec<Option<usize>>,
+    /// The lane the next piece tries first (pieces go round the lanes).
+    next: usize,
+    ctl: LaneCtl,
+    burst: Option<Burst>,
+}
+
+/// A run of bulk data to one peer, from when its lanes were idle until they are idle again
+/// (every byte acknowledged): what the lane count is measured by.
+struct Burst {
+    start: std::time::Instant,
+    bytes: u64,
+    /// Lanes it used, and whether all of them were open when it began.
+    lanes: u8,
+    clean: bool,
 }
 
 /// Where the handshake of an incoming connection is.
@@ -247,8 +282,17 @@ pub struct Tcp {
     nprocs: usize,
     /// Largest frame payload we accept (`tcp_frame_max`, announced in the handshake).
     frame_max: usize,
-    /// By peer: an authenticated connection it opened to us exists (a second one is refused).
-    accepted: Vec<bool>,
+    /// By peer, a bit per lane: an authenticated connection it opened to us for that lane
+    /// exists (a second one is refused).
+    accepted: Vec<u64>,
+    /// Bulk data: lanes by peer, how many each peer gets (a default and per-peer rules), and
+    /// payload bytes sent on each lane number.
+    peer_lanes: Vec<Option<Box<PeerLanes>>>,
+    lane_mode: Mode,
+    lane_rules: Vec<(RankSet, Mode)>,
+    lane_bytes: [u64; MAX_LANES as usize],
+    /// Bursts under way (see [`Burst`]).
+    bursts: usize,
     /// Connections refused: bad handshakes, failed proofs, duplicates, timeouts, floods.
     rejected: u64,
 }
@@ -258,6 +302,28 @@ fn would_block(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
     )
+}
+
+/// The least round trip a connection has seen (TCP_INFO `tcpi_min_rtt`: the smoothed one
+/// includes the time data waits in full buffers, which bulk transfers make long even on
+/// loopback), zero when the kernel does not say.
+fn rtt_of(s: &Socket) -> std::time::Duration {
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: TCP_INFO fills at most `len` bytes of our struct.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::from_micros(info.tcpi_min_rtt as u64)
 }
 
 /// Read into `buf[*got..]` without waiting: Ok(true) once `buf` is full, Ok(false) when the
@@ -362,6 +428,11 @@ impl Tcp {
             frame_max: frame_max.clamp(1, MAX_PAYLOAD),
             accepted: Vec::new(),
             rejected: 0,
+            peer_lanes: Vec::new(),
+            lane_mode: Mode::Fixed(1),
+            lane_rules: Vec::new(),
+            lane_bytes: [0; MAX_LANES as usize],
+            bursts: 0,
         })
     }
 
@@ -369,7 +440,49 @@ impl Tcp {
     pub fn start(&mut self, key: Key, nprocs: usize) {
         self.key = Some(key);
         self.nprocs = nprocs;
-        self.accepted.resize(nprocs, false);
+        self.accepted.resize(nprocs, 0);
+    }
+
+    /// How many lanes bulk data to each peer uses: `default`, unless a rule names the peer
+    /// (first match). Peers already measured keep what they learned if their mode is the same.
+    pub fn set_lanes(&mut self, default: Mode, rules: Vec<(RankSet, Mode)>) {
+        self.lane_mode = default;
+        self.lane_rules = rules;
+        for (g, pl) in self.peer_lanes.iter_mut().enumerate() {
+            if let Some(pl) = pl {
+                let m = Self::mode_for(self.lane_mode, &self.lane_rules, g as Gpid);
+                if pl.ctl.mode() != m {
+                    pl.ctl = LaneCtl::new(m);
+                }
+            }
+        }
+    }
+
+    fn mode_for(default: Mode, rules: &[(RankSet, Mode)], peer: Gpid) -> Mode {
+        rules
+            .iter()
+            .find(|(s, _)| s.contains(peer))
+            .map_or(default, |(_, m)| *m)
+    }
+
+    /// Lanes bulk data to `peer` uses now.
+    pub fn lanes_of(&self, peer: Gpid) -> u8 {
+        match self.peer_lanes.get(peer as usize) {
+            Some(Some(pl)) => pl.ctl.target(),
+            _ => match Self::mode_for(self.lane_mode, &self.lane_rules, peer) {
+                Mode::Fixed(n) => n,
+                Mode::Auto { .. } => 1,
+            },
+        }
+    }
+
+    /// Connections open (or opening) to peers, beyond the first per peer: lanes in use.
+    pub fn extra_lanes(&self) -> u64 {
+        self.peer_lanes
+            .iter()
+            .flatten()
+            .map(|pl| pl.conns.iter().skip(1).flatten().count() as u64)
+            .sum()
     }
 
     /// The port we listen on.
@@ -392,17 +505,29 @@ impl Tcp {
     }
 
     fn tune(&self, s: &Socket) -> io::Result<()> {
+        self.size_buffers(s);
         if self.nodelay {
             s.set_tcp_nodelay(true)?;
-        }
-        if self.sockbuf > 0 {
-            let _ = s.set_send_buffer_size(self.sockbuf);
-            let _ = s.set_recv_buffer_size(self.sockbuf);
         }
         s.set_nonblocking(true)
     }
 
-    fn add_conn(&mut self, sock: Socket, peer: Gpid, connecting: Option<Box<Connecting>>) -> usize {
+    /// Socket buffers, set before a connection opens so that its window scale is chosen for
+    /// them (`tcp_sockbuf`; 0 leaves the kernel's defaults and autotuning).
+    fn size_buffers(&self, s: &Socket) {
+        if self.sockbuf > 0 {
+            let _ = s.set_send_buffer_size(self.sockbuf);
+            let _ = s.set_recv_buffer_size(self.sockbuf);
+        }
+    }
+
+    fn add_conn(
+        &mut self,
+        sock: Socket,
+        peer: Gpid,
+        lane: u8,
+        connecting: Option<Box<Connecting>>,
+    ) -> usize {
         let i = self.conns.len();
         // A write that is not a whole number of segments ends in a short one, which costs
         // (on loopback) about as much as a full one: cap writes at whole segments.
@@ -447,11 +572,12 @@ impl Tcp {
             send_cap,
             connecting,
             peer_max: self.frame_max,
+            lane,
         });
         if self.send_conn.len() <= peer as usize {
             self.send_conn.resize(peer as usize + 1, None);
         }
-        if self.send_conn[peer as usize].is_none() {
+        if lane == 0 && self.send_conn[peer as usize].is_none() {
             self.send_conn[peer as usize] = Some(i);
         }
         i
@@ -465,6 +591,7 @@ impl Tcp {
             .flatten()
             .ok_or_else(|| io::Error::other(format!("no TCP address known for process {peer}")))?;
         let s = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+        self.size_buffers(&s);
         let mut tries = 0;
         loop {
             match s.connect(&addr.into()) {
@@ -478,13 +605,7 @@ impl Tcp {
             }
         }
         // The hello goes at once; frames wait until the acceptor proved the key.
-        let hello = Hello {
-            gpid: self.me,
-            lane: 0,
-            max_frame: self.frame_max as u32,
-            nonce: hello::nonce(),
-        }
-        .encode();
+        let hello = self.hello(0);
         let mut sent = 0;
         while sent < HELLO_LEN {
             match s.send(&hello[sent..]) {
@@ -501,11 +622,55 @@ impl Tcp {
             );
         }
         let hs = Box::new(Connecting {
+            tcp_pending: false,
             hello,
+            hello_sent: HELLO_LEN,
             challenge: [0; CHALLENGE_LEN],
             got: 0,
         });
-        Ok(self.add_conn(s, peer, Some(hs)))
+        Ok(self.add_conn(s, peer, 0, Some(hs)))
+    }
+
+    fn hello(&self, lane: u8) -> [u8; HELLO_LEN] {
+        Hello {
+            gpid: self.me,
+            lane,
+            max_frame: self.frame_max as u32,
+            nonce: hello::nonce(),
+        }
+        .encode()
+    }
+
+    /// Open lane `lane` (> 0) to `peer` without waiting: the connection, the hello and the
+    /// challenge complete in later passes (`finish_connect`).
+    fn open_lane(&mut self, peer: Gpid, lane: u8) -> io::Result<usize> {
+        let addr = self
+            .addrs
+            .get(peer as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| io::Error::other(format!("no TCP address known for process {peer}")))?;
+        let s = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+        self.tune(&s)?;
+        match s.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        if self.verbose {
+            eprintln!(
+                "Protean[{}]: opening tcp lane {lane} to process {peer} at {addr}",
+                self.me
+            );
+        }
+        let hs = Box::new(Connecting {
+            tcp_pending: true,
+            hello: self.hello(lane),
+            hello_sent: 0,
+            challenge: [0; CHALLENGE_LEN],
+            got: 0,
+        });
+        Ok(self.add_conn(s, peer, lane, Some(hs)))
     }
 
     fn conn_for(&mut self, peer: Gpid) -> io::Result<usize> {
@@ -554,13 +719,14 @@ impl Tcp {
                 Ok(false) => i += 1,
                 Ok(true) => {
                     let inc = self.incoming.swap_remove(i);
-                    if self.accepted[inc.peer as usize] {
+                    let bit = 1u64 << inc.lane;
+                    if self.accepted[inc.peer as usize] & bit != 0 {
                         self.reject("a second connection from an already connected process");
                         continue;
                     }
                     if self.tune(&inc.sock).is_ok() {
-                        self.accepted[inc.peer as usize] = true;
-                        self.add_conn(inc.sock, inc.peer, None);
+                        self.accepted[inc.peer as usize] |= bit;
+                        self.add_conn(inc.sock, inc.peer, inc.lane, None);
                     }
                 }
                 Err(why) => {
@@ -600,6 +766,9 @@ impl Tcp {
                     }
                     if (h.max_frame as usize) < 4096 {
                         return Err(format!("a frame limit of {} bytes", h.max_frame));
+                    }
+                    if h.lane >= MAX_LANES {
+                        return Err(format!("lane {} (at most {MAX_LANES})", h.lane));
                     }
                     inc.peer = h.gpid;
                     inc.lane = h.lane;
@@ -905,7 +1074,37 @@ impl Tcp {
             return true;
         };
         let fd = c.sock.as_raw_fd();
-        let failed = match read_exact_nb(fd, &mut hs.challenge, &mut hs.got) {
+        if hs.tcp_pending {
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            // SAFETY: polling one descriptor we own, without waiting.
+            if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 {
+                return false;
+            }
+            if let Ok(Some(e)) | Err(e) = c.sock.take_error() {
+                let why = format!("cannot open lane {} to process {}: {e}", c.lane, c.peer);
+                c.closed = true;
+                c.connecting = None;
+                c.out.clear();
+                c.queued = 0;
+                sink.on_peer_lost(c.peer, &why);
+                return false;
+            }
+            hs.tcp_pending = false;
+        }
+        let failed = match write_all_nb(fd, &hs.hello, &mut hs.hello_sent) {
+            Ok(false) => return false,
+            Ok(true) => None,
+            Err(e) => Some(e),
+        };
+        let failed = match failed {
+            Some(e) => Err(e),
+            None => read_exact_nb(fd, &mut hs.challenge, &mut hs.got),
+        };
+        let failed = match failed {
             Ok(false) => return false,
             Ok(true) => match hello::check_challenge(&key, &hs.hello, c.peer, &hs.challenge) {
                 Ok((max, proof)) => {
@@ -969,6 +1168,183 @@ impl Tcp {
         token: Token,
     ) -> io::Result<Sent> {
         let ci = self.conn_for(peer)?;
+        self.post_on(ci, peer, hdr, small, body, token)
+    }
+
+    /// The lanes of `peer`, made on first use.
+    fn lanes_mut(&mut self, peer: Gpid) -> &mut PeerLanes {
+        let i = peer as usize;
+        if self.peer_lanes.len() <= i {
+            self.peer_lanes.resize_with(i + 1, || None);
+        }
+        let (mode, rules) = (self.lane_mode, &self.lane_rules);
+        self.peer_lanes[i].get_or_insert_with(|| {
+            Box::new(PeerLanes {
+                conns: Vec::new(),
+                next: 0,
+                ctl: LaneCtl::new(Self::mode_for(mode, rules, peer)),
+                burst: None,
+            })
+        })
+    }
+
+    /// Queue a frame of bulk data (one that may overtake others) on one of the peer's lanes:
+    /// the open lane with the least output queued. Lanes up to the peer's target are opened
+    /// first, without waiting; until they are ready the others carry the data.
+    fn post_any(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        let failed = |e: io::Error| SendError::Failed(e.to_string());
+        let ci0 = self.conn_for(peer).map_err(failed)?;
+        let target = self.lanes_of(peer) as usize;
+        let measuring = match self.peer_lanes.get(peer as usize) {
+            Some(Some(pl)) => !pl.ctl.settled(),
+            _ => matches!(
+                Self::mode_for(self.lane_mode, &self.lane_rules, peer),
+                Mode::Auto { .. }
+            ),
+        };
+        if target <= 1 && !measuring {
+            self.lane_bytes[0] += (small.len() + body.len()) as u64;
+            return self
+                .post_on(ci0, peer, hdr, small, body, token)
+                .map_err(failed);
+        }
+        {
+            let pl = self.lanes_mut(peer);
+            if pl.conns.len() < target {
+                pl.conns.resize(target, None);
+            }
+            pl.conns[0] = Some(ci0);
+        }
+        for lane in 1..target {
+            let have = self.peer_lanes[peer as usize].as_ref().expect("made").conns[lane]
+                .is_some_and(|ci| !self.conns[ci].closed);
+            if !have {
+                let ci = self.open_lane(peer, lane as u8).map_err(failed)?;
+                self.peer_lanes[peer as usize].as_mut().expect("made").conns[lane] = Some(ci);
+            }
+        }
+        let conns = &self.conns;
+        let pl = self.peer_lanes[peer as usize].as_mut().expect("made");
+        let ready = |ci: &usize| !conns[*ci].closed && conns[*ci].connecting.is_none();
+        // Round the open lanes from the one after the last used, the first with room: every
+        // lane gets pieces, and one that drains slowly (its queue full) gets fewer.
+        let mut pick = None;
+        for k in 0..target {
+            let lane = (pl.next + k) % target;
+            if let Some(ci) = pl.conns[lane].filter(|ci| ready(ci)) {
+                if target <= 1 || conns[ci].queued < LANE_QUEUE_MAX {
+                    pick = Some((lane, ci));
+                    break;
+                }
+                pick = pick.or(Some((usize::MAX, ci)));
+            }
+        }
+        let ci = match pick {
+            Some((lane, ci)) if lane != usize::MAX => {
+                pl.next = lane + 1;
+                ci
+            }
+            Some(_) => return Err(SendError::NotNow),
+            None => ci0,
+        };
+        let len = (small.len() + body.len()) as u64;
+        if pl.burst.is_none() {
+            let idle = pl
+                .conns
+                .iter()
+                .flatten()
+                .all(|ci| conns[*ci].out.is_empty());
+            if idle {
+                let all_ready = pl.conns[..target]
+                    .iter()
+                    .flatten()
+                    .filter(|ci| ready(ci))
+                    .count()
+                    == target;
+                self.bursts += 1;
+                pl.burst = Some(Burst {
+                    start: std::time::Instant::now(),
+                    bytes: 0,
+                    lanes: target as u8,
+                    clean: all_ready,
+                });
+            }
+        }
+        if let Some(b) = pl.burst.as_mut() {
+            b.bytes += len;
+        }
+        let lane = self.conns[ci].lane as usize;
+        self.lane_bytes[lane.min(MAX_LANES as usize - 1)] += len;
+        self.post_on(ci, peer, hdr, small, body, token)
+            .map_err(failed)
+    }
+
+    /// Bursts of bulk data that ended (every lane idle, every byte acknowledged) tell the
+    /// peer's lane control what the link does.
+    fn end_bursts(&mut self) {
+        for g in 0..self.peer_lanes.len() {
+            let Some(pl) = self.peer_lanes[g].as_mut() else {
+                continue;
+            };
+            let Some(b) = pl.burst.as_ref() else {
+                continue;
+            };
+            let conns = &self.conns;
+            let lanes: Vec<usize> = pl.conns.iter().flatten().copied().collect();
+            if lanes.iter().any(|ci| !conns[*ci].out.is_empty()) {
+                continue;
+            }
+            // Bytes the kernel still holds unsent or unacknowledged.
+            let unacked = lanes.iter().any(|ci| {
+                let mut n: libc::c_int = 0;
+                // SAFETY: SIOCOUTQ writes an int for our own open socket.
+                let rc =
+                    unsafe { libc::ioctl(conns[*ci].sock.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+                rc == 0 && n > 0
+            });
+            if unacked {
+                continue;
+            }
+            let elapsed = b.start.elapsed();
+            let (bytes, used, clean) = (b.bytes, b.lanes, b.clean);
+            pl.burst = None;
+            self.bursts -= 1;
+            if !clean {
+                continue;
+            }
+            let rtt = lanes
+                .first()
+                .map_or(std::time::Duration::ZERO, |ci| rtt_of(&conns[*ci].sock));
+            if pl.ctl.observe(bytes, elapsed, used, rtt) && self.verbose {
+                eprintln!(
+                    "Protean[{}]: {} lanes to process {g} ({} bytes in {:?} on {used}, rtt {:?})",
+                    self.me,
+                    pl.ctl.target(),
+                    bytes,
+                    elapsed,
+                    rtt
+                );
+            }
+        }
+    }
+
+    /// Queue (and try to write) one frame on connection `ci`.
+    fn post_on(
+        &mut self,
+        ci: usize,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> io::Result<Sent> {
         let mut head = [0u8; PREFIX + INLINE_SMALL];
         let plen = small.len() + body.len();
         let peer_max = self.conns[ci].peer_max;
@@ -1066,6 +1442,9 @@ impl Tcp {
         }
         for t in self.done.drain(..) {
             sink.on_sent(t);
+        }
+        if self.bursts > 0 {
+            self.end_bursts();
         }
         n
     }
@@ -1169,7 +1548,7 @@ impl Transport for Tcp {
             reliable: true,
             ordered: true,
             max_payload: self.frag,
-            lanes: 1,
+            lanes: self.lanes_of(peer),
             get: false,
             put: false,
             queues: true,
@@ -1192,6 +1571,17 @@ impl Transport for Tcp {
     ) -> Result<Sent, SendError> {
         self.post(peer, hdr, small, body, token)
             .map_err(|e| SendError::Failed(e.to_string()))
+    }
+
+    fn send_any(
+        &mut self,
+        peer: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        small: &[u8],
+        body: &[u8],
+        token: Token,
+    ) -> Result<Sent, SendError> {
+        self.post_any(peer, hdr, small, body, token)
     }
 
     /// Behind queued output the frame would have to be copied: the caller takes the request
@@ -1217,8 +1607,12 @@ impl Transport for Tcp {
         self.release_output(sink);
     }
 
-    fn rejected(&self) -> u64 {
-        self.rejected
+    fn stats(&self) -> super::Stats {
+        super::Stats {
+            rejected: self.rejected,
+            extra_lanes: self.extra_lanes(),
+            lane_bytes: self.lane_bytes,
+        }
     }
 
     fn shutdown(&mut self) {
@@ -1660,7 +2054,7 @@ mod tests {
         frame.extend_from_slice(b"injected");
         let _ = f.write_all(&frame);
         accept(&mut b, &mut sb);
-        assert_eq!(b.rejected(), 3, "garbage, stranger and forgery are refused");
+        assert_eq!(b.rejected, 3, "garbage, stranger and forgery are refused");
         assert!(
             sb.frames.is_empty() && sb.lost.is_empty(),
             "nothing reached the sink"
@@ -1684,7 +2078,7 @@ mod tests {
             b.poll(&mut sb);
             b.accept_all();
         }
-        assert_eq!(b.rejected(), 4);
+        assert_eq!(b.rejected, 4);
         drop(dup);
         for _ in 0..100 {
             b.poll(&mut sb);
@@ -1711,11 +2105,125 @@ mod tests {
         assert!(sa.lost[0].contains("handshake"), "{:?}", sa.lost);
         drop(a);
         let t0 = std::time::Instant::now();
-        while b.rejected() == 0 && t0.elapsed().as_secs() < 10 {
+        while b.rejected == 0 && t0.elapsed().as_secs() < 10 {
             b.accept_all();
         }
         assert!(sb.frames.is_empty(), "nothing was written before the proof");
-        assert_eq!(b.rejected(), 1);
+        assert_eq!(b.rejected, 1);
+    }
+
+    #[test]
+    fn bulk_data_is_striped_over_lanes_and_lands_whole() {
+        let (mut a, mut b) = pair();
+        a.set_lanes(Mode::Fixed(4), Vec::new());
+        assert_eq!(a.caps(1).lanes, 4);
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        let n = 16 << 20;
+        let src: Vec<u8> = (0..n).map(|i| (i * 11 + 5) as u8).collect();
+        sb.target = Some((3, vec![0u8; n]));
+        // An ordered frame first (lane 0), then the data in 256 KiB pieces on any lane, then
+        // another ordered frame: the two ordered ones keep their order.
+        a.post(1, &eager(0), &[], b"first", Token::NONE).unwrap();
+        let piece = 256 << 10;
+        // The first piece opens the lanes; wait until they are all up.
+        a.send_any(1, &data(3, 0), &[], &src[..piece], Token::NONE)
+            .unwrap();
+        let up = |a: &Tcp| {
+            a.peer_lanes[1].as_ref().is_some_and(|pl| {
+                pl.conns.len() == 4
+                    && pl
+                        .conns
+                        .iter()
+                        .all(|c| c.is_some_and(|ci| a.conns[ci].connecting.is_none()))
+            })
+        };
+        let t0 = std::time::Instant::now();
+        while !up(&a) && t0.elapsed().as_secs() < 10 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert!(up(&a), "four lanes open");
+        let mut off = piece;
+        let t0 = std::time::Instant::now();
+        while off < n && t0.elapsed().as_secs() < 20 {
+            match a.send_any(1, &data(3, off), &[], &src[off..off + piece], Token::NONE) {
+                Ok(_) => off += piece,
+                Err(SendError::NotNow) => {
+                    a.poll(&mut sa);
+                    b.poll(&mut sb);
+                    b.accept_all();
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        a.post(1, &eager(1), &[], b"last", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while (sb.placed.iter().map(|p| p.2).sum::<usize>() < n || sb.frames.len() < 2)
+            && t0.elapsed().as_secs() < 20
+        {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert!(
+            sb.target.as_ref().unwrap().1 == src,
+            "every byte where it belongs"
+        );
+        assert_eq!(sb.frames.len(), 2);
+        assert_eq!(sb.frames[0].2, b"first");
+        assert_eq!(sb.frames[1].2, b"last");
+        let st = a.stats();
+        assert_eq!(st.extra_lanes, 3, "three lanes beside the first");
+        let used = st.lane_bytes.iter().filter(|b| **b > 0).count();
+        assert!(
+            used >= 2,
+            "data went over several lanes: {:?}",
+            &st.lane_bytes[..4]
+        );
+        assert_eq!(st.lane_bytes.iter().sum::<u64>(), n as u64);
+        assert!(
+            sa.lost.is_empty() && sb.lost.is_empty(),
+            "{:?} {:?}",
+            sa.lost,
+            sb.lost
+        );
+    }
+
+    #[test]
+    fn auto_keeps_one_lane_on_loopback() {
+        let (mut a, mut b) = pair();
+        a.set_lanes(Mode::Auto { max: 16 }, Vec::new());
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        let n = 8 << 20;
+        let src = vec![9u8; n];
+        sb.target = Some((4, vec![0u8; n]));
+        // A first exchange opens the connection, so that the burst measures an open lane.
+        a.post(1, &eager(0), &[], b"hello", Token::NONE).unwrap();
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
+        for off in (0..n).step_by(1 << 20) {
+            // One lane: nothing waits in the engine.
+            a.send_any(
+                1,
+                &data(4, off),
+                &[],
+                &src[off..off + (1 << 20)],
+                Token::NONE,
+            )
+            .unwrap();
+        }
+        let t0 = std::time::Instant::now();
+        while (sb.placed.iter().map(|p| p.2).sum::<usize>() < n || a.bursts > 0)
+            && t0.elapsed().as_secs() < 20
+        {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+        }
+        assert_eq!(a.bursts, 0, "the burst ended");
+        let pl = a.peer_lanes[1].as_ref().unwrap();
+        assert_eq!(pl.ctl.target(), 1);
+        assert!(pl.ctl.settled(), "a short link settles at once");
+        assert_eq!(a.stats().extra_lanes, 0);
     }
 
     #[test]
@@ -1788,7 +2296,7 @@ pub mod fuzzing {
         let (mine, mut theirs) = UnixStream::pair().expect("a socket pair");
         mine.set_nonblocking(true).expect("nonblocking");
         let sock = Socket::from(std::os::fd::OwnedFd::from(mine));
-        let ci = t.add_conn(sock, 1, None);
+        let ci = t.add_conn(sock, 1, 0, None);
         theirs.set_nonblocking(true).expect("nonblocking");
         let mut sink = Sink {
             bufs: Vec::new(),
