@@ -26,7 +26,7 @@ PREFIX  ?= $(BUILD)
 RUSTDIR := $(CURDIR)/target/release
 LIBVER  := 12
 
-BINS    := mpirun protean-proxy protean-info protean-tune protean-wan
+BINS    := mpirun protean-proxy protean-info protean-tune protean-wan protean-prof
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
         abi-check wrappers-check wan-check wan-demo fuzz fuzz-check security-check cluster-check check-full
@@ -57,6 +57,7 @@ bin: rust
 	cp -f $(RUSTDIR)/protean-info $(BUILD)/bin/protean-info
 	cp -f $(RUSTDIR)/protean-tune $(BUILD)/bin/protean-tune
 	cp -f $(RUSTDIR)/protean-wan $(BUILD)/bin/protean-wan
+	cp -f $(RUSTDIR)/protean-prof $(BUILD)/bin/protean-prof
 
 include:
 	@mkdir -p $(BUILD)/include
