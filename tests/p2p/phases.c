@@ -11,7 +11,11 @@
  *
  * With PROTEAN_TEST_EXPECT_MOVES=1 (set by the manifest line that forces churn), the MPI_T
  * variables protean_chan_promotions and protean_chan_demotions, summed over the ranks, must
- * both be positive: channels did move while messages flowed. Any size >= 1.
+ * both be positive: channels did move while messages flowed. With
+ * PROTEAN_TEST_MIN_FAST_SHARE=X (tests/channels/profile-run), the share of the frames that
+ * arrived through fast channels (protean_chan_fast_frames_recvd over it plus
+ * protean_chan_shared_frames_recvd, summed over the ranks) must be at least X; it is printed
+ * as "fast share X". Any size >= 1.
  */
 #include "util.h"
 
@@ -117,6 +121,19 @@ int main(int argc, char **argv)
             TU_LOG("channel promotions %lld, demotions %lld", sum[0], sum[1]);
             CHECK_MSG(sum[0] > 0 && sum[1] > 0,
                       "channels never moved (promotions %lld, demotions %lld)", sum[0], sum[1]);
+        }
+    }
+    const char *share = getenv("PROTEAN_TEST_MIN_FAST_SHARE");
+    if (share) {
+        long long v[2] = {pvar("protean_chan_fast_frames_recvd"),
+                          pvar("protean_chan_shared_frames_recvd")};
+        long long sum[2];
+        CHECK_MSG(v[0] >= 0 && v[1] >= 0, "no MPI_T variables protean_chan_*_frames_recvd");
+        CHECK_MPI(MPI_Reduce(v, sum, 2, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+        if (tu_rank == 0) {
+            double f = (double)sum[0] / (double)(sum[0] + sum[1] > 0 ? sum[0] + sum[1] : 1);
+            printf("fast share %.3f (%lld fast, %lld shared)\n", f, sum[0], sum[1]);
+            CHECK_MSG(f >= atof(share), "fast share %.3f below %s", f, share);
         }
     }
     for (int s = 0; s < 2; s++)

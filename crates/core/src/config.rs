@@ -306,7 +306,7 @@ tunables! {
     shm_fast_channels: i64 = "8", Kind::Int { min: 0, max: 64 }, writable = false,
         "Dedicated per-peer fast channels (shared-memory rings) each rank offers and allocates; which local peers hold them is decided by chan_policy (every peer gets one at start-up when they all fit).";
     chan_policy: usize = "online", Kind::Choice(CHAN_POLICIES), writable = true,
-        "Who gets the fast channels when the local peers outnumber them. online: a peer whose messages arrived through the shared queue at least chan_promote_after times within chan_window such arrivals is promoted while a channel is free, else the least recently used channel idle for a window is drained (QUIESCE) and handed to it; a schedule (the schedule tunable) takes precedence in the phases it covers. static: the assignment made at start-up, never changed. Writable at run time.";
+        "Who gets the fast channels when the local peers outnumber them. online: a peer whose messages arrived through the shared queue at least chan_promote_after times within chan_window such arrivals is promoted while a channel is free, else the least recently used channel idle for a window is drained (QUIESCE) and handed to it; a schedule (the schedule tunable) takes precedence in the phases it covers. static: the assignment made at start-up, changed only where a schedule says so. Writable at run time.";
     chan_max: i64 = "-1", Kind::Int { min: -1, max: 64 }, writable = true,
         "Fast channels the channel manager hands out at most (max_fast), up to shm_fast_channels; -1: all of them. Lowering it at run time (MPI_T) drains the surplus.";
     chan_promote_after: i64 = "16", Kind::Int { min: 1, max: i64::MAX }, writable = true,

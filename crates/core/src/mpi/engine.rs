@@ -298,13 +298,15 @@ impl Engine {
     /// MPI_Pcontrol: the next phase of the program begins (the profiler's and the schedule's
     /// phases).
     pub fn next_phase(&mut self) {
-        self.chan.next_phase(&mut self.net);
+        let pml = &self.pml;
+        self.chan.next_phase(&mut self.net, |p| pml.sent_to(p));
     }
 
     /// Write this process's profile (`profile` tunable) at finalize; a failure is reported,
     /// not fatal.
     fn write_profile(&mut self) {
-        let Some(p) = self.chan.finish(&self.net) else {
+        let pml = &self.pml;
+        let Some(p) = self.chan.finish(|p| pml.sent_to(p)) else {
             return;
         };
         let path = format!("{}.{}", self.cfg.profile, self.rank);

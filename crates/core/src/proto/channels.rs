@@ -7,7 +7,7 @@
 //! order lives in the transport; this module decides, from three sources:
 //!
 //! - **static**: what the transport assigned at setup (every local peer, when they all fit),
-//!   never changed;
+//!   changed only where a schedule says so;
 //! - **online** (the default): a peer whose frames arrived by the shared path at least
 //!   `chan_promote_after` times within a window of `chan_window` shared arrivals is promoted
 //!   while a channel is free; when none is, the least recently used channel that carried
@@ -20,9 +20,10 @@
 //!   the schedule rank at the same relative place, and each scheduled peer keeps its distance
 //!   (in ranks, wrapping) from it.
 //!
-//! The profiler (`PROTEAN_PROFILE=PATH`) records, per phase and per peer, the frames and bytes
-//! that arrived from it (what the peer sent us: the traffic a channel of ours would carry) and
-//! writes `PATH.<rank>` at finalize. Both file formats are text, described at [`Profile`] and
+//! The profiler (`PROTEAN_PROFILE=PATH`) records, per phase and per peer, the messages and bytes
+//! this process sent to it (counted where they are sent, so a peer running ahead of us cannot
+//! blur the phases) and writes `PATH.<rank>` at finalize; the analyzer turns what j sent to i in
+//! phase k into i's priority for j (a channel carries its peer's messages to its owner). Both file formats are text, described at [`Profile`] and
 //! [`Schedule`].
 //!
 //! The manager runs in the progress pass, but only looks at peers when frames arrived by the
@@ -31,7 +32,7 @@
 
 use std::fmt::Write as _;
 
-use crate::transport::{ChannelState, Gpid, Transport, Usage};
+use crate::transport::{ChannelState, Gpid, Transport};
 
 pub use crate::config::CHAN_POLICIES;
 
@@ -43,14 +44,15 @@ struct PeerStat {
     /// Its fast-path frames when last looked at, and the clock (shared arrivals) then.
     fast_seen: u64,
     last_active: u64,
-    /// Usage at the start of the current phase (the profiler's delta).
-    phase_start: Usage,
+    /// Messages and bytes sent to the peer before the current phase (the profiler's delta).
+    phase_start: (u64, u64),
 }
 
-/// The per-phase record of one process: `phases[k]` = (peer, frames, bytes) with traffic.
+/// The per-phase record of one process: `phases[k]` = (peer, messages, bytes) for each peer
+/// it sent messages to in phase k.
 ///
 /// File format (`PATH.<rank>`): a first line `protean-profile 1 rank R size S`, then one line
-/// `P PEER FRAMES BYTES` per phase and peer with traffic.
+/// `PHASE PEER MESSAGES BYTES` per phase and peer with traffic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Profile {
     pub rank: u32,
@@ -124,11 +126,11 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// PRO-MPI's analyzer: the priority matrix p[i][j][k] is the number of frames process i
-    /// received from j in phase k; each process's maximum number of channels is the most
-    /// peers that carried at least `min_share` of its traffic in any phase, capped at
-    /// `max_fast`; in each phase its peers with traffic, ranked by frames (bytes break ties),
-    /// take up to that many channels.
+    /// PRO-MPI's analyzer: the priority matrix p[i][j][k] is the number of messages process
+    /// j sent to i in phase k (they would travel in a channel of i's); each process's maximum
+    /// number of channels is the most peers that carried at least `min_share` of its incoming
+    /// messages in any phase, capped at `max_fast`; in each phase its peers, ranked by
+    /// messages (bytes break ties), take up to that many channels.
     pub fn analyze(
         profiles: &[Profile],
         max_fast: usize,
@@ -138,13 +140,25 @@ impl Schedule {
         if profiles.iter().any(|p| p.size != size) {
             return Err("the profiles come from runs of different sizes".into());
         }
-        let mut ranks = vec![Vec::new(); size as usize];
+        // Transpose: incoming[i][k] = (j, messages, bytes) that j sent to i in phase k.
+        let mut incoming: Vec<Vec<Vec<(Gpid, u64, u64)>>> = vec![Vec::new(); size as usize];
         for p in profiles {
             if p.rank >= size {
                 return Err(format!("rank {} in a run of {size}", p.rank));
             }
-            let ranked: Vec<Vec<(Gpid, u64)>> = p
-                .phases
+            for (k, ph) in p.phases.iter().enumerate() {
+                for &(to, f, b) in ph {
+                    let inc = &mut incoming[to as usize];
+                    while inc.len() <= k {
+                        inc.push(Vec::new());
+                    }
+                    inc[k].push((p.rank, f, b));
+                }
+            }
+        }
+        let mut ranks = vec![Vec::new(); size as usize];
+        for (i, inc) in incoming.iter().enumerate() {
+            let ranked: Vec<Vec<(Gpid, u64)>> = inc
                 .iter()
                 .map(|ph| {
                     let total: u64 = ph.iter().map(|x| x.1).sum();
@@ -163,7 +177,7 @@ impl Schedule {
                 .max()
                 .unwrap_or(0)
                 .min(max_fast);
-            ranks[p.rank as usize] = ranked
+            ranks[i] = ranked
                 .into_iter()
                 .map(|v| v.into_iter().take(max).map(|x| x.0).collect())
                 .collect();
@@ -339,31 +353,25 @@ impl Manager {
         self.pending || io.shared_arrivals() != self.seen
     }
 
-    /// MPI_Pcontrol: the next phase begins.
-    pub fn next_phase<T: Transport>(&mut self, io: &mut T) {
-        self.close_phase(io);
+    /// MPI_Pcontrol: the next phase begins. `sent(p)`: messages and bytes sent to `p` so far.
+    pub fn next_phase<T: Transport>(&mut self, io: &mut T, sent: impl Fn(Gpid) -> (u64, u64)) {
+        self.close_phase(sent);
         self.phase += 1;
         self.enter_phase(io);
     }
 
     /// Record the phase that ends (profiler).
-    fn close_phase<T: Transport>(&mut self, io: &T) {
+    fn close_phase(&mut self, sent: impl Fn(Gpid) -> (u64, u64)) {
         let Some(rec) = self.recording.as_mut() else {
             return;
         };
         let mut ph = Vec::new();
         for p in 0..self.size {
-            if p == self.me {
-                continue;
-            }
-            let u = io.usage(p);
+            let (m, bytes) = sent(p);
             let s = &mut self.stats[p as usize];
-            let f = u.shared_frames + u.fast_frames
-                - (s.phase_start.shared_frames + s.phase_start.fast_frames);
-            let b = u.shared_bytes + u.fast_bytes
-                - (s.phase_start.shared_bytes + s.phase_start.fast_bytes);
-            s.phase_start = u;
-            if f > 0 {
+            let (f, b) = (m - s.phase_start.0, bytes - s.phase_start.1);
+            s.phase_start = (m, bytes);
+            if f > 0 && p != self.me {
                 ph.push((p, f, b));
             }
         }
@@ -383,9 +391,6 @@ impl Manager {
         self.pinned.retain(|p| self.candidates.contains(p));
         self.pinned.truncate(self.set.max);
         self.pending = true;
-        if self.set.policy == 1 {
-            return;
-        }
         // Those not in this phase's list give their channels back (when the schedule covers
         // the phase; otherwise the online rule keeps what is busy).
         if self.schedule.is_some() && !self.pinned.is_empty() {
@@ -398,8 +403,8 @@ impl Manager {
     }
 
     /// The profile recorded so far, the current phase closed (at finalize).
-    pub fn finish<T: Transport>(&mut self, io: &T) -> Option<Profile> {
-        self.close_phase(io);
+    pub fn finish(&mut self, sent: impl Fn(Gpid) -> (u64, u64)) -> Option<Profile> {
+        self.close_phase(sent);
         self.recording.take()
     }
 
@@ -408,7 +413,8 @@ impl Manager {
         let now = io.shared_arrivals();
         self.seen = now;
         self.pending = false;
-        if self.set.policy == 1 {
+        let online = self.set.policy == 0;
+        if !online && self.pinned.is_empty() {
             return;
         }
         let mut held = 0;
@@ -457,7 +463,7 @@ impl Manager {
         }
         // The online rule: the busiest peer on the shared path within the window.
         let mut best: Option<(u64, Gpid)> = None;
-        for &p in &self.candidates {
+        for &p in self.candidates.iter().filter(|_| online) {
             if io.channel(p) != ChannelState::Shared {
                 continue;
             }
@@ -512,7 +518,7 @@ impl Manager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::{Caps, FrameSink, SendError, Sent, Token, HEADER_LEN};
+    use crate::transport::{Caps, FrameSink, SendError, Sent, Token, Usage, HEADER_LEN};
 
     /// A transport with `slots` channels whose changes complete at the next `progress`.
     struct Fake {
@@ -678,6 +684,14 @@ mod tests {
         io.arrive(1, 50);
         run(&mut s, &mut io);
         assert!(io.held().is_empty());
+        // A schedule still applies under the static rule.
+        let sched = Schedule::parse("protean-schedule 1 size 4\n0 1 2\n").unwrap();
+        s.use_schedule(sched, &mut io);
+        run(&mut s, &mut io);
+        assert!(io.held().is_empty());
+        s.next_phase(&mut io, |_| (0, 0));
+        run(&mut s, &mut io);
+        assert_eq!(io.held(), vec![2]);
     }
 
     #[test]
@@ -690,11 +704,11 @@ mod tests {
         m.use_schedule(sched, &mut io);
         run(&mut m, &mut io);
         assert_eq!(io.held(), vec![1]);
-        m.next_phase(&mut io);
+        m.next_phase(&mut io, |_| (0, 0));
         run(&mut m, &mut io);
         assert_eq!(io.held(), vec![2, 3]);
         // Phase 2 is not in the schedule: the online rule keeps what is busy.
-        m.next_phase(&mut io);
+        m.next_phase(&mut io, |_| (0, 0));
         run(&mut m, &mut io);
         assert_eq!(io.held(), vec![2, 3]);
     }
@@ -706,15 +720,13 @@ mod tests {
             size: 4,
             phases,
         };
+        // What each rank sent: 1 and 2 to 0 in phase 0 (100 and 1 messages), 2 and 3 to 0 in
+        // phase 1 (60 and 50), 0 to 1 in phase 0.
         let profs = vec![
-            mk(
-                0,
-                vec![
-                    vec![(1, 100, 1000), (2, 1, 10)],
-                    vec![(3, 50, 0), (2, 60, 0)],
-                ],
-            ),
-            mk(1, vec![vec![(0, 5, 5)]]),
+            mk(0, vec![vec![(1, 5, 5)]]),
+            mk(1, vec![vec![(0, 100, 1000)]]),
+            mk(2, vec![vec![(0, 1, 10)], vec![(0, 60, 0)]]),
+            mk(3, vec![vec![], vec![(0, 50, 0)]]),
         ];
         for p in &profs {
             assert_eq!(&Profile::parse(&p.to_text()).unwrap(), p);
@@ -725,6 +737,7 @@ mod tests {
         let s = Schedule::analyze(&profs, 8, 0.05).unwrap();
         assert_eq!(s.ranks[0], vec![vec![1], vec![2, 3]]);
         assert_eq!(s.ranks[1], vec![vec![0]]);
+        assert!(s.ranks[2].is_empty() && s.ranks[3].is_empty());
         assert_eq!(
             Schedule::analyze(&profs, 1, 0.05).unwrap().ranks[0],
             vec![vec![1], vec![2]]

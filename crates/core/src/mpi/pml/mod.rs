@@ -103,6 +103,9 @@ struct Peer {
     fb_told: u16,
     send_seq: u32,
     recv_seq: u32,
+    /// Messages and bytes sent to this peer (the channel profiler's record).
+    sent_msgs: u64,
+    sent_bytes: u64,
     /// A matchable message from this peer arrived since our last send to it: the next send
     /// is lone (a reply, or a request after one), and the policy weighs its latency.
     replied: bool,
@@ -215,6 +218,8 @@ impl Pml {
                 fb_out: 0,
                 fb_told: 0,
                 send_seq: 0,
+                sent_msgs: 0,
+                sent_bytes: 0,
                 recv_seq: 0,
                 // Nothing is in flight before the first send.
                 replied: true,
@@ -258,6 +263,14 @@ impl Pml {
             unexpected_max: usize::MAX,
             overflow: None,
         }
+    }
+
+    /// Messages and bytes sent to `peer` so far (the channel profiler reads them at phase
+    /// boundaries).
+    pub fn sent_to(&self, peer: Gpid) -> (u64, u64) {
+        self.peers
+            .get(peer as usize)
+            .map_or((0, 0), |p| (p.sent_msgs, p.sent_bytes))
     }
 
     /// Recompute what depends on the policy and the channels (at start-up and whenever the
