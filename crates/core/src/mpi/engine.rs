@@ -299,7 +299,7 @@ impl Engine {
     /// phases).
     pub fn next_phase(&mut self) {
         let pml = &self.pml;
-        self.chan.next_phase(&mut self.net, |p| pml.sent_to(p));
+        self.chan.next_phase(|p| pml.sent_to(p));
     }
 
     /// Write this process's profile (`profile` tunable) at finalize; a failure is reported,
@@ -465,7 +465,7 @@ fn channel_manager(cfg: &Config, me: Gpid, size: u32, net: &mut Net) -> Result<M
                 format!("channel schedule {}: {e}", cfg.schedule),
             )
         })?;
-        m.use_schedule(s, net);
+        m.use_schedule(s);
     }
     Ok(m)
 }

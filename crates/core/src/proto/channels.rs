@@ -14,8 +14,9 @@
 //!   nothing for a window is taken back (QUIESCE) and goes to the peer once drained;
 //! - **a schedule** (`PROTEAN_SCHEDULE=FILE`, written by `protean-prof analyze` from the
 //!   profiles of earlier runs): at each phase boundary (`MPI_Pcontrol`) the peers the schedule
-//!   lists for this process and phase get channels, in priority order, and the others give
-//!   theirs back; phases and slots the schedule leaves free follow the online rule. A schedule
+//!   lists for this process and phase get channels, in priority order, each taking a free one
+//!   or, when none is free, the least recently used one of a peer not listed (drained first);
+//!   phases and slots the schedule leaves free follow the online rule. A schedule
 //!   from a run with another number of processes applies by relative position: this rank plays
 //!   the schedule rank at the same relative place, and each scheduled peer keeps its distance
 //!   (in ranks, wrapping) from it.
@@ -336,9 +337,9 @@ impl Manager {
     }
 
     /// Follow `s` from the current phase on.
-    pub fn use_schedule<T: Transport>(&mut self, s: Schedule, io: &mut T) {
+    pub fn use_schedule(&mut self, s: Schedule) {
         self.schedule = Some(s);
-        self.enter_phase(io);
+        self.enter_phase();
     }
 
     /// Change the settings (MPI_T): a lower `max` takes channels back at the next look.
@@ -354,10 +355,10 @@ impl Manager {
     }
 
     /// MPI_Pcontrol: the next phase begins. `sent(p)`: messages and bytes sent to `p` so far.
-    pub fn next_phase<T: Transport>(&mut self, io: &mut T, sent: impl Fn(Gpid) -> (u64, u64)) {
+    pub fn next_phase(&mut self, sent: impl Fn(Gpid) -> (u64, u64)) {
         self.close_phase(sent);
         self.phase += 1;
-        self.enter_phase(io);
+        self.enter_phase();
     }
 
     /// Record the phase that ends (profiler).
@@ -381,7 +382,7 @@ impl Manager {
         rec.phases.push(ph);
     }
 
-    fn enter_phase<T: Transport>(&mut self, io: &mut T) {
+    fn enter_phase(&mut self) {
         self.pinned = match &self.schedule {
             Some(s) => s
                 .peers_for(self.me, self.size, self.phase)
@@ -391,15 +392,6 @@ impl Manager {
         self.pinned.retain(|p| self.candidates.contains(p));
         self.pinned.truncate(self.set.max);
         self.pending = true;
-        // Those not in this phase's list give their channels back (when the schedule covers
-        // the phase; otherwise the online rule keeps what is busy).
-        if self.schedule.is_some() && !self.pinned.is_empty() {
-            for &p in &self.candidates {
-                if io.channel(p) == ChannelState::Connected && !self.pinned.contains(&p) {
-                    io.quiesce(p);
-                }
-            }
-        }
     }
 
     /// The profile recorded so far, the current phase closed (at finalize).
@@ -445,20 +437,24 @@ impl Manager {
             held -= 1;
             changing = true;
         }
-        // The schedule's peers first, best first.
+        // The schedule's peers first, best first; one drained channel per peer still waiting.
+        let mut draining = self
+            .candidates
+            .iter()
+            .filter(|&&p| io.channel(p) == ChannelState::Quiesce)
+            .count();
         for i in 0..self.pinned.len() {
             let p = self.pinned[i];
             if io.channel(p) != ChannelState::Shared {
                 continue;
             }
+            changing = true;
             if held < self.set.max && io.connect(p) {
                 held += 1;
-                changing = true;
-            } else if let Some(v) = self.victim(io, now, true) {
+            } else if draining > 0 {
+                draining -= 1;
+            } else if let Some(v) = self.victim(io, now, false) {
                 io.quiesce(v);
-                changing = true;
-            } else {
-                changing = true; // wait for a channel being drained
             }
         }
         // The online rule: the busiest peer on the shared path within the window.
@@ -686,10 +682,10 @@ mod tests {
         assert!(io.held().is_empty());
         // A schedule still applies under the static rule.
         let sched = Schedule::parse("protean-schedule 1 size 4\n0 1 2\n").unwrap();
-        s.use_schedule(sched, &mut io);
+        s.use_schedule(sched);
         run(&mut s, &mut io);
         assert!(io.held().is_empty());
-        s.next_phase(&mut io, |_| (0, 0));
+        s.next_phase(|_| (0, 0));
         run(&mut s, &mut io);
         assert_eq!(io.held(), vec![2]);
     }
@@ -701,14 +697,14 @@ mod tests {
         assert_eq!(Schedule::parse(&sched.to_text()).unwrap(), sched);
         let mut io = Fake::new(4, 2);
         let mut m = Manager::new(0, 4, vec![1, 2, 3], online(2, 1000, 1 << 20));
-        m.use_schedule(sched, &mut io);
+        m.use_schedule(sched);
         run(&mut m, &mut io);
         assert_eq!(io.held(), vec![1]);
-        m.next_phase(&mut io, |_| (0, 0));
+        m.next_phase(|_| (0, 0));
         run(&mut m, &mut io);
         assert_eq!(io.held(), vec![2, 3]);
         // Phase 2 is not in the schedule: the online rule keeps what is busy.
-        m.next_phase(&mut io, |_| (0, 0));
+        m.next_phase(|_| (0, 0));
         run(&mut m, &mut io);
         assert_eq!(io.held(), vec![2, 3]);
     }
