@@ -96,7 +96,7 @@ cluster-check: build
 	tests/run --variants cluster2,cluster3 --filter $(CLUSTER_SUBSET)
 
 check-full: check
-	tests/run --variants cluster2,cluster3
+	tests/run --variants cluster2,cluster3,lanes
 	@echo "make check-full: every suite passed"
 
 test: check
@@ -112,8 +112,13 @@ unit:
 bench-check:
 	python3 -m unittest bench/test_prepost_run.py
 
+# The lanes variant (TCP striped over 4 connections per peer) for the point-to-point programs
+# in make check; for every program in make check-full.
+LANES_SUBSET := '^p2p/'
+
 ctest: build
 	tests/run
+	tests/run --variants lanes --filter $(LANES_SUBSET)
 
 clients: build
 	tests/clients/run

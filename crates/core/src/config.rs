@@ -335,6 +335,8 @@ tunables! {
         "Disable Nagle's algorithm on TCP connections.";
     tcp_addr: String = "", Kind::Str, writable = false,
         "Address to listen on and publish for TCP connections (default: loopback when the process manager places every rank on one node, else the first non-loopback IPv4 address).";
+    tcp_if: String = "", Kind::Str, writable = false,
+        "Interfaces TCP may use, comma-separated: interface names (eth0) or IPv4 subnets (10.1.0.0/16); the listener binds the first address of the first up interface that matches, in the order given (default: any; tcp_addr overrides it). Like Open MPI's btl_tcp_if_include.";
     tcp_frame_max: i64 = "64m", Kind::Int { min: 65536, max: 1 << 31 }, writable = false,
         "Largest frame payload (bytes) a process accepts on a TCP connection, announced in the connection's handshake; a longer frame is a protocol error that closes the connection. tcp_frag_bytes is capped at it.";
     tcp_sockbuf: i64 = "4194304", SIZE, writable = false,

@@ -251,18 +251,107 @@ impl Boot {
         (masks.len().max(1), cpus_of(&masks))
     }
 
-    /// The address to listen on and advertise: `tcp_addr` when set, else loopback when the
-    /// whole job is on this node, else the host's first non-loopback IPv4 address (loopback
-    /// when it has none).
-    pub fn listen_addr(cfg: &Config, one_node: bool) -> Ipv4Addr {
+    /// The address to listen on and advertise: `tcp_addr` when set; else the first address
+    /// that `tcp_if` selects (an error when it selects none); else loopback when the whole job
+    /// is on this node; else the host's first non-loopback IPv4 address (loopback when it has
+    /// none).
+    pub fn listen_addr(cfg: &Config, one_node: bool) -> std::result::Result<Ipv4Addr, String> {
         if let Ok(ip) = cfg.tcp_addr.parse::<Ipv4Addr>() {
-            return ip;
+            return Ok(ip);
+        }
+        let ifs = interfaces();
+        if !cfg.tcp_if.is_empty() {
+            let want = parse_if_list(&cfg.tcp_if)?;
+            return want
+                .iter()
+                .find_map(|w| ifs.iter().find(|(n, ip)| w.matches(n, *ip)).map(|x| x.1))
+                .ok_or_else(|| {
+                    let have: Vec<String> = ifs.iter().map(|(n, ip)| format!("{n} {ip}")).collect();
+                    format!(
+                        "tcp_if={} selects no up IPv4 interface of this host (it has: {})",
+                        cfg.tcp_if,
+                        have.join(", ")
+                    )
+                });
         }
         if one_node {
-            return Ipv4Addr::LOCALHOST;
+            return Ok(Ipv4Addr::LOCALHOST);
         }
-        primary_ipv4().unwrap_or(Ipv4Addr::LOCALHOST)
+        Ok(ifs
+            .iter()
+            .map(|x| x.1)
+            .find(|ip| !ip.is_loopback())
+            .unwrap_or(Ipv4Addr::LOCALHOST))
     }
+}
+
+/// One entry of `tcp_if`: an interface name or an IPv4 subnet.
+#[derive(Debug, PartialEq)]
+enum IfSel {
+    Name(String),
+    Net(Ipv4Addr, u32),
+}
+
+impl IfSel {
+    fn matches(&self, name: &str, ip: Ipv4Addr) -> bool {
+        match self {
+            IfSel::Name(n) => n == name,
+            IfSel::Net(net, bits) => {
+                let mask = if *bits == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - bits)
+                };
+                u32::from(ip) & mask == u32::from(*net) & mask
+            }
+        }
+    }
+}
+
+fn parse_if_list(s: &str) -> std::result::Result<Vec<IfSel>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .map(|w| match w.split_once('/') {
+            Some((a, b)) => match (a.parse::<Ipv4Addr>(), b.parse::<u32>()) {
+                (Ok(a), Ok(b)) if b <= 32 => Ok(IfSel::Net(a, b)),
+                _ => Err(format!(
+                    "tcp_if: '{w}' is not an IPv4 subnet (like 10.1.0.0/16)"
+                )),
+            },
+            None => Ok(IfSel::Name(w.to_string())),
+        })
+        .collect()
+}
+
+/// The up IPv4 interfaces of this host, in the kernel's order: (name, address).
+fn interfaces() -> Vec<(String, Ipv4Addr)> {
+    let mut out = Vec::new();
+    let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we walk read-only and free.
+    unsafe {
+        if libc::getifaddrs(&mut ifs) != 0 {
+            return out;
+        }
+        let mut p = ifs;
+        while !p.is_null() {
+            let a = (*p).ifa_addr;
+            if !a.is_null()
+                && (*a).sa_family as i32 == libc::AF_INET
+                && (*p).ifa_flags & libc::IFF_UP as u32 != 0
+            {
+                let sin = &*(a as *const libc::sockaddr_in);
+                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                let name = std::ffi::CStr::from_ptr((*p).ifa_name)
+                    .to_string_lossy()
+                    .into_owned();
+                out.push((name, ip));
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(ifs);
+    }
+    out
 }
 
 /// The CPUs this process may run on, as a bit set (bit i: CPU i).
@@ -366,36 +455,6 @@ pub fn kernel_hostname() -> String {
     "localhost".into()
 }
 
-/// First non-loopback IPv4 address of this host, if any.
-fn primary_ipv4() -> Option<Ipv4Addr> {
-    let mut ifs: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs allocates a list we walk read-only and free.
-    unsafe {
-        if libc::getifaddrs(&mut ifs) != 0 {
-            return None;
-        }
-        let mut found = None;
-        let mut p = ifs;
-        while !p.is_null() {
-            let a = (*p).ifa_addr;
-            if !a.is_null()
-                && (*a).sa_family as i32 == libc::AF_INET
-                && (*p).ifa_flags & libc::IFF_UP as u32 != 0
-            {
-                let sin = &*(a as *const libc::sockaddr_in);
-                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-                if !ip.is_loopback() {
-                    found = Some(ip);
-                    break;
-                }
-            }
-            p = (*p).ifa_next;
-        }
-        libc::freeifaddrs(ifs);
-        found
-    }
-}
-
 /// Lower-case hex.
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -456,6 +515,28 @@ fn sanitize(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tcp_if_selects_by_name_or_subnet_in_the_order_given() {
+        let l = parse_if_list("site0, 10.201.0.0/16,lo").unwrap();
+        assert_eq!(l[0], IfSel::Name("site0".into()));
+        assert!(l[1].matches("eth0", Ipv4Addr::new(10, 201, 2, 7)));
+        assert!(!l[1].matches("eth0", Ipv4Addr::new(10, 202, 2, 7)));
+        assert!(IfSel::Net(Ipv4Addr::UNSPECIFIED, 0).matches("x", Ipv4Addr::new(1, 2, 3, 4)));
+        assert!(parse_if_list("10.1.0.0/33").is_err());
+        assert!(parse_if_list("10.1.0/8").is_err());
+        let mut cfg = Config::defaults();
+        cfg.tcp_if = "lo".into();
+        assert_eq!(Boot::listen_addr(&cfg, false), Ok(Ipv4Addr::LOCALHOST));
+        cfg.tcp_if = "no-such-interface".into();
+        let e = Boot::listen_addr(&cfg, true).unwrap_err();
+        assert!(e.contains("selects no up IPv4 interface"), "{e}");
+        cfg.tcp_addr = "127.0.0.2".into();
+        assert_eq!(
+            Boot::listen_addr(&cfg, true),
+            Ok(Ipv4Addr::new(127, 0, 0, 2))
+        );
+    }
 
     #[test]
     fn host_identity_names_the_host_machine_and_network_namespace() {

@@ -132,8 +132,10 @@ impl Net {
         // The listener binds the address its card advertises: loopback when every process of
         // the job is on this node, so nothing off the machine can even connect.
         let mut tcp = None;
-        let bind = Boot::listen_addr(cfg, boot.one_node == Some(true));
+        let mut bind = std::net::Ipv4Addr::LOCALHOST;
         if boot.is_job() && allow_tcp {
+            bind = Boot::listen_addr(cfg, boot.one_node == Some(true))
+                .map_err(|e| cfg_err("TCP_IF", e))?;
             tcp = Some(
                 Tcp::new(
                     me,
