@@ -27,10 +27,10 @@ PREFIX  ?= $(BUILD)
 RUSTDIR := $(CURDIR)/target/release
 LIBVER  := 12
 
-BINS    := mpirun protean-proxy protean-info protean-tune protean-wan
+BINS    := mpirun protean-proxy protean-info protean-tune protean-wan protean-prof
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
-        abi-check wrappers-check wan-check wan-demo fuzz fuzz-check security-check cluster-check check-full
+        abi-check wrappers-check wan-check wan-demo fuzz fuzz-check security-check channels-check cluster-check check-full
 
 all: build
 
@@ -58,6 +58,7 @@ bin: rust
 	cp -f $(RUSTDIR)/protean-info $(BUILD)/bin/protean-info
 	cp -f $(RUSTDIR)/protean-tune $(BUILD)/bin/protean-tune
 	cp -f $(RUSTDIR)/protean-wan $(BUILD)/bin/protean-wan
+	cp -f $(RUSTDIR)/protean-prof $(BUILD)/bin/protean-prof
 
 include:
 	@mkdir -p $(BUILD)/include
@@ -82,7 +83,7 @@ demo: build
 	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/ring examples/ring.c
 	$(BUILD)/bin/mpirun -n 4 $(BUILD)/examples/ring
 
-check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check security-check ctest clients cluster-check
+check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check security-check channels-check ctest clients cluster-check
 	@echo "make check: every suite passed"
 
 # C programs run across emulated hosts in make check (all of them in make check-full).
@@ -151,6 +152,10 @@ wan-demo: build deps
 # output must not change (tests/security/attack).
 security-check: build
 	tests/security/attack
+
+# A profile of one run steers the fast channels of the next (tests/channels/profile-run).
+channels-check: build
+	tests/channels/profile-run
 
 # The decoders of what other processes send, fuzzed (cargo-fuzz; fuzz/): briefly in `check`,
 # for as long as you like with `make fuzz FUZZ_SECONDS=600`.

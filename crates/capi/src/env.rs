@@ -241,8 +241,11 @@ pub unsafe extern "C" fn protean_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int)
     }
 }
 
-/// Profiling control: accepted at every level (the profiler will use it to mark phases).
+/// Profiling control: every call, at any level, marks the start of the program's next phase
+/// (the channel manager's profiler and schedule count phases by it). Before MPI_Init or after
+/// MPI_Finalize it does nothing.
 #[no_mangle]
 pub extern "C" fn protean_MPI_Pcontrol(_level: c_int) -> c_int {
+    let _ = with(|e| e.next_phase());
     MPI_SUCCESS
 }

@@ -537,6 +537,7 @@ pub unsafe extern "C" fn protean_MPI_T_pvar_session_free(
 fn pvar_now(i: usize) -> u64 {
     with(|e| {
         e.pml.counters.transport = e.net.stats();
+        e.pml.counters.channels = e.net.channel_counters();
         e.pml.counters.read(i)
     })
     .unwrap_or(0)

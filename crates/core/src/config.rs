@@ -259,6 +259,8 @@ pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial"];
 pub const ALLGATHER_ALGS: &[&str] = &["auto", "ring", "recursive_doubling", "bruck", "linear"];
 pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck"];
 pub const REDUCE_SCATTER_ALGS: &[&str] = &["auto", "reduce_scatterv", "ring"];
+/// Sources of fast-channel decisions (`chan_policy`; `proto::channels`).
+pub const CHAN_POLICIES: &[&str] = &["online", "static"];
 pub const SCAN_ALGS: &[&str] = &["auto", "recursive_doubling", "linear"];
 
 const SIZE: Kind = Kind::Int {
@@ -302,7 +304,19 @@ tunables! {
     shm_coop_chunk: i64 = "131072", Kind::Int { min: 4096, max: 1 << 30 }, writable = true,
         "Chunk size of cooperative copies: each side claims chunks of this size.";
     shm_fast_channels: i64 = "8", Kind::Int { min: 0, max: 64 }, writable = false,
-        "Dedicated per-peer fast channels each rank offers (max_fast); peers beyond that use the shared receive queue.";
+        "Dedicated per-peer fast channels (shared-memory rings) each rank offers and allocates; which local peers hold them is decided by chan_policy (every peer gets one at start-up when they all fit).";
+    chan_policy: usize = "online", Kind::Choice(CHAN_POLICIES), writable = true,
+        "Who gets the fast channels when the local peers outnumber them. online: a peer whose messages arrived through the shared queue at least chan_promote_after times within chan_window such arrivals is promoted while a channel is free, else the least recently used channel idle for a window is drained (QUIESCE) and handed to it; a schedule (the schedule tunable) takes precedence in the phases it covers. static: the assignment made at start-up, changed only where a schedule says so. Writable at run time.";
+    chan_max: i64 = "-1", Kind::Int { min: -1, max: 64 }, writable = true,
+        "Fast channels the channel manager hands out at most (max_fast), up to shm_fast_channels; -1: all of them. Lowering it at run time (MPI_T) drains the surplus.";
+    chan_promote_after: i64 = "16", Kind::Int { min: 1, max: i64::MAX }, writable = true,
+        "Messages from a peer through the shared queue, within one window, that earn it a fast channel (online policy).";
+    chan_window: i64 = "4096", Kind::Int { min: 1, max: i64::MAX }, writable = true,
+        "Window of the online channel policy, in messages that arrived through the shared queue: promotion counts restart after each, and a channel that carried nothing for one is idle (may be taken back).";
+    profile: String = "", Kind::Str, writable = false,
+        "Record a profile of this run: each process writes PATH.<rank> at MPI_Finalize, with the messages and bytes that arrived from each peer in each phase (phases begin at each MPI_Pcontrol call). protean-prof analyze turns profiles into a schedule.";
+    schedule: String = "", Kind::Str, writable = false,
+        "Channel schedule (written by protean-prof analyze from profiles of earlier runs) applied at each phase boundary (MPI_Pcontrol): the peers it lists for this process and phase get the fast channels. A schedule from a run of another size is mapped by relative rank position; phases it does not cover follow chan_policy.";
     shm_ring_bytes: i64 = "262144", Kind::Int { min: 4096, max: 1 << 28 }, writable = false,
         "Size of each dedicated fast channel ring in bytes (rounded to a power of two).";
     shm_queue_cells: i64 = "64", Kind::Int { min: 4, max: 1 << 16 }, writable = false,

@@ -35,7 +35,49 @@ pub struct Counters {
     /// What the transports counted (refused connections, lanes); kept by them and copied
     /// here when read.
     pub transport: crate::transport::Stats,
+    /// Channel changes and traffic by path (fast channel or shared queue), kept by the
+    /// transports and copied here when read.
+    pub channels: crate::transport::ChannelCounters,
 }
+
+/// The channel variables: name, description, value.
+type ChanVar = (
+    &'static str,
+    &'static str,
+    fn(&crate::transport::ChannelCounters) -> u64,
+);
+const CHAN_VARS: &[ChanVar] = &[
+    (
+        "protean_chan_promotions",
+        "peers that switched to a fast channel of this process (CONNECTED)",
+        |c| c.promotions,
+    ),
+    (
+        "protean_chan_demotions",
+        "fast channels of this process taken back and drained (QUIESCE -> DISCONNECTED)",
+        |c| c.demotions,
+    ),
+    (
+        "protean_chan_fast_frames_recvd",
+        "frames that arrived through fast channels (shared memory), transport records included",
+        |c| c.usage.fast_frames,
+    ),
+    (
+        "protean_chan_fast_bytes_recvd",
+        "payload bytes that arrived through fast channels",
+        |c| c.usage.fast_bytes,
+    ),
+    (
+        "protean_chan_shared_frames_recvd",
+        "frames that arrived through the shared receive queue, transport records included",
+        |c| c.usage.shared_frames,
+    ),
+    (
+        "protean_chan_shared_bytes_recvd",
+        "payload bytes that arrived through the shared receive queue",
+        |c| c.usage.shared_bytes,
+    ),
+];
 
 /// Index of a route in [`Counters::routes`].
 #[inline(always)]
@@ -62,6 +104,10 @@ impl Counters {
         match p.route {
             Some(r) => (p.field)(&self.routes[r]),
             None if p.name == "protean_bad_frames" => self.bad_frames,
+            None if p.name.starts_with("protean_chan_") => CHAN_VARS
+                .iter()
+                .find(|v| v.0 == p.name)
+                .map_or(0, |v| (v.2)(&self.channels)),
             None if p.name == "protean_rejected_connections" => self.transport.rejected,
             None if p.name == "protean_rejected_datagrams" => self.transport.rejected_datagrams,
             None if p.name == "protean_tcp_lanes_open" => self.transport.extra_lanes,
@@ -149,6 +195,14 @@ pub static PVARS: std::sync::LazyLock<Vec<Pvar>> = std::sync::LazyLock::new(|| {
             field: no_field,
         });
     }
+    for (name, desc, _) in CHAN_VARS {
+        v.push(Pvar {
+            name: name.to_string(),
+            desc: desc.to_string(),
+            route: None,
+            field: no_field,
+        });
+    }
     v.push(Pvar {
         name: "protean_rejected_connections".into(),
         desc: "connections refused: failed or forged handshakes, a second connection from a connected process, handshakes not finished in time, floods".into(),
@@ -175,11 +229,15 @@ mod tests {
         c.on(Route::Tcp).eager_sent = 4;
         c.on(Route::SelfLoop).rndv_bytes = 9;
         c.bad_frames = 2;
+        c.channels.promotions = 5;
+        c.channels.usage.fast_bytes = 6;
         let idx = |n: &str| PVARS.iter().position(|p| p.name == n).unwrap();
         assert_eq!(c.read(idx("protean_eager_sent")), 7);
         assert_eq!(c.read(idx("protean_eager_sent_tcp")), 4);
         assert_eq!(c.read(idx("protean_rndv_bytes_sent")), 9);
         assert_eq!(c.read(idx("protean_bad_frames")), 2);
+        assert_eq!(c.read(idx("protean_chan_promotions")), 5);
+        assert_eq!(c.read(idx("protean_chan_fast_bytes_recvd")), 6);
         let mut names: Vec<_> = PVARS.iter().map(|p| &p.name).collect();
         names.sort();
         names.dedup();

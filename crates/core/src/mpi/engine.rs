@@ -21,6 +21,7 @@ use crate::mpi::comm::{
 use crate::mpi::datatype::{predefined, Datatype};
 use crate::mpi::global;
 use crate::mpi::pml::Pml;
+use crate::proto::channels::{Manager, Schedule, Settings};
 use crate::proto::policy::Policy;
 use crate::runtime::bootstrap::{pmi_err, Boot};
 use crate::transport::net::Net;
@@ -62,6 +63,8 @@ pub struct Engine {
     pub local: Vec<Gpid>,
     pub pml: Pml,
     pub net: Net,
+    /// Who holds this process's fast channels (`proto::channels`).
+    pub chan: Manager,
     pub comms: Vec<Option<Comm>>,
     /// Groups by id; slot 0 is MPI_GROUP_EMPTY.
     pub groups: Vec<Option<Vec<Gpid>>>,
@@ -145,6 +148,8 @@ impl Engine {
             .collect();
 
         pml.refresh_limits(&net);
+        let mut net = net;
+        let chan = channel_manager(&cfg, me, size, &mut net)?;
         let coll = crate::mpi::coll::State::new(&cfg)?;
         Ok(Engine {
             cfg,
@@ -156,6 +161,7 @@ impl Engine {
             local,
             pml,
             net,
+            chan,
             comms,
             groups: vec![Some(Vec::new())],
             cm: CommMgr::default(),
@@ -212,6 +218,9 @@ impl Engine {
             pml: &mut self.pml,
             rma: &mut self.rma,
         });
+        if self.chan.due(&self.net) {
+            self.chan.look(&mut self.net);
+        }
         if let Some(why) = self.pml.overflowed() {
             self.fatal(&why);
         }
@@ -238,6 +247,10 @@ impl Engine {
             self.cfg.shm_coop_chunk as usize,
         );
         self.pml.refresh_limits(&self.net);
+        self.chan.configure(chan_settings(
+            &self.cfg,
+            self.net.channel_slots_of(Route::Shm),
+        ));
         self.pml.limit_unexpected(self.cfg.unexpected_max as usize);
         self.pml.verbose = self.cfg.verbose > 0;
         if !self.cfg.shm_single_copy {
@@ -287,6 +300,7 @@ impl Engine {
             global::idle();
         }
         self.pml.finalizing = true;
+        self.write_profile();
         if let Some(p) = self.pmi.as_mut() {
             if self.net.has(Route::Udp) {
                 // Datagram peers may still wait for our acknowledgement of what they sent
@@ -306,6 +320,29 @@ impl Engine {
             p.finalize().map_err(pmi_err)?;
         }
         Ok(())
+    }
+
+    /// MPI_Pcontrol: the next phase of the program begins (the profiler's and the schedule's
+    /// phases).
+    pub fn next_phase(&mut self) {
+        let pml = &self.pml;
+        self.chan.next_phase(|p| pml.sent_to(p));
+    }
+
+    /// Write this process's profile (`profile` tunable) at finalize; a failure is reported,
+    /// not fatal.
+    fn write_profile(&mut self) {
+        let pml = &self.pml;
+        let Some(p) = self.chan.finish(|p| pml.sent_to(p)) else {
+            return;
+        };
+        let path = format!("{}.{}", self.cfg.profile, self.rank);
+        if let Err(e) = std::fs::write(&path, p.to_text()) {
+            eprintln!(
+                "Protean: rank {}: cannot write the profile {path}: {e}",
+                self.rank
+            );
+        }
     }
 
     /// A rank blocked in communication must not outlive its job: every few thousand passes
@@ -411,6 +448,53 @@ impl Engine {
     pub fn oversubscribed(&self) -> bool {
         self.node_procs > self.ncpus
     }
+}
+
+/// The channel manager's settings from the tunables; `slots`: channels the transport offers.
+fn chan_settings(cfg: &Config, slots: usize) -> Settings {
+    Settings {
+        policy: cfg.chan_policy,
+        max: if cfg.chan_max < 0 {
+            slots
+        } else {
+            (cfg.chan_max as usize).min(slots)
+        },
+        promote_after: cfg.chan_promote_after as u64,
+        window: cfg.chan_window as u64,
+    }
+}
+
+/// The channel manager of this process: candidates are the peers on shared memory (the
+/// transport with channels), the profiler and the schedule as the tunables say.
+fn channel_manager(cfg: &Config, me: Gpid, size: u32, net: &mut Net) -> Result<Manager> {
+    let slots = net.channel_slots_of(Route::Shm);
+    let candidates = if slots == 0 {
+        Vec::new()
+    } else {
+        (0..size)
+            .filter(|&g| g != me && net.routes().get(g as usize) == Some(&Route::Shm))
+            .collect()
+    };
+    let mut m = Manager::new(me, size, candidates, chan_settings(cfg, slots));
+    if !cfg.profile.is_empty() {
+        m.record();
+    }
+    if !cfg.schedule.is_empty() {
+        let text = std::fs::read_to_string(&cfg.schedule).map_err(|e| {
+            MpiError::new(
+                ErrorClass::Other,
+                format!("cannot read the channel schedule {}: {e}", cfg.schedule),
+            )
+        })?;
+        let s = Schedule::parse(&text).map_err(|e| {
+            MpiError::new(
+                ErrorClass::Other,
+                format!("channel schedule {}: {e}", cfg.schedule),
+            )
+        })?;
+        m.use_schedule(s);
+    }
+    Ok(m)
 }
 
 #[cfg(test)]

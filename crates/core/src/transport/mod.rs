@@ -62,6 +62,28 @@
 //!   segment: one process creates it, the others map it from its description, the creator
 //!   unlinks its name once all have (the shared-memory module implements it; it does not
 //!   need the shared-memory transport to be the route to those processes).
+//! - **Dedicated channels, changed at run time**: besides a default path every peer shares
+//!   (the shared-memory receive queue; datagrams), a transport may offer a few dedicated
+//!   channels, each carrying one peer's frames *to us* (a ring in our segment that only that
+//!   peer writes; a connection). [`Transport::channel_slots`] says how many it offers at most
+//!   (`max_fast`; 0: none). Which peers hold them is decided above the transport (the channel
+//!   manager in `proto::channels`), which calls [`Transport::connect`] to offer a free
+//!   channel to a peer and [`Transport::quiesce`] to take one back, and reads
+//!   [`Transport::channel`] (the state of the channel from a peer: DISCONNECTED
+//!   ([`ChannelState::Shared`]), [`ChannelState::Connecting`], CONNECTED, QUIESCE) and
+//!   [`Transport::usage`] (frames and bytes that arrived from a peer by each path;
+//!   [`Transport::shared_arrivals`] is the cheap total that tells the manager when to look).
+//!   Both changes complete later, as the peer's progress answers: a peer switches to a
+//!   channel once it is offered, and a channel taken back is QUIESCEd (the peer sends no new
+//!   frames into it; the frames in it are delivered before any the peer sends afterwards by
+//!   the shared path), then DISCONNECTED, and its memory serves the next peer. **Frames from
+//!   one peer stay in order across every change, whatever their kind**: the protocol layer's
+//!   sequence numbers are not needed for that (they still protect matching across lanes).
+//!   The sending side's [`Caps`] may change with a channel (a ring carries larger frames than
+//!   a queue cell): a transport reports new caps through [`FrameSink::on_caps`] during
+//!   `progress`, and until the protocol layer has been told, it accepts every frame that fits
+//!   the caps it last reported (so a change that shrinks the largest frame is reported before
+//!   it takes effect, one that grows it after).
 //!
 //! # What a transport may assume
 //!
@@ -181,6 +203,67 @@ impl Caps {
     };
 }
 
+/// Where the frames a peer sends us travel, on a transport with dedicated channels (see the
+/// module doc). The paper's connection states are DISCONNECTED (here `Shared`: the peer uses
+/// the shared path), CONNECTED and QUIESCE; `Connecting` is the hand-over to a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChannelState {
+    /// No channel of ours is the peer's: its frames come by the shared path.
+    #[default]
+    Shared,
+    /// A channel is offered to the peer, which has not switched to it yet.
+    Connecting,
+    /// The peer's frames come through its dedicated channel.
+    Connected,
+    /// Taken back: the peer sends nothing new through it, and what is in it is delivered
+    /// before anything the peer sends afterwards; then `Shared`, and the channel is free.
+    Quiesce,
+}
+
+impl ChannelState {
+    /// The channel occupies one of the transport's slots (memory, polling).
+    pub fn holds_slot(self) -> bool {
+        self != ChannelState::Shared
+    }
+}
+
+/// Frames and bytes that arrived from a peer (or from every peer), by path. Control records
+/// of the transport count as frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub shared_frames: u64,
+    pub shared_bytes: u64,
+    pub fast_frames: u64,
+    pub fast_bytes: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, o: &Usage) {
+        self.shared_frames += o.shared_frames;
+        self.shared_bytes += o.shared_bytes;
+        self.fast_frames += o.fast_frames;
+        self.fast_bytes += o.fast_bytes;
+    }
+}
+
+/// Channel changes a transport completed, and what arrived by each path (MPI_T variables).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChannelCounters {
+    /// Peers that switched to a channel we offered (CONNECTED).
+    pub promotions: u64,
+    /// Channels given back after their drain (DISCONNECTED).
+    pub demotions: u64,
+    pub usage: Usage,
+}
+
+impl ChannelCounters {
+    pub fn add(&mut self, o: &ChannelCounters) {
+        self.promotions += o.promotions;
+        self.demotions += o.demotions;
+        self.usage.add(&o.usage);
+    }
+}
+
 /// Lanes a transport reports bytes for, at most.
 pub const STAT_LANES: usize = 16;
 
@@ -296,6 +379,10 @@ pub trait FrameSink {
 
     /// The channel to `peer` failed or closed unexpectedly.
     fn on_peer_lost(&mut self, _peer: Gpid, _why: &str) {}
+
+    /// What the transport does for `peer` changed (a dedicated channel to it was gained or
+    /// given back): frames sent from now on follow `caps` (see the module doc).
+    fn on_caps(&mut self, _peer: Gpid, _caps: Caps) {}
 }
 
 /// The contract of a transport (see the module doc). Static dispatch: the dispatcher matches
@@ -405,6 +492,44 @@ pub trait Transport {
             "the {} transport cannot write a peer's memory",
             self.name()
         )))
+    }
+
+    /// Dedicated channels this transport offers at most (0: none; see the module doc).
+    fn channel_slots(&self) -> usize {
+        0
+    }
+
+    /// The state of the dedicated channel that carries `peer`'s frames to us.
+    fn channel(&self, _peer: Gpid) -> ChannelState {
+        ChannelState::Shared
+    }
+
+    /// Offer `peer` a free dedicated channel. False: none is free, or the peer has or is
+    /// getting one, or is being drained (nothing changed).
+    fn connect(&mut self, _peer: Gpid) -> bool {
+        false
+    }
+
+    /// Take back the channel `peer` holds (CONNECTED -> QUIESCE -> DISCONNECTED, completed
+    /// by progress). False: the peer holds none that is connected (nothing changed).
+    fn quiesce(&mut self, _peer: Gpid) -> bool {
+        false
+    }
+
+    /// What arrived from `peer`, by path.
+    fn usage(&self, _peer: Gpid) -> Usage {
+        Usage::default()
+    }
+
+    /// Frames that arrived by the shared path so far, from every peer: one load, for deciding
+    /// when to look at [`Transport::usage`].
+    fn shared_arrivals(&self) -> u64 {
+        0
+    }
+
+    /// Channel changes completed and traffic by path, summed over peers.
+    fn channel_counters(&self) -> ChannelCounters {
+        ChannelCounters::default()
     }
 
     /// What the transport counted (MPI_T performance variables): zero where it counts nothing.

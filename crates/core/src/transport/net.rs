@@ -19,8 +19,8 @@ use super::udp::fault::Faults;
 use super::udp::rel::Reliability;
 use super::udp::{Settings, Udp};
 use super::{
-    Caps, Copied, CopyError, FrameSink, Gpid, Region, Route, SendError, Sent, Span, Token,
-    Transport, HEADER_LEN,
+    Caps, ChannelCounters, ChannelState, Copied, CopyError, FrameSink, Gpid, Region, Route,
+    SendError, Sent, Span, Token, Transport, Usage, HEADER_LEN,
 };
 use crate::config::{parse_rules, Config, RankSet};
 use crate::error::{ErrorClass, MpiError};
@@ -367,6 +367,17 @@ impl Net {
         }
     }
 
+    /// Dedicated channels the transport of route `r` offers (0 where it offers none).
+    pub fn channel_slots_of(&self, r: Route) -> usize {
+        match r {
+            Route::Shm => self.shm.as_ref().map_or(0, |s| s.channel_slots()),
+            Route::Tcp => self.tcp.as_ref().map_or(0, |t| t.channel_slots()),
+            Route::Udp => self.udp.as_ref().map_or(0, |u| u.channel_slots()),
+            Route::SelfLoop => self.own.channel_slots(),
+            Route::Unreachable => 0,
+        }
+    }
+
     /// Lanes on TCP (`tcp_lanes`, `tcp_lanes_peers`, `tcp_lanes_max`); Err names the problem.
     pub fn set_tcp_lanes(&mut self, cfg: &Config) -> std::result::Result<(), String> {
         let (mode, rules) = lane_settings(cfg)?;
@@ -527,6 +538,51 @@ impl Transport for Net {
             s += u.stats();
         }
         s
+    }
+
+    /// Dedicated channels of every transport; [`Net::channel_slots_of`] gives one route's.
+    fn channel_slots(&self) -> usize {
+        self.shm.as_ref().map_or(0, |s| s.channel_slots())
+            + self.tcp.as_ref().map_or(0, |t| t.channel_slots())
+            + self.udp.as_ref().map_or(0, |u| u.channel_slots())
+    }
+
+    #[inline]
+    fn channel(&self, peer: Gpid) -> ChannelState {
+        on_route_ref!(self, peer, t => t.channel(peer), ChannelState::Shared)
+    }
+
+    fn connect(&mut self, peer: Gpid) -> bool {
+        on_route!(self, peer, t => t.connect(peer), false)
+    }
+
+    fn quiesce(&mut self, peer: Gpid) -> bool {
+        on_route!(self, peer, t => t.quiesce(peer), false)
+    }
+
+    fn usage(&self, peer: Gpid) -> Usage {
+        on_route_ref!(self, peer, t => t.usage(peer), Usage::default())
+    }
+
+    #[inline]
+    fn shared_arrivals(&self) -> u64 {
+        self.shm.as_ref().map_or(0, |s| s.shared_arrivals())
+            + self.tcp.as_ref().map_or(0, |t| t.shared_arrivals())
+            + self.udp.as_ref().map_or(0, |u| u.shared_arrivals())
+    }
+
+    fn channel_counters(&self) -> ChannelCounters {
+        let mut c = ChannelCounters::default();
+        if let Some(s) = self.shm.as_ref() {
+            c.add(&s.channel_counters());
+        }
+        if let Some(t) = self.tcp.as_ref() {
+            c.add(&t.channel_counters());
+        }
+        if let Some(u) = self.udp.as_ref() {
+            c.add(&u.channel_counters());
+        }
+        c
     }
 
     /// Close every channel and unmap shared memory (at finalize).

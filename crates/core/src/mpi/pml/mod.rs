@@ -35,7 +35,8 @@ use crate::proto::frame::{self, Envelope, Frame, RndvInfo, HEADER_LEN};
 use crate::proto::policy::{Feedback, Limits, Plan, Policy, Protocol, Route, RxStats, Streak};
 pub use crate::transport::SendError;
 use crate::transport::{
-    Await, Copied, CopyError, FrameSink, Gpid, Placement, Region, Sent, Span, Token, Transport,
+    Await, Caps, Copied, CopyError, FrameSink, Gpid, Placement, Region, Sent, Span, Token,
+    Transport,
 };
 
 use super::request::*;
@@ -102,6 +103,9 @@ struct Peer {
     fb_told: u16,
     send_seq: u32,
     recv_seq: u32,
+    /// Messages and bytes sent to this peer (the channel profiler's record).
+    sent_msgs: u64,
+    sent_bytes: u64,
     /// A matchable message from this peer arrived since our last send to it: the next send
     /// is lone (a reply, or a request after one), and the policy weighs its latency.
     replied: bool,
@@ -214,6 +218,8 @@ impl Pml {
                 fb_out: 0,
                 fb_told: 0,
                 send_seq: 0,
+                sent_msgs: 0,
+                sent_bytes: 0,
                 recv_seq: 0,
                 // Nothing is in flight before the first send.
                 replied: true,
@@ -259,16 +265,21 @@ impl Pml {
         }
     }
 
-    /// Recompute what depends on the policy and the channels (at start-up and whenever either
-    /// changes).
+    /// Messages and bytes sent to `peer` so far (the channel profiler reads them at phase
+    /// boundaries).
+    pub fn sent_to(&self, peer: Gpid) -> (u64, u64) {
+        self.peers
+            .get(peer as usize)
+            .map_or((0, 0), |p| (p.sent_msgs, p.sent_bytes))
+    }
+
+    /// Recompute what depends on the policy and the channels (at start-up and whenever the
+    /// policy changes; a transport reports a peer's new channel through
+    /// [`FrameSink::on_caps`]).
     pub fn refresh_limits<T: Transport>(&mut self, io: &T) {
         for g in 0..self.peers.len() {
             let caps = io.caps(g as Gpid);
-            let p = &mut self.peers[g];
-            p.max_payload = caps.max_payload;
-            p.direct = caps.get;
-            p.queues = caps.queues;
-            self.update_limits(g as Gpid);
+            self.on_caps(g as Gpid, caps);
         }
     }
 
@@ -718,6 +729,17 @@ impl FrameSink for Pml {
         if r.kind == Kind::Send {
             self.maybe_complete_send(slot);
         }
+    }
+
+    /// A dedicated channel to `peer` was gained or given back: later frames follow its caps.
+    fn on_caps(&mut self, peer: Gpid, caps: Caps) {
+        let Some(p) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        p.max_payload = caps.max_payload;
+        p.direct = caps.get;
+        p.queues = caps.queues;
+        self.update_limits(peer);
     }
 
     fn on_peer_lost(&mut self, peer: Gpid, why: &str) {

@@ -51,6 +51,8 @@ impl Pml {
         p.sent_since = true;
         p.fb_told = p.fb_out;
         p.send_seq = p.send_seq.wrapping_add(1);
+        p.sent_msgs += 1;
+        p.sent_bytes += data.len() as u64;
         p.replied = false;
         let recount = p.streak.on_send();
         let c = self.counters.on(p.route);
@@ -166,6 +168,8 @@ impl Pml {
                 p.sent_since = true;
                 p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
+                p.sent_msgs += 1;
+                p.sent_bytes += len as u64;
                 let c = self.counters.on(p.route);
                 c.eager_sent += 1;
                 c.eager_bytes += len as u64;
@@ -217,6 +221,8 @@ impl Pml {
                 p.sent_since = true;
                 p.fb_told = fb;
                 p.send_seq = seq.wrapping_add(1);
+                p.sent_msgs += 1;
+                p.sent_bytes += len as u64;
                 if prefix > 0 {
                     let c = self.counters.on(p.route);
                     c.split_sent += 1;

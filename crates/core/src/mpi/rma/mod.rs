@@ -404,6 +404,10 @@ impl FrameSink for Sink<'_> {
     fn on_peer_lost(&mut self, peer: Gpid, why: &str) {
         self.pml.on_peer_lost(peer, why)
     }
+
+    fn on_caps(&mut self, peer: Gpid, caps: crate::transport::Caps) {
+        self.pml.on_caps(peer, caps)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

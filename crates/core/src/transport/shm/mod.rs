@@ -8,11 +8,14 @@
 //! then             `nfast` dedicated fast channels (one sender each)         ring.rs
 //! ```
 //! Senders map every local peer's segment. A sender uses its dedicated fast channel in the
-//! receiver's segment when it owns one, else the shared queue; both preserve the order of one
-//! sender's frames, and the engine's per-peer sequence numbers keep matching order when a peer
-//! moves between them. Fast channels are assigned at setup when every local peer fits
-//! (`local peers <= shm_fast_channels`); the channel's `owner` word records the sender so the
-//! set can be changed at run time by the reconfiguration manager (drain, then reassign).
+//! receiver's segment when it holds one, else the shared queue; both preserve the order of one
+//! sender's frames. A receiver offers at most `nfast` channels (`shm_fast_channels`, the
+//! `max_fast` of the channel manager). When every local peer fits, each gets one at setup (the
+//! static assignment, the channel's `owner` word names it); otherwise, and whenever the
+//! channel manager says so, channels are handed over at run time: offered to a peer, taken
+//! back through CONNECTED -> QUIESCE -> DISCONNECTED, and reused, with the sender's frames in
+//! order across every change (the protocol is described below, before `CTL_GRANT`). A
+//! channel's ring pages are touched only once a sender uses it.
 //!
 //! Large messages move by single copy when the kernel permits ([`copy`]: the transport's
 //! `expose`/`get`, with cross-memory attach and the cooperative copy); otherwise the protocol
@@ -28,13 +31,14 @@ pub mod hostmem;
 pub mod queue;
 pub mod ring;
 
+use std::collections::VecDeque;
 use std::ffi::CString;
 use std::io;
 use std::sync::atomic::Ordering;
 
 use super::{
-    Caps, Copied, CopyError, FrameSink, Gpid, Region, SendError, Sent, Span, Token, Transport,
-    CONTROL_KIND, HEADER_LEN,
+    Caps, ChannelCounters, ChannelState, Copied, CopyError, FrameSink, Gpid, Region, SendError,
+    Sent, Span, Token, Transport, Usage, CONTROL_KIND, HEADER_LEN,
 };
 use copy::Copier;
 
@@ -258,17 +262,17 @@ fn open_segment(jobid: &str, peer: Gpid) -> io::Result<(Mapping, Geometry, u32)>
     Ok((m, g, h.pid))
 }
 
-/// A control record of this transport arrived: keep it for `run_copies`.
+/// A control record of this transport arrived: keep it for `run_cold`.
 #[cold]
 fn control(
     ctl: &mut Vec<(Gpid, u8, Vec<u8>)>,
-    copying: &mut bool,
+    cold: &mut bool,
     from: Gpid,
     h: &[u8; HEADER_LEN],
     p: &[u8],
 ) {
     ctl.push((from, h[1], p.to_vec()));
-    *copying = true;
+    *cold = true;
 }
 
 /// Remove this process's segment name (the memory stays mapped).
@@ -278,14 +282,144 @@ fn unlink_segment(jobid: &str, me: Gpid) {
     unsafe { libc::shm_unlink(name.as_ptr()) };
 }
 
+// ---------------------------------------------------------------------------------------------
+// Channel changes at run time
+//
+// A channel in a receiver R's segment belongs to one sender S at a time. R decides (through
+// `connect` and `quiesce`, called by the channel manager above the transport); the hand-over
+// is four control records, each in the path that keeps S's frames in order:
+//
+//   R -> S  GRANT slot key pos   (R's own path to S)   S: Shared -> Switching
+//   S -> R  SWITCH slot          (R's shared queue)    S: Switching -> Fast; R: Granted -> Connected
+//   R -> S  REVOKE slot          (R's own path to S)   S: Fast -> Releasing; R: Connected -> Quiesce
+//   S -> R  RELEASE slot         (the channel itself)  S: Releasing -> Shared; R: Quiesce -> Free
+//
+// Everything S sent by the queue before SWITCH was consumed before R polls the channel (the
+// queue is FIFO per producer, and R starts polling when it reads SWITCH). After RELEASE, S
+// writes nothing more into the channel; a frame from S that R takes from the queue while the
+// channel is in QUIESCE was written after RELEASE, so R first drains the channel up to the
+// RELEASE (S wrote those lines before the queue cell, and R's acquire of the cell makes them
+// visible): nothing is lost, duplicated or reordered, whatever the frame's kind. S pushes a
+// marker when the path has room; until then it keeps using the old path. The frame size S
+// may use shrinks to what both paths carry before a change and grows after it
+// (`FrameSink::on_caps`). The channel's next sender gets a fresh key and the position where
+// the last one stopped, so no line is cleared (see `ring`).
+
+/// Control record: the receiver offers a channel (payload [`ChanMsg`] with key and position).
+pub const CTL_GRANT: u8 = 2;
+/// Control record, by the shared queue: the sender's frames go by the channel from now on.
+pub const CTL_SWITCH: u8 = 3;
+/// Control record: the receiver takes the channel back.
+pub const CTL_REVOKE: u8 = 4;
+/// Control record, the last one in the channel: the sender's frames go by the queue from now on.
+pub const CTL_RELEASE: u8 = 5;
+
+/// Payload of the channel records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChanMsg {
+    pub slot: u32,
+    pub key: u64,
+    pub pos: u64,
+}
+
+impl ChanMsg {
+    pub const LEN: usize = 24;
+
+    pub fn encode(&self) -> [u8; ChanMsg::LEN] {
+        let mut b = [0u8; ChanMsg::LEN];
+        b[0..4].copy_from_slice(&self.slot.to_le_bytes());
+        b[8..16].copy_from_slice(&self.key.to_le_bytes());
+        b[16..24].copy_from_slice(&self.pos.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Option<ChanMsg> {
+        if b.len() != ChanMsg::LEN {
+            return None;
+        }
+        Some(ChanMsg {
+            slot: u32::from_le_bytes(b[0..4].try_into().ok()?),
+            key: u64::from_le_bytes(b[8..16].try_into().ok()?),
+            pos: u64::from_le_bytes(b[16..24].try_into().ok()?),
+        })
+    }
+
+    fn header(op: u8) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[0] = CONTROL_KIND;
+        h[1] = op;
+        h
+    }
+}
+
+/// How we send to one peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// By its shared queue.
+    Shared,
+    /// Granted a channel; SWITCH not in its queue yet: frames still go by the queue.
+    Switching,
+    /// By our channel in its segment.
+    Fast,
+    /// Asked to give the channel back; RELEASE not in it yet: frames still go by the channel.
+    Releasing,
+}
+
+/// A channel of ours (in our segment), as its receiver sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    Free,
+    /// Offered to the sender (the grant sent or waiting to go); not polled until it switches.
+    Granted(Gpid),
+    /// The sender writes into it; polled.
+    Connected(Gpid),
+    /// Taken back; polled until the sender's RELEASE.
+    Quiesce(Gpid),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    state: SlotState,
+    key: u64,
+    /// Where the next record starts (for a free channel: where the last sender stopped).
+    pos: u64,
+}
+
+/// A channel we poll (CONNECTED or QUIESCE), with what came through it since it was handed over.
+struct Polled {
+    from: Gpid,
+    slot: u32,
+    quiesce: bool,
+    rx: ring::Rx,
+    frames: u64,
+    bytes: u64,
+}
+
 struct Peer {
-    _map: Mapping,
+    map: Mapping,
+    /// The peer's geometry (its channels are in its segment).
+    g: Geometry,
     pid: u32,
     coop: coop::CoopSlots,
     queue: queue::Producer,
-    fast: Option<ring::Tx>,
-    /// Largest payload the channel in use carries.
+    /// Sending: the path in use, our producer in the peer's channel `slot` when we hold one.
+    lane: Lane,
+    tx: Option<ring::Tx>,
+    slot: u32,
+    /// Largest payload we accept for this peer: what the protocol layer was last told, or
+    /// more once it is told (see the module doc of `transport`).
     max_payload: usize,
+    /// Receiving: the channel of ours this peer holds, and what came by the shared path from
+    /// it (and through channels it gave back).
+    inbound: ChannelState,
+    in_slot: u32,
+    usage: Usage,
+}
+
+impl Peer {
+    fn ring_max(&self) -> usize {
+        ring::max_payload(self.g.ring_bytes / ring::LINE)
+    }
 }
 
 /// The shared-memory transport of one process.
@@ -294,8 +428,9 @@ pub struct Shm {
     me: Gpid,
     own: Mapping,
     geometry: Geometry,
-    /// Dedicated channels we receive on, with the sender they belong to.
-    rx_fast: Vec<(Gpid, ring::Rx)>,
+    /// Our channels, and those we poll.
+    slots: Vec<Slot>,
+    rx_fast: Vec<Polled>,
     rx_queue: queue::Consumer,
     /// Indexed by gpid; None for processes not on this host (and for ourselves).
     peers: Vec<Option<Peer>>,
@@ -304,9 +439,21 @@ pub struct Shm {
     copier: Copier,
     /// Control records that arrived during a poll, handled after it: (from, op, payload).
     ctl_in: Vec<(Gpid, u8, Vec<u8>)>,
-    /// Control records arrived or copies are in progress: `progress` has more to do than
-    /// poll (one load on the path of an idle poll).
-    copying: bool,
+    /// Channel records (GRANT, REVOKE) that found no room yet, in order.
+    ctl_out: VecDeque<(Gpid, u8, ChanMsg)>,
+    /// Peers whose SWITCH or RELEASE waits for room.
+    changing: Vec<Gpid>,
+    /// Peers whose caps changed since the protocol layer was last told.
+    caps_news: Vec<Gpid>,
+    /// Channels in QUIESCE.
+    quiescing: usize,
+    /// Control records arrived, records or news wait, or copies are in progress: `progress`
+    /// has more to do than poll (one load on the path of an idle poll).
+    cold: bool,
+    counters: ChannelCounters,
+    /// Channel records that made no sense (diagnostics; tests).
+    bad_records: u64,
+    keys: u64,
 }
 
 /// Fast-channel slot that `sender` uses in `receiver`'s segment under the static assignment,
@@ -328,9 +475,39 @@ fn static_slot(local: &[Gpid], receiver: Gpid, sender: Gpid, nfast: usize) -> Op
     None
 }
 
+/// Deliver everything in the quiesced channel of `from` (up to its RELEASE) before a frame
+/// that `from` sent by the queue after it.
+#[cold]
+fn drain_quiesced<S: FrameSink>(
+    rx_fast: &mut [Polled],
+    from: Gpid,
+    sink: &mut S,
+    ctl: &mut Vec<(Gpid, u8, Vec<u8>)>,
+    cold: &mut bool,
+) {
+    let Some(c) = rx_fast.iter_mut().find(|c| c.from == from && c.quiesce) else {
+        return;
+    };
+    let (mut k, mut bytes) = (0u64, 0usize);
+    while c.rx.pop(|h, p| {
+        bytes += p.len();
+        if h[0] == CONTROL_KIND {
+            control(ctl, cold, from, h, p);
+        } else {
+            sink.on_frame(from, h, p)
+        }
+    }) {
+        k += 1;
+    }
+    c.frames += k;
+    c.bytes += bytes as u64;
+}
+
 impl Shm {
     /// Phase 1 of setup: create our segment. `local` is every gpid on this host (us included),
     /// ascending. Call [`Shm::attach`] after every local process has created its segment.
+    /// Every local peer gets a channel at once when they all fit (`local peers <= nfast`,
+    /// the static assignment); otherwise channels are handed out at run time.
     pub fn create(jobid: &str, me: Gpid, local: &[Gpid], g: Geometry) -> io::Result<Shm> {
         let mut owners = vec![None; g.nfast];
         for &s in local {
@@ -343,33 +520,51 @@ impl Shm {
         // which the Shm keeps alive as long as these views.
         let rx_queue =
             unsafe { queue::Consumer::new(own.base.add(g.queue_off()), g.cells, g.cell_bytes) };
-        let rx_fast = owners
-            .iter()
-            .enumerate()
-            .filter_map(|(k, o)| {
-                o.map(|s| {
-                    (s, unsafe {
-                        ring::Rx::new(own.base.add(g.channel_off(k)), g.ring_bytes)
-                    })
-                })
-            })
-            .collect();
+        let mut slots = Vec::with_capacity(g.nfast);
+        let mut rx_fast = Vec::new();
+        for (k, o) in owners.iter().enumerate() {
+            // SAFETY: as above; channel k lies inside the mapping by construction of Geometry.
+            let rx = unsafe { ring::Rx::new(own.base.add(g.channel_off(k)), g.ring_bytes) };
+            slots.push(Slot {
+                state: o.map_or(SlotState::Free, SlotState::Connected),
+                key: rx.key(),
+                pos: rx.position(),
+            });
+            if let Some(s) = *o {
+                rx_fast.push(Polled {
+                    from: s,
+                    slot: k as u32,
+                    quiesce: false,
+                    rx,
+                    frames: 0,
+                    bytes: 0,
+                });
+            }
+        }
         cma::allow_peers();
         // SAFETY: our own segment holds the slot array at the end of its geometry, mapped as
         // long as `own` (kept by the Shm with the copier).
-        let slots = unsafe { coop::CoopSlots::new(own.base.add(g.coop_off()), g.coop as u32) };
+        let coop_slots = unsafe { coop::CoopSlots::new(own.base.add(g.coop_off()), g.coop as u32) };
         Ok(Shm {
             jobid: jobid.to_string(),
             me,
             own,
             geometry: g,
+            slots,
             rx_fast,
             rx_queue,
             peers: Vec::new(),
             unlinked: false,
-            copier: Copier::new(Some(slots), 0, 1),
+            copier: Copier::new(Some(coop_slots), 0, 1),
             ctl_in: Vec::new(),
-            copying: false,
+            ctl_out: VecDeque::new(),
+            changing: Vec::new(),
+            caps_news: Vec::new(),
+            quiescing: 0,
+            cold: false,
+            counters: ChannelCounters::default(),
+            bad_records: 0,
+            keys: ring::new_key() ^ (u64::from(me) << 20),
         })
     }
 
@@ -386,26 +581,44 @@ impl Shm {
             // which the Peer keeps alive with these views.
             let queue =
                 unsafe { queue::Producer::new(m.base.add(g.queue_off()), g.cells, g.cell_bytes) };
-            let mut fast = None;
+            let mut tx = None;
+            let mut slot = 0;
             for k in 0..g.nfast {
                 let c = unsafe { m.base.add(g.channel_off(k)) };
                 if unsafe { ring::owner(c) }.load(Ordering::Acquire) == self.me + 1 {
-                    fast = Some(unsafe { ring::Tx::new(c, g.ring_bytes) });
+                    tx = Some(unsafe { ring::Tx::new(c, g.ring_bytes) });
+                    slot = k as u32;
                     break;
                 }
             }
-            let max_payload = fast
-                .as_ref()
-                .map_or(queue.max_payload(), |f| f.max_payload());
+            let max_payload = tx.as_ref().map_or(queue.max_payload(), |f| f.max_payload());
             // SAFETY: the slot array lies at the end of the peer's validated geometry.
             let coop = unsafe { coop::CoopSlots::new(m.base.add(g.coop_off()), g.coop as u32) };
+            let in_slot = self
+                .slots
+                .iter()
+                .position(|s| s.state == SlotState::Connected(p));
             self.peers[p as usize] = Some(Peer {
-                _map: m,
+                map: m,
+                g,
                 pid,
                 coop,
                 queue,
-                fast,
+                lane: if tx.is_some() {
+                    Lane::Fast
+                } else {
+                    Lane::Shared
+                },
+                tx,
+                slot,
                 max_payload,
+                inbound: if in_slot.is_some() {
+                    ChannelState::Connected
+                } else {
+                    ChannelState::Shared
+                },
+                in_slot: in_slot.unwrap_or(0) as u32,
+                usage: Usage::default(),
             });
         }
         Ok(())
@@ -439,10 +652,19 @@ impl Shm {
         self.copier.bad_requests
     }
 
+    /// Channel records dropped because they did not fit the channel's state (diagnostics).
+    pub fn bad_channel_records(&self) -> u64 {
+        self.bad_records
+    }
+
+    /// Do we send to `peer` through a channel of its segment (now)?
     pub fn has_fast_channel(&self, peer: Gpid) -> bool {
         matches!(
             self.peers.get(peer as usize),
-            Some(Some(Peer { fast: Some(_), .. }))
+            Some(Some(Peer {
+                lane: Lane::Fast | Lane::Releasing,
+                ..
+            }))
         )
     }
 
@@ -464,32 +686,257 @@ impl Shm {
         let Some(Some(p)) = self.peers.get_mut(peer as usize) else {
             return false;
         };
-        match &mut p.fast {
-            Some(tx) => tx.push(hdr, parts),
-            None => p.queue.push(self.me, hdr, parts),
+        match (p.lane, &mut p.tx) {
+            (Lane::Fast, Some(tx)) => tx.push(hdr, parts),
+            (Lane::Shared, _) => p.queue.push(self.me, hdr, parts),
+            _ => self.push_changing(peer, hdr, parts),
+        }
+    }
+
+    /// A frame to a peer whose lane is changing: the marker first when it fits, then the frame
+    /// by the path the marker opened; else the frame by the old path.
+    #[cold]
+    fn push_changing(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], parts: &[&[u8]]) -> bool {
+        self.advance(peer);
+        let Some(Some(p)) = self.peers.get_mut(peer as usize) else {
+            return false;
+        };
+        match (p.lane, &mut p.tx) {
+            (Lane::Fast | Lane::Releasing, Some(tx)) => tx.push(hdr, parts),
+            _ => p.queue.push(self.me, hdr, parts),
+        }
+    }
+
+    /// Push the marker of a lane change to `peer` if it fits, and complete the change.
+    fn advance(&mut self, peer: Gpid) {
+        let me = self.me;
+        let Some(Some(p)) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        let m = ChanMsg {
+            slot: p.slot,
+            key: 0,
+            pos: 0,
+        }
+        .encode();
+        let done = match (p.lane, &mut p.tx) {
+            (Lane::Switching, Some(_)) => {
+                if p.queue.push(me, &ChanMsg::header(CTL_SWITCH), &[&m]) {
+                    p.lane = Lane::Fast;
+                    true
+                } else {
+                    false
+                }
+            }
+            (Lane::Releasing, Some(tx)) => {
+                if tx.push(&ChanMsg::header(CTL_RELEASE), &[&m]) {
+                    p.lane = Lane::Shared;
+                    p.tx = None;
+                    true
+                } else {
+                    false
+                }
+            }
+            _ => true,
+        };
+        if done {
+            // The new path's largest frame, told to the protocol layer at the next progress.
+            let max = match p.lane {
+                Lane::Fast => p.ring_max(),
+                _ => p.queue.max_payload(),
+            };
+            if max != p.max_payload {
+                p.max_payload = max;
+                self.caps_news.push(peer);
+            }
+            self.changing.retain(|&g| g != peer);
+            self.cold = true;
+        } else if !self.changing.contains(&peer) {
+            self.changing.push(peer);
+            self.cold = true;
+        }
+    }
+
+    /// Send a channel record to `peer` now, or after the ones waiting.
+    fn send_chan(&mut self, peer: Gpid, op: u8, m: ChanMsg) {
+        if self.ctl_out.is_empty() && self.push(peer, &ChanMsg::header(op), &[&m.encode()]) {
+            return;
+        }
+        self.ctl_out.push_back((peer, op, m));
+        self.cold = true;
+    }
+
+    /// A new channel key (48 bits, top bit set; see `ring`).
+    fn next_key(&mut self) -> u64 {
+        // splitmix64 over a random start
+        self.keys = self.keys.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.keys;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z & ((1 << 48) - 1)) | (1 << 47)
+    }
+
+    /// The receiver offers us channel `m.slot` of its segment.
+    fn on_grant<S: FrameSink>(&mut self, from: Gpid, m: ChanMsg, _sink: &mut S) {
+        let Some(Some(p)) = self.peers.get_mut(from as usize) else {
+            self.bad_records += 1;
+            return;
+        };
+        if p.lane != Lane::Shared || m.slot as usize >= p.g.nfast || m.key >> 47 != 1 {
+            self.bad_records += 1;
+            return;
+        }
+        // SAFETY: the slot index was checked against the peer's validated geometry, so the
+        // channel lies inside its mapping, which the Peer keeps; the receiver made us its only
+        // producer by this grant.
+        p.tx = Some(unsafe {
+            ring::Tx::resume(
+                p.map.base.add(p.g.channel_off(m.slot as usize)),
+                p.g.ring_bytes,
+                m.key,
+                m.pos,
+            )
+        });
+        p.slot = m.slot;
+        p.lane = Lane::Switching;
+        // Frames sent from now on may go by either path until the switch.
+        let both = p.ring_max().min(p.queue.max_payload());
+        if both < p.max_payload {
+            p.max_payload = both;
+            self.caps_news.push(from);
+        }
+        self.advance(from);
+    }
+
+    /// The receiver takes its channel back.
+    fn on_revoke(&mut self, from: Gpid, m: ChanMsg) {
+        let Some(Some(p)) = self.peers.get_mut(from as usize) else {
+            self.bad_records += 1;
+            return;
+        };
+        if p.lane != Lane::Fast || p.slot != m.slot {
+            self.bad_records += 1;
+            return;
+        }
+        p.lane = Lane::Releasing;
+        let both = p.ring_max().min(p.queue.max_payload());
+        if both < p.max_payload {
+            p.max_payload = both;
+            self.caps_news.push(from);
+        }
+        self.advance(from);
+    }
+
+    /// The sender switched to the channel we offered: poll it from now on.
+    fn on_switch(&mut self, from: Gpid, m: ChanMsg) {
+        let k = m.slot as usize;
+        if self.slots.get(k).map(|s| s.state) != Some(SlotState::Granted(from)) {
+            self.bad_records += 1;
+            return;
+        }
+        let s = &mut self.slots[k];
+        s.state = SlotState::Connected(from);
+        // SAFETY: channel k of our own segment, polled only by us, from the key and position
+        // we granted.
+        let rx = unsafe {
+            ring::Rx::resume(
+                self.own.base.add(self.geometry.channel_off(k)),
+                self.geometry.ring_bytes,
+                s.key,
+                s.pos,
+            )
+        };
+        self.rx_fast.push(Polled {
+            from,
+            slot: m.slot,
+            quiesce: false,
+            rx,
+            frames: 0,
+            bytes: 0,
+        });
+        if let Some(Some(p)) = self.peers.get_mut(from as usize) {
+            p.inbound = ChannelState::Connected;
+        }
+        self.counters.promotions += 1;
+    }
+
+    /// The sender's last record in a quiesced channel: it is free again.
+    fn on_release(&mut self, from: Gpid, m: ChanMsg) {
+        let k = m.slot as usize;
+        if self.slots.get(k).map(|s| s.state) != Some(SlotState::Quiesce(from)) {
+            self.bad_records += 1;
+            return;
+        }
+        let Some(i) = self.rx_fast.iter().position(|c| c.slot == m.slot) else {
+            self.bad_records += 1;
+            return;
+        };
+        let c = self.rx_fast.swap_remove(i);
+        self.slots[k] = Slot {
+            state: SlotState::Free,
+            key: c.rx.key(),
+            pos: c.rx.position(),
+        };
+        if let Some(Some(p)) = self.peers.get_mut(from as usize) {
+            p.inbound = ChannelState::Shared;
+            p.usage.fast_frames += c.frames;
+            p.usage.fast_bytes += c.bytes;
+        }
+        self.counters.usage.fast_frames += c.frames;
+        self.counters.usage.fast_bytes += c.bytes;
+        self.quiescing -= 1;
+        self.counters.demotions += 1;
+    }
+
+    /// How we send to `peer` (diagnostics).
+    #[cfg(test)]
+    fn lane_debug(&self, peer: Gpid) -> String {
+        match self.peers.get(peer as usize) {
+            Some(Some(p)) => format!(
+                "lane {:?} slot {} tx {:?} max {} changing {:?} news {:?} cold {}",
+                p.lane,
+                p.slot,
+                p.tx.as_ref().map(|t| t.debug()),
+                p.max_payload,
+                self.changing,
+                self.caps_news,
+                self.cold
+            ),
+            _ => "none".into(),
         }
     }
 
     /// Are frames waiting? Cheap: one load per channel.
     #[inline]
     pub fn pending(&self) -> bool {
-        self.rx_fast.iter().any(|(_, rx)| rx.ready()) || self.rx_queue.ready()
+        self.rx_fast.iter().any(|c| c.rx.ready()) || self.rx_queue.ready()
     }
 
     /// Deliver what arrived: frames to the sink, control records to ourselves (and set
-    /// `copying`, so that `progress` handles them).
+    /// `cold`, so that `progress` handles them).
     #[inline]
     fn poll<S: FrameSink>(&mut self, sink: &mut S) -> usize {
         let mut n = 0;
-        let ctl = &mut self.ctl_in;
-        let copying = &mut self.copying;
-        for (from, rx) in self.rx_fast.iter_mut() {
-            let from = *from;
+        let Shm {
+            rx_fast,
+            rx_queue,
+            ctl_in,
+            cold,
+            peers,
+            quiescing,
+            counters,
+            ..
+        } = self;
+        for c in rx_fast.iter_mut() {
+            let from = c.from;
             let mut k = 0;
+            let mut bytes = 0usize;
             while k < 64
-                && rx.pop(|h, p| {
+                && c.rx.pop(|h, p| {
+                    bytes += p.len();
                     if h[0] == CONTROL_KIND {
-                        control(ctl, copying, from, h, p);
+                        control(ctl_in, cold, from, h, p);
                     } else {
                         sink.on_frame(from, h, p)
                     }
@@ -497,13 +944,23 @@ impl Shm {
             {
                 k += 1;
             }
+            c.frames += k as u64;
+            c.bytes += bytes as u64;
             n += k;
         }
         let mut k = 0;
         while k < 64
-            && self.rx_queue.pop(|from, h, p| {
+            && rx_queue.pop(|from, h, p| {
+                if *quiescing > 0 {
+                    drain_quiesced(rx_fast, from, sink, ctl_in, cold);
+                }
+                if let Some(Some(peer)) = peers.get_mut(from as usize) {
+                    peer.usage.shared_frames += 1;
+                    peer.usage.shared_bytes += p.len() as u64;
+                }
+                counters.usage.shared_bytes += p.len() as u64;
                 if h[0] == CONTROL_KIND {
-                    control(ctl, copying, from, h, p);
+                    control(ctl_in, cold, from, h, p);
                 } else {
                     sink.on_frame(from, h, p)
                 }
@@ -511,17 +968,41 @@ impl Shm {
         {
             k += 1;
         }
+        counters.usage.shared_frames += k as u64;
         n + k
     }
 
-    /// Handle the control records that arrived, send the ones waiting, run the copies.
+    /// Handle the control records that arrived, push the records and markers waiting, tell
+    /// the protocol layer of changed caps, run the copies.
     #[cold]
-    fn run_copies<S: FrameSink>(&mut self, sink: &mut S) {
+    fn run_cold<S: FrameSink>(&mut self, sink: &mut S) {
         for (from, op, p) in std::mem::take(&mut self.ctl_in) {
-            match op {
-                copy::CTL_HELP => self.copier.on_help(from, &p),
+            match (op, ChanMsg::decode(&p)) {
+                (copy::CTL_HELP, _) => self.copier.on_help(from, &p),
+                (CTL_GRANT, Some(m)) => self.on_grant(from, m, sink),
+                (CTL_REVOKE, Some(m)) => self.on_revoke(from, m),
+                (CTL_SWITCH, Some(m)) => self.on_switch(from, m),
+                (CTL_RELEASE, Some(m)) => self.on_release(from, m),
+                (CTL_GRANT | CTL_REVOKE | CTL_SWITCH | CTL_RELEASE, None) => self.bad_records += 1,
                 _ => self.copier.bad_requests += 1,
             }
+        }
+        for peer in self.changing.clone() {
+            self.advance(peer);
+        }
+        while let Some(&(peer, op, m)) = self.ctl_out.front() {
+            if !self.push(peer, &ChanMsg::header(op), &[&m.encode()]) {
+                if !self.reaches(peer) {
+                    self.ctl_out.pop_front();
+                    continue;
+                }
+                break;
+            }
+            self.ctl_out.pop_front();
+        }
+        for peer in std::mem::take(&mut self.caps_news) {
+            let caps = self.caps(peer);
+            sink.on_caps(peer, caps);
         }
         while let Some(&(peer, help)) = self.copier.out.front() {
             if !self.push(peer, &copy::Help::header(), &[&help]) {
@@ -534,6 +1015,11 @@ impl Shm {
             self.copier.out.pop_front();
         }
         self.copier.run(sink);
+        // News made while pushing the records above reach the sink at the next pass.
+        self.cold = self.copier.busy()
+            || !self.ctl_out.is_empty()
+            || !self.changing.is_empty()
+            || !self.caps_news.is_empty();
     }
 }
 
@@ -597,9 +1083,8 @@ impl Transport for Shm {
     #[inline]
     fn progress<S: FrameSink>(&mut self, sink: &mut S) -> usize {
         let n = self.poll(sink);
-        if self.copying {
-            self.run_copies(sink);
-            self.copying = self.copier.busy();
+        if self.cold {
+            self.run_cold(sink);
         }
         n
     }
@@ -648,7 +1133,7 @@ impl Transport for Shm {
         };
         let r = self.copier.get(peer, slots, region, offset, dst, token);
         if r == Ok(Copied::Pending) {
-            self.copying = true;
+            self.cold = true;
             // Ask for help at once rather than at the next pass.
             while let Some(&(p, help)) = self.copier.out.front() {
                 if !self.push(p, &copy::Help::header(), &[&help]) {
@@ -674,6 +1159,107 @@ impl Transport for Shm {
             )));
         }
         self.copier.put(region, offset, src)
+    }
+
+    fn channel_slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    #[inline]
+    fn channel(&self, peer: Gpid) -> ChannelState {
+        match self.peers.get(peer as usize) {
+            Some(Some(p)) => p.inbound,
+            _ => ChannelState::Shared,
+        }
+    }
+
+    fn connect(&mut self, peer: Gpid) -> bool {
+        match self.peers.get(peer as usize) {
+            Some(Some(p)) if p.inbound == ChannelState::Shared => {}
+            _ => return false,
+        }
+        let Some(k) = self.slots.iter().position(|s| s.state == SlotState::Free) else {
+            return false;
+        };
+        let key = self.next_key();
+        let pos = self.slots[k].pos;
+        let c = unsafe { self.own.base.add(self.geometry.channel_off(k)) };
+        // SAFETY: channel k of our own segment is free: no producer writes into it; we are its
+        // consumer.
+        unsafe {
+            ring::rekey(c, key, pos);
+            ring::owner(c).store(peer + 1, Ordering::Relaxed);
+        }
+        self.slots[k] = Slot {
+            state: SlotState::Granted(peer),
+            key,
+            pos,
+        };
+        if let Some(Some(p)) = self.peers.get_mut(peer as usize) {
+            p.inbound = ChannelState::Connecting;
+            p.in_slot = k as u32;
+        }
+        self.send_chan(
+            peer,
+            CTL_GRANT,
+            ChanMsg {
+                slot: k as u32,
+                key,
+                pos,
+            },
+        );
+        true
+    }
+
+    fn quiesce(&mut self, peer: Gpid) -> bool {
+        let k = match self.peers.get_mut(peer as usize) {
+            Some(Some(p)) if p.inbound == ChannelState::Connected => {
+                p.inbound = ChannelState::Quiesce;
+                p.in_slot
+            }
+            _ => return false,
+        };
+        self.slots[k as usize].state = SlotState::Quiesce(peer);
+        if let Some(c) = self.rx_fast.iter_mut().find(|c| c.slot == k) {
+            c.quiesce = true;
+        }
+        self.quiescing += 1;
+        self.send_chan(
+            peer,
+            CTL_REVOKE,
+            ChanMsg {
+                slot: k,
+                key: 0,
+                pos: 0,
+            },
+        );
+        true
+    }
+
+    fn usage(&self, peer: Gpid) -> Usage {
+        let Some(Some(p)) = self.peers.get(peer as usize) else {
+            return Usage::default();
+        };
+        let mut u = p.usage;
+        if let Some(c) = self.rx_fast.iter().find(|c| c.from == peer) {
+            u.fast_frames += c.frames;
+            u.fast_bytes += c.bytes;
+        }
+        u
+    }
+
+    #[inline]
+    fn shared_arrivals(&self) -> u64 {
+        self.counters.usage.shared_frames
+    }
+
+    fn channel_counters(&self) -> ChannelCounters {
+        let mut c = self.counters;
+        for p in &self.rx_fast {
+            c.usage.fast_frames += p.frames;
+            c.usage.fast_bytes += p.bytes;
+        }
+        c
     }
 }
 
@@ -710,6 +1296,7 @@ mod tests {
     struct Collect {
         frames: Vec<(Gpid, [u8; HEADER_LEN], Vec<u8>)>,
         got: Vec<(Token, Result<(), String>)>,
+        caps: Vec<(Gpid, usize)>,
     }
     impl FrameSink for Collect {
         fn on_frame(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], payload: &[u8]) {
@@ -717,6 +1304,9 @@ mod tests {
         }
         fn on_got(&mut self, token: Token, result: Result<(), String>) {
             self.got.push((token, result));
+        }
+        fn on_caps(&mut self, peer: Gpid, caps: Caps) {
+            self.caps.push((peer, caps.max_payload));
         }
     }
 
@@ -951,5 +1541,339 @@ mod tests {
             "nothing written after the end"
         );
         assert_eq!(buf_b, data_b);
+    }
+
+    /// `n` "processes" in one: each creates its segment, all attach.
+    fn group(tag: &str, n: u32, g: Geometry) -> Vec<Shm> {
+        let jobid = format!("unittest{}{tag}", std::process::id());
+        let local: Vec<Gpid> = (0..n).collect();
+        let mut v: Vec<Shm> = local
+            .iter()
+            .map(|&m| Shm::create(&jobid, m, &local, g).unwrap())
+            .collect();
+        for s in v.iter_mut() {
+            s.attach(&local, n as usize).unwrap();
+        }
+        for s in v.iter_mut() {
+            s.unlink();
+        }
+        v
+    }
+
+    /// A small deterministic generator (xorshift64*).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// The payload of frame `seq` from `from`: its length and bytes follow from both.
+    fn body(from: Gpid, seq: u32, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u32 ^ seq.wrapping_mul(31) ^ from) as u8)
+            .collect()
+    }
+
+    /// Check what a receiver got: every sender's frames in order, payloads intact; returns
+    /// how many came from each.
+    fn check_order(frames: &[(Gpid, [u8; HEADER_LEN], Vec<u8>)], next: &mut [u32]) {
+        for (from, h, p) in frames {
+            let seq = u32::from_le_bytes(h[4..8].try_into().unwrap());
+            assert_eq!(
+                seq, next[*from as usize],
+                "frame {seq} from {from} out of order (expected {})",
+                next[*from as usize]
+            );
+            let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
+            assert_eq!(p, &body(*from, seq, len), "payload of {seq} from {from}");
+            next[*from as usize] += 1;
+        }
+    }
+
+    fn frame_hdr(seq: u32, len: usize) -> [u8; HEADER_LEN] {
+        let mut h = hdr(seq);
+        h[8..12].copy_from_slice(&(len as u32).to_le_bytes());
+        h
+    }
+
+    /// Channels change hands at random while three senders stream frames of every size the
+    /// caps allow to one receiver (single thread, every interleaving of steps the generator
+    /// draws): nothing is lost, duplicated or reordered, the caps a sender is told always fit
+    /// the path it uses, and every change completes. Two geometries: the ring carries larger
+    /// frames than a queue cell, and smaller.
+    #[test]
+    fn channels_move_while_frames_flow() {
+        for (gi, g) in [
+            Geometry::new(1, 8192, 4, 1024, 4),
+            Geometry::new(2, 4096, 4, 2048, 4),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for seed in 1..=6u64 {
+                let mut v = group(&format!("move{gi}s{seed}"), 4, g);
+                let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
+                assert_eq!(v[0].channel_slots(), g.nfast);
+                assert!(
+                    !v[1].has_fast_channel(0),
+                    "3 peers do not fit {} channels",
+                    g.nfast
+                );
+                let mut told: Vec<usize> = (0..4).map(|s| v[s].caps(0).max_payload).collect();
+                let mut sent = [0u32; 4];
+                let mut next = [0u32; 4];
+                let mut sinks: Vec<Collect> = (0..4).map(|_| Collect::default()).collect();
+                let step = |v: &mut Vec<Shm>,
+                            sinks: &mut Vec<Collect>,
+                            told: &mut Vec<usize>,
+                            i: usize| {
+                    v[i].progress(&mut sinks[i]);
+                    for (peer, m) in sinks[i].caps.drain(..) {
+                        assert_eq!(peer, 0);
+                        told[i] = m;
+                    }
+                };
+                for _ in 0..4000 {
+                    match rng.below(10) {
+                        0..=4 => {
+                            let s = 1 + rng.below(3) as usize;
+                            for _ in 0..rng.below(6) {
+                                let len = match rng.below(4) {
+                                    0 => told[s],
+                                    1 => 0,
+                                    _ => rng.below(told[s] as u64 + 1) as usize,
+                                };
+                                let b = body(s as Gpid, sent[s], len);
+                                if !v[s].try_send(0, &frame_hdr(sent[s], len), &b) {
+                                    break;
+                                }
+                                sent[s] += 1;
+                            }
+                        }
+                        5 | 6 => {
+                            let s = 1 + rng.below(3) as usize;
+                            step(&mut v, &mut sinks, &mut told, s);
+                        }
+                        7 => {
+                            step(&mut v, &mut sinks, &mut told, 0);
+                            check_order(&std::mem::take(&mut sinks[0].frames), &mut next);
+                        }
+                        _ => {
+                            let s = 1 + rng.below(3) as Gpid;
+                            match v[0].channel(s) {
+                                ChannelState::Shared => {
+                                    v[0].connect(s);
+                                }
+                                ChannelState::Connected => {
+                                    assert!(v[0].quiesce(s));
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                }
+                // Drain: every frame arrives, every change completes.
+                for _ in 0..10_000 {
+                    for i in 0..4 {
+                        step(&mut v, &mut sinks, &mut told, i);
+                    }
+                    check_order(&std::mem::take(&mut sinks[0].frames), &mut next);
+                    let settled = (1..4).all(|s| {
+                        matches!(
+                            v[0].channel(s),
+                            ChannelState::Shared | ChannelState::Connected
+                        )
+                    });
+                    if next == sent && settled {
+                        break;
+                    }
+                }
+                assert_eq!(next, sent, "seed {seed}: frames missing");
+                let c = v[0].channel_counters();
+                assert!(c.promotions >= 3 && c.demotions >= 2, "seed {seed}: {c:?}");
+                assert!(c.promotions - c.demotions <= g.nfast as u64);
+                let frames: u32 = sent.iter().sum();
+                assert_eq!(
+                    c.usage.shared_frames + c.usage.fast_frames,
+                    frames as u64 + c.promotions + c.demotions,
+                    "every frame counted once, with the SWITCH and RELEASE records"
+                );
+                let per_peer: u64 = (1..4)
+                    .map(|s| {
+                        let u = v[0].usage(s);
+                        u.shared_frames + u.fast_frames
+                    })
+                    .sum();
+                assert_eq!(per_peer, c.usage.shared_frames + c.usage.fast_frames);
+                for (i, x) in v.iter().enumerate() {
+                    assert_eq!(x.bad_channel_records(), 0, "process {i}");
+                }
+                for s in 1..4usize {
+                    let held = v[0].channel(s as Gpid) == ChannelState::Connected;
+                    assert_eq!(v[s].has_fast_channel(0), held);
+                    assert_eq!(
+                        told[s],
+                        if held {
+                            ring::max_payload(g.ring_bytes / 64)
+                        } else {
+                            g.cell_bytes - queue::CELL_HDR
+                        },
+                        "the sender was told the caps of its path"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Records that do not fit the channel's state are counted and change nothing.
+    #[test]
+    fn stray_channel_records_are_dropped() {
+        let mut v = group("stray", 3, Geometry::new(1, 8192, 4, 1024, 4));
+        let m = ChanMsg {
+            slot: 0,
+            key: 1 << 47,
+            pos: 0,
+        };
+        let mut sink = Collect::default();
+        // A SWITCH for a channel never granted, a RELEASE for one not quiesced, a REVOKE
+        // for a channel not held, a GRANT beyond the geometry, a short record.
+        assert!(v[1].push(0, &ChanMsg::header(CTL_SWITCH), &[&m.encode()]));
+        assert!(v[1].push(0, &ChanMsg::header(CTL_RELEASE), &[&m.encode()]));
+        v[0].progress(&mut sink);
+        assert_eq!(v[0].bad_channel_records(), 2);
+        assert!(v[0].push(1, &ChanMsg::header(CTL_REVOKE), &[&m.encode()]));
+        let far = ChanMsg { slot: 7, ..m };
+        assert!(v[0].push(1, &ChanMsg::header(CTL_GRANT), &[&far.encode()]));
+        assert!(v[0].push(1, &ChanMsg::header(CTL_GRANT), &[&[1u8, 2]]));
+        v[1].progress(&mut sink);
+        assert_eq!(v[1].bad_channel_records(), 3);
+        assert!(!v[1].has_fast_channel(0));
+        assert!(sink.frames.is_empty() && sink.caps.is_empty());
+        // The real hand-over still works afterwards.
+        assert!(v[0].connect(1));
+        assert!(!v[0].connect(2), "one channel, already offered");
+        assert_eq!(v[0].channel(1), ChannelState::Connecting);
+        assert!(!v[0].quiesce(1), "not connected yet");
+        v[1].progress(&mut sink);
+        assert!(v[1].has_fast_channel(0));
+        v[0].progress(&mut sink);
+        assert_eq!(v[0].channel(1), ChannelState::Connected);
+    }
+
+    /// The same with real concurrency: a receiver thread moving its one channel between two
+    /// sender threads at random while they stream; the receiver checks order as it goes.
+    #[test]
+    fn channels_move_between_threads() {
+        struct Own(Shm);
+        // SAFETY: each Shm is used by one thread only (moved there whole).
+        unsafe impl Send for Own {}
+        const N: u32 = 60_000;
+        let v = group("threads", 3, Geometry::new(1, 8192, 8, 1024, 4));
+        let mut it = v.into_iter();
+        let recv = Own(it.next().unwrap());
+        let senders: Vec<_> = it
+            .enumerate()
+            .map(|(i, s)| {
+                let mut o = Own(s);
+                std::thread::spawn(move || {
+                    let from = i as Gpid + 1;
+                    let s = &mut o.0;
+                    let mut sink = Collect::default();
+                    let mut told = s.caps(0).max_payload;
+                    let mut rng = Rng(0x1234_5678 + u64::from(from));
+                    let mut seq = 0u32;
+                    let mut last = std::time::Instant::now();
+                    while seq < N {
+                        assert!(
+                            last.elapsed().as_secs() < 20,
+                            "sender {from} stuck at {seq}: {}",
+                            s.lane_debug(0)
+                        );
+                        s.progress(&mut sink);
+                        if let Some(&(_, m)) = sink.caps.last() {
+                            told = m;
+                        }
+                        sink.caps.clear();
+                        let len = if rng.below(8) == 0 {
+                            told
+                        } else {
+                            rng.below(64) as usize
+                        };
+                        if s.try_send(0, &frame_hdr(seq, len), &body(from, seq, len)) {
+                            seq += 1;
+                            last = std::time::Instant::now();
+                        } else {
+                            std::thread::yield_now();
+                        }
+                    }
+                    // Keep answering the receiver's channel records until it says stop (a
+                    // frame of kind 9).
+                    let t = std::time::Instant::now();
+                    while t.elapsed().as_secs() < 60 && !sink.frames.iter().any(|f| f.1[0] == 9) {
+                        s.progress(&mut sink);
+                        std::thread::yield_now();
+                    }
+                    o
+                })
+            })
+            .collect();
+        let mut r = recv;
+        let mut sink = Collect::default();
+        let mut next = [0u32; 3];
+        let mut rng = Rng(99);
+        let mut t = std::time::Instant::now();
+        let mut seen = 0;
+        while next[1] < N || next[2] < N {
+            if next[1] + next[2] != seen {
+                seen = next[1] + next[2];
+                t = std::time::Instant::now();
+            }
+            assert!(
+                t.elapsed().as_secs() < 30,
+                "stalled at {next:?}: slots {:?}, polled {:?}, out {:?}",
+                r.0.slots,
+                r.0.rx_fast
+                    .iter()
+                    .map(|c| (c.from, c.slot, c.quiesce, c.rx.position()))
+                    .collect::<Vec<_>>(),
+                r.0.ctl_out
+            );
+            r.0.progress(&mut sink);
+            check_order(&std::mem::take(&mut sink.frames), &mut next);
+            if rng.below(50) == 0 {
+                let s = 1 + rng.below(2) as Gpid;
+                match r.0.channel(s) {
+                    ChannelState::Shared => {
+                        r.0.connect(s);
+                    }
+                    ChannelState::Connected => {
+                        r.0.quiesce(s);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // Tell the senders to stop (a frame of kind 9).
+        let mut stop = [0u8; HEADER_LEN];
+        stop[0] = 9;
+        for s in 1..3 {
+            while !r.0.try_send(s, &stop, &[]) {
+                r.0.progress(&mut sink);
+            }
+        }
+        for h in senders {
+            let o = h.join().unwrap();
+            assert_eq!(o.0.bad_channel_records(), 0);
+        }
+        let c = r.0.channel_counters();
+        assert!(c.promotions > 10 && c.demotions > 5, "{c:?}");
+        assert_eq!(r.0.bad_channel_records(), 0);
     }
 }

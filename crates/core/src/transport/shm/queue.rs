@@ -105,7 +105,11 @@ impl Producer {
     /// Post one frame from process `from`. Returns false when the queue is full (not now).
     pub fn push(&self, from: u32, hdr: &[u8; HEADER_LEN], parts: &[&[u8]]) -> bool {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        debug_assert!(len <= self.max_payload());
+        assert!(
+            len <= self.max_payload(),
+            "queue frame {len} > {}",
+            self.max_payload()
+        );
         let q = self.q;
         let mut pos = q.enq().load(Ordering::Relaxed);
         loop {

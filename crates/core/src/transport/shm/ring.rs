@@ -27,6 +27,13 @@
 //!
 //! Invariants: only the owner process writes records and only the receiving process writes
 //! `head`; the producer never has more than `lines` lines outstanding (`tail - head <= lines`).
+//!
+//! Reuse: a channel changes hands at run time (the reconfiguration in `super`). The receiver
+//! hands it to the next sender with a fresh key and the position where the last one stopped
+//! ([`Tx::resume`], [`Rx::resume`]), so nothing is cleared: the lines the previous sender wrote
+//! carry stamps under the old key. Only the control block is written when a channel is made;
+//! the kernel gives its ring pages on first touch, so a channel that is never used costs
+//! address space, not memory.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -108,18 +115,29 @@ impl Chan {
     }
 }
 
-/// Initialise a channel in fresh (zeroed) shared memory.
+/// Initialise a channel in fresh (zeroed) shared memory: the control block only; the ring
+/// lines are zero already and are left untouched until a sender uses them.
 ///
 /// # Safety
-/// `base` must point to `channel_bytes(ring_bytes)` writable bytes, 64-byte aligned, that no
-/// other process uses yet.
-pub unsafe fn init_channel(base: *mut u8, ring_bytes: usize) {
-    std::ptr::write_bytes(base, 0, channel_bytes(ring_bytes));
+/// `base` must point to `channel_bytes(ring_bytes)` writable bytes, 64-byte aligned and zero,
+/// that no other process uses yet.
+pub unsafe fn init_channel(base: *mut u8, _ring_bytes: usize) {
+    std::ptr::write_bytes(base, 0, CHANNEL_HDR);
     (*(base.add(72) as *const AtomicU64)).store(new_key(), Ordering::Release);
 }
 
+/// Record the key and the start position of a channel handed to a new sender (diagnostics,
+/// and what [`Tx::new`] would read), and publish the position as the consumer's head.
+///
+/// # Safety
+/// `base` points to an initialised channel whose consumer is the caller, with no sender.
+pub unsafe fn rekey(base: *mut u8, key: u64, pos: u64) {
+    (*(base.add(72) as *const AtomicU64)).store(key, Ordering::Relaxed);
+    (*(base as *const AtomicU64)).store(pos, Ordering::Release);
+}
+
 /// A random 48-bit channel key with its top bit set (so that no stamp is zero).
-fn new_key() -> u64 {
+pub fn new_key() -> u64 {
     let mut k = 0u64;
     // SAFETY: getrandom writes at most 8 bytes into `k`.
     let n = unsafe { libc::getrandom((&mut k as *mut u64).cast(), 8, 0) };
@@ -170,6 +188,22 @@ impl Tx {
         }
     }
 
+    /// A producer for a channel handed over at run time: the receiver's `key` and the
+    /// position `pos` where the previous sender stopped (its head, published).
+    ///
+    /// # Safety
+    /// As for [`Tx::new`]; `key` and `pos` are the ones the receiver chose for this hand-over.
+    pub unsafe fn resume(base: *mut u8, ring_bytes: usize, key: u64, pos: u64) -> Tx {
+        let lines = (ring_bytes / LINE) as u64;
+        debug_assert!(lines.is_power_of_two());
+        Tx {
+            ch: Chan { base, lines, key },
+            tail: pos,
+            cached_head: pos,
+            max_payload: max_payload(lines as usize),
+        }
+    }
+
     pub fn max_payload(&self) -> usize {
         self.max_payload
     }
@@ -188,7 +222,11 @@ impl Tx {
     #[inline]
     pub fn push(&mut self, hdr: &[u8; HEADER_LEN], parts: &[&[u8]]) -> bool {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        debug_assert!(len <= self.max_payload);
+        assert!(
+            len <= self.max_payload,
+            "ring frame {len} > {}",
+            self.max_payload
+        );
         let need = lines_for(len);
         let to_end = self.ch.lines - (self.tail & (self.ch.lines - 1));
         let wrap = if need > to_end { to_end } else { 0 };
@@ -222,6 +260,16 @@ impl Tx {
     pub fn owner(&self) -> &AtomicU32 {
         self.ch.owner()
     }
+
+    /// (tail, cached head, shared head, key) for diagnostics.
+    pub fn debug(&self) -> (u64, u64, u64, u64) {
+        (
+            self.tail,
+            self.cached_head,
+            self.ch.head().load(Ordering::Acquire),
+            self.ch.key,
+        )
+    }
 }
 
 /// The consumer side.
@@ -247,6 +295,29 @@ impl Rx {
             head,
             published: head,
         }
+    }
+
+    /// A consumer for a channel handed to a new sender with `key`, from position `pos`.
+    ///
+    /// # Safety
+    /// As for [`Rx::new`].
+    pub unsafe fn resume(base: *mut u8, ring_bytes: usize, key: u64, pos: u64) -> Rx {
+        let lines = (ring_bytes / LINE) as u64;
+        Rx {
+            ch: Chan { base, lines, key },
+            head: pos,
+            published: pos,
+        }
+    }
+
+    /// The consumer's position: where the next record starts.
+    pub fn position(&self) -> u64 {
+        self.head
+    }
+
+    /// The channel's key.
+    pub fn key(&self) -> u64 {
+        self.ch.key
     }
 
     /// Is a record waiting? (One load of the line at the head.)
