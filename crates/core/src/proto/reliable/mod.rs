@@ -389,7 +389,10 @@ impl<B> Link<B> {
 
     /// The datagram stamped `seq` is done (see [`Reliability::sent`]).
     pub fn sent(&mut self, now: Nanos, seq: u64, body: B, taken: bool) {
-        debug_assert_eq!(seq, self.una() + self.inflight.len() as u64);
+        // In stamping order, one after the last in flight (with nothing in flight, una() is
+        // already past `seq`: stamp moved next_seq on).
+        debug_assert!(seq < self.next_seq);
+        debug_assert!(self.inflight.back().is_none_or(|s| s.seq + 1 == seq));
         self.inflight.push_back(Slot {
             seq,
             body: Some(body),
