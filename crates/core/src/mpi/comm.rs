@@ -100,6 +100,19 @@ impl Comm {
         self.info = info;
     }
 
+    /// Add hints to the communicator's (a key given again takes its new value; keys not
+    /// given keep theirs).
+    pub fn merge_info(&mut self, hints: Vec<(String, String)>) {
+        let mut info = self.info.clone();
+        for (k, v) in hints {
+            match info.iter_mut().find(|(ck, _)| *ck == k) {
+                Some(e) => e.1 = v,
+                None => info.push((k, v)),
+            }
+        }
+        self.set_info(info);
+    }
+
     /// The communicator's name for messages: its name, or "(unnamed, size n)".
     pub fn label(&self) -> String {
         if self.name.is_empty() {

@@ -408,6 +408,14 @@ impl Engine {
         std::process::exit(if code == 0 { 1 } else { code & 0xff })
     }
 
+    /// Performance variable `i` now (profile.rs numbers them), with the transports' and the
+    /// channels' counters brought up to date first.
+    pub fn pvar(&mut self, i: usize) -> u64 {
+        self.pml.counters.transport = self.net.stats();
+        self.pml.counters.channels = self.net.channel_counters();
+        self.pml.counters.read(i)
+    }
+
     #[inline]
     pub fn comm(&self, id: u32) -> Result<&Comm> {
         match self.comms.get(id as usize) {

@@ -1395,6 +1395,239 @@ pub fn wait(slot: u32) -> Result<Status> {
     with(|e| e.collect(slot))?.map(|s| s.expect("complete"))
 }
 
+/// MPI_Test on one request: its status once complete (collected as by MPI_Wait), after one
+/// progress pass if it was not; when it still is not, the waiting policy's idle step, so that
+/// a rank polling in a loop yields its core to the ranks it waits for.
+pub fn test(slot: u32) -> Result<Option<Status>> {
+    // A nonblocking collective may be waiting for a user reduction, run out here.
+    crate::mpi::coll::run_deferred();
+    let st = with(|e| -> Result<Option<Status>> {
+        if !e.is_complete(slot)? {
+            e.progress();
+        }
+        e.collect(slot)
+    })??;
+    if st.is_none() {
+        global::idle();
+    }
+    Ok(st)
+}
+
+/// MPI_Request_get_status: as [`test`], without collecting the request.
+pub fn test_status(slot: u32) -> Result<Option<Status>> {
+    crate::mpi::coll::run_deferred();
+    let st = with(|e| -> Result<Option<Status>> {
+        if let Some(s) = e.peek(slot)? {
+            return Ok(Some(s));
+        }
+        e.progress();
+        e.peek(slot)
+    })??;
+    if st.is_none() {
+        global::idle();
+    }
+    Ok(st)
+}
+
+/// Has every entry of a request array completed (None entries and unknown slots count as
+/// complete: collecting them reports the error)?
+fn all_complete(e: &Engine, slots: &[Option<u32>]) -> bool {
+    slots
+        .iter()
+        .all(|x| x.is_none_or(|slot| e.is_complete(slot).unwrap_or(true)))
+}
+
+/// The indices of the complete entries of a request array.
+fn complete_entries(e: &Engine, slots: &[Option<u32>]) -> Vec<usize> {
+    slots
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(false)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The entries of a request array that are active: None for null handles and for persistent
+/// requests that are not started (MPI_Waitany and the *some calls skip both).
+pub fn active(slots: &[Option<u32>]) -> Result<Vec<Option<u32>>> {
+    with(|e| {
+        slots
+            .iter()
+            .map(|x| x.filter(|slot| !e.is_inactive(*slot)))
+            .collect()
+    })
+}
+
+/// MPI_Waitall: wait until every entry has completed; the caller collects them.
+pub fn wait_all(slots: &[Option<u32>]) -> Result<()> {
+    global::wait_until(|e| all_complete(e, slots))
+}
+
+/// MPI_Testall: have all entries completed (after one progress pass if not)? The caller
+/// collects them when they have.
+pub fn test_all(slots: &[Option<u32>]) -> Result<bool> {
+    crate::mpi::coll::run_deferred();
+    let done = with(|e| {
+        if all_complete(e, slots) {
+            return true;
+        }
+        e.progress();
+        all_complete(e, slots)
+    })?;
+    if !done {
+        global::idle();
+    }
+    Ok(done)
+}
+
+/// MPI_Testany: the index of the first complete active entry, after one progress pass if
+/// none was; the caller collects it.
+pub fn test_any(slots: &[Option<u32>]) -> Result<Option<usize>> {
+    crate::mpi::coll::run_deferred();
+    let first = |e: &Engine| {
+        slots
+            .iter()
+            .position(|x| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(false)))
+    };
+    let found = with(|e| {
+        first(e).or_else(|| {
+            e.progress();
+            first(e)
+        })
+    })?;
+    if found.is_none() {
+        global::idle();
+    }
+    Ok(found)
+}
+
+/// MPI_Waitsome: wait until at least one active entry completes; the indices of every
+/// complete entry, for the caller to collect.
+pub fn wait_some(slots: &[Option<u32>]) -> Result<Vec<usize>> {
+    global::wait_until(|e| {
+        slots
+            .iter()
+            .any(|x| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(true)))
+    })?;
+    with(|e| complete_entries(e, slots))
+}
+
+/// MPI_Testsome: one progress pass, then the indices of the complete entries.
+pub fn test_some(slots: &[Option<u32>]) -> Result<Vec<usize>> {
+    crate::mpi::coll::run_deferred();
+    let done = with(|e| {
+        e.progress();
+        complete_entries(e, slots)
+    })?;
+    if done.is_empty() {
+        global::idle();
+    }
+    Ok(done)
+}
+
+/// MPI_Sendrecv: the receive is posted first, then the send; the status is the receive's,
+/// with the send's error when the receive has none.
+/// # Safety
+/// Each buffer must hold its count of elements of its datatype.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sendrecv(
+    sendbuf: *const u8,
+    sendcount: i64,
+    sendtype: u32,
+    dest: i32,
+    sendtag: i32,
+    recvbuf: *mut u8,
+    recvcount: i64,
+    recvtype: u32,
+    source: i32,
+    recvtag: i32,
+    comm: u32,
+) -> Result<Status> {
+    let (s, r) = with(|e| -> Result<(u32, u32)> {
+        let r = e.irecv(recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        match e.isend(
+            sendbuf,
+            sendcount,
+            sendtype,
+            dest,
+            sendtag,
+            comm,
+            Mode::Standard,
+        ) {
+            Ok(s) => Ok((s, r)),
+            Err(err) => {
+                e.pml.cancel(r);
+                e.pml.release(r);
+                Err(err)
+            }
+        }
+    })??;
+    let sst = wait(s)?;
+    let mut st = wait(r)?;
+    if st.error.is_none() {
+        st.error = sst.error;
+    }
+    Ok(st)
+}
+
+/// MPI_Sendrecv_replace: a packed copy of the buffer is sent, so that the receive can land in
+/// the buffer itself.
+/// # Safety
+/// The buffer must hold `count` elements of the datatype.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sendrecv_replace(
+    buf: *mut u8,
+    count: i64,
+    dt: u32,
+    dest: i32,
+    sendtag: i32,
+    source: i32,
+    recvtag: i32,
+    comm: u32,
+) -> Result<Status> {
+    if count < 0 {
+        return err!(Count, "negative count {count}");
+    }
+    let copy = with(|e| -> Result<Vec<u8>> {
+        let t = e.dtype(dt)?.clone();
+        let mut v = Vec::new();
+        t.pack(buf as *const u8, count as usize, &mut v);
+        Ok(v)
+    })??;
+    let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE") as u32;
+    sendrecv(
+        copy.as_ptr(),
+        copy.len() as i64,
+        byte,
+        dest,
+        sendtag,
+        buf,
+        count,
+        dt,
+        source,
+        recvtag,
+        comm,
+    )
+}
+
+/// MPI_Iprobe: the status of a matching message, or None after the idle step.
+pub fn iprobe(src: i32, tag: i32, comm: u32) -> Result<Option<Status>> {
+    let st = with(|e| e.iprobe(src, tag, comm))??;
+    if st.is_none() {
+        global::idle();
+    }
+    Ok(st)
+}
+
+/// MPI_Improbe: the message and its status, or None after the idle step.
+pub fn improbe(src: i32, tag: i32, comm: u32) -> Result<Option<(Option<u32>, Status)>> {
+    let m = with(|e| e.improbe(src, tag, comm))??;
+    if m.is_none() {
+        global::idle();
+    }
+    Ok(m)
+}
+
 /// MPI_Probe.
 pub fn probe(src: i32, tag: i32, comm: u32) -> Result<Status> {
     loop {
