@@ -15,7 +15,9 @@
  * PROTEAN_TEST_MIN_FAST_SHARE=X (tests/channels/profile-run), the share of the frames that
  * arrived through fast channels (protean_chan_fast_frames_recvd over it plus
  * protean_chan_shared_frames_recvd, summed over the ranks) must be at least X; it is printed
- * as "fast share X". Any size >= 1.
+ * as "fast share X". With PROTEAN_TEST_PHASE_MARK=barrier, phases begin with MPI_Barrier
+ * instead of MPI_Pcontrol (and the barrier inside a phase is a nonblocking one), for the
+ * phases Protean infers from collectives (chan_phases). Any size >= 1.
  */
 #include "util.h"
 
@@ -67,8 +69,13 @@ int main(int argc, char **argv)
             sbuf[s][i] = tu_malloc(sizes[i % NSIZE]);
             rbuf[s][i] = tu_malloc(sizes[i % NSIZE]);
         }
+    const char *mark = getenv("PROTEAN_TEST_PHASE_MARK");
+    int by_barrier = mark && strcmp(mark, "barrier") == 0;
     for (int p = 0; p < NPHASE; p++) {
-        CHECK_MPI(MPI_Pcontrol(1));
+        if (by_barrier)
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        else
+            CHECK_MPI(MPI_Pcontrol(1));
         int d = 1 + p % half;
         int to[2] = {(tu_rank + d) % tu_size, (tu_rank - d + tu_size) % tu_size};
         int late = p % 3 == 2;
@@ -86,7 +93,13 @@ int main(int argc, char **argv)
             }
         if (late) {
             /* Let the messages arrive unexpected before receiving them. */
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            if (by_barrier) {
+                MPI_Request b;
+                CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &b));
+                CHECK_MPI(MPI_Wait(&b, MPI_STATUS_IGNORE));
+            } else {
+                CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            }
             for (int s = 0; s < 2; s++)
                 for (int i = 0; i < NMSG; i++)
                     CHECK_MPI(MPI_Irecv(rbuf[s][i], sizes[i % NSIZE], MPI_BYTE, to[1 - s],

@@ -236,6 +236,6 @@ pub unsafe extern "C" fn protean_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int)
 /// MPI_Finalize it does nothing.
 #[no_mangle]
 pub extern "C" fn protean_MPI_Pcontrol(_level: c_int) -> c_int {
-    let _ = with(|e| e.next_phase());
+    let _ = with(|e| e.pcontrol());
     MPI_SUCCESS
 }

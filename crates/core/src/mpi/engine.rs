@@ -7,11 +7,12 @@
 //! transports and a route per peer (`transport::net::Net::open`), then the objects every
 //! process starts with. The one engine of a process lives in [`super::global`].
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use protean_pmi::PmiClient;
 
-use crate::config::{Config, PROTOCOLS, YIELD_MODES};
+use crate::config::{Config, CHAN_PHASES, PROTOCOLS, YIELD_MODES};
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::attr::AttrStore;
 use crate::mpi::cm::CommMgr;
@@ -323,10 +324,39 @@ impl Engine {
     }
 
     /// MPI_Pcontrol: the next phase of the program begins (the profiler's and the schedule's
-    /// phases).
+    /// phases). Under `chan_phases=auto` the program's own marks replace collectives from now
+    /// on.
+    pub fn pcontrol(&mut self) {
+        if PHASE_MARKS.load(Ordering::Relaxed) != MARK_NONE
+            && CHAN_PHASES[self.cfg.chan_phases] == "auto"
+        {
+            PHASE_MARKS.store(MARK_NONE, Ordering::Relaxed);
+        }
+        self.next_phase();
+    }
+
+    /// The next phase of the program begins.
     pub fn next_phase(&mut self) {
         let pml = &self.pml;
         self.chan.next_phase(|p| pml.sent_to(p));
+    }
+
+    /// A blocking collective over communicator `comm` begins (`barrier`: it is MPI_Barrier):
+    /// under `chan_phases` it begins a phase when the communicator spans the whole job. Inline,
+    /// one relaxed load when no profile or schedule is in use.
+    #[inline(always)]
+    pub fn collective_mark(comm: u32, barrier: bool) -> Result<()> {
+        let m = PHASE_MARKS.load(Ordering::Relaxed);
+        if m == MARK_NONE || (m == MARK_BARRIER && !barrier) {
+            return Ok(());
+        }
+        crate::mpi::global::with(|e| {
+            let c = e.comm(comm)?;
+            if !c.is_inter() && c.size() == e.size as usize {
+                e.next_phase();
+            }
+            Ok(())
+        })?
     }
 
     /// Write this process's profile (`profile` tunable) at finalize; a failure is reported,
@@ -472,6 +502,26 @@ fn chan_settings(cfg: &Config, slots: usize) -> Settings {
     }
 }
 
+/// Which collectives begin a phase (`chan_phases`, while a profile or a schedule is in use).
+static PHASE_MARKS: AtomicU8 = AtomicU8::new(MARK_NONE);
+const MARK_NONE: u8 = 0;
+const MARK_BARRIER: u8 = 1;
+const MARK_COLLECTIVE: u8 = 2;
+
+/// Set [`PHASE_MARKS`] for a job whose tunables are `cfg`.
+fn set_phase_marks(cfg: &Config) {
+    let m = if cfg.profile.is_empty() && cfg.schedule.is_empty() {
+        MARK_NONE
+    } else {
+        match CHAN_PHASES[cfg.chan_phases] {
+            "barrier" => MARK_BARRIER,
+            "collective" | "auto" => MARK_COLLECTIVE,
+            _ => MARK_NONE,
+        }
+    };
+    PHASE_MARKS.store(m, Ordering::Relaxed);
+}
+
 /// The channel manager of this process: candidates are the peers on shared memory (the
 /// transport with channels), the profiler and the schedule as the tunables say.
 fn channel_manager(cfg: &Config, me: Gpid, size: u32, net: &mut Net) -> Result<Manager> {
@@ -484,6 +534,7 @@ fn channel_manager(cfg: &Config, me: Gpid, size: u32, net: &mut Net) -> Result<M
             .collect()
     };
     let mut m = Manager::new(me, size, candidates, chan_settings(cfg, slots));
+    set_phase_marks(cfg);
     if !cfg.profile.is_empty() {
         m.record();
     }
