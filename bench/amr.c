@@ -23,40 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "../tests/pvar.h"
 
 #define MAXP 12
-
-static long long pvar(const char *want)
-{
-    int n = 0, idx = -1, provided;
-    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
-    MPI_T_pvar_get_num(&n);
-    for (int i = 0; i < n && idx < 0; i++) {
-        char name[256], desc[1024];
-        int nl = sizeof name, dl = sizeof desc, verb, cls, bind, ro, cont, atomic;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        if (MPI_T_pvar_get_info(i, name, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind, &ro,
-                                &cont, &atomic) == MPI_SUCCESS &&
-            strcmp(name, want) == 0)
-            idx = i;
-    }
-    long long r = -1;
-    if (idx >= 0) {
-        MPI_T_pvar_session s;
-        MPI_T_pvar_handle h;
-        int count;
-        unsigned long long v = 0;
-        MPI_T_pvar_session_create(&s);
-        MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count);
-        MPI_T_pvar_read(s, h, &v);
-        MPI_T_pvar_handle_free(s, &h);
-        MPI_T_pvar_session_free(&s);
-        r = (long long)v;
-    }
-    MPI_T_finalize();
-    return r;
-}
 
 static int px, py;
 
@@ -164,10 +133,10 @@ int main(int argc, char **argv)
     MPI_Get_library_version(lib, &liblen);
     long long v[4] = {-1, -1, -1, -1}, sum[4];
     if (strstr(lib, "Protean")) {
-        v[0] = pvar("protean_chan_fast_frames_recvd");
-        v[1] = pvar("protean_chan_shared_frames_recvd");
-        v[2] = pvar("protean_chan_promotions");
-        v[3] = pvar("protean_chan_demotions");
+        v[0] = tu_pvar("protean_chan_fast_frames_recvd");
+        v[1] = tu_pvar("protean_chan_shared_frames_recvd");
+        v[2] = tu_pvar("protean_chan_promotions");
+        v[3] = tu_pvar("protean_chan_demotions");
     }
     MPI_Reduce(v, sum, 4, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
