@@ -128,26 +128,13 @@ int main(int argc, char **argv)
     }
     double el = MPI_Wtime() - t0, tmax;
     MPI_Reduce(&el, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int liblen;
-    MPI_Get_library_version(lib, &liblen);
-    long long v[4] = {-1, -1, -1, -1}, sum[4];
-    if (strstr(lib, "Protean")) {
-        v[0] = tu_pvar("protean_chan_fast_frames_recvd");
-        v[1] = tu_pvar("protean_chan_shared_frames_recvd");
-        v[2] = tu_pvar("protean_chan_promotions");
-        v[3] = tu_pvar("protean_chan_demotions");
-    }
-    MPI_Reduce(v, sum, 4, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("# amr ranks %d grid %dx%d steps %d regrid %d msgs %d size %d start %d\n", n, px,
                py, steps, regrid, msgs, size, start);
         printf("time_s %.6f\n", tmax);
-        if (v[0] >= 0 && v[1] >= 0) {
-            double tot = (double)(sum[0] + sum[1]);
-            printf("fast_share %.4f\n", tot > 0 ? (double)sum[0] / tot : 0.0);
-            printf("promotions %lld demotions %lld\n", sum[2], sum[3]);
-        }
+    }
+    tu_print_channel_share();
+    if (rank == 0) {
         printf("# done\n");
         fflush(stdout);
     }

@@ -95,30 +95,13 @@ int main(int argc, char **argv)
     }
     double t = MPI_Wtime() - t0, tmax;
     MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    /* Only Protean has these variables (and MPICH 4.0.2 crashes in MPI_T_pvar_get_num after
-     * MPI_T_init_thread in this program). */
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int liblen, protean;
-    MPI_Get_library_version(lib, &liblen);
-    protean = strstr(lib, "Protean") != NULL;
-    long long v[4] = {-1, -1, -1, -1};
-    if (protean) {
-        v[0] = tu_pvar("protean_chan_fast_frames_recvd");
-        v[1] = tu_pvar("protean_chan_shared_frames_recvd");
-        v[2] = tu_pvar("protean_chan_promotions");
-        v[3] = tu_pvar("protean_chan_demotions");
-    }
-    long long sum[4];
-    MPI_Reduce(v, sum, 4, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("# dynpeers ranks %d phases %d msgs %d size %d peers %d seed %d\n", n, phases, msgs,
                size, np, seed);
         printf("time_s %.6f\n", tmax);
-        if (v[0] >= 0 && v[1] >= 0) {
-            double tot = (double)(sum[0] + sum[1]);
-            printf("fast_share %.4f\n", tot > 0 ? (double)sum[0] / tot : 0.0);
-            printf("promotions %lld demotions %lld\n", sum[2], sum[3]);
-        }
+    }
+    tu_print_channel_share();
+    if (rank == 0) {
         printf("# done\n");
         fflush(stdout);
     }
