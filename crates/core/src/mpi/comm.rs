@@ -14,8 +14,8 @@
 //! Blocks are agreed by all members of a new communicator (see `mpi::cm`), so two
 //! communicators that share a process never share a block.
 
+use crate::ids::{ContextId, Gpid};
 use crate::mpi::topo::Topology;
-use crate::transport::Gpid;
 
 /// Context ids per communicator.
 pub const CTX_STRIDE: u32 = 4;
@@ -40,7 +40,7 @@ pub const ERRH_ABORT: u32 = 2;
 /// other fields serve the communicator chapter.
 #[derive(Debug, Clone)]
 pub struct Comm {
-    pub ctx: u32,
+    pub ctx: ContextId,
     pub rank: i32,
     /// Local group, in rank order.
     pub group: Vec<Gpid>,

@@ -14,6 +14,7 @@ use protean_pmi::PmiClient;
 
 use crate::config::{Config, CHAN_PHASES, PROTOCOLS, YIELD_MODES};
 use crate::error::{ErrorClass, MpiError, Result};
+use crate::ids::{CommId, DtypeId, Gpid};
 use crate::mpi::attr::AttrStore;
 use crate::mpi::cm::CommMgr;
 use crate::mpi::comm::{
@@ -26,7 +27,7 @@ use crate::proto::channels::{Manager, Schedule, Settings};
 use crate::proto::policy::Policy;
 use crate::runtime::bootstrap::{pmi_err, Boot};
 use crate::transport::net::Net;
-use crate::transport::{Gpid, Route, Transport};
+use crate::transport::{Route, Transport};
 
 /// A buffer attached with MPI_Buffer_attach.
 #[derive(Debug)]
@@ -447,7 +448,7 @@ impl Engine {
     }
 
     #[inline]
-    pub fn comm(&self, id: u32) -> Result<&Comm> {
+    pub fn comm(&self, id: CommId) -> Result<&Comm> {
         match self.comms.get(id as usize) {
             Some(Some(c)) => Ok(c),
             _ => Err(MpiError::new(ErrorClass::Comm, "invalid communicator")),
@@ -455,7 +456,7 @@ impl Engine {
     }
 
     #[inline]
-    pub fn dtype(&self, id: u32) -> Result<&Arc<Datatype>> {
+    pub fn dtype(&self, id: DtypeId) -> Result<&Arc<Datatype>> {
         match self.dtypes.get(id as usize) {
             Some(Some(d)) => Ok(d),
             _ => Err(MpiError::new(ErrorClass::Type, "invalid datatype")),
