@@ -7,6 +7,7 @@ use crate::errors::{bad, class_code, code_for, raise, raise_code};
 use crate::handles::*;
 use crate::util::*;
 use protean_core::error::{ErrorClass, MpiError};
+use protean_core::ids::ReqId;
 use protean_core::mpi::global::with;
 use protean_core::mpi::p2p as core;
 use protean_core::mpi::request::{Mode, Status};
@@ -633,16 +634,27 @@ pub unsafe extern "C" fn protean_MPI_Waitall(
     if let Err(e) = core::wait_all(&s) {
         return raise(MPI_COMM_WORLD, e, "MPI_Waitall");
     }
+    collect_all(&s, array_of_requests, array_of_statuses, "MPI_Waitall")
+}
+
+/// Collect every request of a completed array (MPI_Waitall, MPI_Testall): statuses written,
+/// handles nulled unless persistent, MPI_ERR_IN_STATUS when any failed.
+unsafe fn collect_all(
+    s: &[Option<ReqId>],
+    reqs: *mut MPI_Request,
+    statuses: *mut MPI_Status,
+    func: &str,
+) -> c_int {
     let mut errs = Vec::new();
     let mut comm = MPI_COMM_WORLD;
     for (i, x) in s.iter().enumerate() {
         match x {
             None => {
-                if !ignored(array_of_statuses) {
-                    write_empty(array_of_statuses.add(i));
+                if !ignored(statuses) {
+                    write_empty(statuses.add(i));
                 }
             }
-            Some(slot) => match collect_one(i, *slot, array_of_requests, array_of_statuses) {
+            Some(slot) => match collect_one(i, *slot, reqs, statuses) {
                 Ok((st, c)) => {
                     if let Some(e) = st.error {
                         comm = c;
@@ -656,14 +668,7 @@ pub unsafe extern "C" fn protean_MPI_Waitall(
     if errs.is_empty() {
         MPI_SUCCESS
     } else {
-        in_status(
-            &errs,
-            array_of_statuses,
-            s.len(),
-            |i| i,
-            comm,
-            "MPI_Waitall",
-        )
+        in_status(&errs, statuses, s.len(), |i| i, comm, func)
     }
 }
 
@@ -687,39 +692,7 @@ pub unsafe extern "C" fn protean_MPI_Testall(
         }
         Ok(true) => {
             out(flag, 1);
-            let mut errs = Vec::new();
-            let mut comm = MPI_COMM_WORLD;
-            for (i, x) in s.iter().enumerate() {
-                match x {
-                    None => {
-                        if !ignored(array_of_statuses) {
-                            write_empty(array_of_statuses.add(i));
-                        }
-                    }
-                    Some(slot) => match collect_one(i, *slot, array_of_requests, array_of_statuses)
-                    {
-                        Ok((st, c)) => {
-                            if let Some(e) = st.error {
-                                comm = c;
-                                errs.push((i, e));
-                            }
-                        }
-                        Err(e) => errs.push((i, Box::new(e))),
-                    },
-                }
-            }
-            if errs.is_empty() {
-                MPI_SUCCESS
-            } else {
-                in_status(
-                    &errs,
-                    array_of_statuses,
-                    s.len(),
-                    |i| i,
-                    comm,
-                    "MPI_Testall",
-                )
-            }
+            collect_all(&s, array_of_requests, array_of_statuses, "MPI_Testall")
         }
         Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Testall"),
     }
@@ -854,7 +827,31 @@ pub unsafe extern "C" fn protean_MPI_Waitsome(
     array_of_indices: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    let s = match request_array(incount, array_of_requests, "MPI_Waitsome") {
+    some(
+        incount,
+        array_of_requests,
+        outcount,
+        array_of_indices,
+        array_of_statuses,
+        core::wait_some,
+        "MPI_Waitsome",
+    )
+}
+
+/// How MPI_Waitsome and MPI_Testsome find the complete entries of a request array.
+type FindSome = fn(&[Option<ReqId>]) -> Result<Vec<usize>, MpiError>;
+
+/// MPI_Waitsome and MPI_Testsome: `how` finds the complete entries of the active requests.
+unsafe fn some(
+    incount: c_int,
+    reqs: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    how: FindSome,
+    func: &str,
+) -> c_int {
+    let s = match request_array(incount, reqs, func) {
         Ok(s) => active(&s),
         Err(rc) => return rc,
     };
@@ -862,19 +859,10 @@ pub unsafe extern "C" fn protean_MPI_Waitsome(
         out(outcount, MPI_UNDEFINED);
         return MPI_SUCCESS;
     }
-    let done = match core::wait_some(&s) {
-        Ok(d) => d,
-        Err(e) => return raise(MPI_COMM_WORLD, e, "MPI_Waitsome"),
-    };
-    collect_some(
-        &s,
-        &done,
-        array_of_requests,
-        outcount,
-        array_of_indices,
-        array_of_statuses,
-        "MPI_Waitsome",
-    )
+    match how(&s) {
+        Ok(done) => collect_some(&s, &done, reqs, outcount, indices, statuses, func),
+        Err(e) => raise(MPI_COMM_WORLD, e, func),
+    }
 }
 
 /// # Safety
@@ -887,25 +875,13 @@ pub unsafe extern "C" fn protean_MPI_Testsome(
     array_of_indices: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    let s = match request_array(incount, array_of_requests, "MPI_Testsome") {
-        Ok(s) => active(&s),
-        Err(rc) => return rc,
-    };
-    if s.iter().all(|x| x.is_none()) {
-        out(outcount, MPI_UNDEFINED);
-        return MPI_SUCCESS;
-    }
-    let done = match core::test_some(&s) {
-        Ok(d) => d,
-        Err(e) => return raise(MPI_COMM_WORLD, e, "MPI_Testsome"),
-    };
-    collect_some(
-        &s,
-        &done,
+    some(
+        incount,
         array_of_requests,
         outcount,
         array_of_indices,
         array_of_statuses,
+        core::test_some,
         "MPI_Testsome",
     )
 }
