@@ -469,6 +469,12 @@ impl Job {
                 self.hosts.len() - 1
             }
         };
+        // Global process ids continue after every process started so far (see the core's
+        // bootstrap): the server's client numbers are exactly that.
+        for p in &mut plans {
+            p.env
+                .push(("PROTEAN_GPID_BASE".into(), first.to_string().into()));
+        }
         let mut started = Vec::new();
         let mut rank = 0;
         let mut failed = None;

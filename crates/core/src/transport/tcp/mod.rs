@@ -459,6 +459,20 @@ impl Tcp {
         self.accepted.resize(nprocs, 0);
     }
 
+    /// The process table grew to `nprocs` (processes of another job joined): connections
+    /// from them are accepted from now on.
+    pub fn grow(&mut self, nprocs: usize) {
+        if nprocs > self.nprocs {
+            self.nprocs = nprocs;
+            self.accepted.resize(nprocs, 0);
+        }
+    }
+
+    /// The address the listener is bound to.
+    pub fn addr(&self) -> SocketAddr {
+        self.local
+    }
+
     /// How many lanes bulk data to each peer uses: `default`, unless a rule names the peer
     /// (first match). Peers already measured keep what they learned if their mode is the same.
     pub fn set_lanes(&mut self, default: Mode, rules: Vec<(RankSet, Mode)>) {
