@@ -6,16 +6,59 @@
  * MPI_Bcast and MPI_Allreduce across it, MPI_Intercomm_merge (parents first), MPI_UNIVERSE_SIZE
  * and MPI_APPNUM; the children check their parent intercommunicator, their environment and
  * working directory, and talk among themselves in their own MPI_COMM_WORLD.
+ * With TU_EXPECT_ROUTE=shm (or tcp), the children check through MPI_T that their
+ * messages to the parents went by that transport (protean_eager_sent_<route>).
  */
 #include "util.h"
 
 #define NCHILD 3
+
+/* The value of a performance variable of this process; -1 where the MPI has none so named. */
+static long long pvar(const char *want)
+{
+    int n = 0, idx = -1, provided;
+    long long r = -1;
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    MPI_T_pvar_get_num(&n);
+    for (int i = 0; i < n && idx < 0; i++) {
+        char name[256], desc[1024];
+        int nl = sizeof name, dl = sizeof desc, verb, cls, bind, ro, cont, atomic;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        MPI_T_pvar_get_info(i, name, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind, &ro, &cont,
+                            &atomic);
+        if (strcmp(name, want) == 0)
+            idx = i;
+    }
+    if (idx >= 0) {
+        MPI_T_pvar_session s;
+        MPI_T_pvar_handle h;
+        int count;
+        unsigned long long v = 0;
+        MPI_T_pvar_session_create(&s);
+        MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count);
+        MPI_T_pvar_read(s, h, &v);
+        MPI_T_pvar_handle_free(s, &h);
+        MPI_T_pvar_session_free(&s);
+        r = (long long)v;
+    }
+    MPI_T_finalize();
+    return r;
+}
 
 static void exercise(MPI_Comm ic, int parent_side)
 {
     int rank, size, rsize, i, v, sum, flag, merged_rank, merged_size;
     MPI_Comm merged;
     MPI_Status st;
+    const char *route = getenv("TU_EXPECT_ROUTE");
+    char counter[64];
+    long long before = 0, after;
+    if (route && *route) {
+        snprintf(counter, sizeof counter, "protean_eager_sent_%s", route);
+        before = pvar(counter);
+        CHECK_MSG(before >= 0, "no MPI_T variable %s", counter);
+    }
     CHECK_MPI(MPI_Comm_test_inter(ic, &flag));
     CHECK(flag);
     CHECK_MPI(MPI_Comm_rank(ic, &rank));
@@ -29,6 +72,11 @@ static void exercise(MPI_Comm ic, int parent_side)
     for (i = 0; i < rsize; i++) {
         v = rank * 100 + i + (parent_side ? 0 : 50000);
         CHECK_MPI(MPI_Send(&v, 1, MPI_INT, i, 7, ic));
+    }
+    if (route && *route) {
+        after = pvar(counter);
+        CHECK_MSG(after - before >= rsize, "%s went from %lld to %lld for %d messages", counter,
+                  before, after, rsize);
     }
     for (i = 0; i < rsize; i++) {
         CHECK_MPI(MPI_Recv(&v, 1, MPI_INT, i, 7, ic, &st));

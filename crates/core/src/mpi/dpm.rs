@@ -60,18 +60,31 @@ fn spawn_err(why: impl Into<String>) -> MpiError {
     MpiError::new(ErrorClass::Spawn, why.into())
 }
 
-/// `gpid:card`, the form in which cards of another job travel.
-fn peer_entry(g: Gpid, c: &Card) -> String {
-    format!("{g}:{}", c.encode())
+/// A process of another job: its gpid, card (with a TCP address) and the descriptor of its
+/// shared-memory segment (-1: none), which processes on its host map through /proc.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    pub gpid: Gpid,
+    pub card: Card,
+    pub shm_fd: i32,
 }
 
-fn parse_peer(s: &str) -> Result<(Gpid, Card)> {
+/// `gpid:fd:card`, the form in which processes of another job are described.
+fn peer_entry(r: &Remote) -> String {
+    format!("{}:{}:{}", r.gpid, r.shm_fd, r.card.encode())
+}
+
+fn parse_peer(s: &str) -> Result<Remote> {
     let bad = || spawn_err(format!("a malformed process entry from the other job: {s}"));
-    let (g, c) = s.split_once(':').ok_or_else(bad)?;
-    Ok((
-        g.parse().map_err(|_| bad())?,
-        Card::decode(c).ok_or_else(bad)?,
-    ))
+    let mut it = s.splitn(3, ':');
+    let g = it.next().and_then(|g| g.parse().ok()).ok_or_else(bad)?;
+    let fd = it.next().and_then(|f| f.parse().ok()).ok_or_else(bad)?;
+    let card = it.next().and_then(Card::decode).ok_or_else(bad)?;
+    Ok(Remote {
+        gpid: g,
+        card,
+        shm_fd: fd,
+    })
 }
 
 impl Engine {
@@ -92,13 +105,15 @@ impl Engine {
         Ok(k)
     }
 
-    /// Our business card for processes of another job: host, pid, and a TCP address (the
-    /// listener is opened now if the job's transports did not need one).
-    pub fn dyn_card(&mut self) -> Result<Card> {
+    /// How processes of another job reach us: our card with a TCP address (the listener is
+    /// opened now if the job's transports did not need one) and our shared-memory segment
+    /// (made now if need be; -1 where shared memory is not allowed).
+    pub fn dyn_card(&mut self) -> Result<Remote> {
         let key = self.dyn_key()?;
         let n = self.pml_peers();
         let addr = self.net.ensure_tcp(&self.cfg, key, n)?;
-        Ok(Card {
+        let shm_fd = self.net.ensure_shm(&self.cfg, &self.jobid, n).unwrap_or(-1);
+        let card = Card {
             host: self.hosts[self.me as usize].clone(),
             node: crate::runtime::bootstrap::machine_id(),
             pid: std::process::id(),
@@ -106,6 +121,11 @@ impl Engine {
             // The placement of other jobs' processes plays no part in ours.
             cpus: vec![0],
             udp: Vec::new(),
+        };
+        Ok(Remote {
+            gpid: self.me,
+            card,
+            shm_fd,
         })
     }
 
@@ -113,17 +133,25 @@ impl Engine {
         self.net.routes().len()
     }
 
-    /// Processes of another job join our table, reached over TCP.
-    pub fn add_peers(&mut self, peers: &[(Gpid, Card)]) -> Result<()> {
+    /// Processes of another job join our table: by shared memory those on our host when both
+    /// sides offer a segment (both decide alike: routes stay symmetric), by TCP the others.
+    pub fn add_peers(&mut self, peers: &[Remote]) -> Result<()> {
         let mut addrs = Vec::new();
-        for (g, c) in peers {
-            if *g == self.me {
+        let mine = self.dyn_card()?;
+        for r in peers {
+            let g = r.gpid;
+            if g == self.me {
                 continue;
             }
-            let a = c.tcp.ok_or_else(|| {
+            let a = r.card.tcp.ok_or_else(|| {
                 spawn_err(format!("process {g} of the other job has no TCP address"))
             })?;
-            addrs.push((*g, a));
+            if r.card.host == mine.card.host && r.shm_fd >= 0 && mine.shm_fd >= 0 {
+                self.net
+                    .add_shm_peer(g, r.card.pid, r.shm_fd)
+                    .map_err(spawn_err)?;
+            }
+            addrs.push((g, a));
         }
         self.net.add_peers(&addrs);
         let routes: Vec<Route> = self.net.routes().to_vec();
@@ -136,10 +164,11 @@ impl Engine {
         // the oversubscription (collective algorithms, waiting) count them, as the other job
         // does ours, so that both sides of a communicator choose alike.
         let node = crate::runtime::bootstrap::machine_id();
-        for (g, c) in peers {
-            let new = self.hosts[*g as usize].is_empty();
-            self.hosts[*g as usize] = c.host.clone();
-            if new && c.node == node && *g != self.me {
+        for r in peers {
+            let g = r.gpid as usize;
+            let new = self.hosts[g].is_empty();
+            self.hosts[g] = r.card.host.clone();
+            if new && r.card.node == node && r.gpid != self.me {
                 self.node_procs += 1;
             }
         }
@@ -193,8 +222,7 @@ pub fn spawn(comm: u32, root: i32, commands: &[Command]) -> Result<(u32, usize)>
     // manager, no TCP) still answers, so that the others fail with it rather than wait.
     let mine = with(|e| -> Result<String> {
         e.pmi_mut()?;
-        let c = e.dyn_card()?;
-        Ok(peer_entry(e.me, &c))
+        Ok(peer_entry(&e.dyn_card()?))
     })?;
     let mut data = vec![Vec::new(); size];
     data[root] = match &mine {
@@ -243,7 +271,7 @@ pub fn spawn(comm: u32, root: i32, commands: &[Command]) -> Result<(u32, usize)>
                 .map_err(pmi_err)
         })??;
     }
-    let remote: Vec<Gpid> = children.iter().map(|(g, _)| *g).collect();
+    let remote: Vec<Gpid> = children.iter().map(|r| r.gpid).collect();
     let n = remote.len();
     let spec = with(|e| {
         e.op_intercomm_from_groups(
@@ -366,9 +394,8 @@ pub fn join_parent() -> Result<()> {
         return Ok(());
     };
     let (world, errhandler) = with(|e| -> Result<_> {
-        let card = e.dyn_card()?;
+        let entry = peer_entry(&e.dyn_card()?);
         e.add_peers(&parents)?;
-        let entry = peer_entry(e.me, &card);
         let rank = e.rank;
         e.pmi_mut()?
             .put_to(&kvs, &format!("dpm-{tag}-c{rank}"), &entry)
@@ -377,7 +404,7 @@ pub fn join_parent() -> Result<()> {
         Ok((w.group.clone(), w.errhandler))
     })??;
     wait_key(&kvs, &format!("dpm-{tag}-go"))?;
-    let remote: Vec<Gpid> = parents.iter().map(|(g, _)| *g).collect();
+    let remote: Vec<Gpid> = parents.iter().map(|r| r.gpid).collect();
     let spec = with(|e| {
         e.op_intercomm_from_groups(
             world,

@@ -439,8 +439,52 @@ impl Net {
         Ok(a)
     }
 
+    /// The descriptor of our shared-memory segment for processes of other jobs on this host,
+    /// creating the transport (a segment with no peer yet) when the job did not need one.
+    /// None when the settings leave shared memory out or the segment cannot be made.
+    pub fn ensure_shm(&mut self, cfg: &Config, jobid: &str, nprocs: usize) -> Option<i32> {
+        let allowed = transport_list(&cfg.transports).unwrap_or_default();
+        if !allowed.contains(&"shm") || !cfg.transport_peers.is_empty() {
+            return None;
+        }
+        if self.shm.is_none() {
+            let g = Geometry::new(
+                cfg.shm_fast_channels as usize,
+                cfg.shm_ring_bytes as usize,
+                cfg.shm_queue_cells as usize,
+                cfg.shm_cell_bytes as usize,
+                COOP_SLOTS,
+            );
+            let mut s = Shm::create(jobid, self.me, &[self.me], g).ok()?;
+            s.attach(&[], nprocs).ok()?;
+            s.unlink();
+            s.set_copy(cfg.shm_coop_min as usize, cfg.shm_coop_chunk as usize);
+            self.shm = Some(s);
+        }
+        self.shm.as_ref().map(|s| s.segment_fd().1)
+    }
+
+    /// A process of another job on this host joins over shared memory: map its segment
+    /// (`pid`, `fd`: see [`Shm::attach_dynamic`]) and route to it by shared memory. Err: the
+    /// segment cannot be mapped (the caller routes by TCP instead).
+    pub fn add_shm_peer(
+        &mut self,
+        peer: Gpid,
+        pid: u32,
+        fd: i32,
+    ) -> std::result::Result<(), String> {
+        let n = self.routes.len().max(peer as usize + 1);
+        let s = self.shm.as_mut().ok_or("no shared-memory transport")?;
+        s.attach_dynamic(peer, pid, fd, n)
+            .map_err(|e| format!("cannot map the segment of process {peer} (pid {pid}): {e}"))?;
+        self.routes.resize(n, Route::Unreachable);
+        self.routes[peer as usize] = Route::Shm;
+        Ok(())
+    }
+
     /// Processes of another job join the table: each reached over TCP at its address (the
-    /// listener must be open, [`Net::ensure_tcp`]). The table grows to the largest gpid.
+    /// listener must be open, [`Net::ensure_tcp`]), unless already routed by shared memory
+    /// ([`Net::add_shm_peer`]). The table grows to the largest gpid.
     pub fn add_peers(&mut self, peers: &[(Gpid, SocketAddr)]) {
         let n = peers
             .iter()
@@ -454,7 +498,9 @@ impl Net {
             for &(g, a) in peers {
                 if g != self.me {
                     t.set_addr(g, a);
-                    self.routes[g as usize] = Route::Tcp;
+                    if self.routes[g as usize] == Route::Unreachable {
+                        self.routes[g as usize] = Route::Tcp;
+                    }
                 }
             }
         }
