@@ -428,13 +428,34 @@ unsafe fn free(comm: *mut MPI_Comm, func: &str, disconnect: bool) -> c_int {
             }
             e.live_comm(id).map(|_| ())
         })??;
+        let dynamic = disconnect && with(|e| e.reaches_other_jobs(id))?;
         if disconnect {
             // MPI_Comm_disconnect completes the pending communication first.
             protean_core::mpi::global::wait_until(|e| !e.comm_busy(id))?;
         }
+        if dynamic {
+            // With processes of another job it is collective: nothing of theirs is still on
+            // its way when they leave our table below.
+            let rc = crate::coll::protean_MPI_Barrier(h);
+            if rc != MPI_SUCCESS {
+                return Err(bad(
+                    ErrorClass::Other,
+                    "the barrier with the other side of the disconnection failed",
+                )
+                .into());
+            }
+        }
         // Delete callbacks first: if one fails the communicator stays.
         attr::comm_free_attrs(id)?;
-        with(|e| e.free_comm(id))??;
+        with(|e| {
+            if e.parent == Some(id) {
+                e.parent = None;
+            }
+            e.free_comm(id)
+        })??;
+        if dynamic {
+            with(|e| e.drop_unused_peers())?;
+        }
         *comm = MPI_COMM_NULL;
         Ok(())
     })();
@@ -451,8 +472,10 @@ pub unsafe extern "C" fn protean_MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
     free(comm, "MPI_Comm_free", false)
 }
 
-/// Without dynamic processes, disconnecting is freeing after the pending communication on the
-/// communicator has completed.
+/// Disconnecting is freeing after the pending communication on the communicator has completed;
+/// where the communicator reaches processes of another job (spawned, parents), a barrier with
+/// them comes first and the processes no communicator names any more then leave the process
+/// table (`Engine::drop_unused_peers`).
 ///
 /// # Safety
 /// `comm` points to a handle.

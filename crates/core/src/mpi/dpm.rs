@@ -170,9 +170,59 @@ impl Engine {
             self.hosts[g] = r.card.host.clone();
             if new && r.card.node == node && r.gpid != self.me {
                 self.node_procs += 1;
+                if self.dyn_nodes.len() <= g {
+                    self.dyn_nodes.resize(g + 1, false);
+                }
+                self.dyn_nodes[g] = true;
             }
         }
         Ok(())
+    }
+
+    /// Does communicator `id` include processes of another job?
+    pub fn reaches_other_jobs(&self, id: u32) -> bool {
+        let own = self.base..self.base + self.size;
+        self.comms
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| {
+                c.group
+                    .iter()
+                    .chain(c.remote.iter().flatten())
+                    .any(|g| !own.contains(g))
+            })
+    }
+
+    /// After MPI_Comm_disconnect: the processes of other jobs that no communicator of ours
+    /// names any more leave the table (segments unmapped, connections closed), so that
+    /// spawning and disconnecting in a loop leaves nothing behind.
+    pub fn drop_unused_peers(&mut self) {
+        let mut used = vec![false; self.net.routes().len()];
+        for c in self.comms.iter().flatten() {
+            for g in c.group.iter().chain(c.remote.iter().flatten()) {
+                if let Some(u) = used.get_mut(*g as usize) {
+                    *u = true;
+                }
+            }
+        }
+        let own = self.base..self.base + self.size;
+        for (g, u) in used.into_iter().enumerate() {
+            let gp = g as Gpid;
+            if u || own.contains(&gp) || self.net.route(gp) == Route::Unreachable {
+                continue;
+            }
+            self.net.drop_peer(gp);
+            self.pml.drop_peer(gp);
+            if !self.hosts[g].is_empty() {
+                self.hosts[g].clear();
+            }
+            if self.node_procs > 1 && self.dyn_nodes.get(g).copied() == Some(true) {
+                self.node_procs -= 1;
+            }
+            if let Some(n) = self.dyn_nodes.get_mut(g) {
+                *n = false;
+            }
+        }
     }
 
     fn pmi_mut(&mut self) -> Result<&mut protean_pmi::PmiClient> {

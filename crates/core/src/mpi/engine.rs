@@ -71,6 +71,8 @@ pub struct Engine {
     pub universe: i32,
     /// Spawns this process asked for as a root so far (names them).
     pub spawns: u32,
+    /// Processes of other jobs counted in `node_procs` (on this machine), by gpid.
+    pub dyn_nodes: Vec<bool>,
     pub jobid: String,
     pub hostname: String,
     pub hosts: Vec<String>,
@@ -187,6 +189,7 @@ impl Engine {
             key: boot.key,
             universe,
             spawns: 0,
+            dyn_nodes: Vec::new(),
             jobid: boot.jobid,
             hostname: boot.hostname,
             hosts,

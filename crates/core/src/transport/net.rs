@@ -506,6 +506,20 @@ impl Net {
         }
     }
 
+    /// A process of another job left the table: unmap its segment, close the connections to
+    /// it, and make it unreachable.
+    pub fn drop_peer(&mut self, peer: Gpid) {
+        if let Some(s) = self.shm.as_mut() {
+            s.detach(peer);
+        }
+        if let Some(t) = self.tcp.as_mut() {
+            t.drop_peer(peer);
+        }
+        if let Some(r) = self.routes.get_mut(peer as usize) {
+            *r = Route::Unreachable;
+        }
+    }
+
     /// Cooperative single copy on shared memory (`shm_coop_min`, `shm_coop_chunk`).
     pub fn set_shm_copy(&mut self, min: usize, chunk: usize) {
         if let Some(s) = self.shm.as_mut() {

@@ -243,6 +243,13 @@ impl Pml {
         }
     }
 
+    /// A process of another job left the table (disconnected): forget its state.
+    pub fn drop_peer(&mut self, peer: Gpid) {
+        if let Some(p) = self.peers.get_mut(peer as usize) {
+            *p = Peer::new(Route::Unreachable);
+        }
+    }
+
     /// Slot of the request every eagerly completed nonblocking send shares: a handle to a
     /// complete send with an empty status, which waiting and freeing leave in place.
     pub const DONE_SEND: u32 = 0;

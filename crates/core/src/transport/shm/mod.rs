@@ -630,6 +630,13 @@ impl Shm {
         Ok(())
     }
 
+    /// A process of another job left (disconnected): unmap its segment.
+    pub fn detach(&mut self, peer: Gpid) {
+        if let Some(p) = self.peers.get_mut(peer as usize) {
+            *p = None;
+        }
+    }
+
     fn add_peer(&mut self, p: Gpid, (m, g, pid): (Mapping, Geometry, u32)) {
         // SAFETY: offsets come from the peer's validated geometry and lie in its mapping,
         // which the Peer keeps alive with these views.
