@@ -149,7 +149,9 @@ int main(int argc, char **argv)
     CHECK(parent == MPI_COMM_NULL);
     CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &universe, &flag));
     CHECK(flag);
-    CHECK_INT(*universe, >=, tu_size);
+    /* At least one; Open MPI reports its slots (the cores) even when oversubscribed, Protean at
+     * least the job's size. */
+    CHECK_INT(*universe, >=, 1);
     CHECK_MPI(MPI_Info_create(&info));
     CHECK_MPI(MPI_Info_set(info, "env", "DPM_ENV=yes"));
     CHECK_MPI(MPI_Info_set(info, "wdir", "/tmp"));
