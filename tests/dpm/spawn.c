@@ -69,9 +69,11 @@ static void exercise(MPI_Comm ic, int parent_side)
     else
         CHECK_EQ(size, NCHILD);
     /* Point to point: each side sends its rank * 100 + peer to every remote process. */
+    int *out = tu_malloc(sizeof(int) * (size_t)rsize);
+    MPI_Request *rq = tu_malloc(sizeof(MPI_Request) * (size_t)rsize);
     for (i = 0; i < rsize; i++) {
-        v = rank * 100 + i + (parent_side ? 0 : 50000);
-        CHECK_MPI(MPI_Send(&v, 1, MPI_INT, i, 7, ic));
+        out[i] = rank * 100 + i + (parent_side ? 0 : 50000);
+        CHECK_MPI(MPI_Isend(&out[i], 1, MPI_INT, i, 7, ic, &rq[i]));
     }
     if (route && *route) {
         after = pvar(counter);
@@ -83,6 +85,9 @@ static void exercise(MPI_Comm ic, int parent_side)
         CHECK_EQ(v, i * 100 + rank + (parent_side ? 50000 : 0));
         CHECK_EQ(st.MPI_SOURCE, i);
     }
+    CHECK_MPI(MPI_Waitall(rsize, rq, MPI_STATUSES_IGNORE));
+    free(out);
+    free(rq);
     /* Broadcast from parent rank 0 to the children. */
     v = 0;
     if (parent_side) {
