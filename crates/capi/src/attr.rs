@@ -416,7 +416,7 @@ static mut ATTR_LASTUSEDCODE: c_int = 0;
 
 /// The value of a predefined communicator attribute: a pointer to an int.
 unsafe fn predefined_comm_attr(keyval: c_int) -> R<Option<*mut c_int>> {
-    let (size, appnum) = with(|e| (e.size, e.appnum))?;
+    let (universe, appnum) = with(|e| (e.universe, e.appnum))?;
     Ok(Some(match keyval {
         MPI_TAG_UB => {
             ATTR_TAG_UB = protean_core::mpi::p2p::TAG_UB;
@@ -440,7 +440,7 @@ unsafe fn predefined_comm_attr(keyval: c_int) -> R<Option<*mut c_int>> {
             &raw mut ATTR_APPNUM
         }
         MPI_UNIVERSE_SIZE => {
-            ATTR_UNIVERSE_SIZE = size as c_int;
+            ATTR_UNIVERSE_SIZE = universe;
             &raw mut ATTR_UNIVERSE_SIZE
         }
         MPI_LASTUSEDCODE => {

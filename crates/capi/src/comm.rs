@@ -12,7 +12,7 @@ use std::ffi::{c_char, c_int, CStr};
 
 use crate::abi::*;
 use crate::attr::{self, report, Failure};
-use crate::errors::{bad, raise, ret, ret_with};
+use crate::errors::{bad, ret, ret_with};
 use crate::group::members;
 use crate::handles::{comm_handle, comm_id, errh_id, request_handle};
 use crate::info::{new_info, with_info};
@@ -240,7 +240,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_split_type(
             let c = e.live_comm(id)?;
             let first = e.host_color(c.group[0]);
             let spans = c.group.iter().any(|&p| e.host_color(p) != first);
-            Ok((e.host_color(e.rank), spans))
+            Ok((e.host_color(e.me), spans))
         })??;
         let color = match split_type {
             MPI_UNDEFINED => UNDEFINED,
@@ -299,7 +299,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_create_group(
 ) -> c_int {
     derive_comm(comm, newcomm, "newcomm", "MPI_Comm_create_group", |id| {
         let g = members(group)?;
-        let me = with(|e| e.rank)?;
+        let me = with(|e| e.me)?;
         if !g.contains(&me) {
             // Not a member: nothing to do (MPI-4.0 7.4.2 only has members call it; accept
             // the call and return MPI_COMM_NULL like MPI_Comm_create would).
@@ -428,13 +428,34 @@ unsafe fn free(comm: *mut MPI_Comm, func: &str, disconnect: bool) -> c_int {
             }
             e.live_comm(id).map(|_| ())
         })??;
+        let dynamic = disconnect && with(|e| e.reaches_other_jobs(id))?;
         if disconnect {
             // MPI_Comm_disconnect completes the pending communication first.
             protean_core::mpi::global::wait_until(|e| !e.comm_busy(id))?;
         }
+        if dynamic {
+            // With processes of another job it is collective: nothing of theirs is still on
+            // its way when they leave our table below.
+            let rc = crate::coll::protean_MPI_Barrier(h);
+            if rc != MPI_SUCCESS {
+                return Err(bad(
+                    ErrorClass::Other,
+                    "the barrier with the other side of the disconnection failed",
+                )
+                .into());
+            }
+        }
         // Delete callbacks first: if one fails the communicator stays.
         attr::comm_free_attrs(id)?;
-        with(|e| e.free_comm(id))??;
+        with(|e| {
+            if e.parent == Some(id) {
+                e.parent = None;
+            }
+            e.free_comm(id)
+        })??;
+        if dynamic {
+            with(|e| e.drop_unused_peers())?;
+        }
         *comm = MPI_COMM_NULL;
         Ok(())
     })();
@@ -451,27 +472,16 @@ pub unsafe extern "C" fn protean_MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
     free(comm, "MPI_Comm_free", false)
 }
 
-/// Without dynamic processes, disconnecting is freeing after the pending communication on the
-/// communicator has completed.
+/// Disconnecting is freeing after the pending communication on the communicator has completed;
+/// where the communicator reaches processes of another job (spawned, parents), a barrier with
+/// them comes first and the processes no communicator names any more then leave the process
+/// table (`Engine::drop_unused_peers`).
 ///
 /// # Safety
 /// `comm` points to a handle.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
     free(comm, "MPI_Comm_disconnect", true)
-}
-
-/// No process of a Protean job was spawned: the parent is MPI_COMM_NULL.
-///
-/// # Safety
-/// `parent` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    if let Err(e) = nonnull(parent, "parent") {
-        return raise(MPI_COMM_WORLD, e, "MPI_Comm_get_parent");
-    }
-    *parent = MPI_COMM_NULL;
-    MPI_SUCCESS
 }
 
 /// # Safety

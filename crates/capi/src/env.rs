@@ -40,6 +40,16 @@ fn init(required: c_int, func: &str) -> Result<c_int, c_int> {
     match Engine::init(provided) {
         Ok(e) => {
             global::install(e, provided == MPI_THREAD_MULTIPLE);
+            // A spawned process joins its parents before MPI_Init returns.
+            if let Err(e) = protean_core::mpi::dpm::join_parent() {
+                eprintln!("Protean: {func} failed: {}", e);
+                let _ = with(|eng| {
+                    if let Some(p) = eng.pmi.as_mut() {
+                        let _ = p.abort(1, &format!("{func} failed: {}", e.msg));
+                    }
+                });
+                std::process::exit(1);
+            }
             Ok(provided)
         }
         Err(e) => {

@@ -13,6 +13,7 @@ pub mod attr;
 pub mod coll;
 pub mod comm;
 pub mod datatype;
+pub mod dpm;
 pub mod env;
 pub mod errhandler;
 pub mod errors;

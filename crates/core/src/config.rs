@@ -480,6 +480,7 @@ impl Config {
             "PROTEAN_SITE_CONFIG",
             "PROTEAN_JOBID",
             "PROTEAN_LAUNCHER",
+            "PROTEAN_GPID_BASE",
             "PROTEAN_CC",
             "PROTEAN_CXX",
         ];

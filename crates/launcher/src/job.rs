@@ -69,6 +69,10 @@ struct Rank {
     framer: Framer,
     outq: Vec<u8>,
     status: Option<ExitStatus>,
+    /// Started by a spawn: (the spawned job's number from 1, the rank in it).
+    spawned: Option<(usize, usize)>,
+    /// Killed because its spawn failed part way: its end is no failure of the job.
+    abandoned: bool,
 }
 
 struct OutStream {
@@ -122,6 +126,10 @@ struct Job {
     drain_until: Option<Instant>,
     /// The job's options, kept for the proxies' launch messages.
     launch_opts: Option<Options>,
+    /// Ranks of the first job (those started by spawns follow them in `ranks`).
+    np: usize,
+    /// Jobs started by MPI_Comm_spawn so far.
+    spawns: usize,
 }
 
 /// A job identifier unique on this machine: `<mpirun pid>x<8 random hex digits>`.
@@ -213,7 +221,13 @@ pub fn run(opts: Options) -> i32 {
         say(&format!("warning: cannot become a child subreaper: {e}"));
     }
     let jobid = new_jobid();
-    let universe = opts.np.max(sys::cpu_count()) as i32;
+    // MPI_UNIVERSE_SIZE: the slots of the hosts given, else this machine's CPUs (at least the
+    // job's size).
+    let universe = match &host_list {
+        Some(l) => l.iter().map(|h| h.slots).sum::<usize>(),
+        None => sys::cpu_count(),
+    }
+    .max(opts.np) as i32;
     let mut server = Server::new(opts.np, &format!("kvs_{jobid}"), 0, universe);
     server.kvs_put(
         &format!("kvs_{jobid}"),
@@ -234,6 +248,8 @@ pub fn run(opts: Options) -> i32 {
             framer: Framer::default(),
             outq: Vec::new(),
             status: None,
+            spawned: None,
+            abandoned: false,
         })
         .collect();
     let mut job = Job {
@@ -258,6 +274,8 @@ pub fn run(opts: Options) -> i32 {
         group_alive: false,
         drain_until: None,
         launch_opts: None,
+        np: opts.np,
+        spawns: 0,
     };
     let remote: Vec<usize> = (0..job.hosts.len())
         .filter(|&h| !local[h] && placement.contains(&h))
@@ -377,6 +395,7 @@ impl Job {
                 pgid: self.pgid,
                 cpus,
                 wdir: wdir.as_deref(),
+                spawned: false,
             })?;
             drop(theirs);
             let pid = child.id() as libc::pid_t;
@@ -407,6 +426,144 @@ impl Job {
         Ok(())
     }
 
+    /// Starts the job a client asked for with the PMI `spawn` command (every command of an
+    /// `MPI_Comm_spawn_multiple`, appnum = the command's position): a PMI group of its own
+    /// in the server (KVS space with the pre-put values, barrier), its processes forked here
+    /// into the job's process group with `PMI_SPAWNED=1`. Every command is checked before
+    /// anything starts (program found and executable, `wdir` a directory, hosts this one), and
+    /// a fork that fails part way kills what it started: a spawn starts all or nothing.
+    /// Err is the reason, for the caller's error string.
+    fn spawn_job(&mut self, commands: &[protean_pmi::SpawnCommand]) -> Result<String, String> {
+        let opts = self
+            .launch_opts
+            .as_ref()
+            .ok_or("mpirun is still starting the job")?;
+        let mut plans = Vec::new();
+        for c in commands {
+            plans.push(spawn::plan(c, &opts.env)?);
+        }
+        let total: usize = plans.iter().map(|p| p.nprocs).sum();
+        if total == 0 {
+            return Err("a spawn of no processes".into());
+        }
+        self.spawns += 1;
+        let k = self.spawns;
+        let jobid = format!("{}-s{k}", self.jobid);
+        let kvsname = format!("kvs_{jobid}");
+        let appnums: Vec<i32> = plans
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| std::iter::repeat_n(i as i32, p.nprocs))
+            .collect();
+        let first = self.server.add_group(&kvsname, appnums);
+        debug_assert_eq!(first, self.ranks.len());
+        if let Some(c) = commands.first() {
+            for (key, val) in &c.preput {
+                self.server.kvs_put(&kvsname, key, val);
+            }
+        }
+        let host = match self.hosts.iter().position(|h| launch::is_local_host(h)) {
+            Some(h) => h,
+            None => {
+                self.hosts.push(sys::hostname());
+                self.hosts.len() - 1
+            }
+        };
+        // Global process ids continue after every process started so far (see the core's
+        // bootstrap): the server's client numbers are exactly that.
+        for p in &mut plans {
+            p.env
+                .push(("PROTEAN_GPID_BASE".into(), first.to_string().into()));
+        }
+        let mut started = Vec::new();
+        let mut rank = 0;
+        let mut failed = None;
+        'all: for p in &plans {
+            for _ in 0..p.nprocs {
+                let err = |e: io::Error| format!("cannot set up a spawned process: {e}");
+                let pair = sys::socketpair()
+                    .map_err(err)
+                    .and_then(|(o, t)| sys::set_nonblocking(&o).map(|_| (o, t)).map_err(err));
+                let (ours, theirs) = match pair {
+                    Ok(x) => x,
+                    Err(e) => {
+                        failed = Some(e);
+                        break 'all;
+                    }
+                };
+                let child = spawn::spawn_rank(spawn::RankSpec {
+                    program: &p.program,
+                    env: &p.env,
+                    rank,
+                    size: total,
+                    local_rank: rank,
+                    local_size: total,
+                    jobid: &jobid,
+                    pmi: &theirs,
+                    stdin: Stdio::null(),
+                    stdout: None,
+                    stderr: None,
+                    pgid: self.pgid,
+                    cpus: None,
+                    wdir: p.wdir.as_deref(),
+                    spawned: true,
+                });
+                drop(theirs);
+                let child = match child {
+                    Ok(c) => c,
+                    Err((_, why)) => {
+                        failed = Some(why);
+                        break 'all;
+                    }
+                };
+                let pid = child.id() as libc::pid_t;
+                if self.pgid == 0 {
+                    self.pgid = pid;
+                    self.group_alive = true;
+                }
+                let i = self.ranks.len();
+                self.by_pid.insert(pid, i);
+                self.ranks.push(Rank {
+                    pid,
+                    host,
+                    local: true,
+                    pmi: Some(ours),
+                    framer: Framer::default(),
+                    outq: Vec::new(),
+                    status: None,
+                    spawned: Some((k, rank)),
+                    abandoned: false,
+                });
+                started.push(i);
+                rank += 1;
+            }
+        }
+        if let Some(why) = failed {
+            // All or nothing: end what started; the PMI group stays, empty of live clients.
+            for i in started {
+                let r = &mut self.ranks[i];
+                r.abandoned = true;
+                r.pmi = None;
+                sys::kill(r.pid, libc::SIGKILL);
+            }
+            while self.ranks.len() < first + total {
+                self.ranks.push(Rank {
+                    pid: 0,
+                    host,
+                    local: true,
+                    pmi: None,
+                    framer: Framer::default(),
+                    outq: Vec::new(),
+                    status: Some(ExitStatus::Exited(0)),
+                    spawned: Some((k, self.ranks.len() - first)),
+                    abandoned: true,
+                });
+            }
+            return Err(why);
+        }
+        Ok("success".into())
+    }
+
     /// "rank 3 (pid 77)" or, in a job on several hosts, "rank 3 (pid 77 on h2)".
     fn who(&self, rank: usize) -> String {
         let r = &self.ranks[rank];
@@ -415,6 +572,9 @@ impl Job {
         } else {
             "not started".to_string()
         };
+        if let Some((job, in_job)) = r.spawned {
+            return format!("rank {in_job} of spawned job {job} ({pid})");
+        }
         if self.remote.is_some() {
             format!("rank {rank} ({pid} on {})", self.hosts[r.host])
         } else {
@@ -428,7 +588,7 @@ impl Job {
             .launch_opts
             .as_ref()
             .expect("options kept before the loop");
-        let ranks: Vec<u32> = (0..self.ranks.len())
+        let ranks: Vec<u32> = (0..self.np)
             .filter(|&r| self.ranks[r].host == h)
             .map(|r| r as u32)
             .collect();
@@ -448,7 +608,7 @@ impl Job {
                 .unwrap_or_default(),
         };
         Launch {
-            size: self.ranks.len() as u32,
+            size: self.np as u32,
             jobid: self.jobid.clone(),
             stdin: self.stdin.is_some() && ranks.first() == Some(&0),
             ranks,
@@ -981,7 +1141,7 @@ impl Job {
     }
 
     fn judge_exit(&mut self, rank: usize, status: ExitStatus) {
-        if self.failure.is_some() {
+        if self.failure.is_some() || self.ranks[rank].abandoned {
             return;
         }
         let who = self.who(rank);
@@ -1062,9 +1222,12 @@ impl Job {
                     );
                     self.fail(exitcode & 0xff, &msg);
                 }
-                Event::Spawn { client, .. } => {
-                    // Dynamic processes are not served yet: refuse, the caller gets an error.
-                    for (to, resp) in self.server.spawn_result(client, -1, "spawn_not_supported") {
+                Event::Spawn { client, commands } => {
+                    let (rc, msg) = match self.spawn_job(&commands) {
+                        Ok(kvs) => (0, kvs),
+                        Err(why) => (-1, why),
+                    };
+                    for (to, resp) in self.server.spawn_result(client, rc, &msg) {
                         self.answer(to, resp);
                     }
                 }

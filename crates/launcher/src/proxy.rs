@@ -399,6 +399,7 @@ impl Proxy {
                 pgid: self.pgid,
                 cpus,
                 wdir: wdir.as_deref(),
+                spawned: false,
             };
             match spawn::spawn_rank(spec) {
                 Ok(child) => {

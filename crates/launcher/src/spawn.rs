@@ -1,10 +1,12 @@
 //! Starting one rank: the environment every launcher of ours gives it, its PMI descriptor, its
 //! binding, and the promise that it dies with the process that started it.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::sys;
@@ -35,6 +37,121 @@ pub struct RankSpec<'a> {
     /// CPUs to bind to.
     pub cpus: Option<&'a [usize]>,
     pub wdir: Option<&'a std::path::Path>,
+    /// Started by MPI_Comm_spawn (`PMI_SPAWNED=1`).
+    pub spawned: bool,
+}
+
+/// One command of a spawn request, checked and ready to start.
+#[derive(Debug)]
+pub struct Plan {
+    pub nprocs: usize,
+    /// The program, found, and its arguments.
+    pub program: Vec<OsString>,
+    /// The job's `-x`/`--env` variables, then the command's `env` info key.
+    pub env: Vec<(OsString, OsString)>,
+    pub wdir: Option<PathBuf>,
+}
+
+/// Checks one command of a spawn request against the info keys other MPIs accept and finds
+/// its program: `wdir` (the working directory, also where a relative program is looked for),
+/// `path` (directories searched before `PATH`, separated by `:`), `env` (`NAME=value` lines,
+/// as Open MPI's), `host`/`hosts` (host names, separated by commas: this host only, for
+/// now); other keys are ignored, as the standard allows. Err says why nothing may start.
+pub fn plan(c: &protean_pmi::SpawnCommand, job_env: &[(String, String)]) -> Result<Plan, String> {
+    let name = &c.execname;
+    if name.is_empty() {
+        return Err("the program to spawn has an empty name".into());
+    }
+    let mut env: Vec<(OsString, OsString)> = job_env
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+    let mut wdir = None;
+    let mut path = None;
+    for (k, v) in &c.info {
+        match k.as_str() {
+            "wdir" => {
+                let d = PathBuf::from(v);
+                if !d.is_dir() {
+                    return Err(format!("info wdir '{v}' is not a directory"));
+                }
+                wdir = Some(d);
+            }
+            "path" => path = Some(v.clone()),
+            "env" => {
+                for line in v.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
+                    let Some((n, val)) = line.split_once('=').filter(|(n, _)| !n.is_empty()) else {
+                        return Err(format!("info env: '{line}' is not NAME=value"));
+                    };
+                    env.push((n.into(), val.into()));
+                }
+            }
+            "host" | "hosts" => {
+                for h in v.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+                    if !crate::launch::is_local_host(h) {
+                        return Err(format!(
+                            "info {k}: spawning on another host ('{h}') is not implemented yet"
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let program = find_program(name, wdir.as_deref(), path.as_deref())?;
+    let mut argv = vec![program.into_os_string()];
+    argv.extend(c.args.iter().map(OsString::from));
+    Ok(Plan {
+        nprocs: c.nprocs as usize,
+        program: argv,
+        env,
+        wdir,
+    })
+}
+
+/// The program a spawn names: with a `/`, relative to `wdir` (or ours); else the first
+/// executable file of that name in `path`'s directories, then `PATH`'s.
+fn find_program(name: &str, wdir: Option<&Path>, path: Option<&str>) -> Result<PathBuf, String> {
+    let runnable = |p: &Path| -> Result<(), String> {
+        let meta = std::fs::metadata(p).map_err(|e| format!("cannot spawn '{name}': {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("cannot spawn '{name}': not a regular file"));
+        }
+        let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| "a NUL in the program name")?;
+        // SAFETY: access(2) on a NUL-terminated path we own.
+        if unsafe { libc::access(c.as_ptr(), libc::X_OK) } != 0 {
+            return Err(format!(
+                "cannot spawn '{name}': not executable (permission denied)"
+            ));
+        }
+        Ok(())
+    };
+    if name.contains('/') {
+        let p = match wdir {
+            Some(d) if !name.starts_with('/') => d.join(name),
+            _ => PathBuf::from(name),
+        };
+        runnable(&p)?;
+        return Ok(p);
+    }
+    let env_path = std::env::var("PATH").unwrap_or_default();
+    let mut last = None;
+    for dir in path
+        .into_iter()
+        .chain(std::iter::once(env_path.as_str()))
+        .flat_map(|l| l.split(':'))
+        .filter(|d| !d.is_empty())
+    {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            match runnable(&p) {
+                Ok(()) => return Ok(p),
+                Err(e) => last = Some(e),
+            }
+        }
+    }
+    Err(last
+        .unwrap_or_else(|| format!("cannot spawn '{name}': no such program in the path or PATH")))
 }
 
 /// Starts the rank. On failure: the exit status mpirun should end with and why.
@@ -52,7 +169,7 @@ pub fn spawn_rank(s: RankSpec) -> Result<Child, (i32, String)> {
     cmd.env("PMI_FD", child_fd.to_string())
         .env("PMI_RANK", s.rank.to_string())
         .env("PMI_SIZE", s.size.to_string())
-        .env("PMI_SPAWNED", "0")
+        .env("PMI_SPAWNED", if s.spawned { "1" } else { "0" })
         .env("MPI_LOCALRANKID", s.local_rank.to_string())
         .env("MPI_LOCALNRANKS", s.local_size.to_string())
         .env("PROTEAN_JOBID", s.jobid)

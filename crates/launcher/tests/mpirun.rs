@@ -908,3 +908,78 @@ fn a_proxy_killed_mid_job_ends_it_and_ranks_die_with_a_killed_mpirun() {
         );
     }
 }
+
+#[test]
+fn spawn_starts_a_job_of_its_own() {
+    // Rank 0 of 2 spawns two commands of 2 probes each: one PMI group of 4 with its own KVS
+    // and barrier, appnum by command, info env and wdir applied, pre-put values seen, and the
+    // children's puts into the parent's KVS reach it.
+    let o = run(&["-n", "2", PROBE, "--spawn", "2"]);
+    assert_eq!(o.code(), Some(0), "{}\n{}", o.stdout, o.stderr);
+    assert_eq!(o.stderr, "");
+    let parent_kvs = o
+        .lines()
+        .iter()
+        .find_map(|l| l.strip_prefix("rank 0 of 2 ok kvsname="))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{}", o.stdout))
+        .to_string();
+    let mut children: Vec<String> = o
+        .lines()
+        .iter()
+        .filter(|l| l.starts_with("child "))
+        .map(|l| l.to_string())
+        .collect();
+    children.sort();
+    let cwd = std::env::current_dir().unwrap().display().to_string();
+    assert_eq!(
+        children,
+        [
+            format!("child 0 of 4 appnum 0 parent={parent_kvs} env=- cwd={cwd}"),
+            format!("child 1 of 4 appnum 0 parent={parent_kvs} env=- cwd={cwd}"),
+            format!("child 2 of 4 appnum 1 parent={parent_kvs} env=set cwd=/"),
+            format!("child 3 of 4 appnum 1 parent={parent_kvs} env=set cwd=/"),
+        ]
+    );
+    let child_job = format!("kvsname={parent_kvs}-s1");
+    assert_eq!(
+        o.lines()
+            .iter()
+            .filter(|l| l.starts_with("rank ") && l.contains(&child_job))
+            .count(),
+        4
+    );
+    assert!(o.stdout.contains("spawned 0 ok"));
+}
+
+#[test]
+fn spawn_of_a_program_that_cannot_run_starts_nothing() {
+    let dir = std::env::temp_dir().join(format!("protean-spawn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plain = dir.join("plain");
+    std::fs::write(&plain, "not a program").unwrap();
+    let plain = plain.display().to_string();
+    for (prog, why) in [
+        (
+            "/nonexistent/prog",
+            "cannot spawn '/nonexistent/prog': No such file",
+        ),
+        (plain.as_str(), "not executable (permission denied)"),
+        (
+            "no-such-program-anywhere",
+            "no such program in the path or PATH",
+        ),
+    ] {
+        let o = run(&["-n", "1", PROBE, "--spawn", &format!("3:{prog}")]);
+        assert_eq!(o.code(), Some(0), "{prog}: {}", o.stderr);
+        let err = o
+            .lines()
+            .iter()
+            .find_map(|l| l.strip_prefix("spawn-error 0 "))
+            .unwrap_or_else(|| panic!("{prog}: {}", o.stdout))
+            .to_string();
+        assert!(err.contains(why), "{prog}: {err}");
+        assert!(!o.stdout.contains("child "), "{}", o.stdout);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

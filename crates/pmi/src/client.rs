@@ -376,6 +376,71 @@ impl PmiClient {
         }
     }
 
+    /// Looks a key up in another KVS space (a spawned job's or a parent's), Ok(None) when the
+    /// server has no such key or space.
+    pub fn get_from(&mut self, kvsname: &str, key: &str) -> Result<Option<String>, PmiError> {
+        check_token("key", key, self.keylen_max)?;
+        self.send(&Request::Get {
+            kvsname: kvsname.to_string(),
+            key: key.to_string(),
+        })?;
+        match self.recv()? {
+            (
+                _,
+                Response::GetResult {
+                    rc: 0,
+                    value: Some(v),
+                    ..
+                },
+            ) => Ok(Some(v)),
+            (_, Response::GetResult { .. }) => Ok(None),
+            (line, _) => Err(protocol(line, "expected cmd=get_result")),
+        }
+    }
+
+    /// Stores a key in another KVS space (see [`PmiClient::get_from`]).
+    pub fn put_to(&mut self, kvsname: &str, key: &str, value: &str) -> Result<(), PmiError> {
+        check_token("key", key, self.keylen_max)?;
+        check_token("value", value, self.vallen_max)?;
+        self.send(&Request::Put {
+            kvsname: kvsname.to_string(),
+            key: key.to_string(),
+            value: value.to_string(),
+        })?;
+        match self.recv()? {
+            (_, Response::PutResult { rc: 0, .. }) => Ok(()),
+            (_, Response::PutResult { rc, msg }) => Err(PmiError::Server {
+                cmd: "put".into(),
+                rc,
+                msg: msg.unwrap_or_default(),
+            }),
+            (line, _) => Err(protocol(line, "expected cmd=put_result")),
+        }
+    }
+
+    /// Asks the process manager to start a job (the PMI-1 `spawn` command, one message per
+    /// command of `MPI_Comm_spawn_multiple`; `totspawns` and `spawnssofar` are set here).
+    /// Ok(Err(reason)) when the process manager refused or failed (nothing started).
+    pub fn spawn(
+        &mut self,
+        commands: &[crate::wire::SpawnCommand],
+    ) -> Result<Result<(), String>, PmiError> {
+        let total = commands.len() as u32;
+        for (i, c) in commands.iter().enumerate() {
+            let mut c = c.clone();
+            c.totspawns = total;
+            c.spawnssofar = i as u32 + 1;
+            self.send(&Request::Spawn(c))?;
+        }
+        match self.recv()? {
+            (_, Response::SpawnResult { rc: 0, .. }) => Ok(Ok(())),
+            (_, Response::SpawnResult { rc, msg }) => Ok(Err(msg
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| format!("the process manager answered rc={rc}")))),
+            (line, _) => Err(protocol(line, "expected cmd=spawn_result")),
+        }
+    }
+
     /// Tells the process manager this process is done with PMI. Calling it twice is harmless.
     pub fn finalize(&mut self) -> Result<(), PmiError> {
         if self.finalized {

@@ -126,6 +126,20 @@ pub struct Server {
     barrier: BTreeSet<usize>,
     spawning: BTreeMap<usize, Vec<SpawnCommand>>,
     events: VecDeque<Event>,
+    /// Jobs started later by a spawn ([`Server::add_group`]): their clients follow the first
+    /// job's, in order.
+    groups: Vec<Group>,
+}
+
+/// A job started by a spawn: clients `first..first + size`, its own KVS space and barrier,
+/// and an application number per client (one per command of `MPI_Comm_spawn_multiple`).
+#[derive(Debug)]
+struct Group {
+    first: usize,
+    size: usize,
+    kvsname: String,
+    appnums: Vec<i32>,
+    barrier: BTreeSet<usize>,
 }
 
 impl Server {
@@ -146,6 +160,7 @@ impl Server {
             barrier: BTreeSet::new(),
             spawning: BTreeMap::new(),
             events: VecDeque::new(),
+            groups: Vec::new(),
         };
         s.kvs_put(
             kvsname,
@@ -189,6 +204,40 @@ impl Server {
     /// The limits announced to clients.
     pub fn maxes(&self) -> Maxes {
         self.limits.maxes
+    }
+
+    /// Clients of every job together (the first job's and those started by spawns).
+    pub fn clients(&self) -> usize {
+        self.groups.last().map_or(self.size, |g| g.first + g.size)
+    }
+
+    /// Adds a job started by a spawn: `appnums.len()` clients numbered after every client so
+    /// far, with the KVS space `kvsname` (created if new) and a barrier of their own. Returns
+    /// the number of its first client.
+    pub fn add_group(&mut self, kvsname: &str, appnums: Vec<i32>) -> usize {
+        let first = self.clients();
+        self.add_kvs(kvsname);
+        let size = appnums.len();
+        self.kvs_put(
+            kvsname,
+            "PMI_process_mapping",
+            &format!("(vector,(0,1,{size}))"),
+        );
+        self.groups.push(Group {
+            first,
+            size,
+            kvsname: kvsname.to_string(),
+            appnums,
+            barrier: BTreeSet::new(),
+        });
+        first
+    }
+
+    /// The spawned job `client` belongs to (None: the first job).
+    fn group_of(&self, client: usize) -> Option<usize> {
+        self.groups
+            .iter()
+            .position(|g| client >= g.first && client < g.first + g.size)
     }
 
     /// Creates another KVS space (for spawned jobs), empty if new.
@@ -238,13 +287,13 @@ impl Server {
 
     /// Handles one framed message from `client`.
     pub fn handle(&mut self, client: usize, message: &str) -> Vec<(usize, Response)> {
-        if client >= self.size {
+        if client >= self.clients() {
             return self.protocol_error(
                 client,
                 message,
                 &format!(
                     "client {client} is out of range for a job of {} processes",
-                    self.size
+                    self.clients()
                 ),
             );
         }
@@ -279,16 +328,17 @@ impl Server {
 
     /// Handles one validated request from `client`.
     pub fn handle_request(&mut self, client: usize, req: Request) -> Vec<(usize, Response)> {
-        if client >= self.size {
+        if client >= self.clients() {
             return self.protocol_error(
                 client,
                 &req.encode(),
                 &format!(
                     "client {client} is out of range for a job of {} processes",
-                    self.size
+                    self.clients()
                 ),
             );
         }
+        let group = self.group_of(client);
         let one = |r: Response| vec![(client, r)];
         if let Request::InitAck { pmiid } = req {
             if let Some(had) = self.clients.get(&client).and_then(|c| c.pmiid) {
@@ -376,10 +426,14 @@ impl Server {
                 vallen_max: self.limits.maxes.vallen_max,
             }),
             Request::GetAppnum => one(Response::Appnum {
-                appnum: self.appnum,
+                appnum: group.map_or(self.appnum, |g| {
+                    let g = &self.groups[g];
+                    g.appnums[client - g.first]
+                }),
             }),
             Request::GetMyKvsname => one(Response::MyKvsname {
-                kvsname: self.kvsname.clone(),
+                kvsname: group
+                    .map_or_else(|| self.kvsname.clone(), |g| self.groups[g].kvsname.clone()),
             }),
             Request::GetUniverseSize => one(Response::UniverseSize {
                 size: self.universe_size,
@@ -448,6 +502,23 @@ impl Server {
                         value: None,
                     },
                 })
+            }
+            Request::BarrierIn if group.is_some() => {
+                let g = &mut self.groups[group.unwrap_or_default()];
+                if !g.barrier.insert(client) {
+                    return self.protocol_error(
+                        client,
+                        "cmd=barrier_in",
+                        &"entered the barrier twice",
+                    );
+                }
+                if g.barrier.len() < g.size {
+                    return Vec::new();
+                }
+                std::mem::take(&mut g.barrier)
+                    .into_iter()
+                    .map(|c| (c, Response::BarrierOut))
+                    .collect()
             }
             Request::BarrierIn => {
                 if !self.barrier.insert(client) {
@@ -767,6 +838,44 @@ mod tests {
         assert!(matches!(
             s.poll_event(),
             Some(Event::LimitExceeded { client: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn spawned_jobs_have_their_own_kvs_barrier_and_appnums() {
+        let mut s = Server::new(2, "k", 0, 8);
+        assert_eq!(s.clients(), 2);
+        assert_eq!(s.add_group("k_s1", vec![0, 1, 1]), 2);
+        assert_eq!(s.clients(), 5);
+        s.kvs_put("k_s1", "parent", "p");
+        assert_eq!(
+            one(&mut s, 3, "cmd=get_my_kvsname\n"),
+            "cmd=my_kvsname kvsname=k_s1\n"
+        );
+        assert_eq!(
+            one(&mut s, 1, "cmd=get_my_kvsname\n"),
+            "cmd=my_kvsname kvsname=k\n"
+        );
+        assert_eq!(one(&mut s, 2, "cmd=get_appnum\n"), "cmd=appnum appnum=0\n");
+        assert_eq!(one(&mut s, 4, "cmd=get_appnum\n"), "cmd=appnum appnum=1\n");
+        assert_eq!(
+            one(&mut s, 4, "cmd=get kvsname=k_s1 key=parent\n"),
+            "cmd=get_result rc=0 msg=success value=p\n"
+        );
+        // The spawned job's barrier does not wait for the first job, nor releases it.
+        assert!(ask(&mut s, 0, "cmd=barrier_in\n").is_empty());
+        assert!(ask(&mut s, 2, "cmd=barrier_in\n").is_empty());
+        assert!(ask(&mut s, 3, "cmd=barrier_in\n").is_empty());
+        let out = ask(&mut s, 4, "cmd=barrier_in\n");
+        let mut to: Vec<usize> = out.iter().map(|(c, _)| *c).collect();
+        to.sort();
+        assert_eq!(to, vec![2, 3, 4]);
+        assert_eq!(ask(&mut s, 1, "cmd=barrier_in\n").len(), 2);
+        // Clients past the last job are refused.
+        assert!(ask(&mut s, 5, "cmd=get_appnum\n").is_empty());
+        assert!(matches!(
+            s.poll_event(),
+            Some(Event::ProtocolError { client: 5, .. })
         ));
     }
 

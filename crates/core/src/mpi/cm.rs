@@ -624,7 +624,7 @@ impl Engine {
         });
         let needs_id = match &build {
             Build::Split { color, .. } => *color != UNDEFINED,
-            Build::Create { group } => group.contains(&(self.rank as Gpid)),
+            Build::Create { group } => group.contains(&(self.me)),
             _ => true,
         };
         let link_group = match &build {
@@ -718,7 +718,7 @@ impl Engine {
                 "the group contains process {p}, which is not in the communicator's group"
             );
         }
-        let me = self.rank as Gpid;
+        let me = self.me;
         let Some(idx) = group.iter().position(|&p| p == me) else {
             return err!(
                 Group,
@@ -759,7 +759,7 @@ impl Engine {
         stringtag: &str,
         errhandler: u32,
     ) -> Result<OpSpec> {
-        let me = self.rank as Gpid;
+        let me = self.me;
         let Some(idx) = group.iter().position(|&p| p == me) else {
             return err!(Group, "the calling process is not in the group");
         };
@@ -858,7 +858,7 @@ impl Engine {
         stringtag: &str,
         errhandler: u32,
     ) -> Result<OpSpec> {
-        let me = self.rank as Gpid;
+        let me = self.me;
         let Some(idx) = local.iter().position(|&p| p == me) else {
             return err!(Group, "the calling process is not in the local group");
         };
@@ -1315,7 +1315,7 @@ impl Engine {
 
     /// Build this process's new communicator with context block `b`.
     fn build(&mut self, op: &mut Op, b: usize) -> Result<Option<u32>> {
-        let me = self.rank as Gpid;
+        let me = self.me;
         let (entries, remote) = op.gathered.take().unwrap_or_default();
         let base = op.base.as_ref();
         let need_base = || {

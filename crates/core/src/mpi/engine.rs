@@ -58,6 +58,23 @@ pub struct Engine {
     pub cfg: Config,
     pub rank: u32,
     pub size: u32,
+    /// Our global process id (world rank plus the job's base, see `runtime::bootstrap`).
+    pub me: Gpid,
+    /// World rank 0's global process id.
+    pub base: Gpid,
+    /// Started by MPI_Comm_spawn.
+    pub spawned: bool,
+    /// The parent intercommunicator of a spawned process (MPI_Comm_get_parent), once made.
+    pub parent: Option<u32>,
+    /// The key that authenticates connections (the job's, shared with spawned jobs; drawn
+    /// when first needed by a process alone in its job).
+    pub key: Option<[u8; 32]>,
+    /// MPI_UNIVERSE_SIZE: what the process manager says, else the job's size.
+    pub universe: i32,
+    /// Spawns this process asked for as a root so far (names them).
+    pub spawns: u32,
+    /// Processes of other jobs counted in `node_procs` (on this machine), by gpid.
+    pub dyn_nodes: Vec<bool>,
     pub jobid: String,
     pub hostname: String,
     pub hosts: Vec<String>,
@@ -106,7 +123,12 @@ impl Engine {
             .map_err(|e| MpiError::new(ErrorClass::Other, format!("configuration: {e}")))?;
         let mut boot = Boot::start(&cfg)?;
         let net = Net::open::<crate::proto::reliable::Links>(&mut boot, &cfg)?;
-        let (rank, size, me) = (boot.rank, boot.size, boot.rank as Gpid);
+        let (rank, size, me) = (boot.rank, boot.size, boot.me());
+        let base = boot.base;
+        // Host identity by gpid: the processes of earlier jobs are unknown ("") until a spawn
+        // or a connection introduces them.
+        let mut hosts = vec![String::new(); base as usize];
+        hosts.extend(boot.hosts.iter().cloned());
         let local = boot.local();
         let (node_procs, ncpus) = boot.placement();
         let yield_wait = match YIELD_MODES[cfg.progress_yield] {
@@ -114,6 +136,11 @@ impl Engine {
             "never" => false,
             _ => node_procs > ncpus,
         };
+        let universe = match boot.pmi.as_mut() {
+            Some(p) => p.universe_size().map_err(pmi_err)?,
+            None => -1,
+        };
+        let universe = if universe > 0 { universe } else { size as i32 };
         let policy = Policy::from_config(&cfg).map_err(|e| MpiError::new(ErrorClass::Other, e))?;
         let mut pml = Pml::new(me, net.routes().to_vec(), policy, cfg.shm_single_copy);
         pml.verbose = cfg.verbose > 0;
@@ -133,7 +160,7 @@ impl Engine {
             ..Comm::new(
                 CTX_WORLD,
                 rank as i32,
-                (0..size).collect(),
+                (base..base + size).collect(),
                 "MPI_COMM_WORLD",
             )
         };
@@ -151,15 +178,23 @@ impl Engine {
 
         pml.refresh_limits(&net);
         let mut net = net;
-        let chan = channel_manager(&cfg, me, size, &mut net)?;
+        let chan = channel_manager(&cfg, me, base + size, &mut net)?;
         let coll = crate::mpi::coll::State::new(&cfg)?;
         Ok(Engine {
             cfg,
             rank,
             size,
+            me,
+            base,
+            spawned: boot.spawned,
+            parent: None,
+            key: boot.key,
+            universe,
+            spawns: 0,
+            dyn_nodes: Vec::new(),
             jobid: boot.jobid,
             hostname: boot.hostname,
-            hosts: boot.hosts,
+            hosts,
             local,
             pml,
             net,

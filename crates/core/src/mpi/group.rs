@@ -225,7 +225,7 @@ impl Engine {
 
     /// This process's rank in group `id`, or MPI_UNDEFINED.
     pub fn group_rank(&self, id: u32) -> Result<i32> {
-        let me = self.rank as Gpid;
+        let me = self.me;
         Ok(rank_of(self.group(id)?, me).map_or(UNDEFINED, |r| r as i32))
     }
 }

@@ -6,6 +6,7 @@ pub mod cm;
 pub mod coll;
 pub mod comm;
 pub mod datatype;
+pub mod dpm;
 pub mod engine;
 pub mod global;
 pub mod group;

@@ -327,6 +327,14 @@ impl Manager {
         }
     }
 
+    /// The process table grew to `size` (processes of another job joined).
+    pub fn grow(&mut self, size: u32) {
+        if size > self.size {
+            self.size = size;
+            self.stats.resize(size as usize, PeerStat::default());
+        }
+    }
+
     /// Start recording a profile.
     pub fn record(&mut self) {
         self.recording = Some(Profile {

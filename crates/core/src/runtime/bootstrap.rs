@@ -102,11 +102,20 @@ impl Card {
     }
 }
 
+/// The KVS key under which a spawning parent hands its key to the spawned job.
+pub const PARENT_KEY: &str = "protean-parent-key";
+
 /// What start-up learned about this process and the job.
 pub struct Boot {
     pub pmi: Option<PmiClient>,
     pub rank: u32,
     pub size: u32,
+    /// The global process id of rank 0: processes of jobs that one mpirun started by spawns
+    /// are numbered after the earlier jobs' (`PROTEAN_GPID_BASE`, set by our mpirun; 0 for
+    /// the first job), so a gpid names the same process in every job of that mpirun.
+    pub base: Gpid,
+    /// This job was started by MPI_Comm_spawn (`PMI_SPAWNED`).
+    pub spawned: bool,
     pub appnum: i32,
     pub jobid: String,
     /// This host's name (`hostname` tunable, else the kernel's): for messages and
@@ -145,6 +154,21 @@ impl Boot {
         } else {
             cfg.hostname.clone()
         };
+        let base = match std::env::var("PROTEAN_GPID_BASE") {
+            Ok(b) if pmi.is_some() => b
+                .trim()
+                .parse::<Gpid>()
+                .ok()
+                .filter(|b| b.checked_add(size).is_some())
+                .ok_or_else(|| {
+                    MpiError::new(
+                        ErrorClass::Other,
+                        format!("PROTEAN_GPID_BASE={b} is not a process number"),
+                    )
+                })?,
+            _ => 0,
+        };
+        let spawned = pmi.as_ref().is_some_and(|p| p.spawned());
         let mut pmi = pmi;
         let one_node = match pmi.as_mut().filter(|_| size > 1) {
             Some(p) => p
@@ -159,12 +183,24 @@ impl Boot {
         } else {
             hostname.clone()
         };
+        // A spawned job shares its parents' key (pre-put in its KVS by the parent that asked
+        // for it), so the connections between the two jobs authenticate as within one job.
+        let key = match pmi.as_mut().filter(|_| spawned) {
+            Some(p) => p
+                .get(PARENT_KEY)
+                .map_err(pmi_err)?
+                .as_deref()
+                .and_then(unhex),
+            None => None,
+        };
         Ok(Boot {
-            key: None,
+            key,
             one_node,
             pmi,
             rank,
             size,
+            base,
+            spawned,
             appnum,
             jobid,
             hosts: vec![host_id.clone(); size as usize],
@@ -186,7 +222,7 @@ impl Boot {
         let Some(p) = self.pmi.as_mut().filter(|_| self.size > 1) else {
             return Ok(());
         };
-        if self.rank == 0 {
+        if self.rank == 0 && self.key.is_none() {
             let mut key = [0u8; 32];
             getrandom::getrandom(&mut key).map_err(|e| {
                 MpiError::new(
@@ -252,7 +288,18 @@ impl Boot {
     pub fn local(&self) -> Vec<Gpid> {
         (0..self.size)
             .filter(|&r| self.hosts[r as usize] == self.host_id)
+            .map(|r| self.base + r)
             .collect()
+    }
+
+    /// Our global process id.
+    pub fn me(&self) -> Gpid {
+        self.base + self.rank
+    }
+
+    /// Length of the process table: every job's processes up to the end of ours.
+    pub fn nprocs(&self) -> usize {
+        (self.base + self.size) as usize
     }
 
     /// Does any host hold several processes of the job?
@@ -486,12 +533,12 @@ pub fn kernel_hostname() -> String {
 }
 
 /// Lower-case hex.
-fn hex(b: &[u8]) -> String {
+pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// 32 bytes from 64 hex digits.
-fn unhex(s: &str) -> Option<[u8; 32]> {
+pub fn unhex(s: &str) -> Option<[u8; 32]> {
     let s = s.trim();
     if s.len() != 64 || !s.is_ascii() {
         return None;

@@ -153,7 +153,9 @@ impl Net {
         let peer_rules = parse_rules(&cfg.transport_peers, transport_list)
             .map_err(|e| cfg_err("TRANSPORT_PEERS", e))?;
         let (rank, size) = (boot.rank, boot.size);
-        let me = rank as Gpid;
+        let me = boot.me();
+        let base = boot.base;
+        let nprocs = boot.nprocs();
         let allowed_for = |r: Gpid| -> &[&str] {
             peer_rules
                 .iter()
@@ -200,7 +202,7 @@ impl Net {
                 faults,
                 verbose: cfg.verbose > 0,
             };
-            let rel = Box::new(R::new(cfg, size as usize));
+            let rel = Box::new(R::new(cfg, nprocs));
             udp = Some(
                 Udp::new(me, bind, &settings, rel)
                     .map_err(|e| io_err("cannot open a UDP socket", e))?,
@@ -211,7 +213,7 @@ impl Net {
             udp.as_ref().map_or(&[][..], |u| u.addrs()),
         )?;
         if let (Some(t), Some(key)) = (tcp.as_mut(), boot.key) {
-            t.start(key, size as usize);
+            t.start(key, nprocs);
             let (mode, rules) = lane_settings(cfg).map_err(|e| cfg_err("TCP_LANES", e))?;
             t.set_lanes(mode, rules);
             if !cfg.tcp_fault.is_empty() {
@@ -221,7 +223,7 @@ impl Net {
             }
         }
         if let (Some(u), Some(key)) = (udp.as_mut(), boot.key) {
-            u.start(&key, size as usize);
+            u.start(&key, nprocs);
         }
         let local = boot.local();
 
@@ -247,7 +249,7 @@ impl Net {
             }
             boot.barrier()?;
             if let Some(s) = s.as_mut() {
-                s.attach(&local, size as usize)
+                s.attach(&local, nprocs)
                     .map_err(|e| io_err("cannot map a peer's shared-memory segment", e))?;
             }
             boot.barrier()?;
@@ -258,13 +260,16 @@ impl Net {
             shm = s;
         }
 
-        let mut routes = vec![Route::Unreachable; size as usize];
-        for r in 0..size {
-            let i = r as usize;
+        // The processes of earlier jobs stay unreachable until a spawn or a connection
+        // introduces them (`Net::add_peers`).
+        let mut routes = vec![Route::Unreachable; nprocs];
+        for rank_r in 0..size {
+            let i = rank_r as usize;
+            let r = base + rank_r;
             let pair = allowed_for(r);
             // Every peer with a card is reachable by each transport it publishes, whichever
             // route it gets (a channel manager may move it later).
-            if let Some(Some(c)) = boot.cards.get(i).filter(|_| r != rank) {
+            if let Some(Some(c)) = boot.cards.get(i).filter(|_| rank_r != rank) {
                 if let (Some(t), Some(a)) = (tcp.as_mut(), c.tcp) {
                     t.set_addr(r, a);
                 }
@@ -277,7 +282,7 @@ impl Net {
                 "udp" if udp.as_ref().is_some_and(|u| u.reaches(r)) => Some(Route::Udp),
                 _ => None,
             });
-            routes[i] = if r == rank {
+            routes[r as usize] = if rank_r == rank {
                 Route::SelfLoop
             } else if pair.contains(&"shm") && shm.as_ref().is_some_and(|s| s.reaches(r)) {
                 Route::Shm
@@ -285,7 +290,10 @@ impl Net {
                 net_route.unwrap_or(Route::Unreachable)
             };
         }
-        if let Some(r) = routes.iter().position(|r| *r == Route::Unreachable) {
+        if let Some(r) = routes[base as usize..]
+            .iter()
+            .position(|r| *r == Route::Unreachable)
+        {
             return Err(MpiError::new(
                 ErrorClass::Other,
                 format!(
@@ -385,6 +393,131 @@ impl Net {
             t.set_lanes(mode, rules);
         }
         Ok(())
+    }
+
+    /// Where our TCP listener is, opening one (with the job's `key`) when there is none: the
+    /// way processes of other jobs (spawned, or connected) reach us. It binds the address
+    /// [`Boot::listen_addr`] chooses for a job on one node (loopback unless `tcp_addr` or
+    /// `tcp_if` says otherwise). Err when the settings leave TCP out.
+    pub fn ensure_tcp(
+        &mut self,
+        cfg: &Config,
+        key: [u8; 32],
+        nprocs: usize,
+    ) -> crate::error::Result<SocketAddr> {
+        let allowed = transport_list(&cfg.transports).unwrap_or_default();
+        if !allowed.contains(&"tcp") {
+            return Err(MpiError::new(
+                ErrorClass::Other,
+                format!(
+                    "processes of other jobs are reached over TCP, which PROTEAN_TRANSPORTS={} leaves out",
+                    cfg.transports
+                ),
+            ));
+        }
+        if let Some(t) = &self.tcp {
+            return Ok(t.addr());
+        }
+        let bind = Boot::listen_addr(cfg, true)
+            .map_err(|e| MpiError::new(ErrorClass::Other, format!("PROTEAN_TCP_IF: {e}")))?;
+        let mut t = Tcp::new(
+            self.me,
+            bind,
+            cfg.tcp_nodelay,
+            cfg.tcp_sockbuf as usize,
+            cfg.tcp_frag_bytes as usize,
+            cfg.tcp_frame_max as usize,
+            cfg.verbose > 0,
+        )
+        .map_err(|e| io_err("cannot open a TCP listener", e))?;
+        t.start(key, nprocs);
+        let (mode, rules) = lane_settings(cfg)
+            .map_err(|e| MpiError::new(ErrorClass::Other, format!("PROTEAN_TCP_LANES: {e}")))?;
+        t.set_lanes(mode, rules);
+        let a = t.addr();
+        self.tcp = Some(t);
+        Ok(a)
+    }
+
+    /// The descriptor of our shared-memory segment for processes of other jobs on this host,
+    /// creating the transport (a segment with no peer yet) when the job did not need one.
+    /// None when the settings leave shared memory out or the segment cannot be made.
+    pub fn ensure_shm(&mut self, cfg: &Config, jobid: &str, nprocs: usize) -> Option<i32> {
+        let allowed = transport_list(&cfg.transports).unwrap_or_default();
+        if !allowed.contains(&"shm") || !cfg.transport_peers.is_empty() {
+            return None;
+        }
+        if self.shm.is_none() {
+            let g = Geometry::new(
+                cfg.shm_fast_channels as usize,
+                cfg.shm_ring_bytes as usize,
+                cfg.shm_queue_cells as usize,
+                cfg.shm_cell_bytes as usize,
+                COOP_SLOTS,
+            );
+            let mut s = Shm::create(jobid, self.me, &[self.me], g).ok()?;
+            s.attach(&[], nprocs).ok()?;
+            s.unlink();
+            s.set_copy(cfg.shm_coop_min as usize, cfg.shm_coop_chunk as usize);
+            self.shm = Some(s);
+        }
+        self.shm.as_ref().map(|s| s.segment_fd().1)
+    }
+
+    /// A process of another job on this host joins over shared memory: map its segment
+    /// (`pid`, `fd`: see [`Shm::attach_dynamic`]) and route to it by shared memory. Err: the
+    /// segment cannot be mapped (the caller routes by TCP instead).
+    pub fn add_shm_peer(
+        &mut self,
+        peer: Gpid,
+        pid: u32,
+        fd: i32,
+    ) -> std::result::Result<(), String> {
+        let n = self.routes.len().max(peer as usize + 1);
+        let s = self.shm.as_mut().ok_or("no shared-memory transport")?;
+        s.attach_dynamic(peer, pid, fd, n)
+            .map_err(|e| format!("cannot map the segment of process {peer} (pid {pid}): {e}"))?;
+        self.routes.resize(n, Route::Unreachable);
+        self.routes[peer as usize] = Route::Shm;
+        Ok(())
+    }
+
+    /// Processes of another job join the table: each reached over TCP at its address (the
+    /// listener must be open, [`Net::ensure_tcp`]), unless already routed by shared memory
+    /// ([`Net::add_shm_peer`]). The table grows to the largest gpid.
+    pub fn add_peers(&mut self, peers: &[(Gpid, SocketAddr)]) {
+        let n = peers
+            .iter()
+            .map(|(g, _)| *g as usize + 1)
+            .max()
+            .unwrap_or(0)
+            .max(self.routes.len());
+        self.routes.resize(n, Route::Unreachable);
+        if let Some(t) = self.tcp.as_mut() {
+            t.grow(n);
+            for &(g, a) in peers {
+                if g != self.me {
+                    t.set_addr(g, a);
+                    if self.routes[g as usize] == Route::Unreachable {
+                        self.routes[g as usize] = Route::Tcp;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A process of another job left the table: unmap its segment, close the connections to
+    /// it, and make it unreachable.
+    pub fn drop_peer(&mut self, peer: Gpid) {
+        if let Some(s) = self.shm.as_mut() {
+            s.detach(peer);
+        }
+        if let Some(t) = self.tcp.as_mut() {
+            t.drop_peer(peer);
+        }
+        if let Some(r) = self.routes.get_mut(peer as usize) {
+            *r = Route::Unreachable;
+        }
     }
 
     /// Cooperative single copy on shared memory (`shm_coop_min`, `shm_coop_chunk`).

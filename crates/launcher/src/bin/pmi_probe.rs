@@ -18,6 +18,12 @@
 //!       garbage        write a line that is not PMI to the PMI socket, then sleep
 //!       flood          put keys with the longest value the server allows until a put fails
 //!                      (prints "flood R KEYS" then), then sleep
+//!   --spawn N[:PROG] rank 0 spawns N processes of PROG (default: this probe, twice: two
+//!                  commands of N, the second with info env PROBE_ENV=set and wdir /)
+//!                  with the pre-put key probe-parent=<its KVS name>, then prints
+//!                  "spawned 0 ok" or "spawn-error 0 <reason>"; spawned probes print
+//!                  "child R of N appnum A parent=P env=E cwd=D" and put child-R into the
+//!                  parent's KVS, which rank 0 waits for
 //! ```
 //! Exit status 2: bad usage; 3: not started by a PMI process manager; 4: a PMI call failed or a
 //! value read back was wrong; 5: the PMI socket is not close-on-exec.
@@ -34,6 +40,7 @@ struct Args {
     shm: bool,
     sleep: f64,
     fail: Option<(u32, String)>,
+    spawn: Option<(u32, Option<String>)>,
 }
 
 fn usage(msg: &str) -> ! {
@@ -48,6 +55,7 @@ fn parse_args() -> Args {
         shm: false,
         sleep: 0.0,
         fail: None,
+        spawn: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -70,6 +78,15 @@ fn parse_args() -> Args {
                     .unwrap_or_else(|| usage("--fail needs RANK:ACTION"));
                 let rank = rank.parse().unwrap_or_else(|_| usage("bad rank"));
                 a.fail = Some((rank, action.to_string()));
+            }
+            "--spawn" => {
+                let spec = it.next().unwrap_or_else(|| usage("--spawn needs N[:PROG]"));
+                let (n, prog) = match spec.split_once(':') {
+                    Some((n, p)) => (n, Some(p.to_string())),
+                    None => (spec.as_str(), None),
+                };
+                let n = n.parse().unwrap_or_else(|_| usage("bad --spawn count"));
+                a.spawn = Some((n, prog));
             }
             other => usage(&format!("unknown argument {other:?}")),
         }
@@ -138,6 +155,57 @@ fn main() {
         exit(4);
     }
     let universe = check("universe size", pmi.universe_size());
+    if pmi.spawned() {
+        let parent = check("get", pmi.get("probe-parent")).unwrap_or_default();
+        let appnum = pmi.appnum();
+        let env = std::env::var("PROBE_ENV").unwrap_or_else(|_| "-".into());
+        let cwd = std::env::current_dir().map_or("-".into(), |d| d.display().to_string());
+        let _ = writeln!(
+            out.lock(),
+            "child {rank} of {size} appnum {appnum} parent={parent} env={env} cwd={cwd}"
+        );
+        check("put", pmi.put_to(&parent, &format!("child-{rank}"), "here"));
+    }
+    if let Some((n, prog)) = args.spawn.as_ref().filter(|_| rank == 0) {
+        let me = std::env::current_exe().unwrap_or_else(|_| usage("no current exe"));
+        let cmd = |prog: &str, info: Vec<(String, String)>| protean_pmi::SpawnCommand {
+            nprocs: *n,
+            execname: prog.to_string(),
+            preput: vec![("probe-parent".into(), pmi.kvsname().to_string())],
+            info,
+            ..Default::default()
+        };
+        let commands = match prog {
+            Some(p) => vec![cmd(p, Vec::new())],
+            None => {
+                let me = me.display().to_string();
+                vec![
+                    cmd(&me, Vec::new()),
+                    cmd(
+                        &me,
+                        vec![
+                            ("env".into(), "PROBE_ENV=set".into()),
+                            ("wdir".into(), "/".into()),
+                        ],
+                    ),
+                ]
+            }
+        };
+        match check("spawn", pmi.spawn(&commands)) {
+            Ok(()) => {
+                for c in 0..*n * commands.len() as u32 {
+                    let key = format!("child-{c}");
+                    while check("get", pmi.get(&key)).is_none() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+                let _ = writeln!(out.lock(), "spawned {rank} ok");
+            }
+            Err(why) => {
+                let _ = writeln!(out.lock(), "spawn-error {rank} {why}");
+            }
+        }
+    }
 
     let mut exit_after = None;
     if let Some((r, action)) = &args.fail {

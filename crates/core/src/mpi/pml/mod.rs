@@ -198,37 +198,64 @@ pub struct Pml {
     overflow: Option<String>,
 }
 
+impl Peer {
+    fn new(route: Route) -> Peer {
+        Peer {
+            route,
+            limits: Limits::RENDEZVOUS,
+            max_payload: 0,
+            direct: false,
+            queues: false,
+            sent_since: false,
+            fb_in: 0,
+            rx: RxStats::default(),
+            fb_out: 0,
+            fb_told: 0,
+            send_seq: 0,
+            sent_msgs: 0,
+            sent_bytes: 0,
+            recv_seq: 0,
+            // Nothing is in flight before the first send.
+            replied: true,
+            streak: Streak::default(),
+            early: Vec::new(),
+            backlog: VecDeque::new(),
+            lost: None,
+        }
+    }
+}
+
 impl Pml {
+    /// Processes of another job joined the table (a spawn, a connection): their routes, for
+    /// gpids from the current end of the table on, or changed for gpids already in it that
+    /// were unreachable. Limits follow from the transports' caps.
+    pub fn add_peers<T: Transport>(&mut self, routes: &[Route], io: &T) {
+        for (g, &route) in routes.iter().enumerate() {
+            if g >= self.peers.len() {
+                self.peers.push(Peer::new(route));
+            } else if self.peers[g].route != route && self.peers[g].route == Route::Unreachable {
+                self.peers[g] = Peer::new(route);
+            } else {
+                continue;
+            }
+            let caps = io.caps(g as Gpid);
+            self.on_caps(g as Gpid, caps);
+        }
+    }
+
+    /// A process of another job left the table (disconnected): forget its state.
+    pub fn drop_peer(&mut self, peer: Gpid) {
+        if let Some(p) = self.peers.get_mut(peer as usize) {
+            *p = Peer::new(Route::Unreachable);
+        }
+    }
+
     /// Slot of the request every eagerly completed nonblocking send shares: a handle to a
     /// complete send with an empty status, which waiting and freeing leave in place.
     pub const DONE_SEND: u32 = 0;
 
     pub fn new(me: Gpid, routes: Vec<Route>, policy: Policy, single_copy: bool) -> Pml {
-        let peers = routes
-            .into_iter()
-            .map(|route| Peer {
-                route,
-                limits: Limits::RENDEZVOUS,
-                max_payload: 0,
-                direct: false,
-                queues: false,
-                sent_since: false,
-                fb_in: 0,
-                rx: RxStats::default(),
-                fb_out: 0,
-                fb_told: 0,
-                send_seq: 0,
-                sent_msgs: 0,
-                sent_bytes: 0,
-                recv_seq: 0,
-                // Nothing is in flight before the first send.
-                replied: true,
-                streak: Streak::default(),
-                early: Vec::new(),
-                backlog: VecDeque::new(),
-                lost: None,
-            })
-            .collect();
+        let peers = routes.into_iter().map(Peer::new).collect();
         let mut reqs = Slab::default();
         let mut done = Request::new(Kind::Done, 0);
         done.complete = true;

@@ -560,7 +560,7 @@ pub unsafe fn create(
             return err!(Comm, "windows are made over intracommunicators");
         }
         if flavor == Flavor::Shared {
-            let h = &e.hosts[e.rank as usize];
+            let h = &e.hosts[e.me as usize];
             if let Some(g) = c.group.iter().find(|g| &e.hosts[**g as usize] != h) {
                 return err!(
                     RmaShared,
@@ -628,7 +628,7 @@ unsafe fn build(
                 .iter()
                 .map(|g| e.hosts[*g as usize].clone())
                 .collect::<Vec<_>>(),
-            e.hosts[e.rank as usize].clone(),
+            e.hosts[e.me as usize].clone(),
         )
     })?;
     let local: Vec<usize> = (0..n).filter(|&j| hosts[j] == my_host).collect();
@@ -643,7 +643,7 @@ unsafe fn build(
     if shared && li == 0 {
         let s = with(|e| {
             e.rma.serial = e.rma.serial.wrapping_add(1);
-            HostMem::create(&e.jobid, e.rank as Gpid, e.rma.serial, lay.total)
+            HostMem::create(&e.jobid, e.me, e.rma.serial, lay.total)
         })?
         .map_err(|err| {
             crate::mpi_error!(
@@ -846,11 +846,11 @@ pub fn free(win: u32) -> Result<()> {
         let w = e.rma.wins[win as usize].take().expect("checked");
         e.rma.by_ctx.remove(&w.ctx);
         if let Some(r) = w.exposed {
-            e.net.retract(e.rank as Gpid, &r);
+            e.net.retract(e.me, &r);
         }
         for a in &w.attached {
             if !a.region.is_none() {
-                e.net.retract(e.rank as Gpid, &a.region);
+                e.net.retract(e.me, &a.region);
             }
         }
         if let Some((p, l)) = w.heap {
@@ -928,7 +928,7 @@ pub fn detach(win: u32, base: *const u8) -> Result<()> {
         let a = w.attached.remove(i);
         w.ctl().publish(&w.attached);
         if !a.region.is_none() {
-            e.net.retract(e.rank as Gpid, &a.region);
+            e.net.retract(e.me, &a.region);
         }
         Ok(())
     })?

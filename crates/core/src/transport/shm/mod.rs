@@ -151,7 +151,7 @@ fn create_segment(
     me: Gpid,
     g: &Geometry,
     owners: &[Option<Gpid>],
-) -> io::Result<Mapping> {
+) -> io::Result<(Mapping, std::os::fd::OwnedFd)> {
     let name = shm_name(jobid, me);
     // SAFETY: plain shm_open/ftruncate/close on a name we own; results are checked.
     let fd = unsafe {
@@ -182,8 +182,9 @@ fn create_segment(
         ));
     }
     let m = map_fd(fd, total);
-    // SAFETY: fd is valid; the mapping (if any) keeps the memory.
-    unsafe { libc::close(fd) };
+    // SAFETY: fd is valid and ours alone: it stays open (processes of another job open the
+    // segment through /proc/<pid>/fd/<fd> once the name is gone; see `Shm::attach_dynamic`).
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     let m = m.inspect_err(|_| unsafe {
         libc::shm_unlink(name.as_ptr());
     })?;
@@ -210,14 +211,25 @@ fn create_segment(
         std::sync::atomic::fence(Ordering::Release);
         (*h).magic = MAGIC;
     }
-    Ok(m)
+    Ok((m, fd))
 }
 
 /// Map a peer's segment and read its geometry.
 fn open_segment(jobid: &str, peer: Gpid) -> io::Result<(Mapping, Geometry, u32)> {
-    let name = shm_name(jobid, peer);
+    open_segment_at(&shm_name(jobid, peer), true)
+}
+
+/// Map a segment by its name (`shm`) or by a path (`/proc/<pid>/fd/<fd>`) and read its
+/// geometry.
+fn open_segment_at(name: &CString, shm: bool) -> io::Result<(Mapping, Geometry, u32)> {
     // SAFETY: opening an existing segment read-write; checked.
-    let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDWR, 0) };
+    let fd = unsafe {
+        if shm {
+            libc::shm_open(name.as_ptr(), libc::O_RDWR, 0)
+        } else {
+            libc::open(name.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC)
+        }
+    };
     if fd < 0 {
         let e = io::Error::last_os_error();
         return Err(io::Error::new(
@@ -427,6 +439,8 @@ pub struct Shm {
     jobid: String,
     me: Gpid,
     own: Mapping,
+    /// Our segment, kept open for processes of other jobs (see [`Shm::attach_dynamic`]).
+    seg_fd: std::os::fd::OwnedFd,
     geometry: Geometry,
     /// Our channels, and those we poll.
     slots: Vec<Slot>,
@@ -515,7 +529,7 @@ impl Shm {
                 owners[k] = Some(s);
             }
         }
-        let own = create_segment(jobid, me, &g, &owners)?;
+        let (own, seg_fd) = create_segment(jobid, me, &g, &owners)?;
         // SAFETY: the queue and channels were initialised by create_segment in this mapping,
         // which the Shm keeps alive as long as these views.
         let rx_queue =
@@ -549,6 +563,7 @@ impl Shm {
             jobid: jobid.to_string(),
             me,
             own,
+            seg_fd,
             geometry: g,
             slots,
             rx_fast,
@@ -576,52 +591,96 @@ impl Shm {
             if p == self.me {
                 continue;
             }
-            let (m, g, pid) = open_segment(&self.jobid, p)?;
-            // SAFETY: offsets come from the peer's validated geometry and lie in its mapping,
-            // which the Peer keeps alive with these views.
-            let queue =
-                unsafe { queue::Producer::new(m.base.add(g.queue_off()), g.cells, g.cell_bytes) };
-            let mut tx = None;
-            let mut slot = 0;
-            for k in 0..g.nfast {
-                let c = unsafe { m.base.add(g.channel_off(k)) };
-                if unsafe { ring::owner(c) }.load(Ordering::Acquire) == self.me + 1 {
-                    tx = Some(unsafe { ring::Tx::new(c, g.ring_bytes) });
-                    slot = k as u32;
-                    break;
-                }
-            }
-            let max_payload = tx.as_ref().map_or(queue.max_payload(), |f| f.max_payload());
-            // SAFETY: the slot array lies at the end of the peer's validated geometry.
-            let coop = unsafe { coop::CoopSlots::new(m.base.add(g.coop_off()), g.coop as u32) };
-            let in_slot = self
-                .slots
-                .iter()
-                .position(|s| s.state == SlotState::Connected(p));
-            self.peers[p as usize] = Some(Peer {
-                map: m,
-                g,
-                pid,
-                coop,
-                queue,
-                lane: if tx.is_some() {
-                    Lane::Fast
-                } else {
-                    Lane::Shared
-                },
-                tx,
-                slot,
-                max_payload,
-                inbound: if in_slot.is_some() {
-                    ChannelState::Connected
-                } else {
-                    ChannelState::Shared
-                },
-                in_slot: in_slot.unwrap_or(0) as u32,
-                usage: Usage::default(),
-            });
+            let seg = open_segment(&self.jobid, p)?;
+            self.add_peer(p, seg);
         }
         Ok(())
+    }
+
+    /// Where processes of another job on this host open our segment: our pid and the
+    /// descriptor (its name is unlinked once the job's own processes mapped it).
+    pub fn segment_fd(&self) -> (u32, i32) {
+        (
+            std::process::id(),
+            std::os::fd::AsRawFd::as_raw_fd(&self.seg_fd),
+        )
+    }
+
+    /// A process of another job on this host (spawned, or connected) joins: map its segment
+    /// through `/proc/<pid>/fd/<fd>` (the kernel allows it to processes that may read the
+    /// owner's memory, which single copy needs anyway) and send to it by its shared queue.
+    pub fn attach_dynamic(
+        &mut self,
+        peer: Gpid,
+        pid: u32,
+        fd: i32,
+        nprocs: usize,
+    ) -> io::Result<()> {
+        self.peers
+            .resize_with(nprocs.max(self.peers.len()), || None);
+        let path = CString::new(format!("/proc/{pid}/fd/{fd}")).expect("no NUL");
+        let seg = open_segment_at(&path, false)?;
+        if seg.2 != pid {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("/proc/{pid}/fd/{fd} is not the segment of process {pid}"),
+            ));
+        }
+        self.add_peer(peer, seg);
+        Ok(())
+    }
+
+    /// A process of another job left (disconnected): unmap its segment.
+    pub fn detach(&mut self, peer: Gpid) {
+        if let Some(p) = self.peers.get_mut(peer as usize) {
+            *p = None;
+        }
+    }
+
+    fn add_peer(&mut self, p: Gpid, (m, g, pid): (Mapping, Geometry, u32)) {
+        // SAFETY: offsets come from the peer's validated geometry and lie in its mapping,
+        // which the Peer keeps alive with these views.
+        let queue =
+            unsafe { queue::Producer::new(m.base.add(g.queue_off()), g.cells, g.cell_bytes) };
+        let mut tx = None;
+        let mut slot = 0;
+        for k in 0..g.nfast {
+            let c = unsafe { m.base.add(g.channel_off(k)) };
+            if unsafe { ring::owner(c) }.load(Ordering::Acquire) == self.me + 1 {
+                tx = Some(unsafe { ring::Tx::new(c, g.ring_bytes) });
+                slot = k as u32;
+                break;
+            }
+        }
+        let max_payload = tx.as_ref().map_or(queue.max_payload(), |f| f.max_payload());
+        // SAFETY: the slot array lies at the end of the peer's validated geometry.
+        let coop = unsafe { coop::CoopSlots::new(m.base.add(g.coop_off()), g.coop as u32) };
+        let in_slot = self
+            .slots
+            .iter()
+            .position(|s| s.state == SlotState::Connected(p));
+        self.peers[p as usize] = Some(Peer {
+            map: m,
+            g,
+            pid,
+            coop,
+            queue,
+            lane: if tx.is_some() {
+                Lane::Fast
+            } else {
+                Lane::Shared
+            },
+            tx,
+            slot,
+            max_payload,
+            inbound: if in_slot.is_some() {
+                ChannelState::Connected
+            } else {
+                ChannelState::Shared
+            },
+            in_slot: in_slot.unwrap_or(0) as u32,
+            usage: Usage::default(),
+        });
     }
 
     /// Phase 3: every local peer has attached; drop the name so nothing outlives the job.

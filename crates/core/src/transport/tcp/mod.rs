@@ -245,6 +245,9 @@ pub struct Tcp {
     local: SocketAddr,
     addrs: Vec<Option<SocketAddr>>,
     conns: Vec<Conn>,
+    /// Slots of `conns` whose peer left the process table ([`Tcp::drop_peer`]): the next
+    /// connection takes one (closing the old socket then), so descriptors do not pile up.
+    free_slots: Vec<usize>,
     send_conn: Vec<Option<usize>>,
     incoming: Vec<Incoming>,
     done: Vec<Token>,
@@ -402,6 +405,7 @@ impl Tcp {
             local,
             addrs: Vec::new(),
             conns: Vec::new(),
+            free_slots: Vec::new(),
             send_conn: Vec::new(),
             incoming: Vec::new(),
             done: Vec::new(),
@@ -440,6 +444,59 @@ impl Tcp {
         self.key = Some(key);
         self.nprocs = nprocs;
         self.accepted.resize(nprocs, 0);
+    }
+
+    /// The process table grew to `nprocs` (processes of another job joined): connections
+    /// from them are accepted from now on.
+    pub fn grow(&mut self, nprocs: usize) {
+        if nprocs > self.nprocs {
+            self.nprocs = nprocs;
+            self.accepted.resize(nprocs, 0);
+        }
+    }
+
+    /// A process of another job left the table (disconnected): close our connections to it
+    /// (their slots serve the next connections), forget its address, and refuse its
+    /// connections from now on as from any process not in the table.
+    pub fn drop_peer(&mut self, peer: Gpid) {
+        for ci in 0..self.conns.len() {
+            let c = &mut self.conns[ci];
+            if c.peer != peer || self.free_slots.contains(&ci) {
+                continue;
+            }
+            // SAFETY: removing our own open socket from our epoll set (failure: not in it).
+            unsafe {
+                libc::epoll_ctl(
+                    self.ep.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    c.sock.as_raw_fd(),
+                    std::ptr::null_mut(),
+                )
+            };
+            let _ = c.sock.shutdown(std::net::Shutdown::Both);
+            c.closed = true;
+            c.out.clear();
+            c.queued = 0;
+            self.free_slots.push(ci);
+        }
+        let i = peer as usize;
+        if let Some(s) = self.send_conn.get_mut(i) {
+            *s = None;
+        }
+        if let Some(p) = self.peer_lanes.get_mut(i) {
+            *p = None;
+        }
+        if let Some(a) = self.addrs.get_mut(i) {
+            *a = None;
+        }
+        if let Some(a) = self.accepted.get_mut(i) {
+            *a = 0;
+        }
+    }
+
+    /// The address the listener is bound to.
+    pub fn addr(&self) -> SocketAddr {
+        self.local
     }
 
     /// How many lanes bulk data to each peer uses: `default`, unless a rule names the peer
@@ -527,7 +584,7 @@ impl Tcp {
         lane: u8,
         connecting: Option<Box<Connecting>>,
     ) -> usize {
-        let i = self.conns.len();
+        let i = self.free_slots.pop().unwrap_or(self.conns.len());
         // A write that is not a whole number of segments ends in a short one, which costs
         // (on loopback) about as much as a full one: cap writes at whole segments.
         let send_cap = match sock.tcp_mss() {
@@ -551,7 +608,7 @@ impl Tcp {
         let lowat_max = LOWAT_MAX
             .min(sock.recv_buffer_size().unwrap_or(0) / 4)
             .max(1);
-        self.conns.push(Conn {
+        let conn = Conn {
             sock,
             lowat: 1,
             lowat_max,
@@ -573,7 +630,13 @@ impl Tcp {
             peer_max: self.frame_max,
             lane,
             bulk: 0,
-        });
+        };
+        if i == self.conns.len() {
+            self.conns.push(conn);
+        } else {
+            // The old socket of a dropped peer closes here.
+            self.conns[i] = conn;
+        }
         if self.send_conn.len() <= peer as usize {
             self.send_conn.resize(peer as usize + 1, None);
         }

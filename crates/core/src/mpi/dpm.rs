@@ -1,0 +1,477 @@
+//! Dynamic processes (MPI-4.0 chapter 11): MPI_Comm_spawn and MPI_Comm_spawn_multiple, and
+//! the parent intercommunicator of a spawned job (MPI_Comm_get_parent).
+//!
+//! # Spawn
+//!
+//! The request travels as the PMI-1 `spawn` command (one per command of a
+//! `MPI_Comm_spawn_multiple`) from the root to the process manager, our mpirun, which starts
+//! the children as a job of their own (see the launcher's `Job::spawn_job`). Processes started
+//! by one mpirun are numbered in one space: a spawned job's ranks get the global process ids
+//! after every process started before them (`PROTEAN_GPID_BASE`), so a gpid names the same
+//! process in the parents and in the children, and the two sides can build the
+//! intercommunicator from their groups' gpids with the machinery of
+//! MPI_Intercomm_create_from_groups (`cm::op_intercomm_from_groups`).
+//!
+//! The two jobs learn about each other through the process manager's key-value store:
+//! 1. every parent in `comm` makes sure it has a TCP listener ([`Engine::dyn_card`]) and sends
+//!    its business card to the root;
+//! 2. the root spawns with pre-put values in the children's KVS: the job key (the children
+//!    adopt it, so TCP connections between the jobs authenticate as within one job: see
+//!    `transport::tcp::hello`), the parents' KVS name, a tag naming this spawn, the parents'
+//!    gpids and cards, and the root's rank;
+//! 3. each child, in MPI_Init, adds the parents to its process table (TCP routes), and puts its
+//!    own gpid and card into the parents' KVS under the spawn's tag;
+//! 4. the root reads every child's card and hands the list to the other parents, which add
+//!    the children to their tables; after a barrier over `comm` (every parent can now accept
+//!    the children's connections) the root puts the spawn's `go` key;
+//! 5. the children wait for `go`, then both sides create the intercommunicator (leaders: the
+//!    root and child 0; string tag: the spawn's tag).
+//!
+//! A spawn the process manager refuses (a program missing or not executable, a bad info
+//! value) starts nothing (mpirun checks every command first) and fails on every parent with
+//! MPI_ERR_SPAWN and the process manager's reason; every errcode is MPI_ERR_SPAWN.
+//!
+//! Processes of the other job are reached over TCP (loopback on one host), whatever the
+//! transports among the processes of each job.
+
+use crate::error::{ErrorClass, MpiError, Result};
+use crate::mpi::cm;
+use crate::mpi::engine::Engine;
+use crate::mpi::global::{self, with};
+use crate::runtime::bootstrap::{hex, pmi_err, unhex, Card, PARENT_KEY};
+use crate::transport::{Gpid, Route};
+
+/// Pre-put keys of the children's KVS (besides [`PARENT_KEY`]).
+const KEY_KVS: &str = "protean-dpm-kvs";
+const KEY_TAG: &str = "protean-dpm-tag";
+const KEY_NPARENTS: &str = "protean-dpm-np";
+const KEY_LEADER: &str = "protean-dpm-leader";
+
+/// One command of a spawn (one of MPI_Comm_spawn_multiple's).
+#[derive(Debug, Clone)]
+pub struct Command {
+    pub program: String,
+    pub args: Vec<String>,
+    pub maxprocs: i32,
+    pub info: Vec<(String, String)>,
+}
+
+fn spawn_err(why: impl Into<String>) -> MpiError {
+    MpiError::new(ErrorClass::Spawn, why.into())
+}
+
+/// A process of another job: its gpid, card (with a TCP address) and the descriptor of its
+/// shared-memory segment (-1: none), which processes on its host map through /proc.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    pub gpid: Gpid,
+    pub card: Card,
+    pub shm_fd: i32,
+}
+
+/// `gpid:fd:card`, the form in which processes of another job are described.
+fn peer_entry(r: &Remote) -> String {
+    format!("{}:{}:{}", r.gpid, r.shm_fd, r.card.encode())
+}
+
+fn parse_peer(s: &str) -> Result<Remote> {
+    let bad = || spawn_err(format!("a malformed process entry from the other job: {s}"));
+    let mut it = s.splitn(3, ':');
+    let g = it.next().and_then(|g| g.parse().ok()).ok_or_else(bad)?;
+    let fd = it.next().and_then(|f| f.parse().ok()).ok_or_else(bad)?;
+    let card = it.next().and_then(Card::decode).ok_or_else(bad)?;
+    Ok(Remote {
+        gpid: g,
+        card,
+        shm_fd: fd,
+    })
+}
+
+impl Engine {
+    /// The key for connections with other jobs: the job's, or one drawn now for a process
+    /// alone in its job.
+    fn dyn_key(&mut self) -> Result<[u8; 32]> {
+        if let Some(k) = self.key {
+            return Ok(k);
+        }
+        let mut k = [0u8; 32];
+        getrandom::getrandom(&mut k).map_err(|e| {
+            MpiError::new(
+                ErrorClass::Other,
+                format!("cannot draw a key from the kernel: {e}"),
+            )
+        })?;
+        self.key = Some(k);
+        Ok(k)
+    }
+
+    /// How processes of another job reach us: our card with a TCP address (the listener is
+    /// opened now if the job's transports did not need one) and our shared-memory segment
+    /// (made now if need be; -1 where shared memory is not allowed).
+    pub fn dyn_card(&mut self) -> Result<Remote> {
+        let key = self.dyn_key()?;
+        let n = self.pml_peers();
+        let addr = self.net.ensure_tcp(&self.cfg, key, n)?;
+        let shm_fd = self.net.ensure_shm(&self.cfg, &self.jobid, n).unwrap_or(-1);
+        let card = Card {
+            host: self.hosts[self.me as usize].clone(),
+            node: crate::runtime::bootstrap::machine_id(),
+            pid: std::process::id(),
+            tcp: Some(addr),
+            // The placement of other jobs' processes plays no part in ours.
+            cpus: vec![0],
+            udp: Vec::new(),
+        };
+        Ok(Remote {
+            gpid: self.me,
+            card,
+            shm_fd,
+        })
+    }
+
+    fn pml_peers(&self) -> usize {
+        self.net.routes().len()
+    }
+
+    /// Processes of another job join our table: by shared memory those on our host when both
+    /// sides offer a segment (both decide alike: routes stay symmetric), by TCP the others.
+    pub fn add_peers(&mut self, peers: &[Remote]) -> Result<()> {
+        let mut addrs = Vec::new();
+        let mine = self.dyn_card()?;
+        for r in peers {
+            let g = r.gpid;
+            if g == self.me {
+                continue;
+            }
+            let a = r.card.tcp.ok_or_else(|| {
+                spawn_err(format!("process {g} of the other job has no TCP address"))
+            })?;
+            if r.card.host == mine.card.host && r.shm_fd >= 0 && mine.shm_fd >= 0 {
+                self.net
+                    .add_shm_peer(g, r.card.pid, r.shm_fd)
+                    .map_err(spawn_err)?;
+            }
+            addrs.push((g, a));
+        }
+        self.net.add_peers(&addrs);
+        let routes: Vec<Route> = self.net.routes().to_vec();
+        self.pml.add_peers(&routes, &self.net);
+        self.chan.grow(routes.len() as u32);
+        if self.hosts.len() < routes.len() {
+            self.hosts.resize(routes.len(), String::new());
+        }
+        // The other job's processes on this machine load its CPUs too: the choices made from
+        // the oversubscription (collective algorithms, waiting) count them, as the other job
+        // does ours, so that both sides of a communicator choose alike.
+        let node = crate::runtime::bootstrap::machine_id();
+        for r in peers {
+            let g = r.gpid as usize;
+            let new = self.hosts[g].is_empty();
+            self.hosts[g] = r.card.host.clone();
+            if new && r.card.node == node && r.gpid != self.me {
+                self.node_procs += 1;
+                if self.dyn_nodes.len() <= g {
+                    self.dyn_nodes.resize(g + 1, false);
+                }
+                self.dyn_nodes[g] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Does communicator `id` include processes of another job?
+    pub fn reaches_other_jobs(&self, id: u32) -> bool {
+        let own = self.base..self.base + self.size;
+        self.comms
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| {
+                c.group
+                    .iter()
+                    .chain(c.remote.iter().flatten())
+                    .any(|g| !own.contains(g))
+            })
+    }
+
+    /// After MPI_Comm_disconnect: the processes of other jobs that no communicator of ours
+    /// names any more leave the table (segments unmapped, connections closed), so that
+    /// spawning and disconnecting in a loop leaves nothing behind.
+    pub fn drop_unused_peers(&mut self) {
+        let mut used = vec![false; self.net.routes().len()];
+        for c in self.comms.iter().flatten() {
+            for g in c.group.iter().chain(c.remote.iter().flatten()) {
+                if let Some(u) = used.get_mut(*g as usize) {
+                    *u = true;
+                }
+            }
+        }
+        let own = self.base..self.base + self.size;
+        for (g, u) in used.into_iter().enumerate() {
+            let gp = g as Gpid;
+            if u || own.contains(&gp) || self.net.route(gp) == Route::Unreachable {
+                continue;
+            }
+            self.net.drop_peer(gp);
+            self.pml.drop_peer(gp);
+            if !self.hosts[g].is_empty() {
+                self.hosts[g].clear();
+            }
+            if self.node_procs > 1 && self.dyn_nodes.get(g).copied() == Some(true) {
+                self.node_procs -= 1;
+            }
+            if let Some(n) = self.dyn_nodes.get_mut(g) {
+                *n = false;
+            }
+        }
+    }
+
+    fn pmi_mut(&mut self) -> Result<&mut protean_pmi::PmiClient> {
+        self.pmi.as_mut().ok_or_else(|| {
+            spawn_err("dynamic processes need a process manager: start the program with mpirun")
+        })
+    }
+}
+
+/// Polls the process manager's key `key` of space `kvs` until it is there, keeping our
+/// progress going meanwhile.
+fn wait_key(kvs: &str, key: &str) -> Result<String> {
+    let mut pause = std::time::Duration::from_micros(50);
+    loop {
+        let v = with(|e| -> Result<Option<String>> {
+            e.progress();
+            e.pmi_mut()?.get_from(kvs, key).map_err(pmi_err)
+        })??;
+        if let Some(v) = v {
+            return Ok(v);
+        }
+        global::idle();
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(2));
+    }
+}
+
+/// MPI_Comm_spawn / MPI_Comm_spawn_multiple over intracommunicator `comm`: `commands` matter
+/// at `root` only. The parent intercommunicator's id, and how many processes started.
+pub fn spawn(comm: u32, root: i32, commands: &[Command]) -> Result<(u32, usize)> {
+    let (rank, size, group, errhandler) = with(|e| -> Result<_> {
+        let c = e.live_comm(comm)?;
+        if c.is_inter() {
+            return crate::err!(Comm, "spawning needs an intracommunicator");
+        }
+        Ok((c.rank, c.size(), c.group.clone(), c.errhandler))
+    })??;
+    if root < 0 || root as usize >= size {
+        return crate::err!(
+            Root,
+            "root {root} is out of range for a communicator of size {size}"
+        );
+    }
+    let root = root as usize;
+    let me = rank as usize;
+    // 1. Every parent's card to the root. A process that cannot take part (no process
+    // manager, no TCP) still answers, so that the others fail with it rather than wait.
+    let mine = with(|e| -> Result<String> {
+        e.pmi_mut()?;
+        Ok(peer_entry(&e.dyn_card()?))
+    })?;
+    let mut data = vec![Vec::new(); size];
+    data[root] = match &mine {
+        Ok(s) => format!("O{s}").into_bytes(),
+        Err(err) => format!("E{}", err.msg).into_bytes(),
+    };
+    let cards = cm::exchange_all(comm, data)?;
+    // 2-4. The root spawns and collects the children's cards; the others wait for its word.
+    let mut outcome = vec![Vec::new(); size];
+    if me == root {
+        let word = match root_spawn(&cards, root, commands) {
+            Ok((tag, children)) => {
+                let mut w = format!("O{tag}");
+                for c in &children {
+                    w.push('\n');
+                    w.push_str(c);
+                }
+                w
+            }
+            Err(e) => format!("E{}", e.msg),
+        };
+        outcome = vec![word.into_bytes(); size];
+    }
+    let word = cm::exchange_all(comm, outcome)?.swap_remove(root);
+    let word = String::from_utf8_lossy(&word).into_owned();
+    mine?;
+    let body = match word.strip_prefix('O') {
+        Some(b) => b,
+        None => {
+            return Err(spawn_err(
+                word.strip_prefix('E').unwrap_or(&word).to_string(),
+            ))
+        }
+    };
+    let mut lines = body.split('\n');
+    let tag = lines.next().unwrap_or_default().to_string();
+    let children = lines.map(parse_peer).collect::<Result<Vec<_>>>()?;
+    with(|e| e.add_peers(&children))??;
+    // Every parent accepts the children's connections: let them go.
+    cm::exchange_all(comm, vec![Vec::new(); size])?;
+    if me == root {
+        with(|e| -> Result<()> {
+            let kvs = e.pmi_mut()?.kvsname().to_string();
+            e.pmi_mut()?
+                .put_to(&kvs, &format!("dpm-{tag}-go"), "1")
+                .map_err(pmi_err)
+        })??;
+    }
+    let remote: Vec<Gpid> = children.iter().map(|r| r.gpid).collect();
+    let n = remote.len();
+    let spec = with(|e| {
+        e.op_intercomm_from_groups(
+            group,
+            root as i32,
+            remote,
+            0,
+            &format!("protean-spawn-{tag}"),
+            errhandler,
+        )
+    })??;
+    let id =
+        cm::run(spec)?.ok_or_else(|| spawn_err("the parent intercommunicator was not made"))?;
+    Ok((id, n))
+}
+
+/// The root's part: spawn, then the children's entries (`gpid:card`, by child rank).
+fn root_spawn(
+    cards: &[Vec<u8>],
+    root: usize,
+    commands: &[Command],
+) -> Result<(String, Vec<String>)> {
+    let mut parents = Vec::new();
+    for c in cards {
+        let s = String::from_utf8_lossy(c);
+        match s.strip_prefix('O') {
+            Some(p) => parents.push(p.to_string()),
+            None => return Err(spawn_err(s.strip_prefix('E').unwrap_or(&s).to_string())),
+        }
+    }
+    if commands.is_empty() {
+        return Err(spawn_err("no command to spawn"));
+    }
+    let mut total = 0usize;
+    for c in commands {
+        if c.maxprocs < 1 {
+            return Err(spawn_err(format!(
+                "maxprocs {} for '{}' (at least 1)",
+                c.maxprocs, c.program
+            )));
+        }
+        total += c.maxprocs as usize;
+    }
+    let (tag, kvs, key) = with(|e| -> Result<_> {
+        e.spawns += 1;
+        let tag = format!("{}x{}", e.me, e.spawns);
+        let key = e.dyn_key()?;
+        let kvs = e.pmi_mut()?.kvsname().to_string();
+        Ok((tag, kvs, key))
+    })??;
+    let mut preput = vec![
+        (PARENT_KEY.to_string(), hex(&key)),
+        (KEY_KVS.to_string(), kvs.clone()),
+        (KEY_TAG.to_string(), tag.clone()),
+        (KEY_NPARENTS.to_string(), parents.len().to_string()),
+        (KEY_LEADER.to_string(), root.to_string()),
+    ];
+    for (i, p) in parents.iter().enumerate() {
+        preput.push((format!("protean-dpm-p{i}"), p.clone()));
+    }
+    let cmds: Vec<protean_pmi::SpawnCommand> = commands
+        .iter()
+        .map(|c| protean_pmi::SpawnCommand {
+            nprocs: c.maxprocs as u32,
+            execname: c.program.clone(),
+            args: c.args.clone(),
+            preput: preput.clone(),
+            info: c.info.clone(),
+            ..Default::default()
+        })
+        .collect();
+    with(|e| -> Result<()> {
+        match e.pmi_mut()?.spawn(&cmds).map_err(pmi_err)? {
+            Ok(()) => Ok(()),
+            Err(why) => Err(spawn_err(why)),
+        }
+    })??;
+    let mut children = Vec::with_capacity(total);
+    for r in 0..total {
+        children.push(wait_key(&kvs, &format!("dpm-{tag}-c{r}"))?);
+    }
+    Ok((tag, children))
+}
+
+/// A spawned process joins its parents (end of MPI_Init): reads what the spawning root
+/// pre-put, adds the parents, hands its card to them, waits for their word and makes the
+/// parent intercommunicator ([`Engine::parent`]). Nothing to do for a process not spawned by
+/// a Protean parent.
+pub fn join_parent() -> Result<()> {
+    let info = with(|e| -> Result<Option<_>> {
+        if !e.spawned {
+            return Ok(None);
+        }
+        let p = e.pmi_mut()?;
+        let get = |p: &mut protean_pmi::PmiClient, k: &str| -> Result<Option<String>> {
+            p.get(k).map_err(pmi_err)
+        };
+        let Some(kvs) = get(p, KEY_KVS)? else {
+            return Ok(None);
+        };
+        let missing = |k: &str| spawn_err(format!("the spawning parent pre-put no {k}"));
+        let tag = get(p, KEY_TAG)?.ok_or_else(|| missing(KEY_TAG))?;
+        let np: usize = get(p, KEY_NPARENTS)?
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| missing(KEY_NPARENTS))?;
+        let leader: i32 = get(p, KEY_LEADER)?
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| missing(KEY_LEADER))?;
+        let mut parents = Vec::with_capacity(np);
+        for i in 0..np {
+            let k = format!("protean-dpm-p{i}");
+            parents.push(parse_peer(&get(p, &k)?.ok_or_else(|| missing(&k))?)?);
+        }
+        if get(p, PARENT_KEY)?.as_deref().and_then(unhex).is_none() {
+            return Err(missing(PARENT_KEY));
+        }
+        Ok(Some((kvs, tag, parents, leader)))
+    })??;
+    let Some((kvs, tag, parents, leader)) = info else {
+        return Ok(());
+    };
+    let (world, errhandler) = with(|e| -> Result<_> {
+        let entry = peer_entry(&e.dyn_card()?);
+        e.add_peers(&parents)?;
+        let rank = e.rank;
+        e.pmi_mut()?
+            .put_to(&kvs, &format!("dpm-{tag}-c{rank}"), &entry)
+            .map_err(pmi_err)?;
+        let w = e.live_comm(crate::mpi::comm::COMM_WORLD)?;
+        Ok((w.group.clone(), w.errhandler))
+    })??;
+    wait_key(&kvs, &format!("dpm-{tag}-go"))?;
+    let remote: Vec<Gpid> = parents.iter().map(|r| r.gpid).collect();
+    let spec = with(|e| {
+        e.op_intercomm_from_groups(
+            world,
+            0,
+            remote,
+            leader,
+            &format!("protean-spawn-{tag}"),
+            errhandler,
+        )
+    })??;
+    let id =
+        cm::run(spec)?.ok_or_else(|| spawn_err("the parent intercommunicator was not made"))?;
+    with(|e| {
+        if let Some(c) = e.comms.get_mut(id as usize).and_then(Option::as_mut) {
+            c.name = "MPI_COMM_PARENT".into();
+        }
+        e.parent = Some(id);
+    })?;
+    Ok(())
+}
