@@ -89,6 +89,11 @@ impl Coll {
         }
     }
 
+    /// The index of this collective's shared-memory algorithm (`shm`), if it has one.
+    pub fn shm_index(self) -> Option<usize> {
+        self.algorithms().iter().position(|a| *a == "shm")
+    }
+
     /// The override tunable's current value (index into [`Coll::algorithms`]).
     pub fn configured(self, cfg: &crate::config::Config) -> usize {
         match self {
@@ -171,14 +176,16 @@ macro_rules! algorithms {
 
 algorithms! {
     /// MPI_Barrier.
-    BarrierAlg: Barrier = BARRIER_ALGS { Auto, Dissemination, TwoLevel, Linear }
+    BarrierAlg: Barrier = BARRIER_ALGS { Auto, Dissemination, TwoLevel, Linear, Shm }
     /// MPI_Bcast.
-    BcastAlg: Bcast = BCAST_ALGS { Auto, Binomial, ScatterAllgather, Chain, TwoLevel, Linear }
+    BcastAlg: Bcast = BCAST_ALGS {
+        Auto, Binomial, ScatterAllgather, Chain, TwoLevel, Linear, Shm,
+    }
     /// MPI_Reduce.
-    ReduceAlg: Reduce = REDUCE_ALGS { Auto, Binomial, Linear, TwoLevel }
+    ReduceAlg: Reduce = REDUCE_ALGS { Auto, Binomial, Linear, TwoLevel, Shm }
     /// MPI_Allreduce.
     AllreduceAlg: Allreduce = ALLREDUCE_ALGS {
-        Auto, RecursiveDoubling, AllgatherReduce, Rabenseifner, Ring, ReduceBcast, TwoLevel,
+        Auto, RecursiveDoubling, AllgatherReduce, Rabenseifner, Ring, ReduceBcast, TwoLevel, Shm,
     }
     /// MPI_Gather(v).
     GatherAlg: Gather = GATHER_ALGS { Auto, Linear, Binomial }
@@ -272,6 +279,25 @@ impl Table {
         self.rules
             .iter()
             .find(|r| r.coll == coll && r.ranks.contains(ranks) && r.bytes.contains(bytes))
+            .map(|r| r.alg)
+    }
+
+    /// As [`Table::lookup`], passing over rules that choose algorithm `skip`.
+    pub fn lookup_except(
+        &self,
+        coll: Coll,
+        ranks: usize,
+        bytes: usize,
+        skip: Option<usize>,
+    ) -> Option<usize> {
+        self.rules
+            .iter()
+            .find(|r| {
+                r.coll == coll
+                    && r.ranks.contains(ranks)
+                    && r.bytes.contains(bytes)
+                    && Some(r.alg) != skip
+            })
             .map(|r| r.alg)
     }
 
