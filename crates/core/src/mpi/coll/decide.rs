@@ -369,8 +369,14 @@ impl Table {
 }
 
 /// The built-in table (measured on a 2-core machine, shared memory; see docs/collectives.md).
+/// The `shm` rules apply where a communicator's members share one host and the call is
+/// blocking; elsewhere the next rule that applies decides (see `Engine::coll_choose_index`).
 pub fn builtin() -> Table {
     let text = "
+        barrier         *      *              shm
+        bcast           *      1-65536        shm
+        reduce          *      1-32768        shm
+        allreduce       *      1-32768        shm
         barrier         *      *              dissemination
         bcast           1-3    *              binomial
         bcast           4-*    0-16383        binomial

@@ -335,7 +335,13 @@ impl Engine {
     /// a source that names it is passed over, so the call gets what would serve it if there
     /// were no shared-memory algorithm (the schedule builders ask this way, since the
     /// shared-memory algorithms run only as blocking calls, see `shm.rs`).
-    fn coll_choose_index(&self, coll: Coll, ranks: usize, bytes: usize, shm: bool) -> (usize, bool) {
+    fn coll_choose_index(
+        &self,
+        coll: Coll,
+        ranks: usize,
+        bytes: usize,
+        shm: bool,
+    ) -> (usize, bool) {
         let shm_alg = coll.shm_index();
         let skip = if shm { None } else { shm_alg };
         let i = coll.configured(&self.cfg);

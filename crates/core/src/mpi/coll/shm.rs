@@ -301,7 +301,13 @@ unsafe fn bcast(comm: u32, buf: *mut u8, count: i64, dt: u32, root: i32) -> Opti
 /// # Safety
 /// Every pointer holds `count` elements of the reducer's (contiguous) datatype; `dst`
 /// overlaps none of the operands.
-unsafe fn reduce_all(red: &Reducer, a: impl Fn(usize) -> *const u8, n: usize, dst: *mut u8, count: usize) {
+unsafe fn reduce_all(
+    red: &Reducer,
+    a: impl Fn(usize) -> *const u8,
+    n: usize,
+    dst: *mut u8,
+    count: usize,
+) {
     if red.is_user() {
         // The user's function computes inout = in op inout: from the highest rank down.
         crate::mem::copy(a(n - 1), dst, count * red.dt.size);
