@@ -9,7 +9,9 @@
  *    signature (and the other way round), across several chunks;
  *  - MPI_COMM_WORLD, a duplicate, an even/odd split with the ranks reversed, calls alternating
  *    between them, and communicators made and freed in a loop (every one maps a region of
- *    its own and frees it).
+ *    its own and frees it);
+ *  - allgather into strided blocks on some ranks, alltoall in and out of place, with blocks
+ *    of several chunks.
  * Any size >= 1.
  */
 #include "util.h"
@@ -144,6 +146,47 @@ static void bcasts(MPI_Comm comm, int c)
     CHECK_MPI(MPI_Type_free(&vec));
 }
 
+/* Allgather with the receivers' blocks strided on odd ranks, and alltoall in and out of
+ * place, with blocks that take several chunks of the region at every size. */
+static void exchanges(MPI_Comm comm, int c)
+{
+    int n, me;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    MPI_Datatype vec, blk;
+    CHECK_MPI(MPI_Type_vector(c, 1, 2, MPI_INT, &vec));
+    CHECK_MPI(MPI_Type_create_resized(vec, 0, 2 * c * sizeof(int), &blk));
+    CHECK_MPI(MPI_Type_commit(&blk));
+    int *s = tu_ints((size_t)c * n, 0), *r = tu_ints(2 * (size_t)c * n, -1);
+    for (int i = 0; i < c; i++)
+        s[i] = me * 100003 + i;
+    if (me % 2)
+        CHECK_MPI(MPI_Allgather(s, c, MPI_INT, r, 1, blk, comm));
+    else
+        CHECK_MPI(MPI_Allgather(s, c, MPI_INT, r, c, MPI_INT, comm));
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < c; i++) {
+            int got = me % 2 ? r[2 * c * j + 2 * i] : r[c * j + i];
+            CHECK_MSG(got == j * 100003 + i, "allgather c=%d from %d [%d]=%d", c, j, i, got);
+            if (me % 2)
+                CHECK_MSG(r[2 * c * j + 2 * i + 1] == -1, "allgather wrote a gap");
+        }
+    for (int ip = 0; ip < 2; ip++) {
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < c; i++)
+                (ip ? r : s)[c * j + i] = me * 1000 + j * 10 + i % 7;
+        CHECK_MPI(MPI_Alltoall(ip ? MPI_IN_PLACE : s, c, MPI_INT, r, c, MPI_INT, comm));
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < c; i++)
+                CHECK_MSG(r[c * j + i] == j * 1000 + me * 10 + i % 7,
+                          "alltoall c=%d in place %d from %d [%d]=%d", c, ip, j, i, r[c * j + i]);
+    }
+    free(s);
+    free(r);
+    CHECK_MPI(MPI_Type_free(&vec));
+    CHECK_MPI(MPI_Type_free(&blk));
+}
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
@@ -165,6 +208,7 @@ int main(int argc, char **argv)
             reductions(comms[j], counts[k]);
             CHECK_MPI(MPI_Barrier(comms[(j + 1) % 3]));
             bcasts(comms[j], counts[k] * 2 + 1);
+            exchanges(comms[j], counts[k]);
         }
     }
     for (int round = 0; round < 20; round++) {

@@ -258,8 +258,15 @@ pub const ALLREDUCE_ALGS: &[&str] = &[
 ];
 pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial"];
 pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial"];
-pub const ALLGATHER_ALGS: &[&str] = &["auto", "ring", "recursive_doubling", "bruck", "linear"];
-pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck"];
+pub const ALLGATHER_ALGS: &[&str] = &[
+    "auto",
+    "ring",
+    "recursive_doubling",
+    "bruck",
+    "linear",
+    "shm",
+];
+pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck", "shm"];
 pub const REDUCE_SCATTER_ALGS: &[&str] = &["auto", "reduce_scatterv", "ring"];
 /// Sources of fast-channel decisions (`chan_policy`; `proto::channels`).
 pub const CHAN_POLICIES: &[&str] = &["online", "static"];
@@ -382,9 +389,9 @@ tunables! {
     coll_scatter: usize = "auto", Kind::Choice(SCATTER_ALGS), writable = true,
         "MPI_Scatter algorithm: auto, linear, binomial.";
     coll_allgather: usize = "auto", Kind::Choice(ALLGATHER_ALGS), writable = true,
-        "MPI_Allgather algorithm: auto, ring, recursive_doubling (power-of-two sizes), bruck, linear.";
+        "MPI_Allgather algorithm: auto, ring, recursive_doubling (power-of-two sizes), bruck, linear, shm (through a region the members on one host share; communicators within one host).";
     coll_alltoall: usize = "auto", Kind::Choice(ALLTOALL_ALGS), writable = true,
-        "MPI_Alltoall algorithm: auto, linear (every message at once), pairwise (one peer per round), bruck (log rounds, small messages).";
+        "MPI_Alltoall algorithm: auto, linear (every message at once), pairwise (one peer per round), bruck (log rounds, small messages), shm (through a region the members on one host share; communicators within one host).";
     coll_reduce_scatter: usize = "auto", Kind::Choice(REDUCE_SCATTER_ALGS), writable = true,
         "MPI_Reduce_scatter(_block) algorithm: auto, reduce_scatterv, ring (commutative operations).";
     coll_scan: usize = "auto", Kind::Choice(SCAN_ALGS), writable = true,

@@ -192,9 +192,9 @@ algorithms! {
     /// MPI_Scatter(v).
     ScatterAlg: Scatter = SCATTER_ALGS { Auto, Linear, Binomial }
     /// MPI_Allgather(v).
-    AllgatherAlg: Allgather = ALLGATHER_ALGS { Auto, Ring, RecursiveDoubling, Bruck, Linear }
+    AllgatherAlg: Allgather = ALLGATHER_ALGS { Auto, Ring, RecursiveDoubling, Bruck, Linear, Shm }
     /// MPI_Alltoall(v,w).
-    AlltoallAlg: Alltoall = ALLTOALL_ALGS { Auto, Linear, Pairwise, Bruck }
+    AlltoallAlg: Alltoall = ALLTOALL_ALGS { Auto, Linear, Pairwise, Bruck, Shm }
     /// MPI_Reduce_scatter(_block).
     ReduceScatterAlg: ReduceScatter = REDUCE_SCATTER_ALGS { Auto, ReduceScatterv, Ring }
     /// MPI_Scan, MPI_Exscan.
@@ -377,6 +377,8 @@ pub fn builtin() -> Table {
         bcast           *      1-65536        shm
         reduce          *      1-32768        shm
         allreduce       *      1-32768        shm
+        allgather       *      1-16384        shm
+        alltoall        *      1-2048         shm
         barrier         *      *              dissemination
         bcast           1-3    *              binomial
         bcast           4-*    0-16383        binomial

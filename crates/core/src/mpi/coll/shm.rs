@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use super::decide::Coll;
 use super::op::Reducer;
-use super::{check_buf, check_root, count_of, in_place, no_alias, Args};
+use super::{check_buf, check_root, count_of, in_place, no_alias, Args, Counts, Types};
 use crate::err;
 use crate::error::Result;
 use crate::mpi::datatype::Datatype;
@@ -200,6 +200,22 @@ pub unsafe fn try_blocking(comm: u32, a: &Args) -> Option<Result<()>> {
             dt,
             op,
         } => reduce(comm, *sbuf, *rbuf, *count, *dt, *op, None),
+        Args::Allgather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts: Counts::Uniform(rcount),
+            rdt,
+        } => exchange(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt), false),
+        Args::Alltoall {
+            sbuf,
+            scounts: Counts::Uniform(scount),
+            sdt: Types::One(sdt),
+            rbuf,
+            rcounts: Counts::Uniform(rcount),
+            rdt: Types::One(rdt),
+        } => exchange(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt), true),
         _ => None,
     }
 }
@@ -265,7 +281,6 @@ unsafe fn bcast(comm: u32, buf: *mut u8, count: i64, dt: u32, root: i32) -> Opti
         let r = s.region.as_ref().expect("checked");
         let mut idle = idler()?;
         let total = count * d.size;
-        let span = d.contiguous_span(count);
         let mut off = 0;
         while off < total {
             let len = AREA.min(total - off);
@@ -273,21 +288,11 @@ unsafe fn bcast(comm: u32, buf: *mut u8, count: i64, dt: u32, root: i32) -> Opti
             let area = r.area(root, g);
             if me == root {
                 r.wait_free(g, &mut idle)?;
-                match span {
-                    Some(o) => crate::mem::copy(buf.offset(o).add(off), area, len),
-                    None => {
-                        d.pack_window(buf, count, off, std::slice::from_raw_parts_mut(area, len));
-                    }
-                }
+                pack_part(&d, buf, count, off, area, len);
                 r.set(me, Flag::Published, g);
             } else {
                 r.wait(|r| r.reached(root, Flag::Published, g), &mut idle)?;
-                match span {
-                    Some(o) => crate::mem::copy(area, buf.offset(o).add(off), len),
-                    None => {
-                        d.unpack_window(std::slice::from_raw_parts(area, len), off, buf, count);
-                    }
-                }
+                unpack_part(&d, buf, count, off, area, len);
             }
             r.set(me, Flag::Done, g);
             off += len;
@@ -420,4 +425,157 @@ unsafe fn reduce(
 /// `count` elements of `d` are `count * size` bytes from the buffer's address itself.
 fn contiguous_from_zero(d: &Datatype, count: usize) -> bool {
     d.contig && d.contiguous_span(count) == Some(0)
+}
+
+/// Copy bytes `[off, off + len)` of the packed form of `count` elements of `d` at `buf` to
+/// `out`.
+///
+/// # Safety
+/// `buf` holds `count` elements of `d`; `out` has room for `len` bytes; the window lies
+/// inside the packed form.
+unsafe fn pack_part(
+    d: &Datatype,
+    buf: *const u8,
+    count: usize,
+    off: usize,
+    out: *mut u8,
+    len: usize,
+) {
+    match d.contiguous_span(count) {
+        Some(o) => crate::mem::copy(buf.offset(o).add(off), out, len),
+        None => {
+            d.pack_window(buf, count, off, std::slice::from_raw_parts_mut(out, len));
+        }
+    }
+}
+
+/// The converse of [`pack_part`]: bytes `[off, off + len)` of the packed form, at `src`, into
+/// `count` elements of `d` at `buf`.
+///
+/// # Safety
+/// As for [`pack_part`], with `buf` writable.
+unsafe fn unpack_part(
+    d: &Datatype,
+    buf: *mut u8,
+    count: usize,
+    off: usize,
+    src: *const u8,
+    len: usize,
+) {
+    match d.contiguous_span(count) {
+        Some(o) => crate::mem::copy(src, buf.offset(o).add(off), len),
+        None => {
+            d.unpack_window(std::slice::from_raw_parts(src, len), off, buf, count);
+        }
+    }
+}
+
+/// MPI_Allgather (`alltoall` false) and MPI_Alltoall with one count and datatype per side:
+/// every member packs its block (allgather) or its n blocks (alltoall) into its area, chunk
+/// by chunk of each block, and unpacks the block meant for it from every member's area.
+/// MPI_IN_PLACE works because a member has copied all of a chunk's data into its area before
+/// it writes that chunk's bytes of the receive buffer.
+unsafe fn exchange(
+    comm: u32,
+    sbuf: *const u8,
+    (scount, sdt): (i64, u32),
+    rbuf: *mut u8,
+    (rcount, rdt): (i64, u32),
+    alltoall: bool,
+) -> Option<Result<()>> {
+    let coll = if alltoall {
+        Coll::Alltoall
+    } else {
+        Coll::Allgather
+    };
+    let (n, me, blk, send, rcount, rd) = prepared!(with(|e| -> Result<Option<_>> {
+        let Some((n, me)) = eligible(e, comm) else {
+            return Ok(None);
+        };
+        let rcount = count_of(rcount, "recvcount")?;
+        let rd = e.coll_dtype(rdt)?;
+        let blk = rcount * rd.size;
+        let rext = rd.extent();
+        // The whole receive buffer: n blocks.
+        check_buf(rbuf, rcount * n, &rd, "receive buffer")?;
+        // Where the data we send is: (buffer, count, datatype, distance between blocks).
+        let send = if in_place(sbuf) {
+            (
+                rbuf as *const u8,
+                rcount,
+                rd.clone(),
+                rcount as isize * rext,
+            )
+        } else {
+            let scount = count_of(scount, "sendcount")?;
+            let sd = e.coll_dtype(sdt)?;
+            check_buf(sbuf, scount, &sd, "send buffer")?;
+            no_alias(sbuf, rbuf, scount * sd.size)?;
+            if scount * sd.size != blk {
+                return err!(
+                    Truncate,
+                    "{} sends {} bytes per block and receives {blk}: the type signatures differ",
+                    coll.name(),
+                    scount * sd.size
+                );
+            }
+            let step = scount as isize * sd.extent();
+            (sbuf, scount, sd, step)
+        };
+        if blk == 0 || (alltoall && n > AREA) || !e.coll_choose_shm(coll, n, blk) {
+            return Ok(None);
+        }
+        Ok(Some((n, me, blk, send, rcount, rd)))
+    })
+    .and_then(|x| x));
+    let s = region_or_decline!(comm);
+    Some((|| {
+        let r = s.region.as_ref().expect("checked");
+        let mut idle = idler()?;
+        let (sp, sc, sd, sstep) = send;
+        let rstep = rcount as isize * rd.extent();
+        let in_place_gather = !alltoall && in_place(sbuf);
+        let nb = if alltoall { n } else { 1 };
+        let per = AREA / nb;
+        let mut off = 0;
+        while off < blk {
+            let len = per.min(blk - off);
+            let g = s.next();
+            r.wait_free(g, &mut idle)?;
+            let mine = r.area(me, g);
+            if alltoall {
+                for k in 0..n {
+                    pack_part(
+                        &sd,
+                        sp.offset(k as isize * sstep),
+                        sc,
+                        off,
+                        mine.add(k * len),
+                        len,
+                    );
+                }
+            } else {
+                let own = if in_place(sbuf) {
+                    sp.offset(me as isize * sstep)
+                } else {
+                    sp
+                };
+                pack_part(&sd, own, sc, off, mine, len);
+            }
+            r.set(me, Flag::Published, g);
+            // Start with our own block and go round, so members do not all read one area.
+            for t in 0..n {
+                let j = (me + t) % n;
+                if j == me && in_place_gather {
+                    continue;
+                }
+                r.wait(|r| r.reached(j, Flag::Published, g), &mut idle)?;
+                let src = r.area(j, g).add(if alltoall { me * len } else { 0 });
+                unpack_part(&rd, rbuf.offset(j as isize * rstep), rcount, off, src, len);
+            }
+            r.set(me, Flag::Done, g);
+            off += len;
+        }
+        Ok(())
+    })())
 }
