@@ -4,9 +4,9 @@
 #
 #   make && ../shared/device/prepare target/device && cp bench/shmcoll-device.sh target/device/
 #   # on the 16-core machine, from the project root:
-#   bash target/device/shmcoll-device.sh 16          # about 3 minutes
+#   bash target/device/shmcoll-device.sh 16          # about 4 minutes
 #
-# For barrier, bcast, reduce and allreduce at 8 and N ranks (every rank pinned to its own CPU,
+# For barrier, bcast, reduce, allreduce, allgather and alltoall at 8 and N ranks (every rank pinned to its own CPU,
 # as in run.sh), five rows per collective, in one run:
 #   prot      Protean as built (the built-in table: shm where its rules say)
 #   prot-shm  Protean with the shared-memory algorithm forced at every size (PROTEAN_COLL_<C>=shm)
@@ -30,12 +30,19 @@ bcast           4-*    16384-*        scatter_allgather
 reduce          *      *              binomial
 allreduce       *      0-4096         recursive_doubling
 allreduce       *      4097-*         rabenseifner
+allgather       1-7    *              linear
+allgather       8-*    0-1024         bruck
+allgather       8-*    1025-*         ring
+alltoall        1-7    *              linear
+alltoall        8-*    0-256          bruck
+alltoall        8-*    257-32768      linear
+alltoall        8-*    32769-*        pairwise
 EOF
 N=${1:-16}
 echo "== $(grep PRETTY /etc/os-release) $(nproc) CPUs"
 SECONDS=0
 for np in ${NPS:-8 $N}; do
-    for c in barrier bcast reduce allreduce; do
+    for c in barrier bcast reduce allreduce allgather alltoall; do
         S=(-s 8,1k,16k,32k,64k,256k,1M)
         [ "$c" = barrier ] && S=()
         all3 "$np" "$c" "${S[@]}"

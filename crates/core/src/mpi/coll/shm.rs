@@ -1,5 +1,5 @@
-//! Shared-memory collectives: barrier, bcast, reduce and allreduce for communicators whose
-//! members all share one host, through the communicator's per-node collective region
+//! Shared-memory collectives: barrier, bcast, reduce, allreduce, allgather and alltoall for
+//! communicators whose members all share one host, through the communicator's per-node collective region
 //! (`transport::NodeRegion`: flags by generation, two parities of one area per member and a
 //! result area; its module doc gives the memory ordering).
 //!
@@ -21,7 +21,10 @@
 //!   member's area into the result area, and the root (reduce) or everyone (allreduce) copies
 //!   the result out. The operands are always combined in rank order (a op b with a the lower
 //!   rank; user functions as `inout = in op inout` from the highest rank down), so
-//!   non-commutative operations get the order MPI asks for.
+//!   non-commutative operations get the order MPI asks for;
+//! - allgather, alltoall (one count and datatype per side): every member packs its block (its
+//!   n blocks, a slice of each per chunk) into its area and unpacks the block meant for it from
+//!   every member's area.
 //!
 //! Only blocking calls take these paths (nonblocking and persistent ones need progress without
 //! the caller, and keep their schedules): the decision (`Engine::coll_choose_shm`) may name
@@ -150,7 +153,7 @@ fn idler() -> Result<impl FnMut() -> Result<()>> {
     let mut k = 0u32;
     Ok(move || {
         k = k.wrapping_add(1);
-        if yield_mode || k % 16 == 0 {
+        if yield_mode || k.is_multiple_of(16) {
             with(|e| e.progress())?;
             super::run_deferred();
         }
