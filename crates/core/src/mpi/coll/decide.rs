@@ -371,14 +371,16 @@ impl Table {
 /// The built-in table (measured on a 2-core machine, shared memory; see docs/collectives.md).
 /// The `shm` rules apply where a communicator's members share one host and the call is
 /// blocking; elsewhere the next rule that applies decides (see `Engine::coll_choose_index`).
+/// Two ranks keep the direct paths of `fast.rs` until a quiet machine says otherwise
+/// (`bench/shmcoll-device.sh` measures both).
 pub fn builtin() -> Table {
     let text = "
-        barrier         *      *              shm
-        bcast           *      1-65536        shm
-        reduce          *      1-32768        shm
-        allreduce       *      1-32768        shm
-        allgather       *      1-16384        shm
-        alltoall        *      1-2048         shm
+        barrier         3-*    *              shm
+        bcast           3-*    1-65536        shm
+        reduce          3-*    1-32768        shm
+        allreduce       3-*    1-32768        shm
+        allgather       3-*    1-16384        shm
+        alltoall        3-*    1-2048         shm
         barrier         *      *              dissemination
         bcast           1-3    *              binomial
         bcast           4-*    0-16383        binomial
