@@ -19,40 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "../tests/pvar.h"
 
 #define WINDOW 32
-
-static long long pvar(const char *want)
-{
-    int n = 0, idx = -1, provided;
-    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
-    MPI_T_pvar_get_num(&n);
-    for (int i = 0; i < n && idx < 0; i++) {
-        char name[256], desc[1024];
-        int nl = sizeof name, dl = sizeof desc, verb, cls, bind, ro, cont, atomic;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        if (MPI_T_pvar_get_info(i, name, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind, &ro,
-                                &cont, &atomic) == MPI_SUCCESS &&
-            strcmp(name, want) == 0)
-            idx = i;
-    }
-    long long r = -1;
-    if (idx >= 0) {
-        MPI_T_pvar_session s;
-        MPI_T_pvar_handle h;
-        int count;
-        unsigned long long v = 0;
-        MPI_T_pvar_session_create(&s);
-        MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count);
-        MPI_T_pvar_read(s, h, &v);
-        MPI_T_pvar_handle_free(s, &h);
-        MPI_T_pvar_session_free(&s);
-        r = (long long)v;
-    }
-    MPI_T_finalize();
-    return r;
-}
 
 int main(int argc, char **argv)
 {
@@ -126,30 +95,13 @@ int main(int argc, char **argv)
     }
     double t = MPI_Wtime() - t0, tmax;
     MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    /* Only Protean has these variables (and MPICH 4.0.2 crashes in MPI_T_pvar_get_num after
-     * MPI_T_init_thread in this program). */
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int liblen, protean;
-    MPI_Get_library_version(lib, &liblen);
-    protean = strstr(lib, "Protean") != NULL;
-    long long v[4] = {-1, -1, -1, -1};
-    if (protean) {
-        v[0] = pvar("protean_chan_fast_frames_recvd");
-        v[1] = pvar("protean_chan_shared_frames_recvd");
-        v[2] = pvar("protean_chan_promotions");
-        v[3] = pvar("protean_chan_demotions");
-    }
-    long long sum[4];
-    MPI_Reduce(v, sum, 4, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("# dynpeers ranks %d phases %d msgs %d size %d peers %d seed %d\n", n, phases, msgs,
                size, np, seed);
         printf("time_s %.6f\n", tmax);
-        if (v[0] >= 0 && v[1] >= 0) {
-            double tot = (double)(sum[0] + sum[1]);
-            printf("fast_share %.4f\n", tot > 0 ? (double)sum[0] / tot : 0.0);
-            printf("promotions %lld demotions %lld\n", sum[2], sum[3]);
-        }
+    }
+    tu_print_channel_share();
+    if (rank == 0) {
         printf("# done\n");
         fflush(stdout);
     }

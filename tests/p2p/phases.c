@@ -15,47 +15,17 @@
  * PROTEAN_TEST_MIN_FAST_SHARE=X (tests/channels/profile-run), the share of the frames that
  * arrived through fast channels (protean_chan_fast_frames_recvd over it plus
  * protean_chan_shared_frames_recvd, summed over the ranks) must be at least X; it is printed
- * as "fast share X". Any size >= 1.
+ * as "fast share X". With PROTEAN_TEST_PHASE_MARK=barrier, phases begin with MPI_Barrier
+ * instead of MPI_Pcontrol (and the barrier inside a phase is a nonblocking one), for the
+ * phases Protean infers from collectives (chan_phases). Any size >= 1.
  */
 #include "util.h"
+#include "pvar.h"
 
 #define NPHASE 12
 #define NMSG 24
 #define NSIZE 6
 static const int sizes[NSIZE] = {8, 1000, 40, 16384, 100000, 3000};
-
-/* The value of a performance variable of this process; -1 where the MPI has none so named. */
-static long long pvar(const char *want)
-{
-    int n = 0, idx = -1, provided;
-    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
-    MPI_T_pvar_get_num(&n);
-    for (int i = 0; i < n && idx < 0; i++) {
-        char name[256], desc[1024];
-        int nl = sizeof name, dl = sizeof desc, verb, cls, bind, ro, cont, atomic;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        MPI_T_pvar_get_info(i, name, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind, &ro, &cont,
-                            &atomic);
-        if (strcmp(name, want) == 0)
-            idx = i;
-    }
-    long long r = -1;
-    if (idx >= 0) {
-        MPI_T_pvar_session s;
-        MPI_T_pvar_handle h;
-        int count;
-        unsigned long long v = 0;
-        MPI_T_pvar_session_create(&s);
-        MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count);
-        MPI_T_pvar_read(s, h, &v);
-        MPI_T_pvar_handle_free(s, &h);
-        MPI_T_pvar_session_free(&s);
-        r = (long long)v;
-    }
-    MPI_T_finalize();
-    return r;
-}
 
 int main(int argc, char **argv)
 {
@@ -67,8 +37,13 @@ int main(int argc, char **argv)
             sbuf[s][i] = tu_malloc(sizes[i % NSIZE]);
             rbuf[s][i] = tu_malloc(sizes[i % NSIZE]);
         }
+    const char *mark = getenv("PROTEAN_TEST_PHASE_MARK");
+    int by_barrier = mark && strcmp(mark, "barrier") == 0;
     for (int p = 0; p < NPHASE; p++) {
-        CHECK_MPI(MPI_Pcontrol(1));
+        if (by_barrier)
+            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        else
+            CHECK_MPI(MPI_Pcontrol(1));
         int d = 1 + p % half;
         int to[2] = {(tu_rank + d) % tu_size, (tu_rank - d + tu_size) % tu_size};
         int late = p % 3 == 2;
@@ -86,7 +61,13 @@ int main(int argc, char **argv)
             }
         if (late) {
             /* Let the messages arrive unexpected before receiving them. */
-            CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            if (by_barrier) {
+                MPI_Request b;
+                CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &b));
+                CHECK_MPI(MPI_Wait(&b, MPI_STATUS_IGNORE));
+            } else {
+                CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            }
             for (int s = 0; s < 2; s++)
                 for (int i = 0; i < NMSG; i++)
                     CHECK_MPI(MPI_Irecv(rbuf[s][i], sizes[i % NSIZE], MPI_BYTE, to[1 - s],
@@ -113,7 +94,7 @@ int main(int argc, char **argv)
     }
     const char *expect = getenv("PROTEAN_TEST_EXPECT_MOVES");
     if (expect && atoi(expect) > 0) {
-        long long v[2] = {pvar("protean_chan_promotions"), pvar("protean_chan_demotions")};
+        long long v[2] = {tu_pvar("protean_chan_promotions"), tu_pvar("protean_chan_demotions")};
         long long sum[2];
         CHECK_MSG(v[0] >= 0 && v[1] >= 0, "no MPI_T variables protean_chan_promotions/demotions");
         CHECK_MPI(MPI_Reduce(v, sum, 2, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
@@ -125,8 +106,8 @@ int main(int argc, char **argv)
     }
     const char *share = getenv("PROTEAN_TEST_MIN_FAST_SHARE");
     if (share) {
-        long long v[2] = {pvar("protean_chan_fast_frames_recvd"),
-                          pvar("protean_chan_shared_frames_recvd")};
+        long long v[2] = {tu_pvar("protean_chan_fast_frames_recvd"),
+                          tu_pvar("protean_chan_shared_frames_recvd")};
         long long sum[2];
         CHECK_MSG(v[0] >= 0 && v[1] >= 0, "no MPI_T variables protean_chan_*_frames_recvd");
         CHECK_MPI(MPI_Reduce(v, sum, 2, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));

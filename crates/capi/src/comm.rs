@@ -348,7 +348,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_create_from_group(
         let hints = hints_of(info)?;
         let h = run(|e| e.op_from_group(g, &tag, eh))?;
         if let (Some(hints), Some(id)) = (hints, comm_id(h)) {
-            with(|e| e.comm_mut_info(id, hints))??;
+            with(|e| e.live_comm_mut(id).map(|c| c.merge_info(hints)))??;
         }
         Ok(h)
     })
@@ -396,7 +396,7 @@ pub unsafe extern "C" fn protean_MPI_Intercomm_create_from_groups(
         let hints = hints_of(info)?;
         let h = run(|e| e.op_intercomm_from_groups(lg, local_leader, rg, remote_leader, &tag, eh))?;
         if let (Some(hints), Some(id)) = (hints, comm_id(h)) {
-            with(|e| e.comm_mut_info(id, hints))??;
+            with(|e| e.live_comm_mut(id).map(|c| c.merge_info(hints)))??;
         }
         Ok(h)
     })
@@ -553,8 +553,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_set_name(
         let name = object_name(comm_name)?;
         let id = cid(comm)?;
         with(|e| -> R<()> {
-            e.live_comm(id)?;
-            e.comms[id as usize].as_mut().expect("live").name = name;
+            e.live_comm_mut(id)?.name = name;
             Ok(())
         })?
     })();
@@ -590,7 +589,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Inf
             return Err(bad(ErrorClass::Info, "MPI_INFO_NULL is not an info object"));
         }
         let hints = hints_of(info)?.unwrap_or_default();
-        with(|e| e.comm_mut_info(id, hints))?
+        with(|e| e.live_comm_mut(id).map(|c| c.merge_info(hints)))?
     })();
     ret(r, comm, "MPI_Comm_set_info")
 }
@@ -620,26 +619,4 @@ pub unsafe extern "C" fn protean_MPI_Comm_get_info(
         Ok(new_info(all))
     })();
     ret_with(r, comm, "MPI_Comm_get_info", |h| *info_used = h)
-}
-
-/// Helper for engine-side info updates.
-trait InfoUpdate {
-    fn comm_mut_info(&mut self, id: u32, hints: Vec<(String, String)>) -> R<()>;
-}
-
-impl InfoUpdate for Engine {
-    /// Set hints on a communicator (keys not given keep their values).
-    fn comm_mut_info(&mut self, id: u32, hints: Vec<(String, String)>) -> R<()> {
-        self.live_comm(id)?;
-        let c = self.comms[id as usize].as_mut().expect("live");
-        let mut info = c.info.clone();
-        for (k, v) in hints {
-            match info.iter_mut().find(|(ck, _)| *ck == k) {
-                Some(e) => e.1 = v,
-                None => info.push((k, v)),
-            }
-        }
-        c.set_info(info);
-        Ok(())
-    }
 }

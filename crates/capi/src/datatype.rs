@@ -660,7 +660,7 @@ pub unsafe extern "C" fn protean_MPI_Type_dup(
     // new type is freed again.
     if let Err(code) = crate::attr::type_dup_attrs(oldtype, *newtype) {
         if let Some(id) = dtype_id(*newtype) {
-            let _ = with(|e| e.dtypes[id as usize] = None);
+            let _ = with(|e| e.free_dtype(id));
         }
         *newtype = MPI_DATATYPE_NULL;
         return code;

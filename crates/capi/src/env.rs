@@ -191,14 +191,9 @@ pub unsafe extern "C" fn protean_MPI_Get_processor_name(
 /// `size` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let r = with(|e| {
-        match comm_id(comm)
-            .and_then(|c| e.comms.get(c as usize))
-            .and_then(|c| c.as_ref())
-        {
-            Some(c) => Ok(c.size() as c_int),
-            None => Err(bad(ErrorClass::Comm, "invalid communicator")),
-        }
+    let r = with(|e| match comm_id(comm) {
+        Some(c) => e.comm(c).map(|c| c.size() as c_int),
+        None => Err(bad(ErrorClass::Comm, "invalid communicator")),
     });
     match r {
         Ok(Ok(s)) if !size.is_null() => {
@@ -218,14 +213,9 @@ pub unsafe extern "C" fn protean_MPI_Comm_size(comm: MPI_Comm, size: *mut c_int)
 /// `rank` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    let r = with(|e| {
-        match comm_id(comm)
-            .and_then(|c| e.comms.get(c as usize))
-            .and_then(|c| c.as_ref())
-        {
-            Some(c) => Ok(c.rank),
-            None => Err(bad(ErrorClass::Comm, "invalid communicator")),
-        }
+    let r = with(|e| match comm_id(comm) {
+        Some(c) => e.comm(c).map(|c| c.rank),
+        None => Err(bad(ErrorClass::Comm, "invalid communicator")),
     });
     match r {
         Ok(Ok(s)) if !rank.is_null() => {
@@ -246,6 +236,6 @@ pub unsafe extern "C" fn protean_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int)
 /// MPI_Finalize it does nothing.
 #[no_mangle]
 pub extern "C" fn protean_MPI_Pcontrol(_level: c_int) -> c_int {
-    let _ = with(|e| e.next_phase());
+    let _ = with(|e| e.pcontrol());
     MPI_SUCCESS
 }

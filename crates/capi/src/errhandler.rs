@@ -276,17 +276,9 @@ pub unsafe extern "C" fn protean_MPI_Comm_set_errhandler(
     errhandler: MPI_Errhandler,
 ) -> c_int {
     let r = with(|e| {
-        let Some(h) = errh_id(errhandler)
-            .filter(|h| e.errhandlers.get(*h as usize).is_some_and(|x| x.is_some()))
-        else {
-            return Err(bad(ErrorClass::Arg, "invalid error handler"));
-        };
-        let c = comm_id(comm)
-            .and_then(|c| e.comms.get_mut(c as usize))
-            .and_then(|c| c.as_mut())
-            .ok_or_else(|| bad(ErrorClass::Comm, "invalid communicator"))?;
-        c.errhandler = h;
-        Ok(())
+        let h = errh_id(errhandler).ok_or_else(|| bad(ErrorClass::Arg, "invalid error handler"))?;
+        let c = comm_id(comm).ok_or_else(|| bad(ErrorClass::Comm, "invalid communicator"))?;
+        e.set_comm_errhandler(c, h)
     });
     match r {
         Ok(Ok(())) => MPI_SUCCESS,
@@ -302,11 +294,8 @@ pub unsafe extern "C" fn protean_MPI_Comm_get_errhandler(
     errhandler: *mut MPI_Errhandler,
 ) -> c_int {
     let r = with(|e| {
-        comm_id(comm)
-            .and_then(|c| e.comms.get(c as usize))
-            .and_then(|c| c.as_ref())
-            .map(|c| c.errhandler)
-            .ok_or_else(|| bad(ErrorClass::Comm, "invalid communicator"))
+        let c = comm_id(comm).ok_or_else(|| bad(ErrorClass::Comm, "invalid communicator"))?;
+        e.comm(c).map(|c| c.errhandler)
     });
     match r {
         Ok(Ok(h)) => {

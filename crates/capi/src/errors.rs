@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use crate::abi::*;
 use crate::handles::comm_id;
 use protean_core::error::{ErrorClass, MpiError};
-use protean_core::mpi::comm::{Errhandler, COMM_WORLD};
+use protean_core::mpi::comm::Errhandler;
 use protean_core::mpi::global::{self, with, Phase};
 
 /// MPICH's number for each class.
@@ -216,21 +216,7 @@ pub fn raise_code(comm: MPI_Comm, code: c_int, func: &str, text: &str) -> c_int 
         eprintln!("Protean: {func} called {when}: {text}");
         std::process::exit(1);
     }
-    let cid = comm_id(comm).unwrap_or(COMM_WORLD);
-    let handler = with(|eng| {
-        let c = eng
-            .comms
-            .get(cid as usize)
-            .and_then(|c| c.as_ref())
-            .or_else(|| eng.comms[COMM_WORLD as usize].as_ref());
-        let h = c.map_or(0, |c| c.errhandler);
-        eng.errhandlers
-            .get(h as usize)
-            .copied()
-            .flatten()
-            .unwrap_or(Errhandler::Fatal)
-    })
-    .unwrap_or(Errhandler::Fatal);
+    let handler = with(|eng| eng.errhandler_for(comm_id(comm))).unwrap_or(Errhandler::Fatal);
     match handler {
         Errhandler::Return => code,
         Errhandler::Fatal | Errhandler::Abort => fatal(func, text, code),

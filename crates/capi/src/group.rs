@@ -11,9 +11,9 @@ use crate::errors::{bad, raise};
 use crate::handles::{comm_id, group_handle, group_id};
 use crate::util::{c_fill, c_slice, nonnull, out};
 use protean_core::error::{ErrorClass, MpiError};
+use protean_core::ids::Gpid;
 use protean_core::mpi::global::with;
 use protean_core::mpi::group;
-use protean_core::transport::Gpid;
 
 type R<T> = Result<T, MpiError>;
 

@@ -5,6 +5,7 @@
 //! with the engine id in the low 26 bits, so they never collide with a predefined value and a
 //! handle of one object type is never mistaken for another's.
 
+use protean_core::ids::{CommId, DtypeId, ReqId};
 use std::ffi::c_int;
 
 use crate::abi::*;
@@ -38,7 +39,7 @@ fn split(h: i32) -> (u32, u32) {
 
 /// Communicator handle -> engine id (None for MPI_COMM_NULL and garbage).
 #[inline(always)]
-pub fn comm_id(h: MPI_Comm) -> Option<u32> {
+pub fn comm_id(h: MPI_Comm) -> Option<CommId> {
     match h {
         MPI_COMM_WORLD => Some(COMM_WORLD),
         MPI_COMM_SELF => Some(COMM_SELF),
@@ -49,7 +50,7 @@ pub fn comm_id(h: MPI_Comm) -> Option<u32> {
     }
 }
 
-pub fn comm_handle(id: u32) -> MPI_Comm {
+pub fn comm_handle(id: CommId) -> MPI_Comm {
     match id {
         COMM_WORLD => MPI_COMM_WORLD,
         COMM_SELF => MPI_COMM_SELF,
@@ -129,7 +130,7 @@ pub const PREDEFINED_DTYPES: &[(MPI_Datatype, &str)] = &[
 
 /// Datatype handle -> engine id.
 #[inline(always)]
-pub fn dtype_id(h: MPI_Datatype) -> Option<u32> {
+pub fn dtype_id(h: MPI_Datatype) -> Option<DtypeId> {
     // The most common types first: one compare each.
     match h {
         MPI_BYTE => return Some(3),
@@ -147,7 +148,7 @@ pub fn dtype_id(h: MPI_Datatype) -> Option<u32> {
     }
 }
 
-pub fn dtype_handle(id: u32) -> MPI_Datatype {
+pub fn dtype_handle(id: DtypeId) -> MPI_Datatype {
     match PREDEFINED_DTYPES.get(id as usize) {
         Some((h, _)) => *h,
         None => (DTYPE_CREATED | id) as i32,
@@ -156,7 +157,7 @@ pub fn dtype_handle(id: u32) -> MPI_Datatype {
 
 /// Request handle -> slot (None for MPI_REQUEST_NULL and garbage).
 #[inline(always)]
-pub fn request_slot(h: MPI_Request) -> Option<u32> {
+pub fn request_slot(h: MPI_Request) -> Option<ReqId> {
     match split(h) {
         (REQUEST_DIRECT, id) => Some(id),
         _ => None,
@@ -164,7 +165,7 @@ pub fn request_slot(h: MPI_Request) -> Option<u32> {
 }
 
 #[inline(always)]
-pub fn request_handle(slot: u32) -> MPI_Request {
+pub fn request_handle(slot: ReqId) -> MPI_Request {
     (REQUEST_DIRECT | slot) as i32
 }
 

@@ -22,7 +22,6 @@ use crate::util::{copy_cstr, out};
 use protean_core::config::{Config, Kind, Value, TUNABLES};
 use protean_core::mpi::global::{self, with, Phase};
 use protean_core::profile::PVARS;
-use protean_core::transport::Transport;
 
 struct PvarHandle {
     session: usize,
@@ -535,12 +534,7 @@ pub unsafe extern "C" fn protean_MPI_T_pvar_session_free(
 
 /// Current value of performance variable `i`.
 fn pvar_now(i: usize) -> u64 {
-    with(|e| {
-        e.pml.counters.transport = e.net.stats();
-        e.pml.counters.channels = e.net.channel_counters();
-        e.pml.counters.read(i)
-    })
-    .unwrap_or(0)
+    with(|e| e.pvar(i)).unwrap_or(0)
 }
 
 /// # Safety

@@ -7,7 +7,8 @@ use crate::errors::{bad, class_code, code_for, raise, raise_code};
 use crate::handles::*;
 use crate::util::*;
 use protean_core::error::{ErrorClass, MpiError};
-use protean_core::mpi::global::{self, with};
+use protean_core::ids::ReqId;
+use protean_core::mpi::global::with;
 use protean_core::mpi::p2p as core;
 use protean_core::mpi::request::{Mode, Status};
 
@@ -251,40 +252,20 @@ unsafe fn sendrecv(
 ) -> c_int {
     let (c, sd) = resolve!(comm, sendtype, func);
     let (_, rd) = resolve!(comm, recvtype, func);
-    let r = with(|e| -> Result<(u32, u32), MpiError> {
-        let r = e.irecv(recvbuf.cast(), recvcount, rd, source, recvtag, c)?;
-        match e.isend(
-            sendbuf.cast(),
-            sendcount,
-            sd,
-            dest,
-            sendtag,
-            c,
-            Mode::Standard,
-        ) {
-            Ok(s) => Ok((s, r)),
-            Err(err) => {
-                e.pml.cancel(r);
-                e.pml.release(r);
-                Err(err)
-            }
-        }
-    });
-    let (s, r) = match r {
-        Ok(Ok(x)) => x,
-        Ok(Err(e)) | Err(e) => return raise(comm, e, func),
-    };
-    let sst = match core::wait(s) {
-        Ok(st) => st,
-        Err(e) => return raise(comm, e, func),
-    };
-    match core::wait(r) {
-        Ok(mut st) => {
-            if st.error.is_none() {
-                st.error = sst.error;
-            }
-            finish_status(st, status, comm, func)
-        }
+    match core::sendrecv(
+        sendbuf.cast(),
+        sendcount,
+        sd,
+        dest,
+        sendtag,
+        recvbuf.cast(),
+        recvcount,
+        rd,
+        source,
+        recvtag,
+        c,
+    ) {
+        Ok(st) => finish_status(st, status, comm, func),
         Err(e) => raise(comm, e, func),
     }
 }
@@ -370,40 +351,11 @@ unsafe fn sendrecv_replace(
     status: *mut MPI_Status,
     func: &str,
 ) -> c_int {
-    let (_, d) = resolve!(comm, dt, func);
-    if count < 0 {
-        return raise(
-            comm,
-            bad(ErrorClass::Count, format!("negative count {count}")),
-            func,
-        );
+    let (c, d) = resolve!(comm, dt, func);
+    match core::sendrecv_replace(buf.cast(), count, d, dest, sendtag, source, recvtag, c) {
+        Ok(st) => finish_status(st, status, comm, func),
+        Err(e) => raise(comm, e, func),
     }
-    // Send a packed copy so the receive can land in the same buffer.
-    let copy = with(|e| -> Result<Vec<u8>, MpiError> {
-        let t = e.dtype(d)?.clone();
-        let mut v = Vec::new();
-        t.pack(buf as *const u8, count as usize, &mut v);
-        Ok(v)
-    });
-    let copy = match copy {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) | Err(e) => return raise(comm, e, func),
-    };
-    sendrecv(
-        copy.as_ptr().cast(),
-        copy.len() as i64,
-        MPI_BYTE,
-        dest,
-        sendtag,
-        buf,
-        count,
-        dt,
-        source,
-        recvtag,
-        comm,
-        status,
-        func,
-    )
 }
 
 /// # Safety
@@ -519,8 +471,6 @@ pub unsafe extern "C" fn protean_MPI_Test(
     flag: *mut c_int,
     status: *mut MPI_Status,
 ) -> c_int {
-    // A nonblocking collective may be waiting for a user reduction, run out here.
-    protean_core::mpi::coll::run_deferred();
     if request.is_null() || flag.is_null() {
         return raise(
             MPI_COMM_WORLD,
@@ -539,26 +489,19 @@ pub unsafe extern "C" fn protean_MPI_Test(
     let Some((comm, persistent)) = req_info(slot) else {
         return bad_request_code("MPI_Test");
     };
-    let r = with(|e| -> Result<Option<Status>, MpiError> {
-        if !e.is_complete(slot)? {
-            e.progress();
-        }
-        e.collect(slot)
-    });
-    match r {
-        Ok(Ok(Some(st))) => {
+    match core::test(slot) {
+        Ok(Some(st)) => {
             *flag = 1;
             if !persistent {
                 *request = MPI_REQUEST_NULL;
             }
             finish_status(st, status, comm, "MPI_Test")
         }
-        Ok(Ok(None)) => {
+        Ok(None) => {
             *flag = 0;
-            global::idle();
             MPI_SUCCESS
         }
-        Ok(Err(e)) | Err(e) => raise(comm, e, "MPI_Test"),
+        Err(e) => raise(comm, e, "MPI_Test"),
     }
 }
 
@@ -688,23 +631,30 @@ pub unsafe extern "C" fn protean_MPI_Waitall(
         Ok(s) => s,
         Err(rc) => return rc,
     };
-    let r = global::wait_until(|e| {
-        s.iter()
-            .all(|x| x.is_none_or(|slot| e.is_complete(slot).unwrap_or(true)))
-    });
-    if let Err(e) = r {
+    if let Err(e) = core::wait_all(&s) {
         return raise(MPI_COMM_WORLD, e, "MPI_Waitall");
     }
+    collect_all(&s, array_of_requests, array_of_statuses, "MPI_Waitall")
+}
+
+/// Collect every request of a completed array (MPI_Waitall, MPI_Testall): statuses written,
+/// handles nulled unless persistent, MPI_ERR_IN_STATUS when any failed.
+unsafe fn collect_all(
+    s: &[Option<ReqId>],
+    reqs: *mut MPI_Request,
+    statuses: *mut MPI_Status,
+    func: &str,
+) -> c_int {
     let mut errs = Vec::new();
     let mut comm = MPI_COMM_WORLD;
     for (i, x) in s.iter().enumerate() {
         match x {
             None => {
-                if !ignored(array_of_statuses) {
-                    write_empty(array_of_statuses.add(i));
+                if !ignored(statuses) {
+                    write_empty(statuses.add(i));
                 }
             }
-            Some(slot) => match collect_one(i, *slot, array_of_requests, array_of_statuses) {
+            Some(slot) => match collect_one(i, *slot, reqs, statuses) {
                 Ok((st, c)) => {
                     if let Some(e) = st.error {
                         comm = c;
@@ -718,14 +668,7 @@ pub unsafe extern "C" fn protean_MPI_Waitall(
     if errs.is_empty() {
         MPI_SUCCESS
     } else {
-        in_status(
-            &errs,
-            array_of_statuses,
-            s.len(),
-            |i| i,
-            comm,
-            "MPI_Waitall",
-        )
+        in_status(&errs, statuses, s.len(), |i| i, comm, func)
     }
 }
 
@@ -738,64 +681,18 @@ pub unsafe extern "C" fn protean_MPI_Testall(
     flag: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    // A nonblocking collective may be waiting for a user reduction, run out here.
-    protean_core::mpi::coll::run_deferred();
     let s = match request_array(count, array_of_requests, "MPI_Testall") {
         Ok(s) => s,
         Err(rc) => return rc,
     };
-    let all = with(|e| {
-        let done = |e: &protean_core::mpi::engine::Engine| {
-            s.iter()
-                .all(|x| x.is_none_or(|slot| e.is_complete(slot).unwrap_or(true)))
-        };
-        if done(e) {
-            return true;
-        }
-        e.progress();
-        done(e)
-    });
-    match all {
+    match core::test_all(&s) {
         Ok(false) => {
             out(flag, 0);
-            global::idle();
             MPI_SUCCESS
         }
         Ok(true) => {
             out(flag, 1);
-            let mut errs = Vec::new();
-            let mut comm = MPI_COMM_WORLD;
-            for (i, x) in s.iter().enumerate() {
-                match x {
-                    None => {
-                        if !ignored(array_of_statuses) {
-                            write_empty(array_of_statuses.add(i));
-                        }
-                    }
-                    Some(slot) => match collect_one(i, *slot, array_of_requests, array_of_statuses)
-                    {
-                        Ok((st, c)) => {
-                            if let Some(e) = st.error {
-                                comm = c;
-                                errs.push((i, e));
-                            }
-                        }
-                        Err(e) => errs.push((i, Box::new(e))),
-                    },
-                }
-            }
-            if errs.is_empty() {
-                MPI_SUCCESS
-            } else {
-                in_status(
-                    &errs,
-                    array_of_statuses,
-                    s.len(),
-                    |i| i,
-                    comm,
-                    "MPI_Testall",
-                )
-            }
+            collect_all(&s, array_of_requests, array_of_statuses, "MPI_Testall")
         }
         Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Testall"),
     }
@@ -803,12 +700,7 @@ pub unsafe extern "C" fn protean_MPI_Testall(
 
 /// Active (non-null, not inactive persistent) entries of a request array.
 fn active(s: &[Option<u32>]) -> Vec<Option<u32>> {
-    with(|e| {
-        s.iter()
-            .map(|x| x.filter(|slot| !e.is_inactive(*slot)))
-            .collect()
-    })
-    .unwrap_or_default()
+    core::active(s).unwrap_or_default()
 }
 
 /// # Safety
@@ -853,8 +745,6 @@ pub unsafe extern "C" fn protean_MPI_Testany(
     flag: *mut c_int,
     status: *mut MPI_Status,
 ) -> c_int {
-    // A nonblocking collective may be waiting for a user reduction, run out here.
-    protean_core::mpi::coll::run_deferred();
     let s = match request_array(count, array_of_requests, "MPI_Testany") {
         Ok(s) => active(&s),
         Err(rc) => return rc,
@@ -865,16 +755,7 @@ pub unsafe extern "C" fn protean_MPI_Testany(
         write_empty(status);
         return MPI_SUCCESS;
     }
-    let found = with(|e| {
-        let first = |e: &protean_core::mpi::engine::Engine| {
-            s.iter()
-                .position(|x| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(false)))
-        };
-        first(e).or_else(|| {
-            e.progress();
-            first(e)
-        })
-    });
+    let found = core::test_any(&s);
     match found {
         Ok(Some(i)) => {
             let slot = s[i].expect("active");
@@ -890,30 +771,22 @@ pub unsafe extern "C" fn protean_MPI_Testany(
         Ok(None) => {
             out(flag, 0);
             out(index, MPI_UNDEFINED);
-            global::idle();
             MPI_SUCCESS
         }
         Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Testany"),
     }
 }
 
-/// Collect every complete active request into the `some` outputs.
+/// Collect the complete requests `done` (indices into `s`) into the `some` outputs.
 unsafe fn collect_some(
     s: &[Option<u32>],
+    done: &[usize],
     reqs: *mut MPI_Request,
     outcount: *mut c_int,
     indices: *mut c_int,
     statuses: *mut MPI_Status,
     func: &str,
 ) -> c_int {
-    let done: Vec<usize> = with(|e| {
-        s.iter()
-            .enumerate()
-            .filter(|(_, x)| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(false)))
-            .map(|(i, _)| i)
-            .collect()
-    })
-    .unwrap_or_default();
     let mut errs = Vec::new();
     let mut comm = MPI_COMM_WORLD;
     for (k, &i) in done.iter().enumerate() {
@@ -954,7 +827,31 @@ pub unsafe extern "C" fn protean_MPI_Waitsome(
     array_of_indices: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    let s = match request_array(incount, array_of_requests, "MPI_Waitsome") {
+    some(
+        incount,
+        array_of_requests,
+        outcount,
+        array_of_indices,
+        array_of_statuses,
+        core::wait_some,
+        "MPI_Waitsome",
+    )
+}
+
+/// How MPI_Waitsome and MPI_Testsome find the complete entries of a request array.
+type FindSome = fn(&[Option<ReqId>]) -> Result<Vec<usize>, MpiError>;
+
+/// MPI_Waitsome and MPI_Testsome: `how` finds the complete entries of the active requests.
+unsafe fn some(
+    incount: c_int,
+    reqs: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    how: FindSome,
+    func: &str,
+) -> c_int {
+    let s = match request_array(incount, reqs, func) {
         Ok(s) => active(&s),
         Err(rc) => return rc,
     };
@@ -962,20 +859,10 @@ pub unsafe extern "C" fn protean_MPI_Waitsome(
         out(outcount, MPI_UNDEFINED);
         return MPI_SUCCESS;
     }
-    if let Err(e) = global::wait_until(|e| {
-        s.iter()
-            .any(|x| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(true)))
-    }) {
-        return raise(MPI_COMM_WORLD, e, "MPI_Waitsome");
+    match how(&s) {
+        Ok(done) => collect_some(&s, &done, reqs, outcount, indices, statuses, func),
+        Err(e) => raise(MPI_COMM_WORLD, e, func),
     }
-    collect_some(
-        &s,
-        array_of_requests,
-        outcount,
-        array_of_indices,
-        array_of_statuses,
-        "MPI_Waitsome",
-    )
 }
 
 /// # Safety
@@ -988,29 +875,15 @@ pub unsafe extern "C" fn protean_MPI_Testsome(
     array_of_indices: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    // A nonblocking collective may be waiting for a user reduction, run out here.
-    protean_core::mpi::coll::run_deferred();
-    let s = match request_array(incount, array_of_requests, "MPI_Testsome") {
-        Ok(s) => active(&s),
-        Err(rc) => return rc,
-    };
-    if s.iter().all(|x| x.is_none()) {
-        out(outcount, MPI_UNDEFINED);
-        return MPI_SUCCESS;
-    }
-    let _ = with(|e| e.progress());
-    let rc = collect_some(
-        &s,
+    some(
+        incount,
         array_of_requests,
         outcount,
         array_of_indices,
         array_of_statuses,
+        core::test_some,
         "MPI_Testsome",
-    );
-    if !outcount.is_null() && *outcount == 0 {
-        global::idle();
-    }
-    rc
+    )
 }
 
 /// # Safety
@@ -1021,8 +894,6 @@ pub unsafe extern "C" fn protean_MPI_Request_get_status(
     flag: *mut c_int,
     status: *mut MPI_Status,
 ) -> c_int {
-    // A nonblocking collective may be waiting for a user reduction, run out here.
-    protean_core::mpi::coll::run_deferred();
     if request == MPI_REQUEST_NULL {
         out(flag, 1);
         write_empty(status);
@@ -1031,25 +902,17 @@ pub unsafe extern "C" fn protean_MPI_Request_get_status(
     let Some(slot) = request_slot(request) else {
         return bad_request_code("MPI_Request_get_status");
     };
-    let r = with(|e| -> Result<Option<Status>, MpiError> {
-        if let Some(s) = e.peek(slot)? {
-            return Ok(Some(s));
-        }
-        e.progress();
-        e.peek(slot)
-    });
-    match r {
-        Ok(Ok(Some(st))) => {
+    match core::test_status(slot) {
+        Ok(Some(st)) => {
             out(flag, 1);
             write_status(status, &st);
             MPI_SUCCESS
         }
-        Ok(Ok(None)) => {
+        Ok(None) => {
             out(flag, 0);
-            global::idle();
             MPI_SUCCESS
         }
-        Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Request_get_status"),
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Request_get_status"),
     }
 }
 
@@ -1215,18 +1078,17 @@ pub unsafe extern "C" fn protean_MPI_Iprobe(
         Ok(c) => c,
         Err(rc) => return rc,
     };
-    match with(|e| e.iprobe(source, tag, c)) {
-        Ok(Ok(Some(st))) => {
+    match core::iprobe(source, tag, c) {
+        Ok(Some(st)) => {
             out(flag, 1);
             write_status(status, &st);
             MPI_SUCCESS
         }
-        Ok(Ok(None)) => {
+        Ok(None) => {
             out(flag, 0);
-            global::idle();
             MPI_SUCCESS
         }
-        Ok(Err(e)) | Err(e) => raise(comm, e, "MPI_Iprobe"),
+        Err(e) => raise(comm, e, "MPI_Iprobe"),
     }
 }
 
@@ -1269,19 +1131,18 @@ pub unsafe extern "C" fn protean_MPI_Improbe(
         Ok(c) => c,
         Err(rc) => return rc,
     };
-    match with(|e| e.improbe(source, tag, c)) {
-        Ok(Ok(Some((m, st)))) => {
+    match core::improbe(source, tag, c) {
+        Ok(Some((m, st))) => {
             out(flag, 1);
             out(message, message_handle(m));
             write_status(status, &st);
             MPI_SUCCESS
         }
-        Ok(Ok(None)) => {
+        Ok(None) => {
             out(flag, 0);
-            global::idle();
             MPI_SUCCESS
         }
-        Ok(Err(e)) | Err(e) => raise(comm, e, "MPI_Improbe"),
+        Err(e) => raise(comm, e, "MPI_Improbe"),
     }
 }
 

@@ -983,7 +983,7 @@ pub unsafe extern "C" fn protean_MPI_Win_fence(assert: c_int, win: MPI_Win) -> c
     )
 }
 
-fn group_of(g: MPI_Group) -> R<Vec<protean_core::transport::Gpid>> {
+fn group_of(g: MPI_Group) -> R<Vec<protean_core::ids::Gpid>> {
     crate::group::members(g)
 }
 

@@ -637,7 +637,7 @@ pub unsafe extern "C" fn protean_MPI_Dist_graph_create(
         }
         let weighted = w.is_some();
         with(|e| {
-            if let Some(Some(c)) = e.comms.get_mut(new as usize) {
+            if let Ok(c) = e.comm_mut(new) {
                 c.topo = Some(Box::new(Topology::DistGraph {
                     sources: s,
                     destinations: d,

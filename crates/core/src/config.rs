@@ -270,6 +270,9 @@ pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck", "shm
 pub const REDUCE_SCATTER_ALGS: &[&str] = &["auto", "reduce_scatterv", "ring"];
 /// Sources of fast-channel decisions (`chan_policy`; `proto::channels`).
 pub const CHAN_POLICIES: &[&str] = &["online", "static"];
+
+/// What begins a phase of the profiler and the schedule (`chan_phases`; `mpi::engine`).
+pub const CHAN_PHASES: &[&str] = &["auto", "pcontrol", "barrier", "collective"];
 pub const SCAN_ALGS: &[&str] = &["auto", "recursive_doubling", "linear"];
 
 const SIZE: Kind = Kind::Int {
@@ -323,9 +326,11 @@ tunables! {
     chan_window: i64 = "4096", Kind::Int { min: 1, max: i64::MAX }, writable = true,
         "Window of the online channel policy, in messages that arrived through the shared queue: promotion counts restart after each, and a channel that carried nothing for one is idle (may be taken back).";
     profile: String = "", Kind::Str, writable = false,
-        "Record a profile of this run: each process writes PATH.<rank> at MPI_Finalize, with the messages and bytes that arrived from each peer in each phase (phases begin at each MPI_Pcontrol call). protean-prof analyze turns profiles into a schedule.";
+        "Record a profile of this run: each process writes PATH.<rank> at MPI_Finalize, with the messages and bytes that arrived from each peer in each phase (phases begin as chan_phases says: at each MPI_Pcontrol call, or inferred from collectives over all processes when the program calls none). protean-prof analyze turns profiles into a schedule.";
+    chan_phases: usize = "auto", Kind::Choice(CHAN_PHASES), writable = false,
+        "What begins a phase of the profile and the schedule. pcontrol: each MPI_Pcontrol call. barrier: also each blocking MPI_Barrier over all processes of the job. collective: also each blocking collective over all processes. auto: as collective until the program's first MPI_Pcontrol, then as pcontrol (a program that marks its phases gets its own marks). Only counted when profile or schedule is set; a schedule is applied with the setting its profile was recorded with.";
     schedule: String = "", Kind::Str, writable = false,
-        "Channel schedule (written by protean-prof analyze from profiles of earlier runs) applied at each phase boundary (MPI_Pcontrol): the peers it lists for this process and phase get the fast channels. A schedule from a run of another size is mapped by relative rank position; phases it does not cover follow chan_policy.";
+        "Channel schedule (written by protean-prof analyze from profiles of earlier runs) applied at each phase boundary (MPI_Pcontrol, or a collective as chan_phases says): the peers it lists for this process and phase get the fast channels. A schedule from a run of another size is mapped by relative rank position; phases it does not cover follow chan_policy.";
     shm_ring_bytes: i64 = "262144", Kind::Int { min: 4096, max: 1 << 28 }, writable = false,
         "Size of each dedicated fast channel ring in bytes (rounded to a power of two).";
     shm_queue_cells: i64 = "64", Kind::Int { min: 4, max: 1 << 16 }, writable = false,

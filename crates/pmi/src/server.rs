@@ -19,7 +19,8 @@
 //! which MPICH-built programs read.
 //!
 //! Limits (a rank is a client, not a trusted party): every client index and `pmiid` is checked
-//! against the job's size, an `initack` must name a rank no other connection has claimed, keys
+//! against the job's size, an `initack` must name a rank no other connection has claimed (and a
+//! connection may claim one rank only), keys
 //! and values are bounded by the announced `maxes`, and the store as a whole by
 //! [`Limits::store_max`]. A request that breaks a limit is answered with `rc=-1` (so the client
 //! never hangs) and reported as [`Event::LimitExceeded`] naming the client, for the process
@@ -101,6 +102,8 @@ pub enum Event {
 
 #[derive(Debug, Default, Clone)]
 struct ClientState {
+    /// The rank this client claimed with `initack`.
+    pmiid: Option<usize>,
     initialized: bool,
     finalized: bool,
     aborted: bool,
@@ -165,6 +168,12 @@ impl Server {
     /// Bytes of keys and values stored, all spaces together.
     pub fn store_bytes(&self) -> usize {
         self.store_bytes
+    }
+
+    /// Commands of spawn requests held until their last command arrives, all clients together
+    /// (at most [`Limits::spawns_max`] less one a client).
+    pub fn pending_spawn_commands(&self) -> usize {
+        self.spawning.values().map(Vec::len).sum()
     }
 
     /// The job's KVS name.
@@ -282,6 +291,11 @@ impl Server {
         }
         let one = |r: Response| vec![(client, r)];
         if let Request::InitAck { pmiid } = req {
+            if let Some(had) = self.clients.get(&client).and_then(|c| c.pmiid) {
+                // One connection is one process: it may not claim a second rank.
+                let why = format!("sent initack again (pmiid {pmiid}) after claiming rank {had}");
+                return self.protocol_error(client, &req.encode(), &why);
+            }
             let free = usize::try_from(pmiid)
                 .ok()
                 .filter(|&id| id < self.size && !self.acked.contains(&id));
@@ -297,6 +311,7 @@ impl Server {
                 return self.protocol_error(client, &req.encode(), &why);
             };
             self.acked.insert(id);
+            self.clients.entry(client).or_default().pmiid = Some(id);
         }
         if let Request::Spawn(cmd) = &req {
             let total = cmd.totspawns.max(1) as usize;
@@ -666,6 +681,21 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(ask(&mut s, 1, "cmd=initack pmiid=0\n").len(), 4);
+    }
+
+    #[test]
+    fn a_connection_claims_one_rank_only() {
+        let mut s = Server::new(3, "k", 0, 3);
+        assert_eq!(ask(&mut s, 0, "cmd=initack pmiid=1\n").len(), 4);
+        assert!(ask(&mut s, 0, "cmd=initack pmiid=2\n").is_empty());
+        match s.poll_event() {
+            Some(Event::ProtocolError {
+                client: 0, error, ..
+            }) => assert!(error.contains("after claiming rank 1"), "{error}"),
+            other => panic!("{other:?}"),
+        }
+        // Rank 2 is still free for the connection that is rank 2.
+        assert_eq!(ask(&mut s, 2, "cmd=initack pmiid=2\n").len(), 4);
     }
 
     #[test]

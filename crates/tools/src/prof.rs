@@ -5,6 +5,14 @@
 //! `PROTEAN_PROFILE=PATH` (the files `PATH.<rank>`, or `PATH` itself for all of them) and
 //! writes the schedule that `PROTEAN_SCHEDULE=SCHEDULE` makes the next run follow: per process
 //! and phase, the peers that get its fast channels, best first (see `proto::channels`).
+//!
+//! `protean-prof report PROFILE... -o REPORT.html` writes a page with plots of the same
+//! profiles (see `report`): the priority matrix of each phase, the channel assignments over
+//! time and the share of messages on fast channels, for the schedule analyze would write (or
+//! the one given with `--schedule`).
+
+#[path = "prof/report.rs"]
+mod report;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -39,11 +47,23 @@ enum Cmd {
         #[arg(long, default_value_t = 0.02)]
         min_share: f64,
     },
-    /// The HTML report with plots (not implemented yet).
+    /// Write an HTML page with plots of the profiles of one run.
     Report {
+        /// Profile files, or the PATH given to PROTEAN_PROFILE (its PATH.<rank> files).
+        #[arg(required = true)]
         profiles: Vec<PathBuf>,
+        /// Where to write the page.
         #[arg(short = 'o', long = "output")]
-        output: Option<PathBuf>,
+        output: PathBuf,
+        /// The schedule to show (default: the one `analyze` with the same options would write).
+        #[arg(long)]
+        schedule: Option<PathBuf>,
+        /// As for analyze; also the static rule's number of channels.
+        #[arg(long, default_value_t = 8)]
+        max_fast: usize,
+        /// As for analyze.
+        #[arg(long, default_value_t = 0.02)]
+        min_share: f64,
     },
 }
 
@@ -85,12 +105,8 @@ fn files_of(p: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(v.into_iter().map(|x| x.1).collect())
 }
 
-fn analyze(
-    profiles: &[PathBuf],
-    output: &Path,
-    max_fast: usize,
-    min_share: f64,
-) -> Result<(), String> {
+/// Every profile the arguments name.
+fn load(profiles: &[PathBuf]) -> Result<Vec<Profile>, String> {
     let mut all = Vec::new();
     for p in profiles {
         for f in files_of(p)? {
@@ -98,6 +114,16 @@ fn analyze(
             all.push(Profile::parse(&text).map_err(|e| format!("{}: {e}", f.display()))?);
         }
     }
+    Ok(all)
+}
+
+fn analyze(
+    profiles: &[PathBuf],
+    output: &Path,
+    max_fast: usize,
+    min_share: f64,
+) -> Result<(), String> {
+    let all = load(profiles)?;
     let s = Schedule::analyze(&all, max_fast, min_share)?;
     std::fs::write(output, s.to_text()).map_err(|e| format!("{}: {e}", output.display()))?;
     let phases = all.iter().map(|p| p.phases.len()).max().unwrap_or(0);
@@ -105,6 +131,41 @@ fn analyze(
         "protean-prof: {} profiles of a run of {} processes, {phases} phases -> {}",
         all.len(),
         s.size,
+        output.display()
+    );
+    Ok(())
+}
+
+fn report(
+    profiles: &[PathBuf],
+    output: &Path,
+    schedule: Option<&Path>,
+    max_fast: usize,
+    min_share: f64,
+) -> Result<(), String> {
+    let all = load(profiles)?;
+    let sched = match schedule {
+        Some(f) => {
+            let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+            Schedule::parse(&text).map_err(|e| format!("{}: {e}", f.display()))?
+        }
+        None => Schedule::analyze(&all, max_fast, min_share)?,
+    };
+    let r = report::Report::new(&all, &sched, max_fast)?;
+    let title = format!(
+        "Protean channel profile: {}",
+        profiles
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    std::fs::write(output, r.html(&title)).map_err(|e| format!("{}: {e}", output.display()))?;
+    eprintln!(
+        "protean-prof: {} profiles of a run of {} processes, {} phases -> {}",
+        all.len(),
+        r.size,
+        r.phases,
         output.display()
     );
     Ok(())
@@ -119,9 +180,13 @@ fn main() -> ExitCode {
             max_fast,
             min_share,
         } => analyze(&profiles, &output, max_fast, min_share),
-        Cmd::Report { .. } => {
-            Err("report: not implemented yet (the HTML report with plots)".into())
-        }
+        Cmd::Report {
+            profiles,
+            output,
+            schedule,
+            max_fast,
+            min_share,
+        } => report(&profiles, &output, schedule.as_deref(), max_fast, min_share),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -54,7 +54,7 @@
 
 use crate::err;
 use crate::error::{MpiError, Result};
-use crate::mpi::comm::{Comm, CTX_FROM_GROUP, CTX_RESERVED_BLOCKS, CTX_STRIDE};
+use crate::mpi::comm::{Comm, Errhandler, CTX_FROM_GROUP, CTX_RESERVED_BLOCKS, CTX_STRIDE};
 use crate::mpi::engine::Engine;
 use crate::mpi::global::{self, with};
 use crate::mpi::group::UNDEFINED;
@@ -542,11 +542,50 @@ impl Engine {
         Ok(s)
     }
 
-    fn comm_mut(&mut self, id: u32) -> Result<&mut Comm> {
+    pub fn comm_mut(&mut self, id: u32) -> Result<&mut Comm> {
         match self.comms.get_mut(id as usize) {
             Some(Some(c)) => Ok(c),
             _ => err!(Comm, "invalid communicator"),
         }
+    }
+
+    /// [`Engine::live_comm`], to change.
+    pub fn live_comm_mut(&mut self, id: u32) -> Result<&mut Comm> {
+        self.live_comm(id)?;
+        self.comm_mut(id)
+    }
+
+    /// The error handler that errors raised on communicator `id` go to: its own, or
+    /// MPI_COMM_WORLD's when `id` names no communicator (MPI-4.1 9.3); fatal when neither
+    /// names a live handler.
+    pub fn errhandler_for(&self, id: Option<u32>) -> Errhandler {
+        let c = id
+            .and_then(|id| self.comms.get(id as usize))
+            .and_then(|c| c.as_ref())
+            .or_else(|| {
+                self.comms
+                    .get(crate::mpi::comm::COMM_WORLD as usize)
+                    .and_then(|c| c.as_ref())
+            });
+        let h = c.map_or(0, |c| c.errhandler);
+        self.errhandlers
+            .get(h as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(Errhandler::Fatal)
+    }
+
+    /// MPI_Comm_set_errhandler: `h` must name a live error handler.
+    pub fn set_comm_errhandler(&mut self, id: u32, h: u32) -> Result<()> {
+        if !self
+            .errhandlers
+            .get(h as usize)
+            .is_some_and(|x| x.is_some())
+        {
+            return err!(Arg, "invalid error handler");
+        }
+        self.comm_mut(id)?.errhandler = h;
+        Ok(())
     }
 
     /// A usable communicator (not one MPI_Comm_idup is still creating).

@@ -14,8 +14,8 @@
 //! Blocks are agreed by all members of a new communicator (see `mpi::cm`), so two
 //! communicators that share a process never share a block.
 
+use crate::ids::{ContextId, Gpid};
 use crate::mpi::topo::Topology;
-use crate::transport::Gpid;
 
 /// Context ids per communicator.
 pub const CTX_STRIDE: u32 = 4;
@@ -40,7 +40,7 @@ pub const ERRH_ABORT: u32 = 2;
 /// other fields serve the communicator chapter.
 #[derive(Debug, Clone)]
 pub struct Comm {
-    pub ctx: u32,
+    pub ctx: ContextId,
     pub rank: i32,
     /// Local group, in rank order.
     pub group: Vec<Gpid>,
@@ -98,6 +98,19 @@ impl Comm {
             .find(|(k, _)| k == "protean_protocol")
             .and_then(|(_, v)| crate::proto::policy::Protocol::from_name(v));
         self.info = info;
+    }
+
+    /// Add hints to the communicator's (a key given again takes its new value; keys not
+    /// given keep theirs).
+    pub fn merge_info(&mut self, hints: Vec<(String, String)>) {
+        let mut info = self.info.clone();
+        for (k, v) in hints {
+            match info.iter_mut().find(|(ck, _)| *ck == k) {
+                Some(e) => e.1 = v,
+                None => info.push((k, v)),
+            }
+        }
+        self.set_info(info);
     }
 
     /// The communicator's name for messages: its name, or "(unnamed, size n)".

@@ -7,12 +7,14 @@
 //! transports and a route per peer (`transport::net::Net::open`), then the objects every
 //! process starts with. The one engine of a process lives in [`super::global`].
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use protean_pmi::PmiClient;
 
-use crate::config::{Config, PROTOCOLS, YIELD_MODES};
+use crate::config::{Config, CHAN_PHASES, PROTOCOLS, YIELD_MODES};
 use crate::error::{ErrorClass, MpiError, Result};
+use crate::ids::{CommId, DtypeId, Gpid};
 use crate::mpi::attr::AttrStore;
 use crate::mpi::cm::CommMgr;
 use crate::mpi::comm::{
@@ -25,7 +27,7 @@ use crate::proto::channels::{Manager, Schedule, Settings};
 use crate::proto::policy::Policy;
 use crate::runtime::bootstrap::{pmi_err, Boot};
 use crate::transport::net::Net;
-use crate::transport::{Gpid, Route, Transport};
+use crate::transport::{Route, Transport};
 
 /// A buffer attached with MPI_Buffer_attach.
 #[derive(Debug)]
@@ -323,10 +325,39 @@ impl Engine {
     }
 
     /// MPI_Pcontrol: the next phase of the program begins (the profiler's and the schedule's
-    /// phases).
+    /// phases). Under `chan_phases=auto` the program's own marks replace collectives from now
+    /// on.
+    pub fn pcontrol(&mut self) {
+        if PHASE_MARKS.load(Ordering::Relaxed) != MARK_NONE
+            && CHAN_PHASES[self.cfg.chan_phases] == "auto"
+        {
+            PHASE_MARKS.store(MARK_NONE, Ordering::Relaxed);
+        }
+        self.next_phase();
+    }
+
+    /// The next phase of the program begins.
     pub fn next_phase(&mut self) {
         let pml = &self.pml;
         self.chan.next_phase(|p| pml.sent_to(p));
+    }
+
+    /// A blocking collective over communicator `comm` begins (`barrier`: it is MPI_Barrier):
+    /// under `chan_phases` it begins a phase when the communicator spans the whole job. Inline,
+    /// one relaxed load when no profile or schedule is in use.
+    #[inline(always)]
+    pub fn collective_mark(comm: u32, barrier: bool) -> Result<()> {
+        let m = PHASE_MARKS.load(Ordering::Relaxed);
+        if m == MARK_NONE || (m == MARK_BARRIER && !barrier) {
+            return Ok(());
+        }
+        crate::mpi::global::with(|e| {
+            let c = e.comm(comm)?;
+            if !c.is_inter() && c.size() == e.size as usize {
+                e.next_phase();
+            }
+            Ok(())
+        })?
     }
 
     /// Write this process's profile (`profile` tunable) at finalize; a failure is reported,
@@ -408,8 +439,16 @@ impl Engine {
         std::process::exit(if code == 0 { 1 } else { code & 0xff })
     }
 
+    /// Performance variable `i` now (profile.rs numbers them), with the transports' and the
+    /// channels' counters brought up to date first.
+    pub fn pvar(&mut self, i: usize) -> u64 {
+        self.pml.counters.transport = self.net.stats();
+        self.pml.counters.channels = self.net.channel_counters();
+        self.pml.counters.read(i)
+    }
+
     #[inline]
-    pub fn comm(&self, id: u32) -> Result<&Comm> {
+    pub fn comm(&self, id: CommId) -> Result<&Comm> {
         match self.comms.get(id as usize) {
             Some(Some(c)) => Ok(c),
             _ => Err(MpiError::new(ErrorClass::Comm, "invalid communicator")),
@@ -417,7 +456,7 @@ impl Engine {
     }
 
     #[inline]
-    pub fn dtype(&self, id: u32) -> Result<&Arc<Datatype>> {
+    pub fn dtype(&self, id: DtypeId) -> Result<&Arc<Datatype>> {
         match self.dtypes.get(id as usize) {
             Some(Some(d)) => Ok(d),
             _ => Err(MpiError::new(ErrorClass::Type, "invalid datatype")),
@@ -464,6 +503,26 @@ fn chan_settings(cfg: &Config, slots: usize) -> Settings {
     }
 }
 
+/// Which collectives begin a phase (`chan_phases`, while a profile or a schedule is in use).
+static PHASE_MARKS: AtomicU8 = AtomicU8::new(MARK_NONE);
+const MARK_NONE: u8 = 0;
+const MARK_BARRIER: u8 = 1;
+const MARK_COLLECTIVE: u8 = 2;
+
+/// Set [`PHASE_MARKS`] for a job whose tunables are `cfg`.
+fn set_phase_marks(cfg: &Config) {
+    let m = if cfg.profile.is_empty() && cfg.schedule.is_empty() {
+        MARK_NONE
+    } else {
+        match CHAN_PHASES[cfg.chan_phases] {
+            "barrier" => MARK_BARRIER,
+            "collective" | "auto" => MARK_COLLECTIVE,
+            _ => MARK_NONE,
+        }
+    };
+    PHASE_MARKS.store(m, Ordering::Relaxed);
+}
+
 /// The channel manager of this process: candidates are the peers on shared memory (the
 /// transport with channels), the profiler and the schedule as the tunables say.
 fn channel_manager(cfg: &Config, me: Gpid, size: u32, net: &mut Net) -> Result<Manager> {
@@ -476,6 +535,7 @@ fn channel_manager(cfg: &Config, me: Gpid, size: u32, net: &mut Net) -> Result<M
             .collect()
     };
     let mut m = Manager::new(me, size, candidates, chan_settings(cfg, slots));
+    set_phase_marks(cfg);
     if !cfg.profile.is_empty() {
         m.record();
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::err;
 use crate::error::{ErrorClass, MpiError, Result};
+use crate::ids::{CommId, DtypeId, Rank, ReqId, Tag};
 use crate::mpi::datatype::{pool, Datatype};
 use crate::mpi::engine::{BsendBuffer, Engine};
 use crate::mpi::global::{self, with};
@@ -199,10 +200,10 @@ impl Engine {
         &mut self,
         buf: *const u8,
         count: i64,
-        dt: u32,
-        dest: i32,
-        tag: i32,
-        comm: u32,
+        dt: DtypeId,
+        dest: Rank,
+        tag: Tag,
+        comm: CommId,
         mode: Mode,
     ) -> Result<u32> {
         self.isend_on(buf, count, dt, dest, tag, comm, mode, 0)
@@ -220,10 +221,10 @@ impl Engine {
         &mut self,
         buf: *const u8,
         count: i64,
-        dt: u32,
-        dest: i32,
-        tag: i32,
-        comm: u32,
+        dt: DtypeId,
+        dest: Rank,
+        tag: Tag,
+        comm: CommId,
         mode: Mode,
     ) -> Result<u32> {
         if matches!(mode, Mode::Standard | Mode::Ready) {
@@ -266,10 +267,10 @@ impl Engine {
         &mut self,
         buf: *mut u8,
         count: i64,
-        dt: u32,
-        src: i32,
-        tag: i32,
-        comm: u32,
+        dt: DtypeId,
+        src: Rank,
+        tag: Tag,
+        comm: CommId,
     ) -> Result<u32> {
         self.irecv_on(buf, count, dt, src, tag, comm, 0)
     }
@@ -285,10 +286,10 @@ impl Engine {
         &mut self,
         buf: *const u8,
         count: i64,
-        dt: u32,
-        dest: i32,
-        tag: i32,
-        comm: u32,
+        dt: DtypeId,
+        dest: Rank,
+        tag: Tag,
+        comm: CommId,
         mode: Mode,
         ctx_offset: u32,
     ) -> Result<u32> {
@@ -310,10 +311,10 @@ impl Engine {
         &mut self,
         buf: *const u8,
         count: i64,
-        dt: u32,
-        dest: i32,
-        tag: i32,
-        comm: u32,
+        dt: DtypeId,
+        dest: Rank,
+        tag: Tag,
+        comm: CommId,
         mode: Mode,
         ctx_offset: u32,
     ) -> Result<u32> {
@@ -370,10 +371,10 @@ impl Engine {
         &mut self,
         buf: *const u8,
         count: i64,
-        dt: u32,
-        dest: i32,
-        tag: i32,
-        comm: u32,
+        dt: DtypeId,
+        dest: Rank,
+        tag: Tag,
+        comm: CommId,
         ctx_offset: u32,
     ) -> Result<bool> {
         Ok(self
@@ -390,10 +391,10 @@ impl Engine {
         &mut self,
         buf: *const u8,
         count: i64,
-        dt: u32,
-        dest: i32,
-        tag: i32,
-        comm: u32,
+        dt: DtypeId,
+        dest: Rank,
+        tag: Tag,
+        comm: CommId,
         ctx_offset: u32,
     ) -> Result<Option<u32>> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
@@ -440,10 +441,10 @@ impl Engine {
         &mut self,
         buf: *mut u8,
         count: i64,
-        dt: u32,
-        src: i32,
-        tag: i32,
-        comm: u32,
+        dt: DtypeId,
+        src: Rank,
+        tag: Tag,
+        comm: CommId,
     ) -> Result<DirectPost> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
@@ -487,10 +488,10 @@ impl Engine {
         &mut self,
         buf: *mut u8,
         count: i64,
-        dt: u32,
-        src: i32,
-        tag: i32,
-        comm: u32,
+        dt: DtypeId,
+        src: Rank,
+        tag: Tag,
+        comm: CommId,
         ctx_offset: u32,
     ) -> Result<u32> {
         let count = Self::check_count(count)?;
@@ -526,7 +527,7 @@ impl Engine {
 
     /// Is the request complete (without collecting it)? Errors for an unknown slot.
     #[inline]
-    pub fn is_complete(&self, slot: u32) -> Result<bool> {
+    pub fn is_complete(&self, slot: ReqId) -> Result<bool> {
         if Slab::is_sent(slot) {
             return match self.pml.reqs.sent(slot) {
                 Some(&SentRec { promoted: 0, .. }) => Ok(true),
@@ -588,7 +589,7 @@ impl Engine {
 
     /// Collect a complete request: its status; a non-persistent request is released, a
     /// persistent one becomes inactive. None when not complete.
-    pub fn collect(&mut self, slot: u32) -> Result<Option<Status>> {
+    pub fn collect(&mut self, slot: ReqId) -> Result<Option<Status>> {
         if Slab::is_sent(slot) {
             let st = match self.pml.reqs.sent(slot) {
                 Some(&SentRec { promoted: 0, .. }) => Status::EMPTY,
@@ -640,7 +641,7 @@ impl Engine {
     }
 
     /// MPI_Request_get_status: the status if complete, without collecting.
-    pub fn peek(&self, slot: u32) -> Result<Option<Status>> {
+    pub fn peek(&self, slot: ReqId) -> Result<Option<Status>> {
         if Slab::is_sent(slot) {
             return match self.promoted(slot)? {
                 Some(p) => self.peek(p),
@@ -852,9 +853,9 @@ impl Engine {
     /// MPI_Improbe: Some((message id or None for MPI_MESSAGE_NO_PROC, status)).
     pub fn improbe(
         &mut self,
-        src: i32,
-        tag: i32,
-        comm: u32,
+        src: Rank,
+        tag: Tag,
+        comm: CommId,
     ) -> Result<Option<(Option<u32>, Status)>> {
         self.check_probe(src, tag, comm)?;
         if src == PROC_NULL {
@@ -879,7 +880,7 @@ impl Engine {
         &mut self,
         buf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         msg: Option<u32>,
     ) -> Result<u32> {
         let count = Self::check_count(count)?;
@@ -921,14 +922,14 @@ impl Engine {
         sbuf: *const u8,
         scount: i64,
         sdt: u32,
-        dest: i32,
+        dest: Rank,
         stag: i32,
         rbuf: *mut u8,
         rcount: i64,
         rdt: u32,
-        src: i32,
+        src: Rank,
         rtag: i32,
-        comm: u32,
+        comm: CommId,
     ) -> Result<u32> {
         // Check the send's arguments first: nothing is started when either half is wrong.
         self.check_send_args(scount, sdt, dest, stag, comm)?;
@@ -953,12 +954,12 @@ impl Engine {
         &mut self,
         buf: *mut u8,
         count: i64,
-        dt: u32,
-        dest: i32,
+        dt: DtypeId,
+        dest: Rank,
         stag: i32,
-        src: i32,
+        src: Rank,
         rtag: i32,
-        comm: u32,
+        comm: CommId,
     ) -> Result<u32> {
         self.check_send_args(count, dt, dest, stag, comm)?;
         let d = self.check_dtype(dt)?.clone();
@@ -1036,10 +1037,10 @@ impl Engine {
         &mut self,
         buf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         rank: i32,
-        tag: i32,
-        comm: u32,
+        tag: Tag,
+        comm: CommId,
         mode: Mode,
         is_send: bool,
     ) -> Result<u32> {
@@ -1212,9 +1213,9 @@ impl Engine {
         buf: *const u8,
         count: usize,
         d: &Arc<Datatype>,
-        dest: i32,
-        tag: i32,
-        comm: u32,
+        dest: Rank,
+        tag: Tag,
+        comm: CommId,
     ) -> Result<u32> {
         let len = d
             .packed_size(count)
@@ -1335,10 +1336,10 @@ impl Engine {
 pub unsafe fn send(
     buf: *const u8,
     count: i64,
-    dt: u32,
-    dest: i32,
-    tag: i32,
-    comm: u32,
+    dt: DtypeId,
+    dest: Rank,
+    tag: Tag,
+    comm: CommId,
     mode: Mode,
 ) -> Result<()> {
     let (slot, done) = with(|e| -> Result<(u32, bool)> {
@@ -1365,10 +1366,10 @@ pub unsafe fn send(
 pub unsafe fn recv(
     buf: *mut u8,
     count: i64,
-    dt: u32,
-    src: i32,
-    tag: i32,
-    comm: u32,
+    dt: DtypeId,
+    src: Rank,
+    tag: Tag,
+    comm: CommId,
 ) -> Result<Status> {
     if !global::is_multithreaded() {
         match with(|e| e.recv_direct(buf, count, dt, src, tag, comm))?? {
@@ -1390,13 +1391,246 @@ pub unsafe fn recv(
 
 /// MPI_Wait on one request slot.
 #[inline]
-pub fn wait(slot: u32) -> Result<Status> {
+pub fn wait(slot: ReqId) -> Result<Status> {
     global::wait_until(|e| e.is_complete(slot).unwrap_or(true))?;
     with(|e| e.collect(slot))?.map(|s| s.expect("complete"))
 }
 
+/// MPI_Test on one request: its status once complete (collected as by MPI_Wait), after one
+/// progress pass if it was not; when it still is not, the waiting policy's idle step, so that
+/// a rank polling in a loop yields its core to the ranks it waits for.
+pub fn test(slot: ReqId) -> Result<Option<Status>> {
+    // A nonblocking collective may be waiting for a user reduction, run out here.
+    crate::mpi::coll::run_deferred();
+    let st = with(|e| -> Result<Option<Status>> {
+        if !e.is_complete(slot)? {
+            e.progress();
+        }
+        e.collect(slot)
+    })??;
+    if st.is_none() {
+        global::idle();
+    }
+    Ok(st)
+}
+
+/// MPI_Request_get_status: as [`test`], without collecting the request.
+pub fn test_status(slot: ReqId) -> Result<Option<Status>> {
+    crate::mpi::coll::run_deferred();
+    let st = with(|e| -> Result<Option<Status>> {
+        if let Some(s) = e.peek(slot)? {
+            return Ok(Some(s));
+        }
+        e.progress();
+        e.peek(slot)
+    })??;
+    if st.is_none() {
+        global::idle();
+    }
+    Ok(st)
+}
+
+/// Has every entry of a request array completed (None entries and unknown slots count as
+/// complete: collecting them reports the error)?
+fn all_complete(e: &Engine, slots: &[Option<ReqId>]) -> bool {
+    slots
+        .iter()
+        .all(|x| x.is_none_or(|slot| e.is_complete(slot).unwrap_or(true)))
+}
+
+/// The indices of the complete entries of a request array.
+fn complete_entries(e: &Engine, slots: &[Option<ReqId>]) -> Vec<usize> {
+    slots
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(false)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The entries of a request array that are active: None for null handles and for persistent
+/// requests that are not started (MPI_Waitany and the *some calls skip both).
+pub fn active(slots: &[Option<ReqId>]) -> Result<Vec<Option<u32>>> {
+    with(|e| {
+        slots
+            .iter()
+            .map(|x| x.filter(|slot| !e.is_inactive(*slot)))
+            .collect()
+    })
+}
+
+/// MPI_Waitall: wait until every entry has completed; the caller collects them.
+pub fn wait_all(slots: &[Option<ReqId>]) -> Result<()> {
+    global::wait_until(|e| all_complete(e, slots))
+}
+
+/// MPI_Testall: have all entries completed (after one progress pass if not)? The caller
+/// collects them when they have.
+pub fn test_all(slots: &[Option<ReqId>]) -> Result<bool> {
+    crate::mpi::coll::run_deferred();
+    let done = with(|e| {
+        if all_complete(e, slots) {
+            return true;
+        }
+        e.progress();
+        all_complete(e, slots)
+    })?;
+    if !done {
+        global::idle();
+    }
+    Ok(done)
+}
+
+/// MPI_Testany: the index of the first complete active entry, after one progress pass if
+/// none was; the caller collects it.
+pub fn test_any(slots: &[Option<ReqId>]) -> Result<Option<usize>> {
+    crate::mpi::coll::run_deferred();
+    let first = |e: &Engine| {
+        slots
+            .iter()
+            .position(|x| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(false)))
+    };
+    let found = with(|e| {
+        first(e).or_else(|| {
+            e.progress();
+            first(e)
+        })
+    })?;
+    if found.is_none() {
+        global::idle();
+    }
+    Ok(found)
+}
+
+/// MPI_Waitsome: wait until at least one active entry completes; the indices of every
+/// complete entry, for the caller to collect.
+pub fn wait_some(slots: &[Option<ReqId>]) -> Result<Vec<usize>> {
+    global::wait_until(|e| {
+        slots
+            .iter()
+            .any(|x| x.is_some_and(|slot| e.is_complete(slot).unwrap_or(true)))
+    })?;
+    with(|e| complete_entries(e, slots))
+}
+
+/// MPI_Testsome: one progress pass, then the indices of the complete entries.
+pub fn test_some(slots: &[Option<ReqId>]) -> Result<Vec<usize>> {
+    crate::mpi::coll::run_deferred();
+    let done = with(|e| {
+        e.progress();
+        complete_entries(e, slots)
+    })?;
+    if done.is_empty() {
+        global::idle();
+    }
+    Ok(done)
+}
+
+/// MPI_Sendrecv: the receive is posted first, then the send; the status is the receive's,
+/// with the send's error when the receive has none.
+/// # Safety
+/// Each buffer must hold its count of elements of its datatype.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sendrecv(
+    sendbuf: *const u8,
+    sendcount: i64,
+    sendtype: DtypeId,
+    dest: Rank,
+    sendtag: Tag,
+    recvbuf: *mut u8,
+    recvcount: i64,
+    recvtype: DtypeId,
+    source: Rank,
+    recvtag: Tag,
+    comm: CommId,
+) -> Result<Status> {
+    let (s, r) = with(|e| -> Result<(u32, u32)> {
+        let r = e.irecv(recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        match e.isend(
+            sendbuf,
+            sendcount,
+            sendtype,
+            dest,
+            sendtag,
+            comm,
+            Mode::Standard,
+        ) {
+            Ok(s) => Ok((s, r)),
+            Err(err) => {
+                e.pml.cancel(r);
+                e.pml.release(r);
+                Err(err)
+            }
+        }
+    })??;
+    let sst = wait(s)?;
+    let mut st = wait(r)?;
+    if st.error.is_none() {
+        st.error = sst.error;
+    }
+    Ok(st)
+}
+
+/// MPI_Sendrecv_replace: a packed copy of the buffer is sent, so that the receive can land in
+/// the buffer itself.
+/// # Safety
+/// The buffer must hold `count` elements of the datatype.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sendrecv_replace(
+    buf: *mut u8,
+    count: i64,
+    dt: DtypeId,
+    dest: Rank,
+    sendtag: Tag,
+    source: Rank,
+    recvtag: Tag,
+    comm: CommId,
+) -> Result<Status> {
+    if count < 0 {
+        return err!(Count, "negative count {count}");
+    }
+    let copy = with(|e| -> Result<Vec<u8>> {
+        let t = e.dtype(dt)?.clone();
+        let mut v = Vec::new();
+        t.pack(buf as *const u8, count as usize, &mut v);
+        Ok(v)
+    })??;
+    let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE") as u32;
+    sendrecv(
+        copy.as_ptr(),
+        copy.len() as i64,
+        byte,
+        dest,
+        sendtag,
+        buf,
+        count,
+        dt,
+        source,
+        recvtag,
+        comm,
+    )
+}
+
+/// MPI_Iprobe: the status of a matching message, or None after the idle step.
+pub fn iprobe(src: Rank, tag: Tag, comm: CommId) -> Result<Option<Status>> {
+    let st = with(|e| e.iprobe(src, tag, comm))??;
+    if st.is_none() {
+        global::idle();
+    }
+    Ok(st)
+}
+
+/// MPI_Improbe: the message and its status, or None after the idle step.
+pub fn improbe(src: Rank, tag: Tag, comm: CommId) -> Result<Option<(Option<u32>, Status)>> {
+    let m = with(|e| e.improbe(src, tag, comm))??;
+    if m.is_none() {
+        global::idle();
+    }
+    Ok(m)
+}
+
 /// MPI_Probe.
-pub fn probe(src: i32, tag: i32, comm: u32) -> Result<Status> {
+pub fn probe(src: Rank, tag: Tag, comm: CommId) -> Result<Status> {
     loop {
         if let Some(s) = with(|e| e.iprobe(src, tag, comm))?? {
             return Ok(s);
@@ -1406,7 +1640,7 @@ pub fn probe(src: i32, tag: i32, comm: u32) -> Result<Status> {
 }
 
 /// MPI_Mprobe.
-pub fn mprobe(src: i32, tag: i32, comm: u32) -> Result<(Option<u32>, Status)> {
+pub fn mprobe(src: Rank, tag: Tag, comm: CommId) -> Result<(Option<u32>, Status)> {
     loop {
         if let Some(m) = with(|e| e.improbe(src, tag, comm))?? {
             return Ok(m);
@@ -1429,7 +1663,7 @@ pub fn buffer_detach() -> Result<(*mut u8, usize)> {
 
 /// Wait until any of `slots` (None entries are inactive) completes; its index and status.
 /// None when every entry is inactive.
-pub fn wait_any(slots: &[Option<u32>]) -> Result<Option<(usize, Status)>> {
+pub fn wait_any(slots: &[Option<ReqId>]) -> Result<Option<(usize, Status)>> {
     if slots.iter().all(|s| s.is_none()) {
         return Ok(None);
     }

@@ -5,8 +5,8 @@
 //! late frame for an earlier use of the slot is recognised and dropped.
 
 use crate::error::{ErrorClass, MpiError};
+use crate::ids::{CommId, Gpid};
 use crate::proto::frame::Envelope;
-use crate::transport::Gpid;
 
 /// Source value that matches any sender.
 pub const ANY_SOURCE: i32 = -2;
@@ -110,7 +110,7 @@ pub struct Request {
     pub kind: Kind,
     pub complete: bool,
     pub status: Status,
-    pub comm: u32,
+    pub comm: CommId,
     /// Send: destination; receive: the matched sender, or before the match the process the
     /// receive names as its source ([`UNKNOWN_PEER`] for MPI_ANY_SOURCE or not known).
     pub peer: Gpid,

@@ -86,6 +86,7 @@
 
 use std::fmt;
 
+use crate::ids::{ContextId, Rank, Tag};
 pub use crate::transport::HEADER_LEN;
 use crate::transport::{Region, REGION_LEN};
 
@@ -251,9 +252,9 @@ impl FrameKind {
 /// The matching envelope of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Envelope {
-    pub ctx: u32,
-    pub src: i32,
-    pub tag: i32,
+    pub ctx: ContextId,
+    pub src: Rank,
+    pub tag: Tag,
 }
 
 /// A decoded frame header.

@@ -104,6 +104,7 @@
 //! build has; a new transport copies its shape.
 
 pub mod net;
+pub mod outq;
 pub mod selfloop;
 pub mod shm;
 pub mod tcp;

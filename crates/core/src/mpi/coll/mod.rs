@@ -898,6 +898,7 @@ impl Rooted {
 /// # Safety
 /// The buffers follow MPI's rules for the collective.
 pub unsafe fn blocking(comm: u32, a: &Args) -> Result<()> {
+    Engine::collective_mark(comm, matches!(a, Args::Barrier))?;
     if let Some(r) = shm::try_blocking(comm, a) {
         return r;
     }

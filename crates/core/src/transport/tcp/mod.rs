@@ -42,6 +42,7 @@ pub mod hello;
 pub mod lanes;
 
 use crate::config::RankSet;
+use crate::transport::outq::{self, Out, INLINE_SMALL, PREFIX};
 use hello::{Hello, Key, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
 use lanes::{LaneCtl, Mode};
 
@@ -52,7 +53,6 @@ pub const MAX_LANES: u8 = 16;
 /// are still opening.
 const LANE_QUEUE_MAX: usize = 1 << 20;
 
-const PREFIX: usize = 4 + HEADER_LEN;
 /// Largest payload a frame may have at all (the length prefix is 32 bits); the limit in force
 /// is the receiver's `tcp_frame_max`, announced in the handshake.
 pub const MAX_PAYLOAD: usize = 1 << 31;
@@ -60,7 +60,6 @@ pub const MAX_PAYLOAD: usize = 1 << 31;
 const MAX_PENDING: usize = 256;
 /// An incoming connection that has not finished its handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-const INLINE_SMALL: usize = 28;
 const RX_BUF: usize = 256 * 1024;
 /// Payloads at least this large, when their header is in and they are not, are offered for
 /// direct placement ([`FrameSink::place`]).
@@ -74,22 +73,6 @@ const SEND_CAP: usize = 512 * 1024;
 const LOWAT_MAX: usize = 1 << 20;
 /// Bytes asked of the kernel per read of frames (see `read_conn`).
 const READ_CHUNK: usize = 64 * 1024;
-
-struct Out {
-    head: [u8; PREFIX + INLINE_SMALL],
-    head_len: usize,
-    body: *const u8,
-    body_len: usize,
-    owned: Option<Vec<u8>>,
-    off: usize,
-    token: Token,
-}
-
-impl Out {
-    fn total(&self) -> usize {
-        self.head_len + self.body_len
-    }
-}
 
 enum RxState {
     Frames,
@@ -1413,7 +1396,6 @@ impl Tcp {
         body: &[u8],
         token: Token,
     ) -> io::Result<Sent> {
-        let mut head = [0u8; PREFIX + INLINE_SMALL];
         let plen = small.len() + body.len();
         let peer_max = self.conns[ci].peer_max;
         if plen > peer_max {
@@ -1421,21 +1403,6 @@ impl Tcp {
                 "a frame of {plen} bytes is above the limit of {peer_max} that process {peer} accepts (tcp_frame_max)"
             )));
         }
-        head[..4].copy_from_slice(&(plen as u32).to_le_bytes());
-        head[4..PREFIX].copy_from_slice(hdr);
-        let (head_len, owned) = if small.len() <= INLINE_SMALL {
-            head[PREFIX..PREFIX + small.len()].copy_from_slice(small);
-            (PREFIX + small.len(), None)
-        } else {
-            let mut v = small.to_vec();
-            v.extend_from_slice(body);
-            (PREFIX, Some(v))
-        };
-        // The owned vector's heap buffer does not move when the Out moves into the queue.
-        let (body_ptr, body_len) = match &owned {
-            Some(v) => (v.as_ptr(), v.len()),
-            None => (body.as_ptr(), body.len()),
-        };
         let c = &mut self.conns[ci];
         if c.closed {
             return Err(io::Error::new(
@@ -1444,16 +1411,9 @@ impl Tcp {
             ));
         }
         let was_empty = c.out.is_empty();
-        c.out.push_back(Out {
-            head,
-            head_len,
-            body: body_ptr,
-            body_len,
-            owned,
-            off: 0,
-            token,
-        });
-        c.queued += head_len + body_len;
+        let o = Out::new(hdr, small, body, token);
+        c.queued += o.total();
+        c.out.push_back(o);
         // A held frame would have to be copied if its body is only lent for this call (no
         // token): write it, and what is held before it, now.
         let lent = token == Token::NONE && !body.is_empty();
@@ -1461,27 +1421,7 @@ impl Tcp {
             self.flush(ci)?;
         }
         let c = &mut self.conns[ci];
-        if c.out.is_empty() {
-            // Written out. The caller learns that from the return value, not from a token.
-            if token != Token::NONE {
-                if let Some(p) = self.done.iter().rposition(|t| *t == token) {
-                    self.done.swap_remove(p);
-                }
-            }
-            return Ok(Sent::Done);
-        }
-        // Still queued, and it is the last frame in the queue.
-        if token == Token::NONE {
-            let o = c.out.back_mut().expect("queued frame");
-            if o.owned.is_none() && o.body_len > 0 {
-                // SAFETY: body is the caller's slice, alive for the duration of this call.
-                let v = unsafe { std::slice::from_raw_parts(o.body, o.body_len) }.to_vec();
-                o.body = v.as_ptr();
-                o.owned = Some(v);
-            }
-            return Ok(Sent::Done);
-        }
-        Ok(Sent::Pending)
+        Ok(outq::settle(&mut c.out, &mut self.done, token))
     }
 
     fn poll<S: FrameSink>(&mut self, sink: &mut S) -> usize {

@@ -60,6 +60,7 @@ use std::time::Instant;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::outq::{self, Out};
 use super::{Caps, FrameSink, Gpid, SendError, Sent, Token, Transport, HEADER_LEN};
 use fault::{Fate, Faults, Injector};
 use rel::{Arrival, Nanos, Reliability};
@@ -78,31 +79,12 @@ pub const FRAME_MAX: usize = 64 << 20;
 pub const FRAG: usize = 1 << 20;
 /// Datagrams read from one socket per progress pass at most.
 pub const RX_BATCH: usize = 64;
-const INLINE_SMALL: usize = 28;
 /// Reusable buffers kept, per size class.
 const POOL_MAX: usize = 256;
 /// Buffers up to this capacity are "small".
 const SMALL: usize = 2048;
 
 /// A frame waiting to be cut into datagrams.
-struct Out {
-    head: [u8; PREFIX + INLINE_SMALL],
-    head_len: usize,
-    body: *const u8,
-    body_len: usize,
-    /// The body, when we had to copy it.
-    owned: Option<Vec<u8>>,
-    /// Bytes of it already in datagrams.
-    off: usize,
-    token: Token,
-}
-
-impl Out {
-    fn total(&self) -> usize {
-        self.head_len + self.body_len
-    }
-}
-
 /// One peer: where it listens, our frames waiting for it, its stream to us.
 #[derive(Default)]
 struct Peer {
@@ -436,32 +418,9 @@ impl Udp {
                 "a frame of {plen} bytes is above the UDP frame limit of {FRAME_MAX}"
             )));
         }
-        let mut head = [0u8; PREFIX + INLINE_SMALL];
-        head[..4].copy_from_slice(&(plen as u32).to_le_bytes());
-        head[4..PREFIX].copy_from_slice(hdr);
-        let (head_len, owned) = if small.len() <= INLINE_SMALL {
-            head[PREFIX..PREFIX + small.len()].copy_from_slice(small);
-            (PREFIX + small.len(), None)
-        } else {
-            let mut v = small.to_vec();
-            v.extend_from_slice(body);
-            (PREFIX, Some(v))
-        };
-        // The owned vector's heap buffer does not move when the Out moves into the queue.
-        let (body_ptr, body_len) = match &owned {
-            Some(v) => (v.as_ptr(), v.len()),
-            None => (body.as_ptr(), body.len()),
-        };
-        p.out.push_back(Out {
-            head,
-            head_len,
-            body: body_ptr,
-            body_len,
-            owned,
-            off: 0,
-            token,
-        });
-        p.queued += head_len + body_len;
+        let o = Out::new(hdr, small, body, token);
+        p.queued += o.total();
+        p.out.push_back(o);
         if !p.pending {
             p.pending = true;
             self.pending.push(peer);
@@ -471,26 +430,7 @@ impl Udp {
             self.pump(peer, now);
         }
         let p = &mut self.peers[peer as usize];
-        if p.out.is_empty() {
-            if token != Token::NONE {
-                if let Some(i) = self.done.iter().rposition(|t| *t == token) {
-                    self.done.swap_remove(i);
-                }
-            }
-            return Ok(Sent::Done);
-        }
-        if token == Token::NONE {
-            // Still queued, and it is the last frame: keep a copy of what is lent only now.
-            let o = p.out.back_mut().expect("queued frame");
-            if o.owned.is_none() && o.body_len > 0 {
-                // SAFETY: body is the caller's slice, alive for the duration of this call.
-                let v = unsafe { std::slice::from_raw_parts(o.body, o.body_len) }.to_vec();
-                o.body = v.as_ptr();
-                o.owned = Some(v);
-            }
-            return Ok(Sent::Done);
-        }
-        Ok(Sent::Pending)
+        Ok(outq::settle(&mut p.out, &mut self.done, token))
     }
 
     /// Send what `peer` is owed: retransmissions, new datagrams of its queued frames as the

@@ -17,7 +17,7 @@ use crate::mem::Span;
 use crate::transport::{FrameSink, Gpid, HEADER_LEN};
 
 /// Bytes before a frame's payload in the stream.
-pub const PREFIX: usize = 4 + HEADER_LEN;
+pub use crate::transport::outq::PREFIX;
 
 /// Payloads at least this large that span datagrams are offered for direct placement.
 pub const PLACE_MIN: usize = 16 * 1024;
