@@ -235,7 +235,7 @@ pub const PROTOCOLS: &[&str] = &[
 /// Choices for `progress_yield`.
 pub const YIELD_MODES: &[&str] = &["auto", "always", "never"];
 /// Collective algorithms, by collective (`auto`: the decision table chooses).
-pub const BARRIER_ALGS: &[&str] = &["auto", "dissemination", "two_level", "linear"];
+pub const BARRIER_ALGS: &[&str] = &["auto", "dissemination", "two_level", "linear", "shm"];
 pub const BCAST_ALGS: &[&str] = &[
     "auto",
     "binomial",
@@ -243,8 +243,9 @@ pub const BCAST_ALGS: &[&str] = &[
     "chain",
     "two_level",
     "linear",
+    "shm",
 ];
-pub const REDUCE_ALGS: &[&str] = &["auto", "binomial", "linear", "two_level"];
+pub const REDUCE_ALGS: &[&str] = &["auto", "binomial", "linear", "two_level", "shm"];
 pub const ALLREDUCE_ALGS: &[&str] = &[
     "auto",
     "recursive_doubling",
@@ -253,11 +254,19 @@ pub const ALLREDUCE_ALGS: &[&str] = &[
     "ring",
     "reduce_bcast",
     "two_level",
+    "shm",
 ];
 pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial"];
 pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial"];
-pub const ALLGATHER_ALGS: &[&str] = &["auto", "ring", "recursive_doubling", "bruck", "linear"];
-pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck"];
+pub const ALLGATHER_ALGS: &[&str] = &[
+    "auto",
+    "ring",
+    "recursive_doubling",
+    "bruck",
+    "linear",
+    "shm",
+];
+pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck", "shm"];
 pub const REDUCE_SCATTER_ALGS: &[&str] = &["auto", "reduce_scatterv", "ring"];
 /// Sources of fast-channel decisions (`chan_policy`; `proto::channels`).
 pub const CHAN_POLICIES: &[&str] = &["online", "static"];
@@ -373,21 +382,21 @@ tunables! {
     verbose: i64 = "0", Kind::Int { min: 0, max: 9 }, writable = true,
         "Diagnostic output to stderr: 0 none, 1 connections and reconfigurations, 2+ more.";
     coll_barrier: usize = "auto", Kind::Choice(BARRIER_ALGS), writable = true,
-        "MPI_Barrier algorithm: auto (decision file, then the built-in table), dissemination, two_level (gather within each host, dissemination among hosts, release), linear.";
+        "MPI_Barrier algorithm: auto (decision file, then the built-in table), dissemination, two_level (gather within each host, dissemination among hosts, release), linear, shm (through a region the members on one host share; communicators within one host).";
     coll_bcast: usize = "auto", Kind::Choice(BCAST_ALGS), writable = true,
-        "MPI_Bcast algorithm: auto, binomial, scatter_allgather (binomial scatter then ring allgather), chain (pipelined in coll_segment pieces), two_level (among hosts, then within each), linear.";
+        "MPI_Bcast algorithm: auto, binomial, scatter_allgather (binomial scatter then ring allgather), chain (pipelined in coll_segment pieces), two_level (among hosts, then within each), linear, shm (through a region the members on one host share; communicators within one host).";
     coll_reduce: usize = "auto", Kind::Choice(REDUCE_ALGS), writable = true,
-        "MPI_Reduce algorithm: auto, binomial, linear, two_level (commutative operations).";
+        "MPI_Reduce algorithm: auto, binomial, linear, two_level (commutative operations), shm (through a region the members on one host share; communicators within one host).";
     coll_allreduce: usize = "auto", Kind::Choice(ALLREDUCE_ALGS), writable = true,
-        "MPI_Allreduce algorithm: auto, recursive_doubling, rabenseifner (reduce-scatter by recursive halving + allgather by recursive doubling), ring, reduce_bcast, two_level (reduce within each host, allreduce among hosts, bcast within each).";
+        "MPI_Allreduce algorithm: auto, recursive_doubling, rabenseifner (reduce-scatter by recursive halving + allgather by recursive doubling), ring, reduce_bcast, two_level (reduce within each host, allreduce among hosts, bcast within each), shm (through a region the members on one host share; communicators within one host).";
     coll_gather: usize = "auto", Kind::Choice(GATHER_ALGS), writable = true,
         "MPI_Gather algorithm: auto, linear, binomial.";
     coll_scatter: usize = "auto", Kind::Choice(SCATTER_ALGS), writable = true,
         "MPI_Scatter algorithm: auto, linear, binomial.";
     coll_allgather: usize = "auto", Kind::Choice(ALLGATHER_ALGS), writable = true,
-        "MPI_Allgather algorithm: auto, ring, recursive_doubling (power-of-two sizes), bruck, linear.";
+        "MPI_Allgather algorithm: auto, ring, recursive_doubling (power-of-two sizes), bruck, linear, shm (through a region the members on one host share; communicators within one host).";
     coll_alltoall: usize = "auto", Kind::Choice(ALLTOALL_ALGS), writable = true,
-        "MPI_Alltoall algorithm: auto, linear (every message at once), pairwise (one peer per round), bruck (log rounds, small messages).";
+        "MPI_Alltoall algorithm: auto, linear (every message at once), pairwise (one peer per round), bruck (log rounds, small messages), shm (through a region the members on one host share; communicators within one host).";
     coll_reduce_scatter: usize = "auto", Kind::Choice(REDUCE_SCATTER_ALGS), writable = true,
         "MPI_Reduce_scatter(_block) algorithm: auto, reduce_scatterv, ring (commutative operations).";
     coll_scan: usize = "auto", Kind::Choice(SCAN_ALGS), writable = true,

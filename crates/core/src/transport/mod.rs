@@ -112,6 +112,7 @@ pub mod udp;
 
 pub use crate::mem::Span;
 pub use shm::hostmem::HostMem;
+pub use shm::noderegion::{Flag as RegionFlag, NodeRegion};
 
 /// Bytes of a frame header.
 pub const HEADER_LEN: usize = 32;

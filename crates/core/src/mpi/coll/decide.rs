@@ -89,6 +89,11 @@ impl Coll {
         }
     }
 
+    /// The index of this collective's shared-memory algorithm (`shm`), if it has one.
+    pub fn shm_index(self) -> Option<usize> {
+        self.algorithms().iter().position(|a| *a == "shm")
+    }
+
     /// The override tunable's current value (index into [`Coll::algorithms`]).
     pub fn configured(self, cfg: &crate::config::Config) -> usize {
         match self {
@@ -171,23 +176,25 @@ macro_rules! algorithms {
 
 algorithms! {
     /// MPI_Barrier.
-    BarrierAlg: Barrier = BARRIER_ALGS { Auto, Dissemination, TwoLevel, Linear }
+    BarrierAlg: Barrier = BARRIER_ALGS { Auto, Dissemination, TwoLevel, Linear, Shm }
     /// MPI_Bcast.
-    BcastAlg: Bcast = BCAST_ALGS { Auto, Binomial, ScatterAllgather, Chain, TwoLevel, Linear }
+    BcastAlg: Bcast = BCAST_ALGS {
+        Auto, Binomial, ScatterAllgather, Chain, TwoLevel, Linear, Shm,
+    }
     /// MPI_Reduce.
-    ReduceAlg: Reduce = REDUCE_ALGS { Auto, Binomial, Linear, TwoLevel }
+    ReduceAlg: Reduce = REDUCE_ALGS { Auto, Binomial, Linear, TwoLevel, Shm }
     /// MPI_Allreduce.
     AllreduceAlg: Allreduce = ALLREDUCE_ALGS {
-        Auto, RecursiveDoubling, AllgatherReduce, Rabenseifner, Ring, ReduceBcast, TwoLevel,
+        Auto, RecursiveDoubling, AllgatherReduce, Rabenseifner, Ring, ReduceBcast, TwoLevel, Shm,
     }
     /// MPI_Gather(v).
     GatherAlg: Gather = GATHER_ALGS { Auto, Linear, Binomial }
     /// MPI_Scatter(v).
     ScatterAlg: Scatter = SCATTER_ALGS { Auto, Linear, Binomial }
     /// MPI_Allgather(v).
-    AllgatherAlg: Allgather = ALLGATHER_ALGS { Auto, Ring, RecursiveDoubling, Bruck, Linear }
+    AllgatherAlg: Allgather = ALLGATHER_ALGS { Auto, Ring, RecursiveDoubling, Bruck, Linear, Shm }
     /// MPI_Alltoall(v,w).
-    AlltoallAlg: Alltoall = ALLTOALL_ALGS { Auto, Linear, Pairwise, Bruck }
+    AlltoallAlg: Alltoall = ALLTOALL_ALGS { Auto, Linear, Pairwise, Bruck, Shm }
     /// MPI_Reduce_scatter(_block).
     ReduceScatterAlg: ReduceScatter = REDUCE_SCATTER_ALGS { Auto, ReduceScatterv, Ring }
     /// MPI_Scan, MPI_Exscan.
@@ -275,6 +282,25 @@ impl Table {
             .map(|r| r.alg)
     }
 
+    /// As [`Table::lookup`], passing over rules that choose algorithm `skip`.
+    pub fn lookup_except(
+        &self,
+        coll: Coll,
+        ranks: usize,
+        bytes: usize,
+        skip: Option<usize>,
+    ) -> Option<usize> {
+        self.rules
+            .iter()
+            .find(|r| {
+                r.coll == coll
+                    && r.ranks.contains(ranks)
+                    && r.bytes.contains(bytes)
+                    && Some(r.alg) != skip
+            })
+            .map(|r| r.alg)
+    }
+
     /// Parse a decision file's text; errors name the line.
     pub fn parse(text: &str) -> Result<Table, String> {
         let mut rules = Vec::new();
@@ -343,8 +369,18 @@ impl Table {
 }
 
 /// The built-in table (measured on a 2-core machine, shared memory; see docs/collectives.md).
+/// The `shm` rules apply where a communicator's members share one host and the call is
+/// blocking; elsewhere the next rule that applies decides (see `Engine::coll_choose_index`).
+/// Two ranks keep the direct paths of `fast.rs` until a quiet machine says otherwise
+/// (`bench/shmcoll-device.sh` measures both).
 pub fn builtin() -> Table {
     let text = "
+        barrier         3-*    *              shm
+        bcast           3-*    1-65536        shm
+        reduce          3-*    1-32768        shm
+        allreduce       3-*    1-32768        shm
+        allgather       3-*    1-16384        shm
+        alltoall        3-*    1-2048         shm
         barrier         *      *              dissemination
         bcast           1-3    *              binomial
         bcast           4-*    0-16383        binomial

@@ -42,6 +42,7 @@ mod fast;
 mod gather;
 mod inter;
 mod reduce;
+mod shm;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -99,6 +100,9 @@ pub struct CommColl {
     pub nbseq: u32,
     /// The algorithms' views of the group, built at the first collective.
     pub views: Option<Arc<Views>>,
+    /// The shared-memory collective region, mapped at the first call that uses it
+    /// (`shm.rs`); a duplicate of the communicator starts without one.
+    pub shm: shm::ShmCell,
 }
 
 /// How algorithms see a communicator.
@@ -220,6 +224,8 @@ pub struct State {
     pub builtin: Table,
     /// A nonblocking or persistent collective is being built (its tag counts in `nbseq`).
     nonblocking: bool,
+    /// Serial of the last shared-memory collective region this process made.
+    shm_serial: u32,
 }
 
 /// Deferred user reductions exist (checked by waiting loops without taking the engine).
@@ -246,6 +252,7 @@ impl State {
             file,
             builtin: decide::builtin(),
             nonblocking: false,
+            shm_serial: 0,
         })
     }
 
@@ -324,14 +331,30 @@ impl Engine {
 
     /// The algorithm for a call: override, then decision file, then built-in table. The
     /// second value says whether the built-in table chose (host-aware variants may then
-    /// replace the choice).
-    fn coll_choose_index(&self, coll: Coll, ranks: usize, bytes: usize) -> (usize, bool) {
+    /// replace the choice). With `shm` false the shared-memory algorithm is never the answer:
+    /// a source that names it is passed over, so the call gets what would serve it if there
+    /// were no shared-memory algorithm (the schedule builders ask this way, since the
+    /// shared-memory algorithms run only as blocking calls, see `shm.rs`).
+    fn coll_choose_index(
+        &self,
+        coll: Coll,
+        ranks: usize,
+        bytes: usize,
+        shm: bool,
+    ) -> (usize, bool) {
+        let shm_alg = coll.shm_index();
+        let skip = if shm { None } else { shm_alg };
         let i = coll.configured(&self.cfg);
-        if i != 0 {
+        if i != 0 && Some(i) != skip {
             return (i, false);
         }
-        if let Some(a) = self.coll.file.lookup(coll, ranks, bytes) {
+        if let Some(a) = self.coll.file.lookup_except(coll, ranks, bytes, skip) {
             return (a, false);
+        }
+        // The built-in table's shared-memory rules come before the oversubscribed ones: the
+        // shared-memory algorithms wait for no message, and their waiting ranks yield.
+        if shm && shm_alg.is_some() && self.coll.builtin.lookup(coll, ranks, bytes) == shm_alg {
+            return (shm_alg.unwrap_or(0), true);
         }
         // Oversubscribed (more ranks on this machine than CPUs): a process waiting for a peer
         // that is not running costs a time slice per round, so small calls take the
@@ -351,16 +374,25 @@ impl Engine {
             }
         }
         (
-            self.coll.builtin.lookup(coll, ranks, bytes).unwrap_or(0),
+            self.coll
+                .builtin
+                .lookup_except(coll, ranks, bytes, shm_alg)
+                .unwrap_or(0),
             true,
         )
     }
 
     /// The algorithm for a call of collective `A::COLL` (see `coll_choose_index`), and whether
-    /// the built-in table chose it.
+    /// the built-in table chose it; never the shared-memory algorithm.
     pub(super) fn coll_choose<A: Algorithm>(&self, ranks: usize, bytes: usize) -> (A, bool) {
-        let (i, auto) = self.coll_choose_index(A::COLL, ranks, bytes);
+        let (i, auto) = self.coll_choose_index(A::COLL, ranks, bytes, false);
         (A::from_index(i), auto)
+    }
+
+    /// Does the choice for a call of `coll` fall on its shared-memory algorithm?
+    pub(super) fn coll_choose_shm(&self, coll: Coll, ranks: usize, bytes: usize) -> bool {
+        let (i, _) = self.coll_choose_index(coll, ranks, bytes, true);
+        Some(i) == coll.shm_index()
     }
 
     /// One progress pass over the running nonblocking and persistent collectives.
@@ -867,6 +899,9 @@ impl Rooted {
 /// The buffers follow MPI's rules for the collective.
 pub unsafe fn blocking(comm: u32, a: &Args) -> Result<()> {
     Engine::collective_mark(comm, matches!(a, Args::Barrier))?;
+    if let Some(r) = shm::try_blocking(comm, a) {
+        return r;
+    }
     if let Some(r) = fast::try_blocking(comm, a) {
         return r;
     }

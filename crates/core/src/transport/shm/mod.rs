@@ -28,6 +28,7 @@ pub mod cma;
 pub mod coop;
 pub mod copy;
 pub mod hostmem;
+pub mod noderegion;
 pub mod queue;
 pub mod ring;
 

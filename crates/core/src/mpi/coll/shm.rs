@@ -1,0 +1,584 @@
+//! Shared-memory collectives: barrier, bcast, reduce, allreduce, allgather and alltoall for
+//! communicators whose members all share one host, through the communicator's per-node collective region
+//! (`transport::NodeRegion`: flags by generation, two parities of one area per member and a
+//! result area; its module doc gives the memory ordering).
+//!
+//! The region is mapped lazily, at the first shared-memory collective on a communicator: its
+//! rank 0 makes it and every member maps it (two personalised exchanges in the management
+//! context, the second also telling everyone whether all members mapped it, so all take the
+//! same path afterwards). It lives in the communicator's collective state and goes with it; a
+//! duplicate maps its own. If the region cannot be made or mapped anywhere, the communicator
+//! keeps the point-to-point algorithms.
+//!
+//! Algorithms, one generation per step (a large call is cut into chunks of one area, each a
+//! generation, so the two parities pipeline them):
+//! - barrier: publish, wait for every member's publication;
+//! - bcast: the root copies (packs, for a non-contiguous type) a chunk into its area and
+//!   publishes it; the others copy (unpack) it out;
+//! - reduce, allreduce: every member copies its input into its area; small chunks: the root
+//!   (reduce) or everyone (allreduce) reduces every member's area in rank order straight into
+//!   the receive buffer; larger chunks: member k reduces the k-th part of the chunk over every
+//!   member's area into the result area, and the root (reduce) or everyone (allreduce) copies
+//!   the result out. The operands are always combined in rank order (a op b with a the lower
+//!   rank; user functions as `inout = in op inout` from the highest rank down), so
+//!   non-commutative operations get the order MPI asks for;
+//! - allgather, alltoall (one count and datatype per side): every member packs its block (its
+//!   n blocks, a slice of each per chunk) into its area and unpacks the block meant for it from
+//!   every member's area.
+//!
+//! Only blocking calls take these paths (nonblocking and persistent ones need progress without
+//! the caller, and keep their schedules): the decision (`Engine::coll_choose_shm`) may name
+//! `shm` for any call, and the schedule builders then take what would be chosen without it.
+//! Reductions need a contiguous datatype (the same at every member, so all decide alike);
+//! broadcasts pack any datatype, since only the type signatures agree across members.
+//! Waiting members poll their peers' flags, then drive the engine's progress (nonblocking
+//! operations of the caller continue meanwhile) and yield the processor when ranks outnumber
+//! cores.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::decide::Coll;
+use super::op::Reducer;
+use super::{check_buf, check_root, count_of, in_place, no_alias, Args, Counts, Types};
+use crate::err;
+use crate::error::Result;
+use crate::mpi::datatype::Datatype;
+use crate::mpi::global::{self, with};
+use crate::transport::{Gpid, NodeRegion, Region, RegionFlag as Flag, REGION_LEN};
+
+/// Bytes of one area of a collective region (a chunk of a large call).
+pub const AREA: usize = 32 * 1024;
+
+/// Chunks of a reduction from this size on are reduced in parts by all members.
+const PARTS_FROM: usize = 2048;
+
+/// A communicator's shared-memory collective state (in `CommColl`): None until the first
+/// shared-memory collective. A clone (a duplicated communicator) starts without one.
+#[derive(Default)]
+pub struct ShmCell(Option<Arc<ShmComm>>);
+
+impl Clone for ShmCell {
+    fn clone(&self) -> ShmCell {
+        ShmCell(None)
+    }
+}
+
+impl std::fmt::Debug for ShmCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            None => f.write_str("ShmCell(unset)"),
+            Some(s) => write!(f, "ShmCell({:?})", s.region),
+        }
+    }
+}
+
+/// The region of one communicator, or the agreed fact that there is none.
+pub struct ShmComm {
+    region: Option<NodeRegion>,
+    /// The last generation used (counted identically by every member).
+    gen: AtomicU64,
+}
+
+impl ShmComm {
+    fn next(&self) -> u64 {
+        self.gen.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// The region of intracommunicator `comm` (whose `n` members share this host), made and
+/// mapped at the first call. Collective: every member calls it at the same collective.
+fn region(comm: u32) -> Result<Option<Arc<ShmComm>>> {
+    let (cached, n, me, jobid, gpid, serial) = with(|e| -> Result<_> {
+        let c = e.live_comm(comm)?;
+        if let Some(s) = &c.coll.shm.0 {
+            return Ok((Some(s.clone()), 0, 0, String::new(), 0, 0));
+        }
+        let (n, me) = (c.size(), c.rank as usize);
+        e.coll.shm_serial = e.coll.shm_serial.wrapping_add(1);
+        Ok((
+            None,
+            n,
+            me,
+            e.jobid.clone(),
+            e.rank as Gpid,
+            e.coll.shm_serial,
+        ))
+    })??;
+    if let Some(s) = cached {
+        return Ok(s.region.is_some().then_some(s));
+    }
+    let mut region = None;
+    let mut msgs = vec![Vec::new(); n];
+    if me == 0 {
+        if let Ok(r) = NodeRegion::create(&jobid, gpid, serial, n, AREA) {
+            let d = r.desc().unwrap_or(Region::NONE);
+            for m in msgs.iter_mut().skip(1) {
+                *m = d.0.to_vec();
+            }
+            region = Some(r);
+        }
+    }
+    let got = crate::mpi::cm::exchange_all(comm, msgs)?;
+    if me != 0 {
+        if let Ok(d) = <[u8; REGION_LEN]>::try_from(got[0].as_slice()) {
+            region = NodeRegion::open(&jobid, &Region(d), n, AREA).ok();
+        }
+    }
+    // Everyone says whether it mapped the region; this is also the point after which the
+    // name may go.
+    let ok = vec![vec![region.is_some() as u8]; n];
+    let all = crate::mpi::cm::exchange_all(comm, ok)?
+        .iter()
+        .all(|v| v.as_slice() == [1]);
+    if let Some(r) = region.as_mut() {
+        r.unlink();
+    }
+    let s = Arc::new(ShmComm {
+        region: if all { region } else { None },
+        gen: AtomicU64::new(0),
+    });
+    with(|e| {
+        if let Some(Some(c)) = e.comms.get_mut(comm as usize) {
+            c.coll.shm = ShmCell(Some(s.clone()));
+        }
+    })?;
+    Ok(s.region.is_some().then_some(s))
+}
+
+/// What waiting members do between polls: drive the engine (every pass when ranks
+/// outnumber cores, else every 16th) and yield or pause.
+fn idler() -> Result<impl FnMut() -> Result<()>> {
+    let yield_mode = with(|e| e.yield_wait)?;
+    let mut k = 0u32;
+    Ok(move || {
+        k = k.wrapping_add(1);
+        if yield_mode || k.is_multiple_of(16) {
+            with(|e| e.progress())?;
+            super::run_deferred();
+        }
+        global::idle();
+        Ok(())
+    })
+}
+
+/// The communicator's size, our rank, and whether a shared-memory algorithm may serve a call
+/// on it: an intracommunicator of more than one member, all on this host.
+fn eligible(e: &mut crate::mpi::engine::Engine, comm: u32) -> Option<(usize, usize)> {
+    let c = e.comm(comm).ok()?;
+    if c.is_inter() || c.size() < 2 {
+        return None;
+    }
+    let (n, me) = (c.size(), c.rank as usize);
+    let views = e.coll_views(comm).ok()?;
+    (views.nodes.count() == 1).then_some((n, me))
+}
+
+/// Run `a` with a shared-memory algorithm when the decision names one for it; None
+/// otherwise.
+///
+/// # Safety
+/// As for [`super::blocking`].
+pub unsafe fn try_blocking(comm: u32, a: &Args) -> Option<Result<()>> {
+    match a {
+        Args::Barrier => barrier(comm),
+        Args::Bcast {
+            buf,
+            count,
+            dt,
+            root,
+        } => bcast(comm, *buf, *count, *dt, *root),
+        Args::Reduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+            root,
+        } => reduce(comm, *sbuf, *rbuf, *count, *dt, *op, Some(*root)),
+        Args::Allreduce {
+            sbuf,
+            rbuf,
+            count,
+            dt,
+            op,
+        } => reduce(comm, *sbuf, *rbuf, *count, *dt, *op, None),
+        Args::Allgather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts: Counts::Uniform(rcount),
+            rdt,
+        } => exchange(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt), false),
+        Args::Alltoall {
+            sbuf,
+            scounts: Counts::Uniform(scount),
+            sdt: Types::One(sdt),
+            rbuf,
+            rcounts: Counts::Uniform(rcount),
+            rdt: Types::One(rdt),
+        } => exchange(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt), true),
+        _ => None,
+    }
+}
+
+/// Turn the preparation's answer into the call's: Ok(None) declines (another algorithm
+/// serves the call), errors are the call's.
+macro_rules! prepared {
+    ($prep:expr) => {
+        match $prep {
+            Ok(Some(x)) => x,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        }
+    };
+}
+
+/// The region, or decline the call.
+macro_rules! region_or_decline {
+    ($comm:expr) => {
+        match region($comm) {
+            Ok(Some(s)) => s,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        }
+    };
+}
+
+unsafe fn barrier(comm: u32) -> Option<Result<()>> {
+    let me = prepared!(with(|e| {
+        let (n, me) = eligible(e, comm)?;
+        e.coll_choose_shm(Coll::Barrier, n, 0).then_some(me)
+    }));
+    let s = region_or_decline!(comm);
+    Some((|| {
+        let r = s.region.as_ref().expect("checked");
+        let mut idle = idler()?;
+        let g = s.next();
+        r.set(me, Flag::Published, g);
+        r.wait_all(Flag::Published, g, &mut idle)?;
+        r.set(me, Flag::Done, g);
+        Ok(())
+    })())
+}
+
+unsafe fn bcast(comm: u32, buf: *mut u8, count: i64, dt: u32, root: i32) -> Option<Result<()>> {
+    let (me, root, count, d) = prepared!(with(|e| -> Result<Option<_>> {
+        let Some((n, me)) = eligible(e, comm) else {
+            return Ok(None);
+        };
+        let count = count_of(count, "count")?;
+        let d = e.coll_dtype(dt)?;
+        let root = check_root(root, n)?;
+        check_buf(buf, count, &d, "buffer")?;
+        let bytes = count * d.size;
+        if bytes == 0 || !e.coll_choose_shm(Coll::Bcast, n, bytes) {
+            return Ok(None);
+        }
+        Ok(Some((me, root, count, d)))
+    })
+    .and_then(|x| x));
+    let s = region_or_decline!(comm);
+    Some((|| {
+        let r = s.region.as_ref().expect("checked");
+        let mut idle = idler()?;
+        let total = count * d.size;
+        let mut off = 0;
+        while off < total {
+            let len = AREA.min(total - off);
+            let g = s.next();
+            let area = r.area(root, g);
+            if me == root {
+                r.wait_free(g, &mut idle)?;
+                pack_part(&d, buf, count, off, area, len);
+                r.set(me, Flag::Published, g);
+            } else {
+                r.wait(|r| r.reached(root, Flag::Published, g), &mut idle)?;
+                unpack_part(&d, buf, count, off, area, len);
+            }
+            r.set(me, Flag::Done, g);
+            off += len;
+        }
+        Ok(())
+    })())
+}
+
+/// `dst = a[0] op a[1] op ... op a[n-1]` over `count` elements, in rank order.
+///
+/// # Safety
+/// Every pointer holds `count` elements of the reducer's (contiguous) datatype; `dst`
+/// overlaps none of the operands.
+unsafe fn reduce_all(
+    red: &Reducer,
+    a: impl Fn(usize) -> *const u8,
+    n: usize,
+    dst: *mut u8,
+    count: usize,
+) {
+    if red.is_user() {
+        // The user's function computes inout = in op inout: from the highest rank down.
+        crate::mem::copy(a(n - 1), dst, count * red.dt.size);
+        for i in (0..n - 1).rev() {
+            red.call_user(a(i), dst, count);
+        }
+    } else {
+        red.apply(a(0), a(1), dst, count);
+        for i in 2..n {
+            red.apply(dst, a(i), dst, count);
+        }
+    }
+}
+
+/// MPI_Reduce (`root` Some) and MPI_Allreduce (None).
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce(
+    comm: u32,
+    sbuf: *const u8,
+    rbuf: *mut u8,
+    count: i64,
+    dt: u32,
+    op: u32,
+    root: Option<i32>,
+) -> Option<Result<()>> {
+    let coll = if root.is_some() {
+        Coll::Reduce
+    } else {
+        Coll::Allreduce
+    };
+    let (n, me, root, count, red, input) = prepared!(with(|e| -> Result<Option<_>> {
+        let Some((n, me)) = eligible(e, comm) else {
+            return Ok(None);
+        };
+        let count = count_of(count, "count")?;
+        let red = e.coll_reducer(op, dt)?;
+        let d = red.dt.clone();
+        let root = match root {
+            Some(r) => Some(check_root(r, n)?),
+            None => None,
+        };
+        // The receive buffer matters at the root of a reduce and everywhere in an allreduce.
+        let receives = root.is_none_or(|r| r == me);
+        let input = if in_place(sbuf) {
+            if !receives {
+                return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
+            }
+            rbuf as *const u8
+        } else {
+            if receives {
+                no_alias(sbuf, rbuf, count * d.size)?;
+            }
+            sbuf
+        };
+        check_buf(input, count, &d, "send buffer")?;
+        if receives {
+            check_buf(rbuf, count, &d, "receive buffer")?;
+        }
+        let bytes = count * d.size;
+        if bytes == 0
+            || !contiguous_from_zero(&d, count)
+            || d.size > AREA
+            || !e.coll_choose_shm(coll, n, bytes)
+        {
+            return Ok(None);
+        }
+        Ok(Some((n, me, root, count, red, input)))
+    })
+    .and_then(|x| x));
+    let s = region_or_decline!(comm);
+    Some((|| {
+        let r = s.region.as_ref().expect("checked");
+        let mut idle = idler()?;
+        let ext = red.dt.size;
+        let per = AREA / ext;
+        let receives = root.is_none_or(|x| x == me);
+        let mut e0 = 0;
+        while e0 < count {
+            let c = per.min(count - e0);
+            let bytes = c * ext;
+            let g = s.next();
+            let out = rbuf.add(e0 * ext);
+            r.wait_free(g, &mut idle)?;
+            crate::mem::copy(input.add(e0 * ext), r.area(me, g), bytes);
+            r.set(me, Flag::Published, g);
+            if bytes >= PARTS_FROM && c >= n {
+                // Member k reduces part k of the chunk into the result area.
+                let (lo, hi) = (c * me / n, c * (me + 1) / n);
+                r.wait_all(Flag::Published, g, &mut idle)?;
+                if hi > lo {
+                    let at = |i: usize| r.area(i, g).add(lo * ext) as *const u8;
+                    reduce_all(&red, at, n, r.result(g).add(lo * ext), hi - lo);
+                }
+                r.set(me, Flag::Reduced, g);
+                if receives {
+                    r.wait_all(Flag::Reduced, g, &mut idle)?;
+                    crate::mem::copy(r.result(g), out, bytes);
+                }
+            } else if receives {
+                r.wait_all(Flag::Published, g, &mut idle)?;
+                reduce_all(&red, |i| r.area(i, g) as *const u8, n, out, c);
+            }
+            r.set(me, Flag::Done, g);
+            e0 += c;
+        }
+        Ok(())
+    })())
+}
+
+/// `count` elements of `d` are `count * size` bytes from the buffer's address itself.
+fn contiguous_from_zero(d: &Datatype, count: usize) -> bool {
+    d.contig && d.contiguous_span(count) == Some(0)
+}
+
+/// Copy bytes `[off, off + len)` of the packed form of `count` elements of `d` at `buf` to
+/// `out`.
+///
+/// # Safety
+/// `buf` holds `count` elements of `d`; `out` has room for `len` bytes; the window lies
+/// inside the packed form.
+unsafe fn pack_part(
+    d: &Datatype,
+    buf: *const u8,
+    count: usize,
+    off: usize,
+    out: *mut u8,
+    len: usize,
+) {
+    match d.contiguous_span(count) {
+        Some(o) => crate::mem::copy(buf.offset(o).add(off), out, len),
+        None => {
+            d.pack_window(buf, count, off, std::slice::from_raw_parts_mut(out, len));
+        }
+    }
+}
+
+/// The converse of [`pack_part`]: bytes `[off, off + len)` of the packed form, at `src`, into
+/// `count` elements of `d` at `buf`.
+///
+/// # Safety
+/// As for [`pack_part`], with `buf` writable.
+unsafe fn unpack_part(
+    d: &Datatype,
+    buf: *mut u8,
+    count: usize,
+    off: usize,
+    src: *const u8,
+    len: usize,
+) {
+    match d.contiguous_span(count) {
+        Some(o) => crate::mem::copy(src, buf.offset(o).add(off), len),
+        None => {
+            d.unpack_window(std::slice::from_raw_parts(src, len), off, buf, count);
+        }
+    }
+}
+
+/// MPI_Allgather (`alltoall` false) and MPI_Alltoall with one count and datatype per side:
+/// every member packs its block (allgather) or its n blocks (alltoall) into its area, chunk
+/// by chunk of each block, and unpacks the block meant for it from every member's area.
+/// MPI_IN_PLACE works because a member has copied all of a chunk's data into its area before
+/// it writes that chunk's bytes of the receive buffer.
+unsafe fn exchange(
+    comm: u32,
+    sbuf: *const u8,
+    (scount, sdt): (i64, u32),
+    rbuf: *mut u8,
+    (rcount, rdt): (i64, u32),
+    alltoall: bool,
+) -> Option<Result<()>> {
+    let coll = if alltoall {
+        Coll::Alltoall
+    } else {
+        Coll::Allgather
+    };
+    let (n, me, blk, send, rcount, rd) = prepared!(with(|e| -> Result<Option<_>> {
+        let Some((n, me)) = eligible(e, comm) else {
+            return Ok(None);
+        };
+        let rcount = count_of(rcount, "recvcount")?;
+        let rd = e.coll_dtype(rdt)?;
+        let blk = rcount * rd.size;
+        let rext = rd.extent();
+        // The whole receive buffer: n blocks.
+        check_buf(rbuf, rcount * n, &rd, "receive buffer")?;
+        // Where the data we send is: (buffer, count, datatype, distance between blocks).
+        let send = if in_place(sbuf) {
+            (
+                rbuf as *const u8,
+                rcount,
+                rd.clone(),
+                rcount as isize * rext,
+            )
+        } else {
+            let scount = count_of(scount, "sendcount")?;
+            let sd = e.coll_dtype(sdt)?;
+            check_buf(sbuf, scount, &sd, "send buffer")?;
+            no_alias(sbuf, rbuf, scount * sd.size)?;
+            if scount * sd.size != blk {
+                return err!(
+                    Truncate,
+                    "{} sends {} bytes per block and receives {blk}: the type signatures differ",
+                    coll.name(),
+                    scount * sd.size
+                );
+            }
+            let step = scount as isize * sd.extent();
+            (sbuf, scount, sd, step)
+        };
+        if blk == 0 || (alltoall && n > AREA) || !e.coll_choose_shm(coll, n, blk) {
+            return Ok(None);
+        }
+        Ok(Some((n, me, blk, send, rcount, rd)))
+    })
+    .and_then(|x| x));
+    let s = region_or_decline!(comm);
+    Some((|| {
+        let r = s.region.as_ref().expect("checked");
+        let mut idle = idler()?;
+        let (sp, sc, sd, sstep) = send;
+        let rstep = rcount as isize * rd.extent();
+        let in_place_gather = !alltoall && in_place(sbuf);
+        let nb = if alltoall { n } else { 1 };
+        let per = AREA / nb;
+        let mut off = 0;
+        while off < blk {
+            let len = per.min(blk - off);
+            let g = s.next();
+            r.wait_free(g, &mut idle)?;
+            let mine = r.area(me, g);
+            if alltoall {
+                for k in 0..n {
+                    pack_part(
+                        &sd,
+                        sp.offset(k as isize * sstep),
+                        sc,
+                        off,
+                        mine.add(k * len),
+                        len,
+                    );
+                }
+            } else {
+                let own = if in_place(sbuf) {
+                    sp.offset(me as isize * sstep)
+                } else {
+                    sp
+                };
+                pack_part(&sd, own, sc, off, mine, len);
+            }
+            r.set(me, Flag::Published, g);
+            // Start with our own block and go round, so members do not all read one area.
+            for t in 0..n {
+                let j = (me + t) % n;
+                if j == me && in_place_gather {
+                    continue;
+                }
+                r.wait(|r| r.reached(j, Flag::Published, g), &mut idle)?;
+                let src = r.area(j, g).add(if alltoall { me * len } else { 0 });
+                unpack_part(&rd, rbuf.offset(j as isize * rstep), rcount, off, src, len);
+            }
+            r.set(me, Flag::Done, g);
+            off += len;
+        }
+        Ok(())
+    })())
+}

@@ -1,0 +1,406 @@
+//! A per-node collective region: memory the members of one communicator on one host share
+//! for shared-memory collectives (`mpi::coll::shm` builds the algorithms on it; this module
+//! only knows flags, generations and byte areas, nothing of MPI).
+//!
+//! The region is a [`HostMem`] segment made by the group's first member and mapped by the
+//! others from its description (the caller exchanges it, and unlinks the name once all have
+//! mapped it). Collective regions use host-memory serials with [`SERIAL_BIT`] set, so their
+//! names never meet those of windows.
+//!
+//! # Layout (`n` members, `slot` bytes per area)
+//!
+//! ```text
+//! [0 .. n*128)                     one 128-byte control block per member (two cache lines,
+//!                                  so a neighbour's prefetch does not share it): its flags
+//! then 2n areas of `slot` bytes    member r's published data, one per parity: slot(r, g & 1)
+//! then 2 areas of `slot` bytes     a result area every member may write parts of, per parity
+//! ```
+//!
+//! # Flags, generations and memory ordering
+//!
+//! Every use of the region is a *generation* `g` (1, 2, ...), counted identically by every
+//! member (each blocking shared-memory collective, or each chunk of a large one, takes the
+//! next). A member owns its flags and only it writes them; each holds the last generation in
+//! which it reached a point, so flags only grow and are never reset:
+//!
+//! - [`Flag::Published`]: the member's area of generation g holds its data;
+//! - [`Flag::Reduced`]: the member's part of the result area of generation g is written;
+//! - [`Flag::Done`]: the member will not read any area of generation g (or earlier) again.
+//!
+//! Ordering: a writer fills an area with plain stores and then sets its flag with a
+//! `Release` store; a reader that sees the flag at `>= g` with an `Acquire` load therefore sees
+//! the data (the store of the flag synchronises-with the load). Reuse: the areas of
+//! generation g are those of g - 2 (two parities, so a fast member can publish the next
+//! generation while slow ones still read this one); before writing an area for generation g a
+//! member waits until every member's `Done` is `>= g - 2` (Acquire), and members store `Done`
+//! (Release) only after their last read of that generation, so every read of the old data
+//! happens before the overwrite. Because flags are compared with `>=`, a member that is one
+//! generation ahead never hides the generation a slower member waits for.
+//!
+//! Waiting never blocks in the kernel: [`NodeRegion::wait`] polls, and after a few polls calls
+//! the caller's `idle` (which drives the engine's progress and yields the processor, since
+//! ranks may outnumber cores).
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::transport::{Gpid, HostMem, Region};
+
+/// Host-memory serials of collective regions have this bit set (windows count from 1 up).
+pub const SERIAL_BIT: u32 = 1 << 31;
+
+/// Bytes of a member's control block.
+pub const CTL_BYTES: usize = 128;
+
+/// A member's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flag {
+    Published = 0,
+    Reduced = 1,
+    Done = 2,
+}
+
+/// Polls before the first call of `idle` while waiting.
+const SPINS: u32 = 64;
+
+/// The mapped region of one group, as seen by one member.
+pub struct NodeRegion {
+    base: *mut u8,
+    n: usize,
+    slot: usize,
+    /// The mapping (None: memory the caller owns, in tests).
+    _mem: Option<HostMem>,
+}
+
+// SAFETY: the region is shared memory accessed through atomics (flags) and under the flag
+// protocol (areas); the mapping lives as long as the value.
+unsafe impl Send for NodeRegion {}
+// SAFETY: as above; `&NodeRegion` only hands out atomics and raw pointers.
+unsafe impl Sync for NodeRegion {}
+
+impl std::fmt::Debug for NodeRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeRegion")
+            .field("n", &self.n)
+            .field("slot", &self.slot)
+            .finish()
+    }
+}
+
+impl NodeRegion {
+    /// Bytes of a region for `n` members with areas of `slot` bytes.
+    pub fn bytes(n: usize, slot: usize) -> usize {
+        n * CTL_BYTES + (2 * n + 2) * slot
+    }
+
+    /// Make the region of a group of `n` (the first member calls this; `me` is its global
+    /// process id, `serial` a number it has not used for a region before).
+    pub fn create(
+        jobid: &str,
+        me: Gpid,
+        serial: u32,
+        n: usize,
+        slot: usize,
+    ) -> io::Result<NodeRegion> {
+        let slot = slot.next_multiple_of(CTL_BYTES);
+        let mem = HostMem::create(jobid, me, serial | SERIAL_BIT, Self::bytes(n, slot))?;
+        Ok(NodeRegion {
+            base: mem.base(),
+            n,
+            slot,
+            _mem: Some(mem),
+        })
+    }
+
+    /// Map the region another member made, from its description.
+    pub fn open(jobid: &str, desc: &Region, n: usize, slot: usize) -> io::Result<NodeRegion> {
+        let slot = slot.next_multiple_of(CTL_BYTES);
+        let mem = HostMem::open(jobid, desc)?;
+        if mem.len() < Self::bytes(n, slot) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a collective region is smaller than its group needs",
+            ));
+        }
+        Ok(NodeRegion {
+            base: mem.base(),
+            n,
+            slot,
+            _mem: Some(mem),
+        })
+    }
+
+    /// A region over memory the caller provides (tests: threads standing for processes).
+    ///
+    /// # Safety
+    /// `base` is 128-byte aligned, zero-filled, `bytes(n, slot)` long (slot a multiple of
+    /// 128) and outlives the value.
+    pub unsafe fn from_raw(base: *mut u8, n: usize, slot: usize) -> NodeRegion {
+        NodeRegion {
+            base,
+            n,
+            slot,
+            _mem: None,
+        }
+    }
+
+    /// The description the others map it by (creator only).
+    pub fn desc(&self) -> Option<Region> {
+        self._mem.as_ref().map(|m| m.desc())
+    }
+
+    /// Remove the name from /dev/shm (the creator, once every member has mapped it).
+    pub fn unlink(&mut self) {
+        if let Some(m) = self._mem.as_mut() {
+            m.unlink();
+        }
+    }
+
+    pub fn members(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes of one area.
+    pub fn slot_bytes(&self) -> usize {
+        self.slot
+    }
+
+    #[inline]
+    fn flag(&self, r: usize, f: Flag) -> &AtomicU64 {
+        assert!(r < self.n, "member {r} of a region of {}", self.n);
+        // SAFETY: r < n, so the word lies in r's control block; 8-aligned as the base is.
+        unsafe { &*(self.base.add(r * CTL_BYTES + 8 * f as usize) as *const AtomicU64) }
+    }
+
+    /// Member `me` has reached point `f` of generation `g` (Release: its stores before are
+    /// visible to whoever sees the flag).
+    #[inline]
+    pub fn set(&self, me: usize, f: Flag, g: u64) {
+        self.flag(me, f).store(g, Ordering::Release);
+    }
+
+    /// Has member `r` reached point `f` of generation `g` (Acquire)?
+    #[inline]
+    pub fn reached(&self, r: usize, f: Flag, g: u64) -> bool {
+        self.flag(r, f).load(Ordering::Acquire) >= g
+    }
+
+    /// Have all members reached point `f` of generation `g`?
+    #[inline]
+    pub fn all_reached(&self, f: Flag, g: u64) -> bool {
+        (0..self.n).all(|r| self.reached(r, f, g))
+    }
+
+    /// Wait until `ready()` holds: poll, then call `idle` between polls. `idle` returns an
+    /// error to give up (the engine saw a failure).
+    #[inline]
+    pub fn wait<E>(
+        &self,
+        mut ready: impl FnMut(&Self) -> bool,
+        idle: &mut impl FnMut() -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut k = 0u32;
+        while !ready(self) {
+            if k < SPINS {
+                k += 1;
+                std::hint::spin_loop();
+            } else {
+                idle()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait until every member has reached `f` of generation `g`.
+    #[inline]
+    pub fn wait_all<E>(
+        &self,
+        f: Flag,
+        g: u64,
+        idle: &mut impl FnMut() -> Result<(), E>,
+    ) -> Result<(), E> {
+        // Remember how far we got, so a long wait does not poll the early members again.
+        let mut next = 0;
+        self.wait(
+            |s| {
+                while next < s.n && s.reached(next, f, g) {
+                    next += 1;
+                }
+                next == s.n
+            },
+            idle,
+        )
+    }
+
+    /// Wait until the areas of generation `g` may be written: every member is done with
+    /// generation `g - 2`, which used the same areas.
+    #[inline]
+    pub fn wait_free<E>(&self, g: u64, idle: &mut impl FnMut() -> Result<(), E>) -> Result<(), E> {
+        if g <= 2 {
+            return Ok(());
+        }
+        self.wait_all(Flag::Done, g - 2, idle)
+    }
+
+    /// Member `r`'s area of generation `g` (`slot_bytes` long).
+    #[inline]
+    pub fn area(&self, r: usize, g: u64) -> *mut u8 {
+        assert!(r < self.n);
+        let i = 2 * r + (g & 1) as usize;
+        // SAFETY: inside the mapping (see the layout).
+        unsafe { self.base.add(self.n * CTL_BYTES + i * self.slot) }
+    }
+
+    /// The result area of generation `g` (`slot_bytes` long).
+    #[inline]
+    pub fn result(&self, g: u64) -> *mut u8 {
+        let i = 2 * self.n + (g & 1) as usize;
+        // SAFETY: inside the mapping (see the layout).
+        unsafe { self.base.add(self.n * CTL_BYTES + i * self.slot) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Zeroed, 128-byte aligned memory for a region in one process.
+    struct Mem {
+        p: *mut u8,
+        l: std::alloc::Layout,
+    }
+    unsafe impl Send for Mem {}
+    unsafe impl Sync for Mem {}
+    impl Mem {
+        fn new(bytes: usize) -> Mem {
+            let l = std::alloc::Layout::from_size_align(bytes, 128).unwrap();
+            let p = unsafe { std::alloc::alloc_zeroed(l) };
+            assert!(!p.is_null());
+            Mem { p, l }
+        }
+    }
+    impl Drop for Mem {
+        fn drop(&mut self) {
+            unsafe { std::alloc::dealloc(self.p, self.l) }
+        }
+    }
+
+    fn yield_idle() -> Result<(), ()> {
+        std::thread::yield_now();
+        Ok(())
+    }
+
+    /// Threads standing for members run many generations of "publish, read everyone's data,
+    /// done" (an allgather) through two parities: every reader must see exactly the data of
+    /// its generation, never a half-written or overwritten area.
+    #[test]
+    fn published_areas_are_seen_whole_and_not_overwritten_early() {
+        const N: usize = 4;
+        const SLOT: usize = 1024;
+        const GENS: u64 = 3000;
+        let mem = Arc::new(Mem::new(NodeRegion::bytes(N, SLOT)));
+        let threads: Vec<_> = (0..N)
+            .map(|me| {
+                let mem = mem.clone();
+                std::thread::spawn(move || {
+                    let r = unsafe { NodeRegion::from_raw(mem.p, N, SLOT) };
+                    let words = SLOT / 8;
+                    for g in 1..=GENS {
+                        r.wait_free(g, &mut || yield_idle()).unwrap();
+                        let a = r.area(me, g) as *mut u64;
+                        for w in 0..words {
+                            unsafe { a.add(w).write_volatile(g * 1000 + me as u64) };
+                        }
+                        r.set(me, Flag::Published, g);
+                        r.wait_all(Flag::Published, g, &mut || yield_idle())
+                            .unwrap();
+                        for j in 0..N {
+                            let b = r.area(j, g) as *const u64;
+                            for w in 0..words {
+                                let v = unsafe { b.add(w).read_volatile() };
+                                assert_eq!(v, g * 1000 + j as u64, "gen {g} member {j} word {w}");
+                            }
+                        }
+                        r.set(me, Flag::Done, g);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    /// One writer (a broadcast root) runs ahead of its readers by at most the two parities.
+    #[test]
+    fn a_root_never_overwrites_an_area_a_reader_still_needs() {
+        const N: usize = 3;
+        const SLOT: usize = 256;
+        const GENS: u64 = 5000;
+        let mem = Arc::new(Mem::new(NodeRegion::bytes(N, SLOT)));
+        let threads: Vec<_> = (0..N)
+            .map(|me| {
+                let mem = mem.clone();
+                std::thread::spawn(move || {
+                    let r = unsafe { NodeRegion::from_raw(mem.p, N, SLOT) };
+                    for g in 1..=GENS {
+                        let root = (g % N as u64) as usize;
+                        if me == root {
+                            r.wait_free(g, &mut || yield_idle()).unwrap();
+                            let a = r.area(root, g) as *mut u64;
+                            for w in 0..SLOT / 8 {
+                                unsafe { a.add(w).write_volatile(g) };
+                            }
+                            r.set(me, Flag::Published, g);
+                        } else {
+                            r.wait(|s| s.reached(root, Flag::Published, g), &mut || {
+                                yield_idle()
+                            })
+                            .unwrap();
+                            let a = r.area(root, g) as *const u64;
+                            for w in 0..SLOT / 8 {
+                                assert_eq!(unsafe { a.add(w).read_volatile() }, g);
+                            }
+                        }
+                        r.set(me, Flag::Done, g);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn idle_errors_end_a_wait_and_regions_map_across_handles() {
+        let r0 = {
+            let job = format!("nr{}", std::process::id());
+            let mut a = NodeRegion::create(&job, 1, 5, 2, 100).unwrap();
+            assert_eq!(a.slot_bytes(), 128, "rounded to a control block");
+            let b = NodeRegion::open(&job, &a.desc().unwrap(), 2, 100).unwrap();
+            a.set(0, Flag::Reduced, 9);
+            assert!(b.reached(0, Flag::Reduced, 9) && !b.reached(0, Flag::Reduced, 10));
+            unsafe { *a.result(3) = 7 };
+            assert_eq!(unsafe { *b.result(1) }, 7, "same parity, same area");
+            assert!(
+                NodeRegion::open(&job, &a.desc().unwrap(), 4, 100).is_err(),
+                "too small"
+            );
+            a.unlink();
+            assert!(NodeRegion::open(&job, &a.desc().unwrap(), 2, 100).is_err());
+            b
+        };
+        let mut calls = 0;
+        let e = r0.wait_all(Flag::Done, 1, &mut || {
+            calls += 1;
+            if calls == 3 {
+                Err("gave up")
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(e, Err("gave up"));
+    }
+}
