@@ -165,6 +165,11 @@ fn idler() -> Result<impl FnMut() -> Result<()>> {
 /// The communicator's size, our rank, and whether a shared-memory algorithm may serve a call
 /// on it: an intracommunicator of more than one member, all on this host.
 fn eligible(e: &mut crate::mpi::engine::Engine, comm: u32) -> Option<(usize, usize)> {
+    // Only where the job uses shared memory at all: a job told to use other transports
+    // (PROTEAN_TRANSPORTS=tcp, say) keeps its collectives on them too.
+    if !e.net.has(crate::transport::Route::Shm) {
+        return None;
+    }
     let c = e.comm(comm).ok()?;
     if c.is_inter() || c.size() < 2 {
         return None;
