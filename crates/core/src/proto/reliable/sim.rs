@@ -50,6 +50,10 @@ pub struct Faults {
     /// One-way delay and its jitter.
     pub delay: Nanos,
     pub jitter: Nanos,
+    /// A bottleneck on each direction of each pair: it forwards a datagram every `rate`
+    /// (0: no bottleneck) and holds at most `queue` waiting; more are dropped (congestion).
+    pub rate: Nanos,
+    pub queue: u64,
 }
 
 impl Faults {
@@ -60,6 +64,8 @@ impl Faults {
         reorder_by: 0,
         delay: 20 * US,
         jitter: 0,
+        rate: 0,
+        queue: 0,
     };
 }
 
@@ -95,6 +101,10 @@ pub struct Sim {
     pub failures: Vec<(Gpid, Gpid, String)>,
     /// Datagrams the network refuses to carry between a pair (a partition), both ways.
     pub cut: Option<(Gpid, Gpid)>,
+    /// When each direction's bottleneck is free again (index from * n + to).
+    busy: Vec<Nanos>,
+    /// Datagrams dropped by a full bottleneck queue.
+    pub queue_dropped: u64,
 }
 
 const PAYLOAD: usize = 12;
@@ -120,6 +130,8 @@ impl Sim {
             wire_dropped: 0,
             failures: Vec::new(),
             cut: None,
+            busy: vec![0; n * n],
+            queue_dropped: 0,
         }
     }
 
@@ -145,8 +157,21 @@ impl Sim {
         } else {
             1
         };
+        // Through the bottleneck: wait behind what it holds, or be dropped when it is full.
+        let mut start = self.now;
+        let n = self.procs.len();
+        let busy = &mut self.busy[from as usize * n + to as usize];
+        if let Some(waiting) = busy.saturating_sub(self.now).checked_div(self.faults.rate) {
+            if waiting >= self.faults.queue {
+                self.wire_dropped += 1;
+                self.queue_dropped += 1;
+                return;
+            }
+            *busy = (*busy).max(self.now) + self.faults.rate;
+            start = *busy;
+        }
         for _ in 0..copies {
-            let mut at = self.now + self.faults.delay + self.rng.below(self.faults.jitter + 1);
+            let mut at = start + self.faults.delay + self.rng.below(self.faults.jitter + 1);
             if self.rng.chance(self.faults.reorder) {
                 at += self.rng.below(self.faults.reorder_by + 1);
             }
@@ -339,6 +364,8 @@ fn lossy(drop: f64, dup: f64, reorder: f64) -> Faults {
         reorder_by: 200 * US,
         delay: 20 * US,
         jitter: 10 * US,
+        rate: 0,
+        queue: 0,
     }
 }
 
@@ -373,26 +400,100 @@ fn heavy_loss_still_delivers_in_order() {
     all_to_all(3, 300, lossy(0.3, 0.1, 0.3), 11).unwrap();
 }
 
-#[test]
-fn the_sender_backs_off_under_loss_instead_of_storming() {
-    // One stream at 10% loss: the window stays well below its maximum, and the datagrams
-    // put on the wire are about what the losses cost, not a storm of retransmissions.
-    let n = 5000;
-    let mut sim = Sim::new(2, params(), lossy(0.10, 0.0, 0.0), 3);
-    sim.send(0, 1, n);
-    let mut windows = Vec::new();
-    while !sim.run(sim.now() + 5 * MS) {
-        windows.push(sim.link(0, 1).cwnd());
-        assert!(sim.now() < 600 * S);
+/// A path with a bottleneck: a datagram every `rate` (1472-byte datagrams at 1 Gbit/s: 12 us),
+/// `queue` datagrams of buffer before it drops, a round trip of twice `delay`, random loss.
+fn bottleneck(rate: Nanos, queue: u64, delay: Nanos, drop: f64) -> Faults {
+    Faults {
+        drop,
+        dup: 0.0,
+        reorder: 0.0,
+        reorder_by: 0,
+        delay,
+        jitter: 0,
+        rate,
+        queue,
     }
+}
+
+/// One stream of `n` datagrams from process 0 to 1: the virtual time it took, and the
+/// sender's counters.
+fn stream(p: Params, f: Faults, n: u64, seed: u64) -> (Nanos, Stats, u64) {
+    let mut sim = Sim::new(2, p, f, seed);
+    sim.send(0, 1, n);
+    assert!(sim.run(600 * S), "finished");
     sim.check(0, 1, n).unwrap();
-    let mean = windows.iter().map(|w| *w as f64).sum::<f64>() / windows.len().max(1) as f64;
-    assert!(mean < params().window as f64 / 2.0, "mean window {mean}");
-    let data = sim.link(0, 1).stats.sent + sim.link(0, 1).stats.retransmitted;
+    assert!(sim.failures.is_empty());
+    (sim.now(), sim.link(0, 1).stats, sim.queue_dropped)
+}
+
+#[test]
+fn random_loss_of_five_percent_keeps_most_of_the_bandwidth() {
+    // The issue's target: under 5% loss, at least half the loss-free bandwidth. Across hosts
+    // (1472-byte datagrams, the automatic window of 1424, 1 Gbit/s, 1 ms round trip) and as
+    // on loopback (64 KiB datagrams, window 64, a short round trip).
+    let n = 20_000;
+    for (window, rate, delay) in [(1424, 12 * US, 500 * US), (64, 20 * US, 100 * US)] {
+        let p = Params { window, ..params() };
+        let (clean, _, _) = stream(p, bottleneck(rate, 256, delay, 0.0), n, 1);
+        let (lossy, st, _) = stream(p, bottleneck(rate, 256, delay, 0.05), n, 1);
+        let ratio = clean as f64 / lossy as f64;
+        let capacity = (n * rate) as f64 / clean as f64;
+        eprintln!(
+            "window {window}: loss-free {:.1} ms ({:.2} of the bottleneck), 5% loss {:.1} ms: \
+             {ratio:.2}x; {st:?}",
+            clean as f64 / 1e6,
+            capacity,
+            lossy as f64 / 1e6
+        );
+        assert!(
+            ratio >= 0.5,
+            "window {window}: {ratio:.2}x the loss-free bandwidth"
+        );
+        // No storm: about one retransmission per loss.
+        let data = st.sent + st.retransmitted;
+        assert!(
+            (data as f64) < n as f64 * 1.15,
+            "{data} data datagrams for {n} at 5% loss"
+        );
+    }
+}
+
+#[test]
+fn the_sender_backs_off_under_congestion_instead_of_storming() {
+    // A bottleneck with little buffer and no random loss: the queue fills before it drops,
+    // so each loss is congestion and halves the window; the sender keeps the bottleneck busy
+    // and the drops stay a small share of what it sends.
+    let n = 20_000;
+    let p = Params {
+        window: 1424,
+        ..params()
+    };
+    let rate = 12 * US;
+    let (t, st, qdrops) = stream(p, bottleneck(rate, 48, 500 * US, 0.0), n, 2);
+    let busy = (n * rate) as f64 / t as f64;
+    eprintln!("bottleneck busy {busy:.2}, {qdrops} dropped at the queue; {st:?}");
+    assert!(st.congestion_events > 0, "{st:?}");
+    assert!(busy > 0.6, "the bottleneck was busy {busy:.2} of the time");
     assert!(
-        (data as f64) < n as f64 * 1.4,
-        "{data} data datagrams for {n} messages at 10% loss"
+        (qdrops as f64) < 0.03 * n as f64,
+        "{qdrops} datagrams dropped at the queue for {n}"
     );
+}
+
+#[test]
+fn loss_with_a_queue_is_congestion_and_without_one_random() {
+    // The same 5% random loss; with a window far above the path's capacity a queue builds,
+    // and losses then shrink the window; without a queue they do not.
+    let n = 5000;
+    let p = Params {
+        window: 1424,
+        ..params()
+    };
+    let (_, st, _) = stream(p, bottleneck(50 * US, 4096, 100 * US, 0.05), n, 3);
+    assert!(st.congestion_events > 0, "a queue: {st:?}");
+    let (_, st, _) = stream(p, bottleneck(0, 0, 500 * US, 0.05), n, 3);
+    assert_eq!(st.congestion_events, 0, "no queue: {st:?}");
+    assert!(st.random_loss_events > 0, "{st:?}");
 }
 
 #[test]
@@ -428,7 +529,7 @@ fn headers_roundtrip_and_malformed_ones_are_refused() {
     let h = Header {
         seq: 5,
         ack: 3,
-        sack: 0b101,
+        sack: [(2, 3), (5, 9), (0, 0), (0, 0)],
         limit: 66,
         delay_us: 7,
     };
@@ -437,7 +538,7 @@ fn headers_roundtrip_and_malformed_ones_are_refused() {
     assert_eq!(Header::decode(&b), Ok(h));
     assert!(Header::decode(&b[..HEADER_LEN - 1]).is_err());
     let mut z = b;
-    z[38] = 1;
+    z[30] = 1;
     assert!(Header::decode(&z).is_err(), "reserved bytes");
     let bad = |f: &dyn Fn(&mut Header)| {
         let mut x = h;
@@ -450,6 +551,21 @@ fn headers_roundtrip_and_malformed_ones_are_refused() {
     assert!(bad(&|x| x.seq = FIELD_MAX + 1));
     assert!(bad(&|x| x.limit = 1));
     assert!(bad(&|x| x.limit = u64::MAX));
+    assert!(
+        bad(&|x| x.sack[0] = (0, 1)),
+        "a block at the acknowledged one"
+    );
+    assert!(bad(&|x| x.sack[0] = (4, 4)), "an empty block");
+    assert!(!bad(&|x| x.sack[1] = (0, 0)), "fewer blocks");
+    assert!(
+        bad(&|x| x.sack = [(2, 3), (0, 0), (5, 9), (0, 0)]),
+        "a gap in the blocks"
+    );
+    assert_eq!(
+        h.blocks().collect::<Vec<_>>(),
+        vec![(5, 6), (8, 12)],
+        "ranges from the acknowledgement"
+    );
 }
 
 #[test]
@@ -464,7 +580,7 @@ fn acknowledgements_of_data_never_sent_and_stale_headers_change_nothing() {
     let forged = Header {
         seq: 0,
         ack: 100,
-        sack: 0,
+        sack: [(0, 0); SACK_BLOCKS],
         limit: 1000,
         delay_us: 0,
     };
@@ -475,7 +591,7 @@ fn acknowledgements_of_data_never_sent_and_stale_headers_change_nothing() {
     let ack = |a: u64, limit: u64| Header {
         seq: 0,
         ack: a,
-        sack: 0,
+        sack: [(0, 0); SACK_BLOCKS],
         limit,
         delay_us: 0,
     };
@@ -509,6 +625,8 @@ proptest! {
             reorder_by: 4 * delay_us * US,
             delay: delay_us * US,
             jitter: jitter_us * US,
+            rate: 0,
+            queue: 0,
         };
         if let Err(e) = all_to_all(n, per_pair, f, seed) {
             prop_assert!(false, "seed {seed:#x}: {e}");
