@@ -101,6 +101,9 @@ pub struct Sim {
     pub failures: Vec<(Gpid, Gpid, String)>,
     /// Datagrams the network refuses to carry between a pair (a partition), both ways.
     pub cut: Option<(Gpid, Gpid)>,
+    /// Periods `[from, until)` in which a process does not run (a loaded machine does not
+    /// schedule it): what reaches it waits, and its timers wait, until the period ends.
+    pub stalls: Vec<(Gpid, Nanos, Nanos)>,
     /// When each direction's bottleneck is free again (index from * n + to).
     busy: Vec<Nanos>,
     /// Datagrams dropped by a full bottleneck queue.
@@ -130,6 +133,7 @@ impl Sim {
             wire_dropped: 0,
             failures: Vec::new(),
             cut: None,
+            stalls: Vec::new(),
             busy: vec![0; n * n],
             queue_dropped: 0,
         }
@@ -257,11 +261,20 @@ impl Sim {
                     break;
                 }
                 self.wire.pop();
+                let to = self.slots[i].as_ref().expect("a datagram in flight").to;
+                if let Some(until) = self.stalled(to) {
+                    self.wire.push(Reverse((until, self.sent, i)));
+                    self.sent += 1;
+                    continue;
+                }
                 let d = self.slots[i].take().expect("a datagram in flight");
                 self.deliver(d);
             }
             let mut due = Vec::new();
             for me in 0..n {
+                if self.stalled(me).is_some() {
+                    continue;
+                }
                 due.clear();
                 self.procs[me as usize].links.tick(self.now, &mut due);
                 while let Some((peer, why)) = self.procs[me as usize].links.failed() {
@@ -281,7 +294,12 @@ impl Sim {
             }
             // Jump to the next event.
             let next_wire = self.wire.peek().map(|Reverse((t, _, _))| *t);
-            let next_timer = self.procs.iter().filter_map(|p| p.links.next_due()).min();
+            let next_timer = self
+                .procs
+                .iter()
+                .filter_map(|p| p.links.next_due())
+                .chain(self.stalls.iter().map(|s| s.2).filter(|&t| t > self.now))
+                .min();
             let next = match (next_wire, next_timer) {
                 (Some(a), Some(b)) => a.min(b),
                 (a, b) => a.or(b).unwrap_or(self.now + MS),
@@ -291,6 +309,14 @@ impl Sim {
                 return false;
             }
         }
+    }
+
+    /// When process `p` runs again, if it is stalled now.
+    fn stalled(&self, p: Gpid) -> Option<Nanos> {
+        self.stalls
+            .iter()
+            .find(|s| s.0 == p && (s.1..s.2).contains(&self.now))
+            .map(|s| s.2)
     }
 
     /// Exactly once and in order: what `to` got from `from` is 0..count.
@@ -460,9 +486,10 @@ fn random_loss_of_five_percent_keeps_most_of_the_bandwidth() {
 
 #[test]
 fn the_sender_backs_off_under_congestion_instead_of_storming() {
-    // A bottleneck with little buffer and no random loss: the queue fills before it drops,
-    // so each loss is congestion and halves the window; the sender keeps the bottleneck busy
-    // and the drops stay a small share of what it sends.
+    // A bottleneck with little buffer and no random loss: the queue fills before it drops and
+    // drops densely, so the window halves; the sender keeps the bottleneck busy and the drops
+    // stay a bounded share of what it sends (about 8%: sparse first drops are let pass, as
+    // random loss is).
     let n = 20_000;
     let p = Params {
         window: 1424,
@@ -475,23 +502,68 @@ fn the_sender_backs_off_under_congestion_instead_of_storming() {
     assert!(st.congestion_events > 0, "{st:?}");
     assert!(busy > 0.6, "the bottleneck was busy {busy:.2} of the time");
     assert!(
-        (qdrops as f64) < 0.03 * n as f64,
+        (qdrops as f64) < 0.1 * n as f64,
         "{qdrops} datagrams dropped at the queue for {n}"
     );
 }
 
 #[test]
-fn loss_with_a_queue_is_congestion_and_without_one_random() {
-    // The same 5% random loss; with a window far above the path's capacity a queue builds,
-    // and losses then shrink the window; without a queue they do not.
+fn a_receiver_not_scheduled_for_a_while_costs_a_probe_not_the_window() {
+    // The receiver stops running for 8 ms three times (a loaded machine): the sender's timer
+    // expires each time, but the first expiries only probe, so the stream loses little more
+    // than the stalls themselves and retransmits a handful of datagrams, not its flight.
+    let n = 20_000;
+    let p = Params {
+        window: 1424,
+        ..params()
+    };
+    let f = bottleneck(12 * US, 256, 500 * US, 0.0);
+    let (clean, _, _) = stream(p, f, n, 4);
+    let mut sim = Sim::new(2, p, f, 4);
+    sim.stalls = vec![
+        (1, 50 * MS, 58 * MS),
+        (1, 100 * MS, 108 * MS),
+        (1, 150 * MS, 158 * MS),
+    ];
+    sim.send(0, 1, n);
+    assert!(sim.run(600 * S));
+    sim.check(0, 1, n).unwrap();
+    let st = sim.link(0, 1).stats;
+    eprintln!(
+        "loss-free {:.1} ms, with 24 ms of stalls {:.1} ms; {st:?}",
+        clean as f64 / 1e6,
+        sim.now() as f64 / 1e6
+    );
+    assert!(st.timeouts > 0, "the stalls expire the timer: {st:?}");
+    // Every retransmission is a loss the scoreboard found (the bottleneck's queue drops a
+    // few as the window probes it) or a probe; none is the whole flight going again.
+    assert!(st.retransmitted <= st.losses + st.timeouts, "{st:?}");
+    assert!(
+        sim.now() < clean + 24 * MS + 10 * MS,
+        "{} ms",
+        sim.now() / MS
+    );
+}
+
+#[test]
+fn random_loss_behind_a_standing_queue_or_heavy_loss_alone_keeps_the_window() {
+    // A slow receiver (one datagram per 50 us, a deep socket buffer: a standing queue, as on
+    // a loaded machine) with 5% random loss: sparse losses are not congestion.
     let n = 5000;
     let p = Params {
         window: 1424,
         ..params()
     };
-    let (_, st, _) = stream(p, bottleneck(50 * US, 4096, 100 * US, 0.05), n, 3);
-    assert!(st.congestion_events > 0, "a queue: {st:?}");
-    let (_, st, _) = stream(p, bottleneck(0, 0, 500 * US, 0.05), n, 3);
+    let f = bottleneck(50 * US, 4096, 100 * US, 0.0);
+    let (clean, _, _) = stream(p, f, n, 3);
+    let (lossy, st, _) = stream(p, Faults { drop: 0.05, ..f }, n, 3);
+    assert!(
+        st.congestion_events * 2 < st.random_loss_events,
+        "mostly taken as random: {st:?}"
+    );
+    assert!(clean as f64 / lossy as f64 > 0.8, "{clean} vs {lossy}");
+    // 30% loss without a queue: a bad link; sending less would not help it.
+    let (_, st, _) = stream(p, bottleneck(0, 0, 500 * US, 0.3), n, 3);
     assert_eq!(st.congestion_events, 0, "no queue: {st:?}");
     assert!(st.random_loss_events > 0, "{st:?}");
 }
@@ -649,4 +721,32 @@ fn the_automatic_window_follows_the_datagram_size() {
     assert_eq!(window(&cfg, 576), Some(3640));
     cfg.udp_window = 128;
     assert_eq!(window(&cfg, 1472), Some(128));
+}
+
+#[test]
+fn runs_begun_within_one_batch_are_all_reported_before_the_sender_could_deem_them_lost() {
+    // A receiver reads datagrams 2..=40 in one batch, with 1, 10, 20 and 30 missing: four
+    // runs begin. The acknowledgement it owes then reports every run, over at most two
+    // headers, the newest first, so the sender never hears of a higher run before a lower.
+    let mut l: Link<Vec<u8>> = Link::new(params());
+    let mut freed = Vec::new();
+    for seq in (2..=40).filter(|s| ![10, 20, 30].contains(s)) {
+        let h = Header {
+            seq,
+            ack: 1,
+            limit: 64,
+            ..Header::default()
+        };
+        assert_eq!(l.arrived(0, &h, &mut freed), Arrival::Early(seq));
+        assert!(l.keep(seq, vec![]));
+    }
+    let mut reported = Vec::new();
+    while let Some(h) = l.stamp_ack(0) {
+        reported.extend(h.blocks());
+        assert!(reported.len() <= 2 * SACK_BLOCKS, "{reported:?}");
+    }
+    reported.sort();
+    reported.dedup();
+    assert_eq!(reported, vec![(2, 10), (11, 20), (21, 30), (31, 41)]);
+    assert!(!l.busy() || l.stamp_ack(0).is_none());
 }
