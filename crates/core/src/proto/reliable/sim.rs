@@ -750,3 +750,12 @@ fn runs_begun_within_one_batch_are_all_reported_before_the_sender_could_deem_the
     assert_eq!(reported, vec![(2, 10), (11, 20), (21, 30), (31, 41)]);
     assert!(!l.busy() || l.stamp_ack(0).is_none());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// The fuzz target's driver on random bytes (the fuzzer runs it under `make fuzz`).
+    #[test]
+    fn a_link_fed_arbitrary_headers_keeps_its_bounds(bytes in proptest::collection::vec(any::<u8>(), 0..4000)) {
+        fuzzing::link(&bytes);
+    }
+}
