@@ -234,7 +234,7 @@ fn forged_garbage_and_replayed_datagrams_are_dropped_and_counted() {
         Header {
             seq: 1,
             ack: 1,
-            sack: 0,
+            sack: [(0, 0); SACK_BLOCKS],
             limit: 64,
             delay_us: 0,
         }

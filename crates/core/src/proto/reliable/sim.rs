@@ -50,6 +50,10 @@ pub struct Faults {
     /// One-way delay and its jitter.
     pub delay: Nanos,
     pub jitter: Nanos,
+    /// A bottleneck on each direction of each pair: it forwards a datagram every `rate`
+    /// (0: no bottleneck) and holds at most `queue` waiting; more are dropped (congestion).
+    pub rate: Nanos,
+    pub queue: u64,
 }
 
 impl Faults {
@@ -60,6 +64,8 @@ impl Faults {
         reorder_by: 0,
         delay: 20 * US,
         jitter: 0,
+        rate: 0,
+        queue: 0,
     };
 }
 
@@ -95,6 +101,13 @@ pub struct Sim {
     pub failures: Vec<(Gpid, Gpid, String)>,
     /// Datagrams the network refuses to carry between a pair (a partition), both ways.
     pub cut: Option<(Gpid, Gpid)>,
+    /// Periods `[from, until)` in which a process does not run (a loaded machine does not
+    /// schedule it): what reaches it waits, and its timers wait, until the period ends.
+    pub stalls: Vec<(Gpid, Nanos, Nanos)>,
+    /// When each direction's bottleneck is free again (index from * n + to).
+    busy: Vec<Nanos>,
+    /// Datagrams dropped by a full bottleneck queue.
+    pub queue_dropped: u64,
 }
 
 const PAYLOAD: usize = 12;
@@ -120,6 +133,9 @@ impl Sim {
             wire_dropped: 0,
             failures: Vec::new(),
             cut: None,
+            stalls: Vec::new(),
+            busy: vec![0; n * n],
+            queue_dropped: 0,
         }
     }
 
@@ -145,8 +161,21 @@ impl Sim {
         } else {
             1
         };
+        // Through the bottleneck: wait behind what it holds, or be dropped when it is full.
+        let mut start = self.now;
+        let n = self.procs.len();
+        let busy = &mut self.busy[from as usize * n + to as usize];
+        if let Some(waiting) = busy.saturating_sub(self.now).checked_div(self.faults.rate) {
+            if waiting >= self.faults.queue {
+                self.wire_dropped += 1;
+                self.queue_dropped += 1;
+                return;
+            }
+            *busy = (*busy).max(self.now) + self.faults.rate;
+            start = *busy;
+        }
         for _ in 0..copies {
-            let mut at = self.now + self.faults.delay + self.rng.below(self.faults.jitter + 1);
+            let mut at = start + self.faults.delay + self.rng.below(self.faults.jitter + 1);
             if self.rng.chance(self.faults.reorder) {
                 at += self.rng.below(self.faults.reorder_by + 1);
             }
@@ -232,11 +261,20 @@ impl Sim {
                     break;
                 }
                 self.wire.pop();
+                let to = self.slots[i].as_ref().expect("a datagram in flight").to;
+                if let Some(until) = self.stalled(to) {
+                    self.wire.push(Reverse((until, self.sent, i)));
+                    self.sent += 1;
+                    continue;
+                }
                 let d = self.slots[i].take().expect("a datagram in flight");
                 self.deliver(d);
             }
             let mut due = Vec::new();
             for me in 0..n {
+                if self.stalled(me).is_some() {
+                    continue;
+                }
                 due.clear();
                 self.procs[me as usize].links.tick(self.now, &mut due);
                 while let Some((peer, why)) = self.procs[me as usize].links.failed() {
@@ -256,7 +294,12 @@ impl Sim {
             }
             // Jump to the next event.
             let next_wire = self.wire.peek().map(|Reverse((t, _, _))| *t);
-            let next_timer = self.procs.iter().filter_map(|p| p.links.next_due()).min();
+            let next_timer = self
+                .procs
+                .iter()
+                .filter_map(|p| p.links.next_due())
+                .chain(self.stalls.iter().map(|s| s.2).filter(|&t| t > self.now))
+                .min();
             let next = match (next_wire, next_timer) {
                 (Some(a), Some(b)) => a.min(b),
                 (a, b) => a.or(b).unwrap_or(self.now + MS),
@@ -266,6 +309,14 @@ impl Sim {
                 return false;
             }
         }
+    }
+
+    /// When process `p` runs again, if it is stalled now.
+    fn stalled(&self, p: Gpid) -> Option<Nanos> {
+        self.stalls
+            .iter()
+            .find(|s| s.0 == p && (s.1..s.2).contains(&self.now))
+            .map(|s| s.2)
     }
 
     /// Exactly once and in order: what `to` got from `from` is 0..count.
@@ -339,6 +390,8 @@ fn lossy(drop: f64, dup: f64, reorder: f64) -> Faults {
         reorder_by: 200 * US,
         delay: 20 * US,
         jitter: 10 * US,
+        rate: 0,
+        queue: 0,
     }
 }
 
@@ -373,26 +426,146 @@ fn heavy_loss_still_delivers_in_order() {
     all_to_all(3, 300, lossy(0.3, 0.1, 0.3), 11).unwrap();
 }
 
-#[test]
-fn the_sender_backs_off_under_loss_instead_of_storming() {
-    // One stream at 10% loss: the window stays well below its maximum, and the datagrams
-    // put on the wire are about what the losses cost, not a storm of retransmissions.
-    let n = 5000;
-    let mut sim = Sim::new(2, params(), lossy(0.10, 0.0, 0.0), 3);
-    sim.send(0, 1, n);
-    let mut windows = Vec::new();
-    while !sim.run(sim.now() + 5 * MS) {
-        windows.push(sim.link(0, 1).cwnd());
-        assert!(sim.now() < 600 * S);
+/// A path with a bottleneck: a datagram every `rate` (1472-byte datagrams at 1 Gbit/s: 12 us),
+/// `queue` datagrams of buffer before it drops, a round trip of twice `delay`, random loss.
+fn bottleneck(rate: Nanos, queue: u64, delay: Nanos, drop: f64) -> Faults {
+    Faults {
+        drop,
+        dup: 0.0,
+        reorder: 0.0,
+        reorder_by: 0,
+        delay,
+        jitter: 0,
+        rate,
+        queue,
     }
+}
+
+/// One stream of `n` datagrams from process 0 to 1: the virtual time it took, and the
+/// sender's counters.
+fn stream(p: Params, f: Faults, n: u64, seed: u64) -> (Nanos, Stats, u64) {
+    let mut sim = Sim::new(2, p, f, seed);
+    sim.send(0, 1, n);
+    assert!(sim.run(600 * S), "finished");
     sim.check(0, 1, n).unwrap();
-    let mean = windows.iter().map(|w| *w as f64).sum::<f64>() / windows.len().max(1) as f64;
-    assert!(mean < params().window as f64 / 2.0, "mean window {mean}");
-    let data = sim.link(0, 1).stats.sent + sim.link(0, 1).stats.retransmitted;
+    assert!(sim.failures.is_empty());
+    (sim.now(), sim.link(0, 1).stats, sim.queue_dropped)
+}
+
+#[test]
+fn random_loss_of_five_percent_keeps_most_of_the_bandwidth() {
+    // The issue's target: under 5% loss, at least half the loss-free bandwidth. Across hosts
+    // (1472-byte datagrams, the automatic window of 1424, 1 Gbit/s, 1 ms round trip) and as
+    // on loopback (64 KiB datagrams, window 64, a short round trip).
+    let n = 20_000;
+    for (window, rate, delay) in [(1424, 12 * US, 500 * US), (64, 20 * US, 100 * US)] {
+        let p = Params { window, ..params() };
+        let (clean, _, _) = stream(p, bottleneck(rate, 256, delay, 0.0), n, 1);
+        let (lossy, st, _) = stream(p, bottleneck(rate, 256, delay, 0.05), n, 1);
+        let ratio = clean as f64 / lossy as f64;
+        let capacity = (n * rate) as f64 / clean as f64;
+        eprintln!(
+            "window {window}: loss-free {:.1} ms ({:.2} of the bottleneck), 5% loss {:.1} ms: \
+             {ratio:.2}x; {st:?}",
+            clean as f64 / 1e6,
+            capacity,
+            lossy as f64 / 1e6
+        );
+        assert!(
+            ratio >= 0.5,
+            "window {window}: {ratio:.2}x the loss-free bandwidth"
+        );
+        // No storm: about one retransmission per loss.
+        let data = st.sent + st.retransmitted;
+        assert!(
+            (data as f64) < n as f64 * 1.15,
+            "{data} data datagrams for {n} at 5% loss"
+        );
+    }
+}
+
+#[test]
+fn the_sender_backs_off_under_congestion_instead_of_storming() {
+    // A bottleneck with little buffer and no random loss: the queue fills before it drops and
+    // drops densely, so the window halves; the sender keeps the bottleneck busy and the drops
+    // stay a bounded share of what it sends (about 8%: sparse first drops are let pass, as
+    // random loss is).
+    let n = 20_000;
+    let p = Params {
+        window: 1424,
+        ..params()
+    };
+    let rate = 12 * US;
+    let (t, st, qdrops) = stream(p, bottleneck(rate, 48, 500 * US, 0.0), n, 2);
+    let busy = (n * rate) as f64 / t as f64;
+    eprintln!("bottleneck busy {busy:.2}, {qdrops} dropped at the queue; {st:?}");
+    assert!(st.congestion_events > 0, "{st:?}");
+    assert!(busy > 0.6, "the bottleneck was busy {busy:.2} of the time");
     assert!(
-        (data as f64) < n as f64 * 1.4,
-        "{data} data datagrams for {n} messages at 10% loss"
+        (qdrops as f64) < 0.1 * n as f64,
+        "{qdrops} datagrams dropped at the queue for {n}"
     );
+}
+
+#[test]
+fn a_receiver_not_scheduled_for_a_while_costs_a_probe_not_the_window() {
+    // The receiver stops running for 8 ms three times (a loaded machine): the sender's timer
+    // expires each time, but the first expiries only probe, so the stream loses little more
+    // than the stalls themselves and retransmits a handful of datagrams, not its flight.
+    let n = 20_000;
+    let p = Params {
+        window: 1424,
+        ..params()
+    };
+    let f = bottleneck(12 * US, 256, 500 * US, 0.0);
+    let (clean, _, _) = stream(p, f, n, 4);
+    let mut sim = Sim::new(2, p, f, 4);
+    sim.stalls = vec![
+        (1, 50 * MS, 58 * MS),
+        (1, 100 * MS, 108 * MS),
+        (1, 150 * MS, 158 * MS),
+    ];
+    sim.send(0, 1, n);
+    assert!(sim.run(600 * S));
+    sim.check(0, 1, n).unwrap();
+    let st = sim.link(0, 1).stats;
+    eprintln!(
+        "loss-free {:.1} ms, with 24 ms of stalls {:.1} ms; {st:?}",
+        clean as f64 / 1e6,
+        sim.now() as f64 / 1e6
+    );
+    assert!(st.timeouts > 0, "the stalls expire the timer: {st:?}");
+    // Every retransmission is a loss the scoreboard found (the bottleneck's queue drops a
+    // few as the window probes it) or a probe; none is the whole flight going again.
+    assert!(st.retransmitted <= st.losses + st.timeouts, "{st:?}");
+    assert!(
+        sim.now() < clean + 24 * MS + 10 * MS,
+        "{} ms",
+        sim.now() / MS
+    );
+}
+
+#[test]
+fn random_loss_behind_a_standing_queue_or_heavy_loss_alone_keeps_the_window() {
+    // A slow receiver (one datagram per 50 us, a deep socket buffer: a standing queue, as on
+    // a loaded machine) with 5% random loss: sparse losses are not congestion.
+    let n = 5000;
+    let p = Params {
+        window: 1424,
+        ..params()
+    };
+    let f = bottleneck(50 * US, 4096, 100 * US, 0.0);
+    let (clean, _, _) = stream(p, f, n, 3);
+    let (lossy, st, _) = stream(p, Faults { drop: 0.05, ..f }, n, 3);
+    assert!(
+        st.congestion_events * 2 < st.random_loss_events,
+        "mostly taken as random: {st:?}"
+    );
+    assert!(clean as f64 / lossy as f64 > 0.8, "{clean} vs {lossy}");
+    // 30% loss without a queue: a bad link; sending less would not help it.
+    let (_, st, _) = stream(p, bottleneck(0, 0, 500 * US, 0.3), n, 3);
+    assert_eq!(st.congestion_events, 0, "no queue: {st:?}");
+    assert!(st.random_loss_events > 0, "{st:?}");
 }
 
 #[test]
@@ -428,7 +601,7 @@ fn headers_roundtrip_and_malformed_ones_are_refused() {
     let h = Header {
         seq: 5,
         ack: 3,
-        sack: 0b101,
+        sack: [(2, 3), (5, 9), (0, 0), (0, 0)],
         limit: 66,
         delay_us: 7,
     };
@@ -437,7 +610,7 @@ fn headers_roundtrip_and_malformed_ones_are_refused() {
     assert_eq!(Header::decode(&b), Ok(h));
     assert!(Header::decode(&b[..HEADER_LEN - 1]).is_err());
     let mut z = b;
-    z[38] = 1;
+    z[30] = 1;
     assert!(Header::decode(&z).is_err(), "reserved bytes");
     let bad = |f: &dyn Fn(&mut Header)| {
         let mut x = h;
@@ -450,6 +623,21 @@ fn headers_roundtrip_and_malformed_ones_are_refused() {
     assert!(bad(&|x| x.seq = FIELD_MAX + 1));
     assert!(bad(&|x| x.limit = 1));
     assert!(bad(&|x| x.limit = u64::MAX));
+    assert!(
+        bad(&|x| x.sack[0] = (0, 1)),
+        "a block at the acknowledged one"
+    );
+    assert!(bad(&|x| x.sack[0] = (4, 4)), "an empty block");
+    assert!(!bad(&|x| x.sack[1] = (0, 0)), "fewer blocks");
+    assert!(
+        bad(&|x| x.sack = [(2, 3), (0, 0), (5, 9), (0, 0)]),
+        "a gap in the blocks"
+    );
+    assert_eq!(
+        h.blocks().collect::<Vec<_>>(),
+        vec![(5, 6), (8, 12)],
+        "ranges from the acknowledgement"
+    );
 }
 
 #[test]
@@ -464,7 +652,7 @@ fn acknowledgements_of_data_never_sent_and_stale_headers_change_nothing() {
     let forged = Header {
         seq: 0,
         ack: 100,
-        sack: 0,
+        sack: [(0, 0); SACK_BLOCKS],
         limit: 1000,
         delay_us: 0,
     };
@@ -475,7 +663,7 @@ fn acknowledgements_of_data_never_sent_and_stale_headers_change_nothing() {
     let ack = |a: u64, limit: u64| Header {
         seq: 0,
         ack: a,
-        sack: 0,
+        sack: [(0, 0); SACK_BLOCKS],
         limit,
         delay_us: 0,
     };
@@ -509,6 +697,8 @@ proptest! {
             reorder_by: 4 * delay_us * US,
             delay: delay_us * US,
             jitter: jitter_us * US,
+            rate: 0,
+            queue: 0,
         };
         if let Err(e) = all_to_all(n, per_pair, f, seed) {
             prop_assert!(false, "seed {seed:#x}: {e}");
@@ -531,4 +721,41 @@ fn the_automatic_window_follows_the_datagram_size() {
     assert_eq!(window(&cfg, 576), Some(3640));
     cfg.udp_window = 128;
     assert_eq!(window(&cfg, 1472), Some(128));
+}
+
+#[test]
+fn runs_begun_within_one_batch_are_all_reported_before_the_sender_could_deem_them_lost() {
+    // A receiver reads datagrams 2..=40 in one batch, with 1, 10, 20 and 30 missing: four
+    // runs begin. The acknowledgement it owes then reports every run, over at most two
+    // headers, the newest first, so the sender never hears of a higher run before a lower.
+    let mut l: Link<Vec<u8>> = Link::new(params());
+    let mut freed = Vec::new();
+    for seq in (2..=40).filter(|s| ![10, 20, 30].contains(s)) {
+        let h = Header {
+            seq,
+            ack: 1,
+            limit: 64,
+            ..Header::default()
+        };
+        assert_eq!(l.arrived(0, &h, &mut freed), Arrival::Early(seq));
+        assert!(l.keep(seq, vec![]));
+    }
+    let mut reported = Vec::new();
+    while let Some(h) = l.stamp_ack(0) {
+        reported.extend(h.blocks());
+        assert!(reported.len() <= 2 * SACK_BLOCKS, "{reported:?}");
+    }
+    reported.sort();
+    reported.dedup();
+    assert_eq!(reported, vec![(2, 10), (11, 20), (21, 30), (31, 41)]);
+    assert!(!l.busy() || l.stamp_ack(0).is_none());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// The fuzz target's driver on random bytes (the fuzzer runs it under `make fuzz`).
+    #[test]
+    fn a_link_fed_arbitrary_headers_keeps_its_bounds(bytes in proptest::collection::vec(any::<u8>(), 0..4000)) {
+        fuzzing::link(&bytes);
+    }
 }
