@@ -16,6 +16,7 @@ pub mod datatype;
 pub mod env;
 pub mod errhandler;
 pub mod errors;
+pub mod grequest;
 pub mod group;
 pub mod handles;
 pub mod info;

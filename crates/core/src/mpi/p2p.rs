@@ -601,6 +601,9 @@ impl Engine {
             return Ok(Some(st));
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.greq {
+            return Ok(r.complete.then(|| r.status.clone()));
+        }
         if let Some(parts) = r.parts {
             return self.collect_parts(slot, parts);
         }
@@ -676,6 +679,36 @@ impl Engine {
             .reqs
             .get(slot)
             .is_some_and(|r| r.persist.is_some() && !r.active)
+    }
+
+    /// MPI_Grequest_start: a request only [`Engine::grequest_complete`] completes, on
+    /// communicator `comm` (whose error handler its errors go to).
+    pub fn grequest_start(&mut self, comm: u32) -> u32 {
+        let mut r = Request::new(Kind::Done, comm);
+        r.greq = true;
+        self.pml.reqs.insert(r)
+    }
+
+    /// MPI_Grequest_complete.
+    pub fn grequest_complete(&mut self, slot: u32) -> Result<()> {
+        match self.pml.reqs.get_mut(slot) {
+            Some(r) if r.greq && !r.complete => {
+                r.complete = true;
+                Ok(())
+            }
+            Some(r) if r.greq => err!(
+                Request,
+                "MPI_Grequest_complete was already called on this generalized request"
+            ),
+            _ => err!(Request, "not a generalized request"),
+        }
+    }
+
+    /// Give back the slot of a generalized request whose callbacks have run.
+    pub fn grequest_release(&mut self, slot: u32) {
+        if self.pml.reqs.get(slot).is_some_and(|r| r.greq) {
+            self.pml.reqs.remove(slot);
+        }
     }
 
     /// MPI_Request_free.
