@@ -294,8 +294,8 @@ impl Engine {
         let dst = base.wrapping_add(start as usize);
         let ctl = if target == w.rank { w.ctl } else { p.ctl };
         match what {
-            What::Put => std::ptr::copy(origin.ptr, dst, bytes),
-            What::Get => std::ptr::copy(dst, origin.ptr, bytes),
+            What::Put => copy_small(origin.ptr, dst, bytes),
+            What::Get => copy_small(dst, origin.ptr, bytes),
             What::Acc(_) | What::GetAcc(_) | What::Cas => {
                 let fetch = !matches!(what, What::Acc(_));
                 if ctl.is_null() || (fetch && (result.dt != t.dt || result.count != t.count)) {
@@ -923,6 +923,28 @@ enum Fallback {
     Am,
     /// An error for the caller.
     Range(crate::error::MpiError),
+}
+
+/// `std::ptr::copy` (overlap allowed), with the sizes of one basic element done in
+/// registers instead of a call to memmove.
+///
+/// # Safety
+/// As `std::ptr::copy`.
+#[inline(always)]
+unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
+    macro_rules! reg {
+        ($t:ty) => {
+            (dst as *mut $t).write_unaligned((src as *const $t).read_unaligned())
+        };
+    }
+    match n {
+        1 => reg!(u8),
+        2 => reg!(u16),
+        4 => reg!(u32),
+        8 => reg!(u64),
+        16 => reg!(u128),
+        _ => std::ptr::copy(src, dst, n),
+    }
 }
 
 /// Engine ids of MPI_REPLACE and MPI_NO_OP (checked by a test against [`Builtin::ALL`]).
