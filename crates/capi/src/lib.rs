@@ -23,6 +23,7 @@ pub mod info;
 pub mod memory;
 pub mod mpit;
 pub mod p2p;
+pub mod part;
 pub mod rma;
 pub mod status;
 pub mod topo;

@@ -254,7 +254,7 @@ impl Engine {
         self.pml
             .reqs
             .get(slot)
-            .map(|r| (r.comm, r.persist.is_some()))
+            .map(|r| (r.comm, r.persist.is_some() || r.part.is_some()))
     }
 
     /// Post a receive; returns its request slot.
@@ -534,6 +534,9 @@ impl Engine {
             };
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some(p) = &r.part {
+            return Ok(self.part_complete(p));
+        }
         if let Some(parts) = r.parts {
             return Ok(self.parts_done(parts));
         }
@@ -601,6 +604,9 @@ impl Engine {
             return Ok(Some(st));
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.part.is_some() {
+            return self.part_collect(slot);
+        }
         if r.greq {
             return Ok(r.complete.then(|| r.status.clone()));
         }
@@ -651,6 +657,9 @@ impl Engine {
             };
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some(p) = &r.part {
+            return Ok(self.part_peek(p));
+        }
         if let Some([s, rv]) = r.parts {
             if !self.parts_done([s, rv]) {
                 return Ok(None);
@@ -675,10 +684,9 @@ impl Engine {
 
     /// Is the request a persistent one that is not active (Wait on it returns at once)?
     pub fn is_inactive(&self, slot: u32) -> bool {
-        self.pml
-            .reqs
-            .get(slot)
-            .is_some_and(|r| r.persist.is_some() && !r.active)
+        self.pml.reqs.get(slot).is_some_and(|r| {
+            (r.persist.is_some() && !r.active) || r.part.as_ref().is_some_and(|p| !p.active)
+        })
     }
 
     /// MPI_Grequest_start: a request only [`Engine::grequest_complete`] completes, on
@@ -721,6 +729,9 @@ impl Engine {
             return Ok(());
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.part.is_some() {
+            return self.part_free(slot);
+        }
         if r.permanent {
             return Ok(());
         }
@@ -759,6 +770,12 @@ impl Engine {
             return self.cancel(p);
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.part.is_some() {
+            return err!(
+                Request,
+                "MPI_Cancel of a partitioned request is not supported by Protean"
+            );
+        }
         if let Some([s, rv]) = r.parts {
             self.cancel(s)?;
             return self.cancel(rv);
@@ -1114,6 +1131,9 @@ impl Engine {
             return self.coll_start(slot);
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.part.is_some() {
+            return self.part_start(slot);
+        }
         let p = match &r.persist {
             Some(p) if !r.active => (**p).clone(),
             Some(_) => {

@@ -174,6 +174,8 @@ pub struct Request {
     /// completion call that collects it leaves it in the slab for the C layer, which runs
     /// its callbacks and then releases it (`Engine::grequest_release`).
     pub greq: bool,
+    /// A partitioned request (MPI_Psend_init, MPI_Precv_init; `mpi::part`).
+    pub part: Option<Box<crate::mpi::part::Part>>,
 }
 
 impl Request {
@@ -209,6 +211,7 @@ impl Request {
             unpacked_from: usize::MAX,
             parts: None,
             greq: false,
+            part: None,
             seq: 0,
             link: 0,
         }
