@@ -567,15 +567,24 @@ impl Engine {
             return false;
         }
         let r = p.dtype.size * p.count;
-        if r == 0 {
-            return true;
-        }
-        let first = k * r / m.bytes.max(1);
-        let last = ((k + 1) * r).div_ceil(m.bytes.max(1)).min(m.parts);
+        let (first, last) = if r == 0 || m.bytes == 0 {
+            // Empty partitions: the sender's partition k, when both have as many; else
+            // every sender partition.
+            if m.parts == p.partitions {
+                (k, k + 1)
+            } else {
+                (0, m.parts)
+            }
+        } else {
+            (
+                k * r / m.bytes,
+                ((k + 1) * r).div_ceil(m.bytes).min(m.parts),
+            )
+        };
         let all =
             (first..last).all(|j| p.subs[j].is_some_and(|s| self.is_complete(s).unwrap_or(true)));
         if all && !p.unpacked[k] {
-            if let Some(v) = &p.staged {
+            if let Some(v) = p.staged.as_ref().filter(|_| r > 0) {
                 // SAFETY: the user's buffer holds the request's elements; partition k is
                 // `count` elements at buf + k * count * extent.
                 unsafe {
