@@ -42,15 +42,23 @@ fn scan_implementations(src: &Path) -> Result<BTreeMap<String, String>, String> 
             if code.starts_with("//") {
                 continue;
             }
-            // rustfmt breaks a long macro call after `name!(`: its first argument is on the
-            // next line.
+            // rustfmt breaks a long macro call after `name!(`: its arguments are on the next
+            // lines, one per line.
             let joined;
-            let code = match lines.get(lineno + 1) {
-                Some(next) if code.ends_with("!(") => {
-                    joined = format!("{code}{}", next.trim_start());
-                    joined.as_str()
+            let code = if code.ends_with("!(") {
+                let mut j = code.to_string();
+                for next in lines.iter().skip(lineno + 1).take(8) {
+                    let next = next.trim();
+                    if next.starts_with(')') {
+                        break;
+                    }
+                    j.push_str(next);
+                    j.push(' ');
                 }
-                _ => code,
+                joined = j;
+                joined.as_str()
+            } else {
+                code
             };
             for name in defined_names(code) {
                 if !header::API_PREFIXES.iter().any(|p| name.starts_with(p)) {
@@ -95,7 +103,9 @@ fn defined_names(code: &str) -> Vec<String> {
     }
     let mut names = Vec::new();
     for part in code[open + 2..].split(',') {
-        let Some(rest) = part.trim().strip_prefix("protean_") else {
+        // The last name may end the call: `m!(protean_A, protean_A_c);`.
+        let part = part.trim().trim_end_matches(';').trim_end_matches(')');
+        let Some(rest) = part.strip_prefix("protean_") else {
             break;
         };
         let name = ident(rest);

@@ -454,6 +454,7 @@ pub unsafe extern "C" fn protean_MPI_Wait(
     };
     match core::wait(slot) {
         Ok(st) => {
+            let st = crate::grequest::finished(slot, st, true);
             if !persistent {
                 *request = MPI_REQUEST_NULL;
             }
@@ -491,6 +492,7 @@ pub unsafe extern "C" fn protean_MPI_Test(
     };
     match core::test(slot) {
         Ok(Some(st)) => {
+            let st = crate::grequest::finished(slot, st, true);
             *flag = 1;
             if !persistent {
                 *request = MPI_REQUEST_NULL;
@@ -537,7 +539,7 @@ unsafe fn collect_one(
             .ok_or_else(|| bad(ErrorClass::Request, "invalid request handle"))?;
         Ok::<_, MpiError>((comm_handle(comm), persistent, e.collect(slot)?))
     })??;
-    let st = st.expect("complete request");
+    let st = crate::grequest::finished(slot, st.expect("complete request"), true);
     if !persistent {
         *reqs.add(i) = MPI_REQUEST_NULL;
     }
@@ -724,6 +726,7 @@ pub unsafe extern "C" fn protean_MPI_Waitany(
             MPI_SUCCESS
         }
         Ok(Some((i, st))) => {
+            let st = crate::grequest::finished(s[i].expect("active"), st, true);
             let (comm, persistent) = comms[i].unwrap_or((MPI_COMM_WORLD, false));
             if !persistent {
                 *array_of_requests.add(i) = MPI_REQUEST_NULL;
@@ -904,9 +907,13 @@ pub unsafe extern "C" fn protean_MPI_Request_get_status(
     };
     match core::test_status(slot) {
         Ok(Some(st)) => {
+            let st = crate::grequest::finished(slot, st, false);
             out(flag, 1);
             write_status(status, &st);
-            MPI_SUCCESS
+            match st.error {
+                None => MPI_SUCCESS,
+                Some(e) => raise(MPI_COMM_WORLD, *e, "MPI_Request_get_status"),
+            }
         }
         Ok(None) => {
             out(flag, 0);
@@ -930,6 +937,10 @@ pub unsafe extern "C" fn protean_MPI_Request_free(request: *mut MPI_Request) -> 
     let Some(slot) = request_slot(*request) else {
         return bad_request_code("MPI_Request_free");
     };
+    if let Some(rc) = crate::grequest::free(slot) {
+        *request = MPI_REQUEST_NULL;
+        return rc;
+    }
     match with(|e| e.request_free(slot)) {
         Ok(Ok(())) => {
             *request = MPI_REQUEST_NULL;
@@ -953,6 +964,9 @@ pub unsafe extern "C" fn protean_MPI_Cancel(request: *mut MPI_Request) -> c_int 
     let Some(slot) = request_slot(*request) else {
         return bad_request_code("MPI_Cancel");
     };
+    if let Some(rc) = crate::grequest::cancel(slot) {
+        return rc;
+    }
     match with(|e| e.cancel(slot)) {
         Ok(Ok(())) => MPI_SUCCESS,
         Ok(Err(e)) | Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Cancel"),

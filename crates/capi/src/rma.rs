@@ -66,6 +66,17 @@ fn wid(win: MPI_Win) -> R<u32> {
     with(|e| e.rma.win(id).map(|_| id))?
 }
 
+/// As [`wid`] without asking the engine whether the window is alive: for the calls whose core
+/// function checks that itself (operations, flushes), which then take the engine once.
+fn wid_handle(win: MPI_Win) -> R<u32> {
+    win_id(win).ok_or_else(|| {
+        bad(
+            ErrorClass::Win,
+            "invalid window (MPI_WIN_NULL or not a window)",
+        )
+    })
+}
+
 /// Report `e`, raised by `func`, on the error handler of window `win` (MPI_COMM_WORLD's when
 /// the handle is not a live window). Returns the code for the caller when the handler returns.
 #[cold]
@@ -657,7 +668,7 @@ unsafe fn run(
     t: Target,
     request: *mut MPI_Request,
 ) -> R<()> {
-    let id = wid(win)?;
+    let id = wid_handle(win)?;
     let want = !request.is_null();
     let slot = ops::op(id, what, origin, result, compare.cast(), t, want)?;
     if want {
@@ -677,10 +688,18 @@ fn buf(p: *const c_void, count: i64, dt: u32) -> Buf {
     }
 }
 
+/// MPI_Put / MPI_Get and their MPI_R* forms (`req`), each with its `_c` twin (MPI_Count
+/// counts).
 macro_rules! put_get {
-    ($name:ident, $func:literal, $what:expr, $origin_ty:ty, $count:ty, req) => {
+    // (Each function's name for errors is its Rust name without `protean_`.)
+    ($name:ident, $name_c:ident, $what:expr, $origin_ty:ty $(, $req:ident)?) => {
+        put_get!(@one $name, &stringify!($name)[8..], $what, $origin_ty, c_int $(, $req)?);
+        put_get!(@one $name_c, &stringify!($name_c)[8..], $what, $origin_ty, MPI_Count $(, $req)?);
+    };
+    (@one $name:ident, $func:expr, $what:expr, $origin_ty:ty, $count:ty $(, $req:ident)?) => {
         /// # Safety
-        /// The buffers follow MPI's rules for one-sided operations; `request` is writable.
+        /// The buffers follow MPI's rules for one-sided operations; `request` (MPI_R* forms)
+        /// is writable.
         #[no_mangle]
         pub unsafe extern "C" fn $name(
             origin_addr: $origin_ty,
@@ -691,10 +710,15 @@ macro_rules! put_get {
             target_count: $count,
             target_datatype: MPI_Datatype,
             win: MPI_Win,
-            request: *mut MPI_Request,
+            $($req: *mut MPI_Request,)?
         ) -> c_int {
+            let request: *mut MPI_Request = {
+                let _r: *mut MPI_Request = std::ptr::null_mut();
+                $(let _r = $req;)?
+                _r
+            };
             let r = (|| -> R<()> {
-                nonnull(request, "request")?;
+                $(nonnull($req, "request")?;)?
                 let o = buf(
                     origin_addr as *const c_void,
                     origin_count as i64,
@@ -711,98 +735,32 @@ macro_rules! put_get {
             done(r, win, $func)
         }
     };
-    ($name:ident, $func:literal, $what:expr, $origin_ty:ty, $count:ty) => {
-        /// # Safety
-        /// The buffers follow MPI's rules for one-sided operations.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            origin_addr: $origin_ty,
-            origin_count: $count,
-            origin_datatype: MPI_Datatype,
-            target_rank: c_int,
-            target_disp: MPI_Aint,
-            target_count: $count,
-            target_datatype: MPI_Datatype,
-            win: MPI_Win,
-        ) -> c_int {
-            let r = (|| -> R<()> {
-                let o = buf(
-                    origin_addr as *const c_void,
-                    origin_count as i64,
-                    dt(origin_datatype, "origin")?,
-                );
-                let t = Target {
-                    rank: target_rank,
-                    disp: target_disp as i64,
-                    count: target_count as i64,
-                    dt: dt(target_datatype, "target")?,
-                };
-                run(
-                    win,
-                    $what,
-                    o,
-                    Buf::NONE,
-                    std::ptr::null(),
-                    t,
-                    std::ptr::null_mut(),
-                )
-            })();
-            done(r, win, $func)
-        }
-    };
 }
 
-put_get!(protean_MPI_Put, "MPI_Put", What::Put, *const c_void, c_int);
-put_get!(
-    protean_MPI_Put_c,
-    "MPI_Put_c",
-    What::Put,
-    *const c_void,
-    MPI_Count
-);
-put_get!(protean_MPI_Get, "MPI_Get", What::Get, *mut c_void, c_int);
-put_get!(
-    protean_MPI_Get_c,
-    "MPI_Get_c",
-    What::Get,
-    *mut c_void,
-    MPI_Count
-);
+put_get!(protean_MPI_Put, protean_MPI_Put_c, What::Put, *const c_void);
+put_get!(protean_MPI_Get, protean_MPI_Get_c, What::Get, *mut c_void);
 put_get!(
     protean_MPI_Rput,
-    "MPI_Rput",
-    What::Put,
-    *const c_void,
-    c_int,
-    req
-);
-put_get!(
     protean_MPI_Rput_c,
-    "MPI_Rput_c",
     What::Put,
     *const c_void,
-    MPI_Count,
-    req
+    request
 );
 put_get!(
     protean_MPI_Rget,
-    "MPI_Rget",
-    What::Get,
-    *mut c_void,
-    c_int,
-    req
-);
-put_get!(
     protean_MPI_Rget_c,
-    "MPI_Rget_c",
     What::Get,
     *mut c_void,
-    MPI_Count,
-    req
+    request
 );
 
+/// MPI_Accumulate and MPI_Raccumulate (`request`), each with its `_c` twin.
 macro_rules! accumulate {
-    ($name:ident, $func:literal, $count:ty $(, $req:ident)?) => {
+    ($name:ident, $name_c:ident $(, $req:ident)?) => {
+        accumulate!(@one $name, &stringify!($name)[8..], c_int $(, $req)?);
+        accumulate!(@one $name_c, &stringify!($name_c)[8..], MPI_Count $(, $req)?);
+    };
+    (@one $name:ident, $func:expr, $count:ty $(, $req:ident)?) => {
         /// # Safety
         /// The buffers follow MPI's rules for one-sided operations.
         #[no_mangle]
@@ -831,21 +789,18 @@ macro_rules! accumulate {
             })();
             done(r, win, $func)
         }
-    };
-}
+    };}
 
-accumulate!(protean_MPI_Accumulate, "MPI_Accumulate", c_int);
-accumulate!(protean_MPI_Accumulate_c, "MPI_Accumulate_c", MPI_Count);
-accumulate!(protean_MPI_Raccumulate, "MPI_Raccumulate", c_int, request);
-accumulate!(
-    protean_MPI_Raccumulate_c,
-    "MPI_Raccumulate_c",
-    MPI_Count,
-    request
-);
+accumulate!(protean_MPI_Accumulate, protean_MPI_Accumulate_c);
+accumulate!(protean_MPI_Raccumulate, protean_MPI_Raccumulate_c, request);
 
+/// MPI_Get_accumulate and MPI_Rget_accumulate (`request`), each with its `_c` twin.
 macro_rules! get_accumulate {
-    ($name:ident, $func:literal, $count:ty $(, $req:ident)?) => {
+    ($name:ident, $name_c:ident $(, $req:ident)?) => {
+        get_accumulate!(@one $name, &stringify!($name)[8..], c_int $(, $req)?);
+        get_accumulate!(@one $name_c, &stringify!($name_c)[8..], MPI_Count $(, $req)?);
+    };
+    (@one $name:ident, $func:expr, $count:ty $(, $req:ident)?) => {
         /// # Safety
         /// The buffers follow MPI's rules for one-sided operations.
         #[no_mangle]
@@ -881,25 +836,12 @@ macro_rules! get_accumulate {
             })();
             done(r, win, $func)
         }
-    };
-}
+    };}
 
-get_accumulate!(protean_MPI_Get_accumulate, "MPI_Get_accumulate", c_int);
-get_accumulate!(
-    protean_MPI_Get_accumulate_c,
-    "MPI_Get_accumulate_c",
-    MPI_Count
-);
+get_accumulate!(protean_MPI_Get_accumulate, protean_MPI_Get_accumulate_c);
 get_accumulate!(
     protean_MPI_Rget_accumulate,
-    "MPI_Rget_accumulate",
-    c_int,
-    request
-);
-get_accumulate!(
     protean_MPI_Rget_accumulate_c,
-    "MPI_Rget_accumulate_c",
-    MPI_Count,
     request
 );
 
@@ -972,58 +914,66 @@ pub unsafe extern "C" fn protean_MPI_Compare_and_swap(
 // ---------------------------------------------------------------------------------------------
 // Synchronisation
 
-/// # Safety
-/// Plain arguments.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
-    done(
-        wid(win).and_then(|id| sync::fence(id, assert)),
-        win,
-        "MPI_Win_fence",
-    )
+/// A call on a window whose C arguments are plain values then the window: `$name(args...,
+/// win)` runs `$body` with the window's engine id as `$id` (from `$check`: [`wid`], or
+/// [`wid_handle`] where the core checks the window itself); errors go to the window's handler
+/// under the function's name (`$name` without `protean_`).
+macro_rules! win_call {
+    ($name:ident, $check:ident, |$id:ident $(, $arg:ident: $ty:ty)*| $body:expr) => {
+        /// # Safety
+        /// Plain arguments.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty,)* win: MPI_Win) -> c_int {
+            let r = (|| -> R<()> {
+                let $id = $check(win)?;
+                $body
+            })();
+            done(r, win, &stringify!($name)[8..])
+        }
+    };
 }
 
 fn group_of(g: MPI_Group) -> R<Vec<protean_core::ids::Gpid>> {
     crate::group::members(g)
 }
 
-/// # Safety
-/// Plain handles.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_post(
-    group: MPI_Group,
-    assert: c_int,
-    win: MPI_Win,
-) -> c_int {
-    let r = wid(win).and_then(|id| sync::post(id, &group_of(group)?, assert));
-    done(r, win, "MPI_Win_post")
-}
-
-/// # Safety
-/// Plain handles.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_start(
-    group: MPI_Group,
-    assert: c_int,
-    win: MPI_Win,
-) -> c_int {
-    let r = wid(win).and_then(|id| sync::start(id, &group_of(group)?, assert));
-    done(r, win, "MPI_Win_start")
-}
-
-/// # Safety
-/// Plain handles.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_complete(win: MPI_Win) -> c_int {
-    done(wid(win).and_then(sync::complete), win, "MPI_Win_complete")
-}
-
-/// # Safety
-/// Plain handles.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_wait(win: MPI_Win) -> c_int {
-    done(wid(win).and_then(sync::wait_epoch), win, "MPI_Win_wait")
-}
+win_call!(protean_MPI_Win_fence, wid, |id, assert: c_int| sync::fence(
+    id, assert
+));
+win_call!(
+    protean_MPI_Win_post,
+    wid,
+    |id, group: MPI_Group, assert: c_int| sync::post(id, &group_of(group)?, assert)
+);
+win_call!(
+    protean_MPI_Win_start,
+    wid,
+    |id, group: MPI_Group, assert: c_int| sync::start(id, &group_of(group)?, assert)
+);
+win_call!(protean_MPI_Win_complete, wid, |id| sync::complete(id));
+win_call!(protean_MPI_Win_wait, wid, |id| sync::wait_epoch(id));
+win_call!(protean_MPI_Win_unlock, wid, |id, rank: c_int| sync::unlock(
+    id, rank
+));
+win_call!(protean_MPI_Win_lock_all, wid, |id, assert: c_int| {
+    sync::lock_all(id, assert)
+});
+win_call!(protean_MPI_Win_unlock_all, wid, |id| sync::unlock_all(id));
+win_call!(protean_MPI_Win_flush, wid_handle, |id, rank: c_int| {
+    sync::flush(id, Some(rank))
+});
+win_call!(protean_MPI_Win_flush_all, wid_handle, |id| sync::flush(
+    id, None
+));
+win_call!(
+    protean_MPI_Win_flush_local,
+    wid_handle,
+    |id, rank: c_int| sync::flush_local(id, Some(rank))
+);
+win_call!(protean_MPI_Win_flush_local_all, wid_handle, |id| {
+    sync::flush_local(id, None)
+});
+win_call!(protean_MPI_Win_sync, wid, |id| sync::sync(id));
 
 /// # Safety
 /// `flag` is writable.
@@ -1064,90 +1014,6 @@ pub unsafe extern "C" fn protean_MPI_Win_lock(
         sync::lock(id, t, rank, assert)
     })();
     done(r, win, "MPI_Win_lock")
-}
-
-/// # Safety
-/// Plain arguments.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
-    done(
-        wid(win).and_then(|id| sync::unlock(id, rank)),
-        win,
-        "MPI_Win_unlock",
-    )
-}
-
-/// # Safety
-/// Plain arguments.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
-    done(
-        wid(win).and_then(|id| sync::lock_all(id, assert)),
-        win,
-        "MPI_Win_lock_all",
-    )
-}
-
-/// # Safety
-/// Plain arguments.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_unlock_all(win: MPI_Win) -> c_int {
-    done(
-        wid(win).and_then(sync::unlock_all),
-        win,
-        "MPI_Win_unlock_all",
-    )
-}
-
-/// # Safety
-/// Plain arguments.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
-    done(
-        wid(win).and_then(|id| sync::flush(id, Some(rank))),
-        win,
-        "MPI_Win_flush",
-    )
-}
-
-/// # Safety
-/// Plain arguments.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_flush_all(win: MPI_Win) -> c_int {
-    done(
-        wid(win).and_then(|id| sync::flush(id, None)),
-        win,
-        "MPI_Win_flush_all",
-    )
-}
-
-/// # Safety
-/// Plain arguments.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
-    done(
-        wid(win).and_then(|id| sync::flush_local(id, Some(rank))),
-        win,
-        "MPI_Win_flush_local",
-    )
-}
-
-/// # Safety
-/// Plain arguments.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_flush_local_all(win: MPI_Win) -> c_int {
-    done(
-        wid(win).and_then(|id| sync::flush_local(id, None)),
-        win,
-        "MPI_Win_flush_local_all",
-    )
-}
-
-/// # Safety
-/// Plain arguments.
-#[no_mangle]
-pub unsafe extern "C" fn protean_MPI_Win_sync(win: MPI_Win) -> c_int {
-    done(wid(win).and_then(sync::sync), win, "MPI_Win_sync")
 }
 
 #[cfg(test)]

@@ -375,6 +375,8 @@ tunables! {
         "Bytes of UDP datagrams a process keeps at most (sent and not acknowledged, and arrived ahead of a gap); beyond it, sends wait and early arrivals are dropped.";
     udp_fault: String = "", Kind::Str, writable = false,
         "For testing only: faults the UDP transport injects into what it sends, 'drop=P,dup=P,reorder=P,seed=N' (probabilities per datagram; a reordered datagram goes after the next one). Example: drop=0.05,dup=0.01,reorder=0.01.";
+    rma_fastpath: bool = "1", Kind::Bool, writable = true,
+        "One-sided operations on contiguous data at targets whose window memory is mapped here (MPI_Win_allocate and MPI_Win_allocate_shared on one host), and flushes with nothing in flight, take a short path that skips the general one (datatype flattening, staging, progress); 0 sends every operation through the general path (for comparison). Writable at run time.";
     progress_yield: usize = "auto", Kind::Choice(YIELD_MODES), writable = true,
         "Waiting ranks yield the CPU: auto (when ranks on this host outnumber its cores), always, or never (busy poll).";
     hostname: String = "", Kind::Str, writable = false,

@@ -113,6 +113,8 @@ pub struct Engine {
     /// Progress passes so far, and when the launcher was last seen alive (see
     /// [`Engine::watch_launcher`]).
     passes: u32,
+    /// Active partitioned requests (`mpi::part`), advanced by each progress pass.
+    pub(crate) parts: Vec<u32>,
     launcher_seen: std::time::Instant,
 }
 
@@ -217,6 +219,7 @@ impl Engine {
             rma: Default::default(),
             freed_types: Vec::new(),
             passes: 0,
+            parts: Vec::new(),
             launcher_seen: std::time::Instant::now(),
         })
     }
@@ -240,6 +243,9 @@ impl Engine {
         }
         if self.coll.busy() {
             self.coll_progress();
+        }
+        if !self.parts.is_empty() {
+            self.part_progress();
         }
         n
     }

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod global;
 pub mod group;
 pub mod p2p;
+pub mod part;
 pub mod pml;
 pub mod request;
 pub mod rma;

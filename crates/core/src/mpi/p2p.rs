@@ -255,7 +255,7 @@ impl Engine {
         self.pml
             .reqs
             .get(slot)
-            .map(|r| (r.comm, r.persist.is_some()))
+            .map(|r| (r.comm, r.persist.is_some() || r.part.is_some()))
     }
 
     /// Post a receive; returns its request slot.
@@ -535,6 +535,9 @@ impl Engine {
             };
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some(p) = &r.part {
+            return Ok(self.part_complete(p));
+        }
         if let Some(parts) = r.parts {
             return Ok(self.parts_done(parts));
         }
@@ -602,6 +605,12 @@ impl Engine {
             return Ok(Some(st));
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.part.is_some() {
+            return self.part_collect(slot);
+        }
+        if r.greq {
+            return Ok(r.complete.then(|| r.status.clone()));
+        }
         if let Some(parts) = r.parts {
             return self.collect_parts(slot, parts);
         }
@@ -649,6 +658,9 @@ impl Engine {
             };
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if let Some(p) = &r.part {
+            return Ok(self.part_peek(p));
+        }
         if let Some([s, rv]) = r.parts {
             if !self.parts_done([s, rv]) {
                 return Ok(None);
@@ -673,10 +685,39 @@ impl Engine {
 
     /// Is the request a persistent one that is not active (Wait on it returns at once)?
     pub fn is_inactive(&self, slot: u32) -> bool {
-        self.pml
-            .reqs
-            .get(slot)
-            .is_some_and(|r| r.persist.is_some() && !r.active)
+        self.pml.reqs.get(slot).is_some_and(|r| {
+            (r.persist.is_some() && !r.active) || r.part.as_ref().is_some_and(|p| !p.active)
+        })
+    }
+
+    /// MPI_Grequest_start: a request only [`Engine::grequest_complete`] completes, on
+    /// communicator `comm` (whose error handler its errors go to).
+    pub fn grequest_start(&mut self, comm: u32) -> u32 {
+        let mut r = Request::new(Kind::Done, comm);
+        r.greq = true;
+        self.pml.reqs.insert(r)
+    }
+
+    /// MPI_Grequest_complete.
+    pub fn grequest_complete(&mut self, slot: u32) -> Result<()> {
+        match self.pml.reqs.get_mut(slot) {
+            Some(r) if r.greq && !r.complete => {
+                r.complete = true;
+                Ok(())
+            }
+            Some(r) if r.greq => err!(
+                Request,
+                "MPI_Grequest_complete was already called on this generalized request"
+            ),
+            _ => err!(Request, "not a generalized request"),
+        }
+    }
+
+    /// Give back the slot of a generalized request whose callbacks have run.
+    pub fn grequest_release(&mut self, slot: u32) {
+        if self.pml.reqs.get(slot).is_some_and(|r| r.greq) {
+            self.pml.reqs.remove(slot);
+        }
     }
 
     /// MPI_Request_free.
@@ -689,6 +730,9 @@ impl Engine {
             return Ok(());
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.part.is_some() {
+            return self.part_free(slot);
+        }
         if r.permanent {
             return Ok(());
         }
@@ -727,6 +771,12 @@ impl Engine {
             return self.cancel(p);
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.part.is_some() {
+            return err!(
+                Request,
+                "MPI_Cancel of a partitioned request is not supported by Protean"
+            );
+        }
         if let Some([s, rv]) = r.parts {
             self.cancel(s)?;
             return self.cancel(rv);
@@ -1082,6 +1132,9 @@ impl Engine {
             return self.coll_start(slot);
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
+        if r.part.is_some() {
+            return self.part_start(slot);
+        }
         let p = match &r.persist {
             Some(p) if !r.active => (**p).clone(),
             Some(_) => {

@@ -170,6 +170,12 @@ pub struct Request {
     /// Buffered send: on the request the user holds, the wire id of the send from the
     /// attached buffer; on that send, the wire id of the user's request (0: none).
     pub link: u32,
+    /// A generalized request (MPI_Grequest_start): MPI_Grequest_complete completes it, and a
+    /// completion call that collects it leaves it in the slab for the C layer, which runs
+    /// its callbacks and then releases it (`Engine::grequest_release`).
+    pub greq: bool,
+    /// A partitioned request (MPI_Psend_init, MPI_Precv_init; `mpi::part`).
+    pub part: Option<Box<crate::mpi::part::Part>>,
 }
 
 impl Request {
@@ -204,6 +210,8 @@ impl Request {
             staged: 0,
             unpacked_from: usize::MAX,
             parts: None,
+            greq: false,
+            part: None,
             seq: 0,
             link: 0,
         }

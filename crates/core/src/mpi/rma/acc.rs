@@ -20,7 +20,6 @@
 //! calls), on the element type named by a predefined datatype's engine id: the one basic type
 //! (or MINLOC/MAXLOC pair type) both the origin's and the target's datatype are made of.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -281,21 +280,55 @@ pub unsafe fn compare_and_swap(
     }
 }
 
-/// Bound operations by (operation, element type), made once.
+/// Bound operations by (operation, element type), made once; a flat table indexed by both
+/// (element types are predefined datatype ids), so a lookup is an index.
 #[derive(Default)]
 pub struct Cache {
-    map: HashMap<(u8, u16), Arc<Acc>>,
+    table: Vec<Option<Arc<Acc>>>,
 }
 
 impl Cache {
-    pub fn get(&mut self, op: u8, elem: u16) -> Result<Arc<Acc>> {
-        if let Some(a) = self.map.get(&(op, elem)) {
-            return Ok(a.clone());
-        }
-        let a = Arc::new(Acc::new(op, elem)?);
-        self.map.insert((op, elem), a.clone());
-        Ok(a)
+    fn slot(op: u8, elem: u16) -> Option<usize> {
+        let n = PREDEFINED_NAMES.len();
+        ((op as u32) < NPREDEFINED && (elem as usize) < n).then(|| op as usize * n + elem as usize)
     }
+
+    /// As [`Cache::get`], borrowed (no reference count to take).
+    pub fn get_ref(&mut self, op: u8, elem: u16) -> Result<&Acc> {
+        let Some(i) = Self::slot(op, elem) else {
+            return err!(
+                Op,
+                "no accumulate kernel for operation {op} on element {elem}"
+            );
+        };
+        if self.table.len() <= i {
+            self.table
+                .resize(NPREDEFINED as usize * PREDEFINED_NAMES.len(), None);
+        }
+        if self.table[i].is_none() {
+            self.table[i] = Some(Arc::new(Acc::new(op, elem)?));
+        }
+        Ok(self.table[i].as_deref().expect("made above"))
+    }
+
+    pub fn get(&mut self, op: u8, elem: u16) -> Result<Arc<Acc>> {
+        self.get_ref(op, elem)?;
+        let i = Self::slot(op, elem).expect("checked by get_ref");
+        Ok(self.table[i].clone().expect("made by get_ref"))
+    }
+}
+
+/// The accumulate element of a predefined datatype ([`elem_id`] of its [`elem_of`]), from a
+/// table made once: None for derived types and types without one.
+#[inline]
+pub fn predefined_elem(dt: u32) -> Option<u16> {
+    static T: OnceLock<Vec<Option<u16>>> = OnceLock::new();
+    let t = T.get_or_init(|| {
+        (0..PREDEFINED_NAMES.len() as u32)
+            .map(|id| elem_of(&[], id).and_then(elem_id))
+            .collect()
+    });
+    t.get(dt as usize).copied().flatten()
 }
 
 #[cfg(test)]

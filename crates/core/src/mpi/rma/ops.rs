@@ -235,12 +235,107 @@ pub unsafe fn op(
     request: bool,
 ) -> Result<Option<u32>> {
     with(|e| {
+        if e.cfg.rma_fastpath && !request {
+            if let Some(r) = e.rma_fast(win, what, origin, result, compare, t) {
+                return r.map(|()| None);
+            }
+        }
         e.rma_poke(win);
         e.rma_op(win, what, origin, result, compare, t, request)
     })?
 }
 
 impl Engine {
+    /// The fast path: an operation on `count` elements of one contiguous datatype on both
+    /// sides (and the result's), at a target whose window memory is mapped here
+    /// ([`Mech::Direct`]), in a window without active messages. It does what
+    /// [`Engine::rma_op`] and `rma_direct` would, without their allocations, reference
+    /// counts and segment lists. None: not such an operation, or one the general path must
+    /// check and report (a bad rank, count, datatype, range or epoch), so it goes there.
+    ///
+    /// # Safety
+    /// As [`op`].
+    #[inline]
+    unsafe fn rma_fast(
+        &mut self,
+        win: u32,
+        what: What,
+        origin: Buf,
+        result: Buf,
+        compare: *const u8,
+        t: Target,
+    ) -> Option<Result<()>> {
+        let st = &mut self.rma;
+        let w = st.wins.get(win as usize)?.as_ref()?;
+        if w.am || !w.atomic || t.rank < 0 || w.flavor == Flavor::Dynamic {
+            return None;
+        }
+        let target = t.rank as usize;
+        let p = w.peers.get(target)?;
+        let Mech::Direct(base) = p.mech else {
+            return None;
+        };
+        if t.count <= 0 || origin.count != t.count || origin.dt != t.dt {
+            return None;
+        }
+        let n = t.count as usize;
+        let d = self.dtypes.get(t.dt as usize)?.as_ref()?;
+        if !d.committed || d.size == 0 || d.contiguous_span(n) != Some(0) {
+            return None;
+        }
+        let bytes = d.size.checked_mul(n)?;
+        let start = t.disp.checked_mul(p.disp_unit as i64)?;
+        if start < 0 || (start as u64).checked_add(bytes as u64)? > p.size {
+            return None;
+        }
+        if !w.in_access_epoch(target) {
+            return None;
+        }
+        let dst = base.wrapping_add(start as usize);
+        let ctl = if target == w.rank { w.ctl } else { p.ctl };
+        match what {
+            What::Put => copy_small(origin.ptr, dst, bytes),
+            What::Get => copy_small(dst, origin.ptr, bytes),
+            What::Acc(_) | What::GetAcc(_) | What::Cas => {
+                let fetch = !matches!(what, What::Acc(_));
+                if ctl.is_null() || (fetch && (result.dt != t.dt || result.count != t.count)) {
+                    return None;
+                }
+                let el = acc::predefined_elem(t.dt)?;
+                let o = match what {
+                    What::Acc(o) | What::GetAcc(o) => o,
+                    _ => REPLACE,
+                };
+                if o >= NPREDEFINED {
+                    return None;
+                }
+                let a = st.accs.get_ref(o as u8, el).ok()?;
+                if bytes % a.size != 0 {
+                    return None;
+                }
+                let mode = acc::Mode::Atomic(&*ctl);
+                match what {
+                    What::Cas => {
+                        if n != 1 {
+                            return None;
+                        }
+                        acc::compare_and_swap(bytes, origin.ptr, compare, dst, result.ptr, mode)
+                    }
+                    What::GetAcc(o) => {
+                        let src = if o == NO_OP {
+                            std::ptr::null()
+                        } else {
+                            origin.ptr as *const u8
+                        };
+                        a.apply(src, dst, bytes / a.size, Some(result.ptr), mode)
+                    }
+                    _ => a.apply(origin.ptr, dst, bytes / a.size, None, mode),
+                }
+            }
+        }
+        Some(Ok(()))
+    }
+
     fn rma_done_request(&mut self, win: u32, request: bool) -> Result<Option<u32>> {
         if !request {
             return Ok(None);
@@ -830,6 +925,32 @@ enum Fallback {
     Range(crate::error::MpiError),
 }
 
+/// `std::ptr::copy` (overlap allowed), with the sizes of one basic element done in
+/// registers instead of a call to memmove.
+///
+/// # Safety
+/// As `std::ptr::copy`.
+#[inline(always)]
+unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
+    macro_rules! reg {
+        ($t:ty) => {
+            (dst as *mut $t).write_unaligned((src as *const $t).read_unaligned())
+        };
+    }
+    match n {
+        1 => reg!(u8),
+        2 => reg!(u16),
+        4 => reg!(u32),
+        8 => reg!(u64),
+        16 => reg!(u128),
+        _ => std::ptr::copy(src, dst, n),
+    }
+}
+
+/// Engine ids of MPI_REPLACE and MPI_NO_OP (checked by a test against [`Builtin::ALL`]).
+const REPLACE: u32 = 12;
+const NO_OP: u32 = 13;
+
 fn builtin_index(b: Builtin) -> usize {
     Builtin::ALL.iter().position(|x| *x == b).expect("builtin")
 }
@@ -870,6 +991,12 @@ impl State {
 mod tests {
     use super::*;
     use crate::mpi::datatype::{predefined, predefined_index};
+
+    #[test]
+    fn fast_path_op_ids_match_the_builtins() {
+        assert_eq!(REPLACE as usize, builtin_index(Builtin::Replace));
+        assert_eq!(NO_OP as usize, builtin_index(Builtin::NoOp));
+    }
 
     #[test]
     fn segments_of_contiguous_and_strided_types() {

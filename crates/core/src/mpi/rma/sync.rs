@@ -513,8 +513,46 @@ fn flush_targets(win: u32, rank: Option<i32>, call: &str) -> Result<Vec<usize>> 
     })?
 }
 
+impl Engine {
+    /// The fast path of a flush: in a window without active messages, with nothing in
+    /// flight to the targets (direct and cross-memory operations are complete when they
+    /// return), a flush is a memory barrier. None: the general path decides (and reports
+    /// errors).
+    #[inline]
+    fn rma_flush_fast(&self, win: u32, rank: Option<i32>) -> Option<()> {
+        if !self.cfg.rma_fastpath {
+            return None;
+        }
+        let w = self.rma.win(win).ok()?;
+        if w.am || w.error.is_some() {
+            return None;
+        }
+        let idle = |p: &super::Peer| !p.unflushed && p.outstanding == 0;
+        match rank {
+            Some(r) => {
+                let p = w.peers.get(usize::try_from(r).ok()?)?;
+                if !(w.lock_all || p.lock.is_some()) || !idle(p) {
+                    return None;
+                }
+            }
+            None => {
+                if !(w.lock_all || w.peers.iter().any(|p| p.lock.is_some()))
+                    || !w.peers.iter().all(idle)
+                {
+                    return None;
+                }
+            }
+        }
+        mem_fence(Ordering::SeqCst);
+        Some(())
+    }
+}
+
 /// MPI_Win_flush (Some(rank)) / MPI_Win_flush_all (None).
 pub fn flush(win: u32, rank: Option<i32>) -> Result<()> {
+    if with(|e| e.rma_flush_fast(win, rank))?.is_some() {
+        return Ok(());
+    }
     let targets = flush_targets(
         win,
         rank,
@@ -530,6 +568,9 @@ pub fn flush(win: u32, rank: Option<i32>) -> Result<()> {
 /// MPI_Win_flush_local / MPI_Win_flush_local_all: our buffers may be reused. Frames copy the
 /// data they carry, so only reads wait (for their data).
 pub fn flush_local(win: u32, rank: Option<i32>) -> Result<()> {
+    if with(|e| e.rma_flush_fast(win, rank))?.is_some() {
+        return Ok(());
+    }
     let targets = flush_targets(
         win,
         rank,
