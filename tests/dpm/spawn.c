@@ -10,41 +10,9 @@
  * messages to the parents went by that transport (protean_eager_sent_<route>).
  */
 #include "util.h"
+#include "pvar.h"
 
 #define NCHILD 3
-
-/* The value of a performance variable of this process; -1 where the MPI has none so named. */
-static long long pvar(const char *want)
-{
-    int n = 0, idx = -1, provided;
-    long long r = -1;
-    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
-    MPI_T_pvar_get_num(&n);
-    for (int i = 0; i < n && idx < 0; i++) {
-        char name[256], desc[1024];
-        int nl = sizeof name, dl = sizeof desc, verb, cls, bind, ro, cont, atomic;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        MPI_T_pvar_get_info(i, name, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind, &ro, &cont,
-                            &atomic);
-        if (strcmp(name, want) == 0)
-            idx = i;
-    }
-    if (idx >= 0) {
-        MPI_T_pvar_session s;
-        MPI_T_pvar_handle h;
-        int count;
-        unsigned long long v = 0;
-        MPI_T_pvar_session_create(&s);
-        MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count);
-        MPI_T_pvar_read(s, h, &v);
-        MPI_T_pvar_handle_free(s, &h);
-        MPI_T_pvar_session_free(&s);
-        r = (long long)v;
-    }
-    MPI_T_finalize();
-    return r;
-}
 
 static void exercise(MPI_Comm ic, int parent_side)
 {
@@ -56,7 +24,7 @@ static void exercise(MPI_Comm ic, int parent_side)
     long long before = 0, after;
     if (route && *route) {
         snprintf(counter, sizeof counter, "protean_eager_sent_%s", route);
-        before = pvar(counter);
+        before = tu_pvar(counter);
         CHECK_MSG(before >= 0, "no MPI_T variable %s", counter);
     }
     CHECK_MPI(MPI_Comm_test_inter(ic, &flag));
@@ -76,7 +44,7 @@ static void exercise(MPI_Comm ic, int parent_side)
         CHECK_MPI(MPI_Isend(&out[i], 1, MPI_INT, i, 7, ic, &rq[i]));
     }
     if (route && *route) {
-        after = pvar(counter);
+        after = tu_pvar(counter);
         CHECK_MSG(after - before >= rsize, "%s went from %lld to %lld for %d messages", counter,
                   before, after, rsize);
     }
