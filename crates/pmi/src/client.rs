@@ -351,9 +351,27 @@ impl PmiClient {
 
     /// Looks a key up in the job's KVS: Ok(None) when the server has no such key.
     pub fn get(&mut self, key: &str) -> Result<Option<String>, PmiError> {
+        let kvs = self.kvsname.clone();
+        self.lookup(&kvs, key, true)
+    }
+
+    /// Looks a key up in another KVS space (a spawned job's or a parent's), Ok(None) when the
+    /// server has no such key or space.
+    pub fn get_from(&mut self, kvsname: &str, key: &str) -> Result<Option<String>, PmiError> {
+        self.lookup(kvsname, key, false)
+    }
+
+    /// `get` in space `kvsname`; `strict`: a success without a value is a protocol error (in
+    /// our own space), rather than a key not there.
+    fn lookup(
+        &mut self,
+        kvsname: &str,
+        key: &str,
+        strict: bool,
+    ) -> Result<Option<String>, PmiError> {
         check_token("key", key, self.keylen_max)?;
         self.send(&Request::Get {
-            kvsname: self.kvsname.clone(),
+            kvsname: kvsname.to_string(),
             key: key.to_string(),
         })?;
         match self.recv()? {
@@ -370,29 +388,7 @@ impl PmiClient {
                 Response::GetResult {
                     rc: 0, value: None, ..
                 },
-            ) => Err(protocol(line, "get_result without value")),
-            (_, Response::GetResult { .. }) => Ok(None),
-            (line, _) => Err(protocol(line, "expected cmd=get_result")),
-        }
-    }
-
-    /// Looks a key up in another KVS space (a spawned job's or a parent's), Ok(None) when the
-    /// server has no such key or space.
-    pub fn get_from(&mut self, kvsname: &str, key: &str) -> Result<Option<String>, PmiError> {
-        check_token("key", key, self.keylen_max)?;
-        self.send(&Request::Get {
-            kvsname: kvsname.to_string(),
-            key: key.to_string(),
-        })?;
-        match self.recv()? {
-            (
-                _,
-                Response::GetResult {
-                    rc: 0,
-                    value: Some(v),
-                    ..
-                },
-            ) => Ok(Some(v)),
+            ) if strict => Err(protocol(line, "get_result without value")),
             (_, Response::GetResult { .. }) => Ok(None),
             (line, _) => Err(protocol(line, "expected cmd=get_result")),
         }
