@@ -2,7 +2,7 @@
 # The shared-memory collectives (issue 27) on the 16-core benchmark machine
 # (../shared/device/README.md). Prepare here, run there:
 #
-#   make && ../shared/device/prepare target/device && cp bench/shmcoll-device.sh target/device/
+#   make && ../shared/device/prepare target/device && cp bench/*-device.sh bench/p2p.rules target/device/
 #   # on the 16-core machine, from the project root:
 #   bash target/device/shmcoll-device.sh 16          # about 5 minutes
 #
@@ -22,22 +22,7 @@ D=$(cd "$(dirname "$0")" && pwd)
 # shellcheck disable=SC1090
 source <(sed '/^echo "== \$(grep PRETTY/,$d' "$D/run.sh")
 cd "$D"
-cat > "$D/p2p.rules" <<'EOF'
-barrier         *      *              dissemination
-bcast           1-3    *              binomial
-bcast           4-*    0-16383        binomial
-bcast           4-*    16384-*        scatter_allgather
-reduce          *      *              binomial
-allreduce       *      0-4096         recursive_doubling
-allreduce       *      4097-*         rabenseifner
-allgather       1-7    *              linear
-allgather       8-*    0-1024         bruck
-allgather       8-*    1025-*         ring
-alltoall        1-7    *              linear
-alltoall        8-*    0-256          bruck
-alltoall        8-*    257-32768      linear
-alltoall        8-*    32769-*        pairwise
-EOF
+[ -f "$D/p2p.rules" ] || { echo "shmcoll-device.sh: copy bench/p2p.rules next to me" >&2; exit 2; }
 N=${1:-16}
 echo "== $(grep PRETTY /etc/os-release) $(nproc) CPUs"
 SECONDS=0

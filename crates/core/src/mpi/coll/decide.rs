@@ -368,18 +368,21 @@ impl Table {
     }
 }
 
-/// The built-in table (measured on a 2-core machine, shared memory; see docs/collectives.md).
-/// The `shm` rules apply where a communicator's members share one host and the call is
-/// blocking; elsewhere the next rule that applies decides (see `Engine::coll_choose_index`).
-/// Two ranks keep the direct paths of `fast.rs` until a quiet machine says otherwise
-/// (`bench/shmcoll-device.sh` measures both).
+/// The built-in table (the point-to-point rules measured on a 2-core machine, shared memory;
+/// see docs/collectives.md). The `shm` rules apply where a communicator's members share one
+/// host and the call is blocking; elsewhere the next rule that applies decides (see
+/// `Engine::coll_choose_index`). Their size limits come from the 16-core machine at 8 and 16
+/// ranks (`bench/shmcoll-device.sh`, 2026-11-26): shm bcast and reduce beat every
+/// point-to-point algorithm at every size up to 1 MiB (reduce 1 MiB at 16 ranks: 750 against
+/// 2398 us); allreduce and allgather lose to rabenseifner and ring above 64 KiB, alltoall to the
+/// point-to-point exchanges above 2 KiB. Two ranks keep the direct paths of `fast.rs`.
 pub fn builtin() -> Table {
     let text = "
         barrier         3-*    *              shm
-        bcast           3-*    1-65536        shm
-        reduce          3-*    1-32768        shm
-        allreduce       3-*    1-32768        shm
-        allgather       3-*    1-16384        shm
+        bcast           3-*    1-*            shm
+        reduce          3-*    1-*            shm
+        allreduce       3-*    1-65536        shm
+        allgather       3-*    1-65536        shm
         alltoall        3-*    1-2048         shm
         barrier         *      *              dissemination
         bcast           1-3    *              binomial
