@@ -7,12 +7,14 @@
  * Usage: intercomm spawn   (run on 1 rank: spawns 1 child, measures over the intercommunicator)
  *        intercomm intra   (run on 2 ranks: measures over MPI_COMM_WORLD)
  * Rank 0 (the parent) prints "<size> <microseconds>" for sizes 0, 1, 4, ..., 1 MiB, each the
- * best of 5 runs of ITERS round trips (fewer for large sizes).
+ * best of 5 runs of ITERS round trips (fewer for large sizes). Under Protean it then prints
+ * "# fast_share F promotions P": the share of the lead's arrivals that came by a fast channel.
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../../tests/pvar.h"
 
 #ifndef MAXSIZE
 #define MAXSIZE (1 << 20)
@@ -50,6 +52,13 @@ static void sweep(MPI_Comm comm, int peer, int lead)
         if (lead)
             printf("%d %.3f\n", size, us);
     }
+    /* Protean: did the peer's frames come through a fast channel (a ring of ours)? */
+    long long fast = tu_pvar("protean_chan_fast_frames_recvd");
+    long long shared = tu_pvar("protean_chan_shared_frames_recvd");
+    if (lead && fast >= 0 && shared >= 0)
+        printf("# fast_share %.4f promotions %lld\n",
+               fast + shared > 0 ? (double)fast / (double)(fast + shared) : 0.0,
+               tu_pvar("protean_chan_promotions"));
     fflush(stdout);
     free(buf);
 }

@@ -7,7 +7,10 @@
  * and MPI_APPNUM; the children check their parent intercommunicator, their environment and
  * working directory, and talk among themselves in their own MPI_COMM_WORLD.
  * With TU_EXPECT_ROUTE=shm (or tcp), the children check through MPI_T that their
- * messages to the parents went by that transport (protean_eager_sent_<route>).
+ * messages to the parents went by that transport (protean_eager_sent_<route>); with shm,
+ * rank 0 of each side then streams 200 ping-pongs with the other side's rank 0 and checks that
+ * most of them arrived through a fast channel (the other job's process was promoted like a
+ * peer of the own job: protean_chan_fast_frames_recvd).
  */
 #include "util.h"
 #include "pvar.h"
@@ -56,6 +59,23 @@ static void exercise(MPI_Comm ic, int parent_side)
     CHECK_MPI(MPI_Waitall(rsize, rq, MPI_STATUSES_IGNORE));
     free(out);
     free(rq);
+    if (route && strcmp(route, "shm") == 0 && rank == 0) {
+        long long fast0 = tu_pvar("protean_chan_fast_frames_recvd");
+        CHECK_MSG(fast0 >= 0, "no MPI_T variable protean_chan_fast_frames_recvd");
+        for (i = 0; i < 200; i++) {
+            if (parent_side) {
+                CHECK_MPI(MPI_Send(&i, 1, MPI_INT, 0, 8, ic));
+                CHECK_MPI(MPI_Recv(&v, 1, MPI_INT, 0, 8, ic, &st));
+            } else {
+                CHECK_MPI(MPI_Recv(&v, 1, MPI_INT, 0, 8, ic, &st));
+                CHECK_MPI(MPI_Send(&v, 1, MPI_INT, 0, 8, ic));
+            }
+            CHECK_EQ(v, i);
+        }
+        long long fast = tu_pvar("protean_chan_fast_frames_recvd") - fast0;
+        CHECK_MSG(fast >= 100, "%lld of 200 messages from the other job came by a fast channel",
+                  fast);
+    }
     /* Broadcast from parent rank 0 to the children. */
     v = 0;
     if (parent_side) {

@@ -157,6 +157,19 @@ impl Engine {
         let routes: Vec<Route> = self.net.routes().to_vec();
         self.pml.add_peers(&routes, &self.net);
         self.chan.grow(routes.len() as u32);
+        // Those on shared memory compete for our fast channels like our own job's peers (a
+        // process alone on its host made its channels just now, with its segment).
+        let slots = self.net.channel_slots_of(Route::Shm);
+        if slots > 0 {
+            self.chan
+                .configure(crate::mpi::engine::chan_settings(&self.cfg, slots));
+            self.chan.add_candidates(
+                peers
+                    .iter()
+                    .map(|r| r.gpid)
+                    .filter(|&g| self.net.route(g) == Route::Shm),
+            );
+        }
         if self.hosts.len() < routes.len() {
             self.hosts.resize(routes.len(), String::new());
         }
@@ -211,6 +224,7 @@ impl Engine {
             if u || own.contains(&gp) || self.net.route(gp) == Route::Unreachable {
                 continue;
             }
+            self.chan.remove_candidate(gp);
             self.net.drop_peer(gp);
             self.pml.drop_peer(gp);
             if !self.hosts[g].is_empty() {

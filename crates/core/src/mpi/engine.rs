@@ -531,7 +531,7 @@ impl Engine {
 }
 
 /// The channel manager's settings from the tunables; `slots`: channels the transport offers.
-fn chan_settings(cfg: &Config, slots: usize) -> Settings {
+pub(crate) fn chan_settings(cfg: &Config, slots: usize) -> Settings {
     Settings {
         policy: cfg.chan_policy,
         max: if cfg.chan_max < 0 {

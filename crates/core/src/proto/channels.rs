@@ -335,6 +335,34 @@ impl Manager {
         }
     }
 
+    /// Processes of another job joined on a transport with channels (spawned, or connected):
+    /// they compete for channels like the job's own peers from the next look on.
+    pub fn add_candidates(&mut self, peers: impl IntoIterator<Item = Gpid>) {
+        for p in peers {
+            if p == self.me {
+                continue;
+            }
+            if let Err(i) = self.candidates.binary_search(&p) {
+                self.candidates.insert(i, p);
+                self.pending = true;
+            }
+        }
+        self.grow(self.candidates.last().map_or(0, |&p| p + 1));
+    }
+
+    /// A process of another job left: it competes no more (its channel, if it held one, is
+    /// reclaimed by the transport when it detaches the process).
+    pub fn remove_candidate(&mut self, p: Gpid) {
+        if let Ok(i) = self.candidates.binary_search(&p) {
+            self.candidates.remove(i);
+            self.pinned.retain(|&q| q != p);
+            if let Some(s) = self.stats.get_mut(p as usize) {
+                *s = PeerStat::default();
+            }
+            self.pending = true;
+        }
+    }
+
     /// Start recording a profile.
     pub fn record(&mut self) {
         self.recording = Some(Profile {
@@ -660,6 +688,31 @@ mod tests {
             run(&mut m, &mut io);
         }
         assert_eq!(io.held(), vec![5, 6]);
+    }
+
+    #[test]
+    fn processes_of_another_job_compete_once_added_and_stop_once_removed() {
+        // A job of 3 (gpids 0-2); a spawned job's processes 3 and 4 join later.
+        let mut io = Fake::new(5, 2);
+        let mut m = Manager::new(0, 3, vec![1, 2], online(2, 4, 64));
+        io.arrive(3, 50);
+        run(&mut m, &mut io);
+        assert_eq!(
+            io.held(),
+            Vec::<usize>::new(),
+            "not a candidate before it joins"
+        );
+        m.add_candidates([4, 3, 0, 3]);
+        io.arrive(3, 50);
+        run(&mut m, &mut io);
+        assert_eq!(io.held(), vec![3]);
+        // It leaves (the transport reclaims its channel): never promoted again.
+        m.remove_candidate(3);
+        io.state[3] = ChannelState::Shared;
+        io.arrive(3, 50);
+        io.arrive(4, 50);
+        run(&mut m, &mut io);
+        assert_eq!(io.held(), vec![4]);
     }
 
     #[test]

@@ -631,10 +631,39 @@ impl Shm {
         Ok(())
     }
 
-    /// A process of another job left (disconnected): unmap its segment.
+    /// A process of another job left (disconnected): unmap its segment, and take back the
+    /// channel of ours it held or was offered. Nothing of it is in flight any more
+    /// (MPI_Comm_disconnect completed all communication first), and a channel is rekeyed
+    /// before it is granted again, so a late record of the old sender cannot be read.
     pub fn detach(&mut self, peer: Gpid) {
         if let Some(p) = self.peers.get_mut(peer as usize) {
             *p = None;
+        }
+        for k in 0..self.slots.len() {
+            let held = match self.slots[k].state {
+                SlotState::Granted(q) | SlotState::Connected(q) => q == peer,
+                SlotState::Quiesce(q) if q == peer => {
+                    self.quiescing -= 1;
+                    true
+                }
+                _ => false,
+            };
+            if !held {
+                continue;
+            }
+            let mut pos = self.slots[k].pos;
+            if let Some(i) = self.rx_fast.iter().position(|c| c.slot == k as u32) {
+                let c = self.rx_fast.swap_remove(i);
+                pos = c.rx.position();
+                self.counters.usage.fast_frames += c.frames;
+                self.counters.usage.fast_bytes += c.bytes;
+            }
+            self.slots[k] = Slot {
+                state: SlotState::Free,
+                key: self.slots[k].key,
+                pos,
+            };
+            self.counters.demotions += 1;
         }
     }
 
@@ -1825,6 +1854,36 @@ mod tests {
         assert!(v[1].has_fast_channel(0));
         v[0].progress(&mut sink);
         assert_eq!(v[0].channel(1), ChannelState::Connected);
+    }
+
+    /// A process of another job that held our channel leaves: detaching it frees the channel
+    /// at once (no RELEASE will come), and the next peer gets it and sends through it.
+    #[test]
+    fn detaching_a_peer_frees_its_channel() {
+        let mut v = group("detach", 3, Geometry::new(1, 8192, 4, 1024, 4));
+        let mut sink = Collect::default();
+        assert!(v[0].connect(1));
+        v[1].progress(&mut sink);
+        v[0].progress(&mut sink);
+        assert_eq!(v[0].channel(1), ChannelState::Connected);
+        assert!(!v[0].connect(2), "the one channel is held");
+        let before = v[0].counters.demotions;
+        v[0].detach(1);
+        assert_eq!(v[0].channel(1), ChannelState::Shared);
+        assert_eq!(v[0].counters.demotions, before + 1);
+        assert!(v[0].connect(2), "the channel was freed");
+        v[2].progress(&mut sink);
+        assert!(v[2].has_fast_channel(0));
+        v[0].progress(&mut sink);
+        assert_eq!(v[0].channel(2), ChannelState::Connected);
+        assert!(v[2].try_send(0, &hdr(5), b"by the ring"));
+        let mut got = Collect::default();
+        while got.frames.is_empty() {
+            v[0].progress(&mut got);
+        }
+        assert_eq!(got.frames[0].0, 2);
+        assert_eq!(got.frames[0].2, b"by the ring");
+        assert_eq!(v[0].usage(2).fast_frames, 1);
     }
 
     /// The same with real concurrency: a receiver thread moving its one channel between two
