@@ -73,6 +73,11 @@ const SEND_CAP: usize = 512 * 1024;
 const LOWAT_MAX: usize = 1 << 20;
 /// Bytes asked of the kernel per read of frames (see `read_conn`).
 const READ_CHUNK: usize = 64 * 1024;
+/// Up to this many connections every one is tried each pass; above it, epoll picks those to
+/// read (see `poll`).
+const READ_ALL_MAX: usize = 8;
+/// The epoll tag of the listener (connections are tagged with their index).
+const LISTENER_EVENT: u64 = u64::MAX;
 
 enum RxState {
     Frames,
@@ -256,6 +261,8 @@ pub struct Tcp {
     verbose: bool,
     /// Progress passes since the listener was last checked.
     since_accept: u32,
+    /// epoll reported the listener readable (see `find_readable`).
+    listener_flagged: bool,
     /// The epoll set of our connections (event data: the connection index).
     ep: OwnedFd,
     /// Bytes of directly placed payloads that were read into a connection buffer first and
@@ -399,6 +406,24 @@ impl Tcp {
         }
         // SAFETY: `ep` is a fresh descriptor nothing else owns.
         let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+        // The listener is in the epoll set too: where epoll picks the connections to read
+        // (many of them), it also says when one waits to be accepted.
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: LISTENER_EVENT,
+        };
+        // SAFETY: both descriptors are open and ours; `ev` lives across the call.
+        if unsafe {
+            libc::epoll_ctl(
+                ep.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                listener.as_raw_fd(),
+                &mut ev,
+            )
+        } < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
         Ok(Tcp {
             me,
             listener,
@@ -413,6 +438,7 @@ impl Tcp {
             sockbuf,
             verbose,
             since_accept: 0,
+            listener_flagged: false,
             ep,
             relayed: 0,
             held: false,
@@ -1504,25 +1530,35 @@ impl Tcp {
         // whether one waits before accepting: a failed accept4 still makes and frees a socket
         // and its inode in the kernel (measured: half the time of a spawned child's
         // ping-pong went there), where poll reads one flag.
+        // With a few connections, trying each costs less than asking epoll; with many (a job
+        // whose ranks all talk to each other), a pass of a recv per connection grows with the
+        // job (at 64 processes, 126 failed recvs a pass): epoll says which to read, and when
+        // the listener has a connection waiting. A connection stops reading only at EAGAIN,
+        // or marks itself readable (`read_conn`), so nothing stays unread.
+        let many = self.conns.len() > READ_ALL_MAX;
+        if many
+            || self
+                .conns
+                .iter()
+                .any(|c| matches!(c.rx, RxState::Direct { .. }))
+        {
+            self.find_readable();
+        }
         self.since_accept += 1;
-        if !self.incoming.is_empty() || (self.since_accept >= 64 && self.listener_ready()) {
+        if !self.incoming.is_empty()
+            || std::mem::take(&mut self.listener_flagged)
+            || (self.since_accept >= 64 && self.listener_ready())
+        {
             self.since_accept = 0;
             self.accept_all();
         } else if self.since_accept >= 64 {
             self.since_accept = 0;
         }
-        if self
-            .conns
-            .iter()
-            .any(|c| matches!(c.rx, RxState::Direct { .. }))
-        {
-            self.find_readable();
-        }
         let mut n = 0;
         for ci in 0..self.conns.len() {
             self.flush_or_lose(ci, sink);
             let c = &mut self.conns[ci];
-            if c.readable || c.unwatched || matches!(c.rx, RxState::Frames) {
+            if c.readable || c.unwatched || (!many && matches!(c.rx, RxState::Frames)) {
                 c.readable = false;
                 n += self.read_conn(ci, sink);
             }
@@ -1588,6 +1624,10 @@ impl Tcp {
             return;
         }
         for e in &evs[..n as usize] {
+            if e.u64 == LISTENER_EVENT {
+                self.listener_flagged = true;
+                continue;
+            }
             let ci = e.u64 as usize;
             let Some(c) = self.conns.get_mut(ci) else {
                 continue;
@@ -1609,6 +1649,7 @@ impl Tcp {
         }
         if n as usize == BATCH {
             self.conns.iter_mut().for_each(|c| c.readable = true);
+            self.listener_flagged = true;
         }
     }
 
@@ -1839,6 +1880,73 @@ mod tests {
         let mut t = Tcp::new(me, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
         t.start(KEY, 2);
         t
+    }
+
+    /// A process with more connections than it tries each pass (`READ_ALL_MAX`) reads those
+    /// epoll reports, and accepts newcomers when epoll flags the listener: every frame of
+    /// every sender arrives, in order, also from senders that connect once the receiver
+    /// already reads by epoll.
+    #[test]
+    fn many_connections_are_read_by_epoll_and_none_is_missed() {
+        const N: usize = READ_ALL_MAX + 6;
+        let mut v: Vec<Tcp> = (0..N as Gpid)
+            .map(|g| {
+                let mut t =
+                    Tcp::new(g, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+                t.start(KEY, N);
+                t
+            })
+            .collect();
+        let addrs: Vec<SocketAddr> = v
+            .iter()
+            .map(|t| SocketAddr::from((Ipv4Addr::LOCALHOST, t.port())))
+            .collect();
+        for t in v.iter_mut() {
+            for (g, a) in addrs.iter().enumerate() {
+                t.set_addr(g as Gpid, *a);
+            }
+        }
+        let mut sinks: Vec<Sink> = (0..N).map(|_| Sink::default()).collect();
+        // The first half connect and send; the receiver passes the threshold once they are in.
+        let senders = |range: std::ops::Range<usize>, v: &mut Vec<Tcp>| {
+            for g in range {
+                for i in 0..20u32 {
+                    v[g].post(0, &eager(i), &[g as u8], b"x", Token::NONE)
+                        .unwrap();
+                }
+            }
+        };
+        senders(1..N / 2 + 1, &mut v);
+        let want = |upto: usize| 20 * (upto - 1);
+        let t0 = std::time::Instant::now();
+        while sinks[0].frames.len() < want(N / 2 + 1) && t0.elapsed().as_secs() < 10 {
+            for (t, s) in v.iter_mut().zip(sinks.iter_mut()) {
+                t.poll(s);
+            }
+        }
+        senders(N / 2 + 1..N, &mut v);
+        while sinks[0].frames.len() < want(N) && t0.elapsed().as_secs() < 10 {
+            for (t, s) in v.iter_mut().zip(sinks.iter_mut()) {
+                t.poll(s);
+            }
+        }
+        assert!(
+            v[0].conns.len() > READ_ALL_MAX,
+            "{} connections",
+            v[0].conns.len()
+        );
+        assert_eq!(sinks[0].frames.len(), want(N));
+        for g in 1..N {
+            let seqs: Vec<[u8; HEADER_LEN]> = sinks[0]
+                .frames
+                .iter()
+                .filter(|(from, _, p)| *from == g as Gpid && p[0] == g as u8)
+                .map(|(_, h, _)| *h)
+                .collect();
+            let expect: Vec<[u8; HEADER_LEN]> = (0..20).map(eager).collect();
+            assert_eq!(seqs, expect, "frames of process {g}");
+        }
+        assert!(sinks.iter().all(|s| s.lost.is_empty()));
     }
 
     #[test]
