@@ -6,7 +6,7 @@
 #   # on the 16-core machine, from the project root:
 #   bash target/device/shmcoll-device.sh 16          # about 5 minutes
 #
-# For barrier, bcast, reduce, allreduce, allgather and alltoall at 2, 8 and N ranks (every rank pinned to its own CPU,
+# For barrier, bcast, reduce, allreduce, allgather, alltoall, gather and scatter at 2, 8 and N ranks (every rank pinned to its own CPU,
 # as in run.sh), five rows per collective, in one run:
 #   prot      Protean as built (the built-in table: shm where its rules say)
 #   prot-shm  Protean with the shared-memory algorithm forced at every size (PROTEAN_COLL_<C>=shm)
@@ -37,12 +37,14 @@ alltoall        1-7    *              linear
 alltoall        8-*    0-256          bruck
 alltoall        8-*    257-32768      linear
 alltoall        8-*    32769-*        pairwise
+gather          *      *              linear
+scatter         *      *              linear
 EOF
 N=${1:-16}
 echo "== $(grep PRETTY /etc/os-release) $(nproc) CPUs"
 SECONDS=0
 for np in ${NPS:-2 8 $N}; do
-    for c in barrier bcast reduce allreduce allgather alltoall; do
+    for c in barrier bcast reduce allreduce allgather alltoall gather scatter; do
         S=(-s 8,1k,16k,32k,64k,256k,1M)
         [ "$c" = barrier ] && S=()
         all3 "$np" "$c" "${S[@]}"

@@ -256,8 +256,8 @@ pub const ALLREDUCE_ALGS: &[&str] = &[
     "two_level",
     "shm",
 ];
-pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial"];
-pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial"];
+pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm"];
+pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm"];
 pub const ALLGATHER_ALGS: &[&str] = &[
     "auto",
     "ring",
@@ -392,9 +392,9 @@ tunables! {
     coll_allreduce: usize = "auto", Kind::Choice(ALLREDUCE_ALGS), writable = true,
         "MPI_Allreduce algorithm: auto, recursive_doubling, rabenseifner (reduce-scatter by recursive halving + allgather by recursive doubling), ring, reduce_bcast, two_level (reduce within each host, allreduce among hosts, bcast within each), shm (through a region the members on one host share; communicators within one host).";
     coll_gather: usize = "auto", Kind::Choice(GATHER_ALGS), writable = true,
-        "MPI_Gather algorithm: auto, linear, binomial.";
+        "MPI_Gather(v) algorithm: auto, linear, binomial (not the v form), shm (through a region the members on one host share; communicators within one host).";
     coll_scatter: usize = "auto", Kind::Choice(SCATTER_ALGS), writable = true,
-        "MPI_Scatter algorithm: auto, linear, binomial.";
+        "MPI_Scatter(v) algorithm: auto, linear, binomial (not the v form), shm (through a region the members on one host share; communicators within one host).";
     coll_allgather: usize = "auto", Kind::Choice(ALLGATHER_ALGS), writable = true,
         "MPI_Allgather algorithm: auto, ring, recursive_doubling (power-of-two sizes), bruck, linear, shm (through a region the members on one host share; communicators within one host).";
     coll_alltoall: usize = "auto", Kind::Choice(ALLTOALL_ALGS), writable = true,

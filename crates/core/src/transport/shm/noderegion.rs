@@ -11,7 +11,8 @@
 //!
 //! ```text
 //! [0 .. n*128)                     one 128-byte control block per member (two cache lines,
-//!                                  so a neighbour's prefetch does not share it): its flags
+//!                                  so a neighbour's prefetch does not share it): its three
+//!                                  flags, then one word per parity (`NodeRegion::word`)
 //! then 2n areas of `slot` bytes    member r's published data, one per parity: slot(r, g & 1)
 //! then 2 areas of `slot` bytes     a result area every member may write parts of, per parity
 //! ```
@@ -179,6 +180,31 @@ impl NodeRegion {
         self.flag(me, f).store(g, Ordering::Release);
     }
 
+    /// Member `me`'s word of generation `g` (one per parity, after the flags in its control
+    /// block): a number it publishes with its area (a length, say). It follows the area's
+    /// rules: written before the member's flag of `g` is set (the flag's Release store orders
+    /// it), read after that flag is seen, and reused at `g + 2` only after everyone is done
+    /// with `g`.
+    #[inline]
+    fn word_at(&self, r: usize, g: u64) -> &AtomicU64 {
+        assert!(r < self.n, "member {r} of a region of {}", self.n);
+        let i = 3 + (g & 1) as usize;
+        // SAFETY: r < n and 8 * 5 <= CTL_BYTES, so the word lies in r's control block.
+        unsafe { &*(self.base.add(r * CTL_BYTES + 8 * i) as *const AtomicU64) }
+    }
+
+    /// Set member `me`'s word of generation `g` (see [`NodeRegion::word`]).
+    #[inline]
+    pub fn set_word(&self, me: usize, g: u64, v: u64) {
+        self.word_at(me, g).store(v, Ordering::Relaxed);
+    }
+
+    /// Member `r`'s word of generation `g`, once its flag of `g` has been seen.
+    #[inline]
+    pub fn word(&self, r: usize, g: u64) -> u64 {
+        self.word_at(r, g).load(Ordering::Relaxed)
+    }
+
     /// Has member `r` reached point `f` of generation `g` (Acquire)?
     #[inline]
     pub fn reached(&self, r: usize, f: Flag, g: u64) -> bool {
@@ -321,6 +347,63 @@ mod tests {
                                 let v = unsafe { b.add(w).read_volatile() };
                                 assert_eq!(v, g * 1000 + j as u64, "gen {g} member {j} word {w}");
                             }
+                        }
+                        r.set(me, Flag::Done, g);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    /// Gathers and scatters, alternately, with a rotating root: members publish a word with
+    /// their area (a gather's lengths), and a scatter's root writes every member's area. Every
+    /// reader sees the word and the data of its own generation.
+    #[test]
+    fn words_and_areas_written_for_others_are_seen_in_their_generation() {
+        const N: usize = 4;
+        const SLOT: usize = 256;
+        const GENS: u64 = 4000;
+        let mem = Arc::new(Mem::new(NodeRegion::bytes(N, SLOT)));
+        let threads: Vec<_> = (0..N)
+            .map(|me| {
+                let mem = mem.clone();
+                std::thread::spawn(move || {
+                    let r = unsafe { NodeRegion::from_raw(mem.p, N, SLOT) };
+                    let mut idle = || yield_idle();
+                    for g in 1..=GENS {
+                        let root = (g as usize / 2) % N;
+                        let tag = |j: usize| g * 100 + j as u64;
+                        r.wait_free(g, &mut idle).unwrap();
+                        if g % 2 == 0 {
+                            // gather: everyone but the root publishes its word and area
+                            if me != root {
+                                r.set_word(me, g, tag(me));
+                                let a = r.area(me, g) as *mut u64;
+                                unsafe { a.write_volatile(tag(me)) };
+                                r.set(me, Flag::Published, g);
+                            } else {
+                                for j in (0..N).filter(|&j| j != root) {
+                                    r.wait(|s| s.reached(j, Flag::Published, g), &mut idle)
+                                        .unwrap();
+                                    assert_eq!(r.word(j, g), tag(j), "gen {g} word of {j}");
+                                    let v = unsafe { (r.area(j, g) as *const u64).read_volatile() };
+                                    assert_eq!(v, tag(j), "gen {g} area of {j}");
+                                }
+                            }
+                        } else if me == root {
+                            // scatter: the root writes every member's area
+                            for j in 0..N {
+                                unsafe { (r.area(j, g) as *mut u64).write_volatile(tag(j)) };
+                            }
+                            r.set(me, Flag::Published, g);
+                        } else {
+                            r.wait(|s| s.reached(root, Flag::Published, g), &mut idle)
+                                .unwrap();
+                            let v = unsafe { (r.area(me, g) as *const u64).read_volatile() };
+                            assert_eq!(v, tag(me), "gen {g} scattered to {me}");
                         }
                         r.set(me, Flag::Done, g);
                     }
