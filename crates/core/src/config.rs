@@ -407,6 +407,8 @@ tunables! {
         "Decision file (written by protean-tune) choosing collective algorithms by communicator size and message size; empty: the built-in table.";
     coll_segment: i64 = "65536", Kind::Int { min: 512, max: 1 << 30 }, writable = true,
         "Segment size in bytes of pipelined collective algorithms (chain bcast).";
+    coll_shm_depth: i64 = "2", Kind::Int { min: 2, max: 8 }, writable = false,
+        "Areas per member in a communicator's shared-memory collective region (32 KiB each), used in a ring: how many chunks of a large shm collective may be in flight at once (the communicator's rank 0 decides for all).";
 }
 
 /// Values written (through MPI_T) before MPI_Init; the engine applies them at start-up.

@@ -1,7 +1,7 @@
 //! Shared-memory collectives: barrier, bcast, reduce, allreduce, allgather(v), alltoall,
 //! gather(v) and scatter(v) for communicators whose members all share one host, through the
 //! communicator's per-node collective region (`transport::NodeRegion`: flags and words by
-//! generation, two parities of one area per member and a result area; its module doc gives
+//! generation, a ring of `coll_shm_depth` areas per member and of result areas; its module doc gives
 //! the memory ordering).
 //!
 //! The region is mapped lazily, at the first shared-memory collective on a communicator: its
@@ -12,7 +12,7 @@
 //! keeps the point-to-point algorithms.
 //!
 //! Algorithms, one generation per step (a large call is cut into chunks of one area, each a
-//! generation, so the two parities pipeline them):
+//! generation, so the ring of areas pipelines them: up to `coll_shm_depth` chunks in flight):
 //! - barrier: publish, wait for every member's publication;
 //! - bcast: the root copies (packs, for a non-contiguous type) a chunk into its area and
 //!   publishes it; the others copy (unpack) it out;
@@ -96,10 +96,11 @@ impl ShmComm {
 /// The region of intracommunicator `comm` (whose `n` members share this host), made and
 /// mapped at the first call. Collective: every member calls it at the same collective.
 fn region(comm: u32) -> Result<Option<Arc<ShmComm>>> {
-    let (cached, n, me, jobid, gpid, serial) = with(|e| -> Result<_> {
+    let (cached, n, me, jobid, gpid, serial, depth) = with(|e| -> Result<_> {
+        let depth = e.cfg.coll_shm_depth as usize;
         let c = e.live_comm(comm)?;
         if let Some(s) = &c.coll.shm.0 {
-            return Ok((Some(s.clone()), 0, 0, String::new(), 0, 0));
+            return Ok((Some(s.clone()), 0, 0, String::new(), 0, 0, depth));
         }
         let (n, me) = (c.size(), c.rank as usize);
         e.coll.shm_serial = e.coll.shm_serial.wrapping_add(1);
@@ -110,6 +111,7 @@ fn region(comm: u32) -> Result<Option<Arc<ShmComm>>> {
             e.jobid.clone(),
             e.rank as Gpid,
             e.coll.shm_serial,
+            depth,
         ))
     })??;
     if let Some(s) = cached {
@@ -118,18 +120,22 @@ fn region(comm: u32) -> Result<Option<Arc<ShmComm>>> {
     let mut region = None;
     let mut msgs = vec![Vec::new(); n];
     if me == 0 {
-        if let Ok(r) = NodeRegion::create(&jobid, gpid, serial, n, AREA) {
-            let d = r.desc().unwrap_or(Region::NONE);
+        if let Ok(r) = NodeRegion::create(&jobid, gpid, serial, n, AREA, depth) {
+            // The description, then the depth (rank 0's choice is everyone's).
+            let mut d = r.desc().unwrap_or(Region::NONE).0.to_vec();
+            d.push(depth as u8);
             for m in msgs.iter_mut().skip(1) {
-                *m = d.0.to_vec();
+                m.clone_from(&d);
             }
             region = Some(r);
         }
     }
     let got = crate::mpi::cm::exchange_all(comm, msgs)?;
     if me != 0 {
-        if let Ok(d) = <[u8; REGION_LEN]>::try_from(got[0].as_slice()) {
-            region = NodeRegion::open(&jobid, &Region(d), n, AREA).ok();
+        if let Some((&depth, d)) = got[0].split_last() {
+            if let Ok(d) = <[u8; REGION_LEN]>::try_from(d) {
+                region = NodeRegion::open(&jobid, &Region(d), n, AREA, depth as usize).ok();
+            }
         }
     }
     // Everyone says whether it mapped the region; this is also the point after which the
@@ -680,7 +686,7 @@ pub const V_BYTES: usize = 0;
 /// member sent that little (the type signatures agree, so then every block fits; if they do
 /// not, the root reports the truncation). Scatter: the root packs block j, an area per
 /// generation, into member j's area (the root writes the others' areas here: every area of a
-/// parity is free once all are done with the generation before, see
+/// ring position is free once all are done with the generation that used it last, see
 /// `NodeRegion::wait_free`) and each member unpacks its own. The root's own block is copied
 /// directly. A block longer than the one it meets is a truncation error at the receiver,
 /// after the call has run its course everywhere (so nobody waits for a member that gave up,
