@@ -11,7 +11,12 @@
  *    between them, and communicators made and freed in a loop (every one maps a region of
  *    its own and frees it);
  *  - allgather into strided blocks on some ranks, alltoall in and out of place, with blocks
- *    of several chunks.
+ *    of several chunks;
+ *  - gather, scatter, gatherv, scatterv at every root, in and out of place, strided blocks at
+ *    odd roots, v forms with odd counts, empty blocks, blocks in reverse order with gaps, and
+ *    blocks of several chunks; allgatherv in and out of place;
+ *  - with args "shm" (Protean only): a gather and a scatterv whose blocks are too long for
+ *    their receivers return MPI_ERR_TRUNCATE there, and the communicator stays usable.
  * Any size >= 1.
  */
 #include "util.h"
@@ -187,6 +192,152 @@ static void exchanges(MPI_Comm comm, int c)
     CHECK_MPI(MPI_Type_free(&blk));
 }
 
+/* Block length of rank j in the v forms: odd, zero at some ranks, several chunks at others. */
+static int vcount(int c, int j)
+{
+    return j % 3 == 1 ? 0 : c + (c * j) % 7 + j;
+}
+
+/* Gather(v), scatter(v) and allgatherv at every root, in and out of place, into and out of
+ * strided blocks at odd roots, with the v forms' blocks in reverse order with gaps between. */
+static void rooteds(MPI_Comm comm, int c)
+{
+    int n, me;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    MPI_Datatype vec, blk;
+    CHECK_MPI(MPI_Type_vector(c, 1, 2, MPI_INT, &vec));
+    CHECK_MPI(MPI_Type_create_resized(vec, 0, 2 * c * sizeof(int), &blk));
+    CHECK_MPI(MPI_Type_commit(&blk));
+    int *cnt = tu_malloc(n * sizeof(int)), *dsp = tu_malloc(n * sizeof(int));
+    size_t tot = 0;
+    for (int j = n - 1; j >= 0; j--) {
+        cnt[j] = vcount(c, j);
+        dsp[j] = (int)tot + 1; /* a one-int gap before every block */
+        tot += cnt[j] + 1;
+    }
+    size_t big = 2 * (size_t)c * n + tot + 1;
+    int *s = tu_ints(big, 0), *r = tu_ints(big, -1);
+    for (int root = 0; root < n; root++) {
+        int strided = root % 2, ip = (root / 2 + c) % 2 && me == root;
+        /* gather */
+        tu_set_ints(r, big, -1);
+        for (int i = 0; i < c; i++)
+            s[i] = me * 100003 + i;
+        if (ip) {
+            for (int i = 0; i < c; i++)
+                r[strided ? 2 * c * me + 2 * i : c * me + i] = me * 100003 + i;
+        }
+        CHECK_MPI(MPI_Gather(ip ? MPI_IN_PLACE : s, c, MPI_INT, r, strided ? 1 : c,
+                             strided ? blk : MPI_INT, root, comm));
+        for (int j = 0; j < n && me == root; j++)
+            for (int i = 0; i < c; i++) {
+                int got = strided ? r[2 * c * j + 2 * i] : r[c * j + i];
+                CHECK_MSG(got == j * 100003 + i, "gather c=%d root=%d from %d [%d]=%d", c, root,
+                          j, i, got);
+                if (strided)
+                    CHECK_MSG(r[2 * c * j + 2 * i + 1] == -1, "gather wrote a gap");
+            }
+        /* scatter: the root's blocks strided at odd roots, received contiguous */
+        for (int j = 0; j < n && me == root; j++)
+            for (int i = 0; i < c; i++)
+                s[strided ? 2 * c * j + 2 * i : c * j + i] = j * 1000 + i % 977 + root;
+        tu_set_ints(r, big, -1);
+        CHECK_MPI(MPI_Scatter(s, strided ? 1 : c, strided ? blk : MPI_INT,
+                              ip ? MPI_IN_PLACE : r, c, MPI_INT, root, comm));
+        /* in place, the root's own block stays where it is in the send buffer */
+        for (int i = 0; i < c; i++) {
+            int got = !ip ? r[i] : strided ? s[2 * c * me + 2 * i] : s[c * me + i];
+            CHECK_MSG(got == me * 1000 + i % 977 + root, "scatter c=%d root=%d [%d]=%d", c, root,
+                      i, got);
+        }
+        if (!ip)
+            CHECK_MSG(r[c] == -1, "scatter wrote past its block");
+        /* gatherv */
+        tu_set_ints(r, big, -1);
+        for (int i = 0; i < cnt[me]; i++)
+            s[i] = me * 7919 + i;
+        if (ip)
+            for (int i = 0; i < cnt[me]; i++)
+                r[dsp[me] + i] = me * 7919 + i;
+        CHECK_MPI(MPI_Gatherv(ip ? MPI_IN_PLACE : s, cnt[me], MPI_INT, r, cnt, dsp, MPI_INT, root,
+                              comm));
+        for (int j = 0; j < n && me == root; j++) {
+            for (int i = 0; i < cnt[j]; i++)
+                CHECK_MSG(r[dsp[j] + i] == j * 7919 + i, "gatherv c=%d root=%d from %d [%d]=%d", c,
+                          root, j, i, r[dsp[j] + i]);
+            CHECK_MSG(r[dsp[j] - 1] == -1, "gatherv wrote a gap");
+        }
+        /* scatterv */
+        for (int j = 0; j < n && me == root; j++)
+            for (int i = 0; i < cnt[j]; i++)
+                s[dsp[j] + i] = j * 31 + i + root;
+        tu_set_ints(r, big, -1);
+        CHECK_MPI(MPI_Scatterv(s, cnt, dsp, MPI_INT, ip ? MPI_IN_PLACE : r, cnt[me], MPI_INT, root,
+                               comm));
+        int *mine = ip ? s + dsp[me] : r;
+        for (int i = 0; i < cnt[me]; i++)
+            CHECK_MSG(mine[i] == me * 31 + i + root, "scatterv c=%d root=%d [%d]=%d", c, root, i,
+                      mine[i]);
+        if (!ip)
+            CHECK_MSG(r[cnt[me]] == -1, "scatterv wrote past its block");
+    }
+    /* allgatherv, out of place and in place */
+    for (int ip = 0; ip < 2; ip++) {
+        tu_set_ints(r, big, -1);
+        for (int i = 0; i < cnt[me]; i++)
+            (ip ? r + dsp[me] : s)[i] = me * 7919 + i + ip;
+        CHECK_MPI(MPI_Allgatherv(ip ? MPI_IN_PLACE : s, cnt[me], MPI_INT, r, cnt, dsp, MPI_INT,
+                                 comm));
+        for (int j = 0; j < n; j++) {
+            for (int i = 0; i < cnt[j]; i++)
+                CHECK_MSG(r[dsp[j] + i] == j * 7919 + i + ip, "allgatherv c=%d ip=%d from %d [%d]=%d",
+                          c, ip, j, i, r[dsp[j] + i]);
+            CHECK_MSG(r[dsp[j] - 1] == -1, "allgatherv wrote a gap");
+        }
+    }
+    free(s);
+    free(r);
+    free(cnt);
+    free(dsp);
+    CHECK_MPI(MPI_Type_free(&vec));
+    CHECK_MPI(MPI_Type_free(&blk));
+}
+
+/* A member that sends more than the root's block holds (or a root that sends more than a
+ * member's block): MPI_ERR_TRUNCATE at the receiver, and the communicator stays usable.
+ * Protean only (args "shm"): how the peers report it differs. */
+static void truncation(MPI_Comm comm)
+{
+    int n, me;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    int s[4] = {1, 2, 3, 4}, *r = tu_ints(4 * (size_t)n, -1);
+    int rc = MPI_Gather(s, me == n - 1 && n > 1 ? 3 : 2, MPI_INT, r, 2, MPI_INT, 0, comm);
+    if (me == 0 && n > 1)
+        CHECK_CLASS(rc, MPI_ERR_TRUNCATE);
+    else
+        CHECK_MPI(rc);
+    int cnt[64], dsp[64];
+    for (int j = 0; j < n && j < 64; j++) {
+        cnt[j] = j == n - 1 && n > 1 ? 3 : 2;
+        dsp[j] = 4 * j;
+    }
+    if (n <= 64) {
+        rc = MPI_Scatterv(r, cnt, dsp, MPI_INT, s, 2, MPI_INT, 0, comm);
+        if (me == n - 1 && n > 1)
+            CHECK_CLASS(rc, MPI_ERR_TRUNCATE);
+        else
+            CHECK_MPI(rc);
+    }
+    int x = 1;
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_SUM, comm));
+    CHECK_EQ(x, n);
+    CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL));
+    free(r);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
@@ -209,8 +360,11 @@ int main(int argc, char **argv)
             CHECK_MPI(MPI_Barrier(comms[(j + 1) % 3]));
             bcasts(comms[j], counts[k] * 2 + 1);
             exchanges(comms[j], counts[k]);
+            rooteds(comms[j], counts[k]);
         }
     }
+    if (argc > 1 && strcmp(argv[1], "shm") == 0)
+        truncation(dup);
     for (int round = 0; round < 20; round++) {
         MPI_Comm t;
         CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, round % 3 == 0 ? 0 : me % 2, me, &t));

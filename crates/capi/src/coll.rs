@@ -281,7 +281,7 @@ collective!(protean_MPI_Gather, protean_MPI_Gather_c, protean_MPI_Igather, prote
     let sh = shape(c)?;
     let at_root = root_side(&sh, root).is_some();
     let sends = !(is_in_place(sendbuf) || (sh.remote.is_some() && root < 0));
-    Ok(Args::Gather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if sends { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcounts: Counts::Uniform(recvcount.get()), rdt: if at_root { dt(recvtype)? } else { 0 }, root })
+    Ok(Args::Gather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if sends { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcounts: Counts::Uniform(recvcount.get()), rdt: if at_root { dt(recvtype)? } else { 0 }, root, v: false })
 });
 
 collective!(protean_MPI_Gatherv, protean_MPI_Gatherv_c, protean_MPI_Igatherv, protean_MPI_Igatherv_c, protean_MPI_Gatherv_init, protean_MPI_Gatherv_init_c, "MPI_Gatherv", "MPI_Igatherv", "MPI_Gatherv_init";
@@ -293,7 +293,7 @@ collective!(protean_MPI_Gatherv, protean_MPI_Gatherv_c, protean_MPI_Igatherv, pr
         Some(n) => Counts::Varied { counts: arr(recvcounts, n, "recvcounts")?, displs: self::displs(displs, n, "displs")? },
         None => Counts::Uniform(0),
     };
-    Ok(Args::Gather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if sends { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcounts, rdt: if n.is_some() { dt(recvtype)? } else { 0 }, root })
+    Ok(Args::Gather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if sends { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcounts, rdt: if n.is_some() { dt(recvtype)? } else { 0 }, root, v: true })
 });
 
 collective!(protean_MPI_Scatter, protean_MPI_Scatter_c, protean_MPI_Iscatter, protean_MPI_Iscatter_c, protean_MPI_Scatter_init, protean_MPI_Scatter_init_c, "MPI_Scatter", "MPI_Iscatter", "MPI_Scatter_init";
@@ -301,7 +301,7 @@ collective!(protean_MPI_Scatter, protean_MPI_Scatter_c, protean_MPI_Iscatter, pr
     let sh = shape(c)?;
     let at_root = root_side(&sh, root).is_some();
     let recvs = !(is_in_place(recvbuf) || (sh.remote.is_some() && root < 0));
-    Ok(Args::Scatter { sbuf: sendbuf.cast(), scounts: Counts::Uniform(sendcount.get()), sdt: if at_root { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcount: recvcount.get(), rdt: if recvs { dt(recvtype)? } else { 0 }, root })
+    Ok(Args::Scatter { sbuf: sendbuf.cast(), scounts: Counts::Uniform(sendcount.get()), sdt: if at_root { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcount: recvcount.get(), rdt: if recvs { dt(recvtype)? } else { 0 }, root, v: false })
 });
 
 collective!(protean_MPI_Scatterv, protean_MPI_Scatterv_c, protean_MPI_Iscatterv, protean_MPI_Iscatterv_c, protean_MPI_Scatterv_init, protean_MPI_Scatterv_init_c, "MPI_Scatterv", "MPI_Iscatterv", "MPI_Scatterv_init";
@@ -313,7 +313,7 @@ collective!(protean_MPI_Scatterv, protean_MPI_Scatterv_c, protean_MPI_Iscatterv,
         Some(n) => Counts::Varied { counts: arr(sendcounts, n, "sendcounts")?, displs: self::displs(displs, n, "displs")? },
         None => Counts::Uniform(0),
     };
-    Ok(Args::Scatter { sbuf: sendbuf.cast(), scounts, sdt: if n.is_some() { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcount: recvcount.get(), rdt: if recvs { dt(recvtype)? } else { 0 }, root })
+    Ok(Args::Scatter { sbuf: sendbuf.cast(), scounts, sdt: if n.is_some() { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcount: recvcount.get(), rdt: if recvs { dt(recvtype)? } else { 0 }, root, v: true })
 });
 
 collective!(protean_MPI_Allgather, protean_MPI_Allgather_c, protean_MPI_Iallgather, protean_MPI_Iallgather_c, protean_MPI_Allgather_init, protean_MPI_Allgather_init_c, "MPI_Allgather", "MPI_Iallgather", "MPI_Allgather_init";

@@ -256,8 +256,8 @@ pub const ALLREDUCE_ALGS: &[&str] = &[
     "two_level",
     "shm",
 ];
-pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial"];
-pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial"];
+pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm"];
+pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm"];
 pub const ALLGATHER_ALGS: &[&str] = &[
     "auto",
     "ring",
@@ -392,9 +392,9 @@ tunables! {
     coll_allreduce: usize = "auto", Kind::Choice(ALLREDUCE_ALGS), writable = true,
         "MPI_Allreduce algorithm: auto, recursive_doubling, rabenseifner (reduce-scatter by recursive halving + allgather by recursive doubling), ring, reduce_bcast, two_level (reduce within each host, allreduce among hosts, bcast within each), shm (through a region the members on one host share; communicators within one host).";
     coll_gather: usize = "auto", Kind::Choice(GATHER_ALGS), writable = true,
-        "MPI_Gather algorithm: auto, linear, binomial.";
+        "MPI_Gather(v) algorithm: auto, linear, binomial (not the v form), shm (through a region the members on one host share; communicators within one host).";
     coll_scatter: usize = "auto", Kind::Choice(SCATTER_ALGS), writable = true,
-        "MPI_Scatter algorithm: auto, linear, binomial.";
+        "MPI_Scatter(v) algorithm: auto, linear, binomial (not the v form), shm (through a region the members on one host share; communicators within one host).";
     coll_allgather: usize = "auto", Kind::Choice(ALLGATHER_ALGS), writable = true,
         "MPI_Allgather algorithm: auto, ring, recursive_doubling (power-of-two sizes), bruck, linear, shm (through a region the members on one host share; communicators within one host).";
     coll_alltoall: usize = "auto", Kind::Choice(ALLTOALL_ALGS), writable = true,
@@ -407,6 +407,8 @@ tunables! {
         "Decision file (written by protean-tune) choosing collective algorithms by communicator size and message size; empty: the built-in table.";
     coll_segment: i64 = "65536", Kind::Int { min: 512, max: 1 << 30 }, writable = true,
         "Segment size in bytes of pipelined collective algorithms (chain bcast).";
+    coll_shm_depth: i64 = "2", Kind::Int { min: 2, max: 8 }, writable = false,
+        "Areas per member in a communicator's shared-memory collective region (32 KiB each), used in a ring: how many chunks of a large shm collective may be in flight at once (the communicator's rank 0 decides for all).";
 }
 
 /// Values written (through MPI_T) before MPI_Init; the engine applies them at start-up.

@@ -113,7 +113,15 @@ pub(super) unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched>
             rcounts,
             rdt,
             root,
-        } => build_gather(e, &b, (*sbuf, *scount, *sdt), (*rbuf, rcounts, *rdt), *root),
+            v,
+        } => build_gather(
+            e,
+            &b,
+            (*sbuf, *scount, *sdt),
+            (*rbuf, rcounts, *rdt),
+            *root,
+            *v,
+        ),
         Args::Scatter {
             sbuf,
             scounts,
@@ -122,7 +130,15 @@ pub(super) unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched>
             rcount,
             rdt,
             root,
-        } => build_scatter(e, &b, (*sbuf, scounts, *sdt), (*rbuf, *rcount, *rdt), *root),
+            v,
+        } => build_scatter(
+            e,
+            &b,
+            (*sbuf, scounts, *sdt),
+            (*rbuf, *rcount, *rdt),
+            *root,
+            *v,
+        ),
         Args::Allgather {
             sbuf,
             scount,
@@ -442,6 +458,7 @@ unsafe fn build_gather(
     own: One,
     many: Many,
     root: i32,
+    v: bool,
 ) -> Result<Sched> {
     let t = b.team();
     let (n, me) = (t.size(), t.me);
@@ -450,7 +467,7 @@ unsafe fn build_gather(
     let mut s = b.sched(e);
     let (alg, _) = e.coll_choose::<GatherAlg>(n, r.bytes());
     match (alg, r.blk) {
-        (GatherAlg::Binomial, Some(blk)) if r.uniform && n > 1 => {
+        (GatherAlg::Binomial, Some(blk)) if !v && n > 1 => {
             gather::gather_binomial(&mut s, t, r.own.as_ref(), &r.many, blk, root)
         }
         _ => gather::gather_linear(&mut s, t, r.own.as_ref(), &r.many, root),
@@ -464,6 +481,7 @@ unsafe fn build_scatter(
     many: Many,
     own: One,
     root: i32,
+    v: bool,
 ) -> Result<Sched> {
     let t = b.team();
     let (n, me) = (t.size(), t.me);
@@ -472,7 +490,7 @@ unsafe fn build_scatter(
     let mut s = b.sched(e);
     let (alg, _) = e.coll_choose::<ScatterAlg>(n, r.bytes());
     match (alg, r.blk) {
-        (ScatterAlg::Binomial, Some(blk)) if r.uniform && n > 1 => {
+        (ScatterAlg::Binomial, Some(blk)) if !v && n > 1 => {
             gather::scatter_binomial(&mut s, t, &r.many, r.own.as_ref(), blk, root)
         }
         _ => gather::scatter_linear(&mut s, t, &r.many, r.own.as_ref(), root),

@@ -188,9 +188,9 @@ algorithms! {
         Auto, RecursiveDoubling, AllgatherReduce, Rabenseifner, Ring, ReduceBcast, TwoLevel, Shm,
     }
     /// MPI_Gather(v).
-    GatherAlg: Gather = GATHER_ALGS { Auto, Linear, Binomial }
+    GatherAlg: Gather = GATHER_ALGS { Auto, Linear, Binomial, Shm }
     /// MPI_Scatter(v).
-    ScatterAlg: Scatter = SCATTER_ALGS { Auto, Linear, Binomial }
+    ScatterAlg: Scatter = SCATTER_ALGS { Auto, Linear, Binomial, Shm }
     /// MPI_Allgather(v).
     AllgatherAlg: Allgather = ALLGATHER_ALGS { Auto, Ring, RecursiveDoubling, Bruck, Linear, Shm }
     /// MPI_Alltoall(v,w).
@@ -384,6 +384,8 @@ pub fn builtin() -> Table {
         allreduce       3-*    1-65536        shm
         allgather       3-*    1-65536        shm
         alltoall        3-*    1-2048         shm
+        gather          3-*    0-16384        shm
+        scatter         3-*    0-16384        shm
         barrier         *      *              dissemination
         bcast           1-3    *              binomial
         bcast           4-*    0-16383        binomial

@@ -371,6 +371,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             rcounts,
             rdt,
             root,
+            ..
         } => {
             let role = role(*root, m)?;
             let own = (*sbuf, *scount, *sdt);
@@ -387,6 +388,7 @@ pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
             rcount,
             rdt,
             root,
+            ..
         } => {
             let role = role(*root, m)?;
             let own = (*rbuf as *const u8, *rcount, *rdt);

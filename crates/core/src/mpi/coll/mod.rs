@@ -614,6 +614,9 @@ pub enum Args {
         op: u32,
         exclusive: bool,
     },
+    /// MPI_Gather and (`v`) MPI_Gatherv. The counts are known at the root only: elsewhere
+    /// MPI_Gatherv passes `Counts::Uniform(0)`, so `v` is what tells every process which of
+    /// the two was called (algorithms that need uniform blocks must decide alike everywhere).
     Gather {
         sbuf: *const u8,
         scount: i64,
@@ -622,7 +625,9 @@ pub enum Args {
         rcounts: Counts,
         rdt: u32,
         root: i32,
+        v: bool,
     },
+    /// MPI_Scatter and (`v`) MPI_Scatterv, as for `Gather`.
     Scatter {
         sbuf: *const u8,
         scounts: Counts,
@@ -631,6 +636,7 @@ pub enum Args {
         rcount: i64,
         rdt: u32,
         root: i32,
+        v: bool,
     },
     Allgather {
         sbuf: *const u8,
@@ -833,8 +839,6 @@ struct Rooted {
     many: Vec<Blk>,
     /// Bytes of every block when they are all equal.
     blk: Option<usize>,
-    /// The root's blocks come from one count (not the v form).
-    uniform: bool,
 }
 
 impl Rooted {
@@ -876,12 +880,7 @@ impl Rooted {
             Some(o) if me != root => Some(o.bytes()),
             _ => all_equal(&many),
         };
-        Ok(Rooted {
-            own,
-            many,
-            blk,
-            uniform: matches!(mcounts, Counts::Uniform(_)),
-        })
+        Ok(Rooted { own, many, blk })
     }
 
     /// Bytes per block, for the decision table.

@@ -1,7 +1,8 @@
-//! Shared-memory collectives: barrier, bcast, reduce, allreduce, allgather and alltoall for
-//! communicators whose members all share one host, through the communicator's per-node collective region
-//! (`transport::NodeRegion`: flags by generation, two parities of one area per member and a
-//! result area; its module doc gives the memory ordering).
+//! Shared-memory collectives: barrier, bcast, reduce, allreduce, allgather(v), alltoall,
+//! gather(v) and scatter(v) for communicators whose members all share one host, through the
+//! communicator's per-node collective region (`transport::NodeRegion`: flags and words by
+//! generation, a ring of `coll_shm_depth` areas per member and of result areas; its module doc gives
+//! the memory ordering).
 //!
 //! The region is mapped lazily, at the first shared-memory collective on a communicator: its
 //! rank 0 makes it and every member maps it (two personalised exchanges in the management
@@ -11,7 +12,7 @@
 //! keeps the point-to-point algorithms.
 //!
 //! Algorithms, one generation per step (a large call is cut into chunks of one area, each a
-//! generation, so the two parities pipeline them):
+//! generation, so the ring of areas pipelines them: up to `coll_shm_depth` chunks in flight):
 //! - barrier: publish, wait for every member's publication;
 //! - bcast: the root copies (packs, for a non-contiguous type) a chunk into its area and
 //!   publishes it; the others copy (unpack) it out;
@@ -24,7 +25,9 @@
 //!   non-commutative operations get the order MPI asks for;
 //! - allgather, alltoall (one count and datatype per side): every member packs its block (its
 //!   n blocks, a slice of each per chunk) into its area and unpacks the block meant for it from
-//!   every member's area.
+//!   every member's area; allgatherv the same with blocks of their own lengths;
+//! - gather(v), scatter(v): see [`rooted`] (the root decides the number of generations and
+//!   says so in the first one's result area; a scatter's root writes every member's area).
 //!
 //! Only blocking calls take these paths (nonblocking and persistent ones need progress without
 //! the caller, and keep their schedules): the decision (`Engine::coll_choose_shm`) may name
@@ -39,8 +42,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::decide::Coll;
+use super::gather::Blk;
 use super::op::Reducer;
-use super::{check_buf, check_root, count_of, in_place, no_alias, Args, Counts, Types};
+use super::{
+    avg_bytes, blocks, check_buf, check_root, count_of, in_place, no_alias, own_blk, Args, Counts,
+    Rooted, Types,
+};
 use crate::err;
 use crate::error::Result;
 use crate::mpi::datatype::Datatype;
@@ -89,10 +96,11 @@ impl ShmComm {
 /// The region of intracommunicator `comm` (whose `n` members share this host), made and
 /// mapped at the first call. Collective: every member calls it at the same collective.
 fn region(comm: u32) -> Result<Option<Arc<ShmComm>>> {
-    let (cached, n, me, jobid, gpid, serial) = with(|e| -> Result<_> {
+    let (cached, n, me, jobid, gpid, serial, depth) = with(|e| -> Result<_> {
+        let depth = e.cfg.coll_shm_depth as usize;
         let c = e.live_comm(comm)?;
         if let Some(s) = &c.coll.shm.0 {
-            return Ok((Some(s.clone()), 0, 0, String::new(), 0, 0));
+            return Ok((Some(s.clone()), 0, 0, String::new(), 0, 0, depth));
         }
         let (n, me) = (c.size(), c.rank as usize);
         e.coll.shm_serial = e.coll.shm_serial.wrapping_add(1);
@@ -103,6 +111,7 @@ fn region(comm: u32) -> Result<Option<Arc<ShmComm>>> {
             e.jobid.clone(),
             e.rank as Gpid,
             e.coll.shm_serial,
+            depth,
         ))
     })??;
     if let Some(s) = cached {
@@ -111,18 +120,22 @@ fn region(comm: u32) -> Result<Option<Arc<ShmComm>>> {
     let mut region = None;
     let mut msgs = vec![Vec::new(); n];
     if me == 0 {
-        if let Ok(r) = NodeRegion::create(&jobid, gpid, serial, n, AREA) {
-            let d = r.desc().unwrap_or(Region::NONE);
+        if let Ok(r) = NodeRegion::create(&jobid, gpid, serial, n, AREA, depth) {
+            // The description, then the depth (rank 0's choice is everyone's).
+            let mut d = r.desc().unwrap_or(Region::NONE).0.to_vec();
+            d.push(depth as u8);
             for m in msgs.iter_mut().skip(1) {
-                *m = d.0.to_vec();
+                m.clone_from(&d);
             }
             region = Some(r);
         }
     }
     let got = crate::mpi::cm::exchange_all(comm, msgs)?;
     if me != 0 {
-        if let Ok(d) = <[u8; REGION_LEN]>::try_from(got[0].as_slice()) {
-            region = NodeRegion::open(&jobid, &Region(d), n, AREA).ok();
+        if let Some((&depth, d)) = got[0].split_last() {
+            if let Ok(d) = <[u8; REGION_LEN]>::try_from(d) {
+                region = NodeRegion::open(&jobid, &Region(d), n, AREA, depth as usize).ok();
+            }
         }
     }
     // Everyone says whether it mapped the region; this is also the point after which the
@@ -216,6 +229,48 @@ pub unsafe fn try_blocking(comm: u32, a: &Args) -> Option<Result<()>> {
             rcounts: Counts::Uniform(rcount),
             rdt,
         } => exchange(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt), false),
+        Args::Allgather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts: rcounts @ Counts::Varied { .. },
+            rdt,
+        } => allgatherv(comm, *sbuf, (*scount, *sdt), *rbuf, rcounts, *rdt),
+        Args::Gather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+            root,
+            v,
+        } => rooted(
+            comm,
+            (*sbuf, *scount, *sdt),
+            (*rbuf as *const u8, rcounts, *rdt),
+            *root,
+            *v,
+            true,
+        ),
+        Args::Scatter {
+            sbuf,
+            scounts,
+            sdt,
+            rbuf,
+            rcount,
+            rdt,
+            root,
+            v,
+        } => rooted(
+            comm,
+            (*rbuf as *const u8, *rcount, *rdt),
+            (*sbuf, scounts, *sdt),
+            *root,
+            *v,
+            false,
+        ),
         Args::Alltoall {
             sbuf,
             scounts: Counts::Uniform(scount),
@@ -583,6 +638,292 @@ unsafe fn exchange(
             }
             r.set(me, Flag::Done, g);
             off += len;
+        }
+        Ok(())
+    })())
+}
+
+/// The bytes `[off, off + len)` of block `b`'s packed form that lie inside its first `upto`
+/// bytes: how many there are (0 past the end).
+fn part_len(upto: usize, off: usize) -> usize {
+    upto.saturating_sub(off).min(AREA)
+}
+
+/// Pack bytes `[off, off + len)` of block `b` into `out`.
+///
+/// # Safety
+/// As for [`pack_part`].
+unsafe fn pack_blk(b: &Blk, off: usize, out: *mut u8, len: usize) {
+    if len > 0 {
+        pack_part(&b.dt, b.ptr, b.count, off, out, len);
+    }
+}
+
+/// Unpack `len` bytes at `src` as bytes `[off, off + len)` of block `b`.
+///
+/// # Safety
+/// As for [`unpack_part`].
+unsafe fn unpack_blk(b: &Blk, off: usize, src: *const u8, len: usize) {
+    if len > 0 {
+        unpack_part(&b.dt, b.ptr, b.count, off, src, len);
+    }
+}
+
+/// The bytes of a v-form call that the decision table is asked about: a member knows only its
+/// own count, and every member must decide alike, so the v forms of gather and scatter ask
+/// for 0 bytes (the built-in rules for them start at 0).
+pub const V_BYTES: usize = 0;
+
+/// MPI_Gather(v) (`gather` true) and MPI_Scatter(v): `own` is a member's own block (the send
+/// side of a gather, the receive side of a scatter), `many` the root's n blocks.
+///
+/// The root decides how many generations the call takes (its largest block in areas, at least
+/// one) and says so in the result area of the first, with the length of every block for a
+/// scatter; the others read it there. Gather: every member but the root packs its block,
+/// an area per generation, into its own area and publishes its length in its word; the root
+/// unpacks each into its block. A member of a gather (not v) whose block fits one area does
+/// not wait for the root's word: it takes one generation, and so does the root whenever any
+/// member sent that little (the type signatures agree, so then every block fits; if they do
+/// not, the root reports the truncation). Scatter: the root packs block j, an area per
+/// generation, into member j's area (the root writes the others' areas here: every area of a
+/// ring position is free once all are done with the generation that used it last, see
+/// `NodeRegion::wait_free`) and each member unpacks its own. The root's own block is copied
+/// directly. A block longer than the one it meets is a truncation error at the receiver,
+/// after the call has run its course everywhere (so nobody waits for a member that gave up,
+/// and every member counts the same generations).
+unsafe fn rooted(
+    comm: u32,
+    own: (*const u8, i64, u32),
+    many: (*const u8, &Counts, u32),
+    root: i32,
+    v: bool,
+    gather: bool,
+) -> Option<Result<()>> {
+    let coll = if gather { Coll::Gather } else { Coll::Scatter };
+    let names = if gather {
+        ["send", "recv"]
+    } else {
+        ["recv", "send"]
+    };
+    let (n, me, root, r) = prepared!(with(|e| -> Result<Option<_>> {
+        let Some((n, me)) = eligible(e, comm) else {
+            return Ok(None);
+        };
+        let root = check_root(root, n)?;
+        let r = Rooted::check(e, own, many, me, root, n, names)?;
+        let bytes = match (v, r.blk) {
+            (false, Some(b)) => b,
+            (false, None) => return Ok(None),
+            (true, _) => V_BYTES,
+        };
+        // The scatter's header holds n + 1 words.
+        if (!v && bytes == 0) || (n + 1) * 8 > AREA || !e.coll_choose_shm(coll, n, bytes) {
+            return Ok(None);
+        }
+        Ok(Some((n, me, root, r)))
+    })
+    .and_then(|x| x));
+    let s = region_or_decline!(comm);
+    Some((|| {
+        let reg = s.region.as_ref().expect("checked");
+        let mut idle = idler()?;
+        let g0 = s.next();
+        reg.wait_free(g0, &mut idle)?;
+        let head = reg.result(g0) as *mut u64;
+        let mut failure = None;
+        // The root's own block first (it takes no area).
+        if me == root {
+            if let Some(o) = &r.own {
+                let m = &r.many[root];
+                let copied = if gather {
+                    super::sched::copy_between(o.ptr, o.count, &o.dt, m.ptr, m.count, &m.dt)
+                } else {
+                    super::sched::copy_between(m.ptr, m.count, &m.dt, o.ptr, o.count, &o.dt)
+                };
+                if let Err(e) = copied {
+                    failure = Some(e);
+                }
+            }
+        }
+        if me == root {
+            let most = r.many.iter().map(Blk::bytes).max().unwrap_or(0);
+            let mut gens = most.div_ceil(AREA).max(1);
+            // Gather: the length each member sent, read in the first generation.
+            let mut sent = vec![0usize; n];
+            if gather {
+                for t in 1..n {
+                    let j = (root + t) % n;
+                    reg.wait(|x| x.reached(j, Flag::Published, g0), &mut idle)?;
+                    sent[j] = reg.word(j, g0) as usize;
+                    let b = &r.many[j];
+                    unpack_blk(b, 0, reg.area(j, g0), part_len(sent[j].min(b.bytes()), 0));
+                }
+                // A gather (not v) whose block fits one area takes one generation at every
+                // member without asking the root; if any member sent that little, all do.
+                if !v && (0..n).any(|j| j != root && sent[j] <= AREA) {
+                    gens = 1;
+                }
+            }
+            head.write(gens as u64);
+            if !gather {
+                for (j, b) in r.many.iter().enumerate() {
+                    head.add(1 + j).write(b.bytes() as u64);
+                }
+            }
+            for k in 0..gens {
+                let g = if k == 0 { g0 } else { s.next() };
+                if k > 0 {
+                    reg.wait_free(g, &mut idle)?;
+                }
+                let off = k * AREA;
+                if gather {
+                    reg.set(me, Flag::Published, g);
+                    for t in 1..n {
+                        let j = (root + t) % n;
+                        if k == 0 {
+                            continue;
+                        }
+                        reg.wait(|x| x.reached(j, Flag::Published, g), &mut idle)?;
+                        let b = &r.many[j];
+                        let len = part_len(sent[j].min(b.bytes()), off);
+                        unpack_blk(b, off, reg.area(j, g), len);
+                    }
+                } else {
+                    for t in 1..n {
+                        let j = (root + t) % n;
+                        let b = &r.many[j];
+                        pack_blk(b, off, reg.area(j, g), part_len(b.bytes(), off));
+                    }
+                    reg.set(me, Flag::Published, g);
+                }
+                reg.set(me, Flag::Done, g);
+            }
+            if gather && failure.is_none() {
+                let short = gens * AREA;
+                if let Some((j, b)) = r.many.iter().enumerate().find(|(j, b)| {
+                    *j != root && (sent[*j] > b.bytes() || sent[*j].min(b.bytes()) > short)
+                }) {
+                    failure = Some(crate::mpi_error!(
+                        Truncate,
+                        "process {j} sent {} bytes to a block of {} bytes",
+                        sent[j],
+                        b.bytes()
+                    ));
+                }
+            }
+        } else {
+            let o = r.own.as_ref().expect("checked at the members");
+            let mine = o.bytes();
+            if gather {
+                // Publish the first part before looking at the root's header.
+                reg.set_word(me, g0, mine as u64);
+                pack_blk(o, 0, reg.area(me, g0), part_len(mine, 0));
+                reg.set(me, Flag::Published, g0);
+            }
+            // A gather (not v) of one area's block takes one generation: no need to wait for
+            // the root (see the root's side).
+            let gens = if gather && !v && mine <= AREA {
+                1
+            } else {
+                reg.wait(|x| x.reached(root, Flag::Published, g0), &mut idle)?;
+                head.read() as usize
+            };
+            let theirs = if gather {
+                mine
+            } else {
+                head.add(1 + me).read() as usize
+            };
+            if !gather && theirs > mine {
+                failure = Some(crate::mpi_error!(
+                    Truncate,
+                    "the root sent {theirs} bytes to a block of {mine} bytes"
+                ));
+            }
+            for k in 0..gens {
+                let g = if k == 0 { g0 } else { s.next() };
+                let off = k * AREA;
+                if gather {
+                    if k > 0 {
+                        reg.wait_free(g, &mut idle)?;
+                        pack_blk(o, off, reg.area(me, g), part_len(mine, off));
+                        reg.set(me, Flag::Published, g);
+                    }
+                } else {
+                    if k > 0 {
+                        reg.wait(|x| x.reached(root, Flag::Published, g), &mut idle)?;
+                    }
+                    unpack_blk(o, off, reg.area(me, g), part_len(theirs.min(mine), off));
+                }
+                reg.set(me, Flag::Done, g);
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })())
+}
+
+/// MPI_Allgatherv: as the allgather of [`exchange`], with blocks of their own lengths (every
+/// member knows all counts, so all count the same generations: the largest block in areas).
+unsafe fn allgatherv(
+    comm: u32,
+    sbuf: *const u8,
+    (scount, sdt): (i64, u32),
+    rbuf: *mut u8,
+    rcounts: &Counts,
+    rdt: u32,
+) -> Option<Result<()>> {
+    let (me, recv, own) = prepared!(with(|e| -> Result<Option<_>> {
+        let Some((n, me)) = eligible(e, comm) else {
+            return Ok(None);
+        };
+        let recv = blocks(e, rbuf, rcounts, &Types::One(rdt), n, "receive buffer")?;
+        let own = if in_place(sbuf) {
+            None
+        } else {
+            let o = own_blk(e, sbuf, scount, sdt, "send")?;
+            no_alias(sbuf, rbuf, o.bytes())?;
+            if o.bytes() != recv[me].bytes() {
+                return err!(
+                    Truncate,
+                    "this process sends {} bytes and its block receives {}",
+                    o.bytes(),
+                    recv[me].bytes()
+                );
+            }
+            Some(o)
+        };
+        let most = recv.iter().map(Blk::bytes).max().unwrap_or(0);
+        if most == 0 || !e.coll_choose_shm(Coll::Allgather, n, avg_bytes(&recv)) {
+            return Ok(None);
+        }
+        Ok(Some((me, recv, own)))
+    })
+    .and_then(|x| x));
+    let s = region_or_decline!(comm);
+    Some((|| {
+        let r = s.region.as_ref().expect("checked");
+        let mut idle = idler()?;
+        let n = recv.len();
+        let most = recv.iter().map(Blk::bytes).max().unwrap_or(0);
+        let src = own.as_ref().unwrap_or(&recv[me]);
+        for k in 0..most.div_ceil(AREA) {
+            let off = k * AREA;
+            let g = s.next();
+            r.wait_free(g, &mut idle)?;
+            pack_blk(src, off, r.area(me, g), part_len(src.bytes(), off));
+            r.set(me, Flag::Published, g);
+            for t in 0..n {
+                let j = (me + t) % n;
+                if j == me && own.is_none() {
+                    continue;
+                }
+                r.wait(|x| x.reached(j, Flag::Published, g), &mut idle)?;
+                let b = &recv[j];
+                unpack_blk(b, off, r.area(j, g), part_len(b.bytes(), off));
+            }
+            r.set(me, Flag::Done, g);
         }
         Ok(())
     })())

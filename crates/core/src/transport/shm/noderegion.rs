@@ -7,13 +7,16 @@
 //! mapped it). Collective regions use host-memory serials with [`SERIAL_BIT`] set, so their
 //! names never meet those of windows.
 //!
-//! # Layout (`n` members, `slot` bytes per area)
+//! # Layout (`n` members, `slot` bytes per area, `depth` areas per member)
 //!
 //! ```text
 //! [0 .. n*128)                     one 128-byte control block per member (two cache lines,
-//!                                  so a neighbour's prefetch does not share it): its flags
-//! then 2n areas of `slot` bytes    member r's published data, one per parity: slot(r, g & 1)
-//! then 2 areas of `slot` bytes     a result area every member may write parts of, per parity
+//!                                  so a neighbour's prefetch does not share it): its three
+//!                                  flags, then one word per ring position (`NodeRegion::word`)
+//! then depth*n areas of `slot`     member r's published data, a ring of `depth` areas used by
+//!                                  generation: area(r, g) is r's (g mod depth)-th
+//! then depth areas of `slot`       a result area every member may write parts of, per ring
+//!                                  position
 //! ```
 //!
 //! # Flags, generations and memory ordering
@@ -30,9 +33,10 @@
 //! Ordering: a writer fills an area with plain stores and then sets its flag with a
 //! `Release` store; a reader that sees the flag at `>= g` with an `Acquire` load therefore sees
 //! the data (the store of the flag synchronises-with the load). Reuse: the areas of
-//! generation g are those of g - 2 (two parities, so a fast member can publish the next
-//! generation while slow ones still read this one); before writing an area for generation g a
-//! member waits until every member's `Done` is `>= g - 2` (Acquire), and members store `Done`
+//! generation g are those of g - depth (a ring of at least two, so a fast member can publish
+//! the next generations while slow ones still read this one: the pipeline of a large call);
+//! before writing an area for generation g a
+//! member waits until every member's `Done` is `>= g - depth` (Acquire), and members store `Done`
 //! (Release) only after their last read of that generation, so every read of the old data
 //! happens before the overwrite. Because flags are compared with `>=`, a member that is one
 //! generation ahead never hides the generation a slower member waits for.
@@ -60,6 +64,20 @@ pub enum Flag {
     Done = 2,
 }
 
+/// The most areas per member (the control block holds a word per area).
+pub const MAX_DEPTH: usize = 8;
+
+fn check_depth(depth: usize) -> io::Result<usize> {
+    if (2..=MAX_DEPTH).contains(&depth) {
+        Ok(depth)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a collective region's depth must be 2 to {MAX_DEPTH}, not {depth}"),
+        ))
+    }
+}
+
 /// Polls before the first call of `idle` while waiting.
 const SPINS: u32 = 64;
 
@@ -68,6 +86,8 @@ pub struct NodeRegion {
     base: *mut u8,
     n: usize,
     slot: usize,
+    /// Areas per member, used in a ring by generation (2 to [`MAX_DEPTH`]).
+    depth: usize,
     /// The mapping (None: memory the caller owns, in tests).
     _mem: Option<HostMem>,
 }
@@ -83,14 +103,15 @@ impl std::fmt::Debug for NodeRegion {
         f.debug_struct("NodeRegion")
             .field("n", &self.n)
             .field("slot", &self.slot)
+            .field("depth", &self.depth)
             .finish()
     }
 }
 
 impl NodeRegion {
-    /// Bytes of a region for `n` members with areas of `slot` bytes.
-    pub fn bytes(n: usize, slot: usize) -> usize {
-        n * CTL_BYTES + (2 * n + 2) * slot
+    /// Bytes of a region for `n` members with `depth` areas of `slot` bytes each.
+    pub fn bytes(n: usize, slot: usize, depth: usize) -> usize {
+        n * CTL_BYTES + (depth * n + depth) * slot
     }
 
     /// Make the region of a group of `n` (the first member calls this; `me` is its global
@@ -101,22 +122,32 @@ impl NodeRegion {
         serial: u32,
         n: usize,
         slot: usize,
+        depth: usize,
     ) -> io::Result<NodeRegion> {
+        let depth = check_depth(depth)?;
         let slot = slot.next_multiple_of(CTL_BYTES);
-        let mem = HostMem::create(jobid, me, serial | SERIAL_BIT, Self::bytes(n, slot))?;
+        let mem = HostMem::create(jobid, me, serial | SERIAL_BIT, Self::bytes(n, slot, depth))?;
         Ok(NodeRegion {
             base: mem.base(),
             n,
             slot,
+            depth,
             _mem: Some(mem),
         })
     }
 
     /// Map the region another member made, from its description.
-    pub fn open(jobid: &str, desc: &Region, n: usize, slot: usize) -> io::Result<NodeRegion> {
+    pub fn open(
+        jobid: &str,
+        desc: &Region,
+        n: usize,
+        slot: usize,
+        depth: usize,
+    ) -> io::Result<NodeRegion> {
+        let depth = check_depth(depth)?;
         let slot = slot.next_multiple_of(CTL_BYTES);
         let mem = HostMem::open(jobid, desc)?;
-        if mem.len() < Self::bytes(n, slot) {
+        if mem.len() < Self::bytes(n, slot, depth) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "a collective region is smaller than its group needs",
@@ -126,6 +157,7 @@ impl NodeRegion {
             base: mem.base(),
             n,
             slot,
+            depth,
             _mem: Some(mem),
         })
     }
@@ -133,13 +165,14 @@ impl NodeRegion {
     /// A region over memory the caller provides (tests: threads standing for processes).
     ///
     /// # Safety
-    /// `base` is 128-byte aligned, zero-filled, `bytes(n, slot)` long (slot a multiple of
-    /// 128) and outlives the value.
-    pub unsafe fn from_raw(base: *mut u8, n: usize, slot: usize) -> NodeRegion {
+    /// `base` is 128-byte aligned, zero-filled, `bytes(n, slot, depth)` long (slot a multiple
+    /// of 128, depth from 2 to [`MAX_DEPTH`]) and outlives the value.
+    pub unsafe fn from_raw(base: *mut u8, n: usize, slot: usize, depth: usize) -> NodeRegion {
         NodeRegion {
             base,
             n,
             slot,
+            depth,
             _mem: None,
         }
     }
@@ -165,6 +198,11 @@ impl NodeRegion {
         self.slot
     }
 
+    /// Areas per member (generations that may be in flight at once).
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
     #[inline]
     fn flag(&self, r: usize, f: Flag) -> &AtomicU64 {
         assert!(r < self.n, "member {r} of a region of {}", self.n);
@@ -177,6 +215,32 @@ impl NodeRegion {
     #[inline]
     pub fn set(&self, me: usize, f: Flag, g: u64) {
         self.flag(me, f).store(g, Ordering::Release);
+    }
+
+    /// Member `me`'s word of generation `g` (one per ring position, after the flags in its control
+    /// block): a number it publishes with its area (a length, say). It follows the area's
+    /// rules: written before the member's flag of `g` is set (the flag's Release store orders
+    /// it), read after that flag is seen, and reused at `g + depth` only after everyone is done
+    /// with `g`.
+    #[inline]
+    fn word_at(&self, r: usize, g: u64) -> &AtomicU64 {
+        assert!(r < self.n, "member {r} of a region of {}", self.n);
+        let i = 3 + (g % self.depth as u64) as usize;
+        // SAFETY: r < n and 8 * (3 + MAX_DEPTH) <= CTL_BYTES, so the word lies in r's control
+        // block.
+        unsafe { &*(self.base.add(r * CTL_BYTES + 8 * i) as *const AtomicU64) }
+    }
+
+    /// Set member `me`'s word of generation `g` (see [`NodeRegion::word`]).
+    #[inline]
+    pub fn set_word(&self, me: usize, g: u64, v: u64) {
+        self.word_at(me, g).store(v, Ordering::Relaxed);
+    }
+
+    /// Member `r`'s word of generation `g`, once its flag of `g` has been seen.
+    #[inline]
+    pub fn word(&self, r: usize, g: u64) -> u64 {
+        self.word_at(r, g).load(Ordering::Relaxed)
     }
 
     /// Has member `r` reached point `f` of generation `g` (Acquire)?
@@ -233,20 +297,21 @@ impl NodeRegion {
     }
 
     /// Wait until the areas of generation `g` may be written: every member is done with
-    /// generation `g - 2`, which used the same areas.
+    /// generation `g - depth`, which used the same areas.
     #[inline]
     pub fn wait_free<E>(&self, g: u64, idle: &mut impl FnMut() -> Result<(), E>) -> Result<(), E> {
-        if g <= 2 {
+        let d = self.depth as u64;
+        if g <= d {
             return Ok(());
         }
-        self.wait_all(Flag::Done, g - 2, idle)
+        self.wait_all(Flag::Done, g - d, idle)
     }
 
     /// Member `r`'s area of generation `g` (`slot_bytes` long).
     #[inline]
     pub fn area(&self, r: usize, g: u64) -> *mut u8 {
         assert!(r < self.n);
-        let i = 2 * r + (g & 1) as usize;
+        let i = self.depth * r + (g % self.depth as u64) as usize;
         // SAFETY: inside the mapping (see the layout).
         unsafe { self.base.add(self.n * CTL_BYTES + i * self.slot) }
     }
@@ -254,7 +319,7 @@ impl NodeRegion {
     /// The result area of generation `g` (`slot_bytes` long).
     #[inline]
     pub fn result(&self, g: u64) -> *mut u8 {
-        let i = 2 * self.n + (g & 1) as usize;
+        let i = self.depth * self.n + (g % self.depth as u64) as usize;
         // SAFETY: inside the mapping (see the layout).
         unsafe { self.base.add(self.n * CTL_BYTES + i * self.slot) }
     }
@@ -292,19 +357,19 @@ mod tests {
     }
 
     /// Threads standing for members run many generations of "publish, read everyone's data,
-    /// done" (an allgather) through two parities: every reader must see exactly the data of
+    /// done" (an allgather) through a ring of two: every reader must see exactly the data of
     /// its generation, never a half-written or overwritten area.
     #[test]
     fn published_areas_are_seen_whole_and_not_overwritten_early() {
         const N: usize = 4;
         const SLOT: usize = 1024;
         const GENS: u64 = 3000;
-        let mem = Arc::new(Mem::new(NodeRegion::bytes(N, SLOT)));
+        let mem = Arc::new(Mem::new(NodeRegion::bytes(N, SLOT, 2)));
         let threads: Vec<_> = (0..N)
             .map(|me| {
                 let mem = mem.clone();
                 std::thread::spawn(move || {
-                    let r = unsafe { NodeRegion::from_raw(mem.p, N, SLOT) };
+                    let r = unsafe { NodeRegion::from_raw(mem.p, N, SLOT, 2) };
                     let words = SLOT / 8;
                     for g in 1..=GENS {
                         r.wait_free(g, &mut || yield_idle()).unwrap();
@@ -332,18 +397,81 @@ mod tests {
         }
     }
 
-    /// One writer (a broadcast root) runs ahead of its readers by at most the two parities.
+    /// Gathers and scatters, alternately, with a rotating root: members publish a word with
+    /// their area (a gather's lengths), and a scatter's root writes every member's area. Every
+    /// reader sees the word and the data of its own generation.
     #[test]
-    fn a_root_never_overwrites_an_area_a_reader_still_needs() {
-        const N: usize = 3;
+    fn words_and_areas_written_for_others_are_seen_in_their_generation() {
+        const N: usize = 4;
         const SLOT: usize = 256;
-        const GENS: u64 = 5000;
-        let mem = Arc::new(Mem::new(NodeRegion::bytes(N, SLOT)));
+        const GENS: u64 = 4000;
+        let mem = Arc::new(Mem::new(NodeRegion::bytes(N, SLOT, 3)));
         let threads: Vec<_> = (0..N)
             .map(|me| {
                 let mem = mem.clone();
                 std::thread::spawn(move || {
-                    let r = unsafe { NodeRegion::from_raw(mem.p, N, SLOT) };
+                    let r = unsafe { NodeRegion::from_raw(mem.p, N, SLOT, 3) };
+                    let mut idle = || yield_idle();
+                    for g in 1..=GENS {
+                        let root = (g as usize / 2) % N;
+                        let tag = |j: usize| g * 100 + j as u64;
+                        r.wait_free(g, &mut idle).unwrap();
+                        if g % 2 == 0 {
+                            // gather: everyone but the root publishes its word and area
+                            if me != root {
+                                r.set_word(me, g, tag(me));
+                                let a = r.area(me, g) as *mut u64;
+                                unsafe { a.write_volatile(tag(me)) };
+                                r.set(me, Flag::Published, g);
+                            } else {
+                                for j in (0..N).filter(|&j| j != root) {
+                                    r.wait(|s| s.reached(j, Flag::Published, g), &mut idle)
+                                        .unwrap();
+                                    assert_eq!(r.word(j, g), tag(j), "gen {g} word of {j}");
+                                    let v = unsafe { (r.area(j, g) as *const u64).read_volatile() };
+                                    assert_eq!(v, tag(j), "gen {g} area of {j}");
+                                }
+                            }
+                        } else if me == root {
+                            // scatter: the root writes every member's area
+                            for j in 0..N {
+                                unsafe { (r.area(j, g) as *mut u64).write_volatile(tag(j)) };
+                            }
+                            r.set(me, Flag::Published, g);
+                        } else {
+                            r.wait(|s| s.reached(root, Flag::Published, g), &mut idle)
+                                .unwrap();
+                            let v = unsafe { (r.area(me, g) as *const u64).read_volatile() };
+                            assert_eq!(v, tag(me), "gen {g} scattered to {me}");
+                        }
+                        r.set(me, Flag::Done, g);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    /// One writer (a broadcast root) runs ahead of its readers by at most the ring's depth.
+    #[test]
+    fn a_root_never_overwrites_an_area_a_reader_still_needs() {
+        for depth in [2, 3, 4, MAX_DEPTH] {
+            root_ahead(depth);
+        }
+    }
+
+    fn root_ahead(depth: usize) {
+        const N: usize = 3;
+        const SLOT: usize = 256;
+        const GENS: u64 = 3000;
+        let mem = Arc::new(Mem::new(NodeRegion::bytes(N, SLOT, depth)));
+        let threads: Vec<_> = (0..N)
+            .map(|me| {
+                let mem = mem.clone();
+                std::thread::spawn(move || {
+                    let r = unsafe { NodeRegion::from_raw(mem.p, N, SLOT, depth) };
                     for g in 1..=GENS {
                         let root = (g % N as u64) as usize;
                         if me == root {
@@ -377,19 +505,19 @@ mod tests {
     fn idle_errors_end_a_wait_and_regions_map_across_handles() {
         let r0 = {
             let job = format!("nr{}", std::process::id());
-            let mut a = NodeRegion::create(&job, 1, 5, 2, 100).unwrap();
+            let mut a = NodeRegion::create(&job, 1, 5, 2, 100, 2).unwrap();
             assert_eq!(a.slot_bytes(), 128, "rounded to a control block");
-            let b = NodeRegion::open(&job, &a.desc().unwrap(), 2, 100).unwrap();
+            let b = NodeRegion::open(&job, &a.desc().unwrap(), 2, 100, 2).unwrap();
             a.set(0, Flag::Reduced, 9);
             assert!(b.reached(0, Flag::Reduced, 9) && !b.reached(0, Flag::Reduced, 10));
             unsafe { *a.result(3) = 7 };
-            assert_eq!(unsafe { *b.result(1) }, 7, "same parity, same area");
+            assert_eq!(unsafe { *b.result(1) }, 7, "same ring position, same area");
             assert!(
-                NodeRegion::open(&job, &a.desc().unwrap(), 4, 100).is_err(),
+                NodeRegion::open(&job, &a.desc().unwrap(), 4, 100, 2).is_err(),
                 "too small"
             );
             a.unlink();
-            assert!(NodeRegion::open(&job, &a.desc().unwrap(), 2, 100).is_err());
+            assert!(NodeRegion::open(&job, &a.desc().unwrap(), 2, 100, 2).is_err());
             b
         };
         let mut calls = 0;
