@@ -157,6 +157,9 @@ impl Engine {
         let routes: Vec<Route> = self.net.routes().to_vec();
         self.pml.add_peers(&routes, &self.net);
         self.chan.grow(routes.len() as u32);
+        if let Some(c) = self.conn.as_mut() {
+            c.grow(routes.len() as u32);
+        }
         if self.hosts.len() < routes.len() {
             self.hosts.resize(routes.len(), String::new());
         }
