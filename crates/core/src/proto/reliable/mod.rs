@@ -776,6 +776,12 @@ impl<B> Link<B> {
         while self.inflight.front().is_some_and(|s| s.body.is_none()) {
             self.inflight.pop_front();
         }
+        if self.inflight.is_empty() {
+            // Everything acknowledged: a peer talked to now and then keeps no buffers.
+            release(&mut self.inflight);
+            release(&mut self.lost);
+            release(&mut self.retx_q);
+        }
         self.sacked.remove_below(self.una());
         self.highest_acked = self.highest_acked.max(largest);
         if let Some(t) = newest_sent {
@@ -1054,6 +1060,14 @@ impl<B> Link<B> {
                 self.srtt = Some((7 * s + r) / 8);
             }
         }
+    }
+}
+
+/// Give an empty queue's buffer back (memory per peer: most peers of a large job are talked
+/// to now and then, and a queue that grew once would otherwise keep its buffer for good).
+fn release<T>(q: &mut VecDeque<T>) {
+    if q.is_empty() && q.capacity() > 0 {
+        *q = VecDeque::new();
     }
 }
 

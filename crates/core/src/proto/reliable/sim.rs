@@ -759,3 +759,25 @@ proptest! {
         fuzzing::link(&bytes);
     }
 }
+
+/// Memory per peer: once everything sent is acknowledged, a link keeps no queue buffers.
+#[test]
+fn acknowledged_links_give_their_buffers_back() {
+    let p = Params::default();
+    let (mut a, mut b): (Link<Vec<u8>>, Link<Vec<u8>>) = (Link::new(p), Link::new(p));
+    let mut freed = Vec::new();
+    for k in 0..3u8 {
+        let h = a.stamp(0);
+        a.sent(0, h.seq, vec![k], true);
+        assert!(matches!(b.arrived(10, &h, &mut freed), Arrival::Next));
+    }
+    assert!(a.inflight.capacity() > 0);
+    let ack = b
+        .stamp_ack(1_000_000_000)
+        .expect("an acknowledgement is owed");
+    a.arrived(20, &ack, &mut freed);
+    assert_eq!(freed.len(), 3);
+    assert!(a.inflight.is_empty());
+    assert_eq!(a.inflight.capacity(), 0);
+    assert_eq!(a.lost.capacity() + a.retx_q.capacity(), 0);
+}
