@@ -11,7 +11,9 @@
  *
  * With PROTEAN_TEST_EXPECT_MOVES=1 (set by the manifest line that forces churn), the MPI_T
  * variables protean_chan_promotions and protean_chan_demotions, summed over the ranks, must
- * both be positive: channels did move while messages flowed. With
+ * both be positive: channels did move while messages flowed; with PROTEAN_TEST_EXPECT_MOVES=conn
+ * (hybrid channels), protean_chan_conn_promotions and protean_chan_conn_demotions: peers
+ * moved between datagrams and TCP connections and back. With
  * PROTEAN_TEST_MIN_FAST_SHARE=X (tests/channels/profile-run), the share of the frames that
  * arrived through fast channels (protean_chan_fast_frames_recvd over it plus
  * protean_chan_shared_frames_recvd, summed over the ranks) must be at least X; it is printed
@@ -93,10 +95,13 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Waitall(2 * NMSG, sr, MPI_STATUSES_IGNORE));
     }
     const char *expect = getenv("PROTEAN_TEST_EXPECT_MOVES");
-    if (expect && atoi(expect) > 0) {
-        long long v[2] = {tu_pvar("protean_chan_promotions"), tu_pvar("protean_chan_demotions")};
+    int conn = expect && strcmp(expect, "conn") == 0;
+    if (expect && (atoi(expect) > 0 || conn)) {
+        long long v[2] = {
+            tu_pvar(conn ? "protean_chan_conn_promotions" : "protean_chan_promotions"),
+            tu_pvar(conn ? "protean_chan_conn_demotions" : "protean_chan_demotions")};
         long long sum[2];
-        CHECK_MSG(v[0] >= 0 && v[1] >= 0, "no MPI_T variables protean_chan_promotions/demotions");
+        CHECK_MSG(v[0] >= 0 && v[1] >= 0, "no MPI_T variables for channel promotions/demotions");
         CHECK_MPI(MPI_Reduce(v, sum, 2, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
         if (tu_rank == 0) {
             TU_LOG("channel promotions %lld, demotions %lld", sum[0], sum[1]);

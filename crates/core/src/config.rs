@@ -373,6 +373,8 @@ tunables! {
         "Seconds a peer may leave UDP data unacknowledged while we retransmit before it is reported failed (ranks that compute without calling MPI do not acknowledge either).";
     udp_buffer_max: i64 = "64m", Kind::Int { min: 1 << 20, max: i64::MAX }, writable = false,
         "Bytes of UDP datagrams a process keeps at most (sent and not acknowledged, and arrived ahead of a gap); beyond it, sends wait and early arrivals are dropped.";
+    udp_max_connections: i64 = "8", Kind::Int { min: 0, max: 1024 }, writable = true,
+        "Hybrid channels, when transports lists udp before tcp (transports=udp,tcp): every peer starts on datagrams, and the channel manager (chan_policy, chan_promote_after, chan_window) moves the frames of at most this many busiest peers to us onto a TCP connection, and back to datagrams once idle, with every frame in order across the switch. 0: datagrams only (TCP unused). Lowering it at run time (MPI_T) drains the surplus.";
     udp_fault: String = "", Kind::Str, writable = false,
         "For testing only: faults the UDP transport injects into what it sends, 'drop=P,dup=P,reorder=P,seed=N' (probabilities per datagram; a reordered datagram goes after the next one). Example: drop=0.05,dup=0.01,reorder=0.01.";
     rma_fastpath: bool = "1", Kind::Bool, writable = true,

@@ -59,7 +59,7 @@ const CHAN_VARS: &[ChanVar] = &[
     ),
     (
         "protean_chan_fast_frames_recvd",
-        "frames that arrived through fast channels (shared memory), transport records included",
+        "frames that arrived through fast channels (shared-memory rings; TCP connections of hybrid channels), transport records included",
         |c| c.usage.fast_frames,
     ),
     (
@@ -69,13 +69,43 @@ const CHAN_VARS: &[ChanVar] = &[
     ),
     (
         "protean_chan_shared_frames_recvd",
-        "frames that arrived through the shared receive queue, transport records included",
+        "frames that arrived through the shared path (the shared-memory receive queue; datagrams of hybrid channels), transport records included",
         |c| c.usage.shared_frames,
     ),
     (
         "protean_chan_shared_bytes_recvd",
-        "payload bytes that arrived through the shared receive queue",
+        "payload bytes that arrived through the shared path",
         |c| c.usage.shared_bytes,
+    ),
+    (
+        "protean_chan_conn_promotions",
+        "hybrid channels (transports=udp,tcp): peers that switched from datagrams to a TCP connection to this process",
+        |c| c.conn_promotions,
+    ),
+    (
+        "protean_chan_conn_demotions",
+        "hybrid channels: peers whose TCP connection to this process was taken back and drained (back on datagrams)",
+        |c| c.conn_demotions,
+    ),
+    (
+        "protean_chan_conn_frames_recvd",
+        "hybrid channels: frames that arrived through TCP connections, transport records included",
+        |c| c.conn_usage.fast_frames,
+    ),
+    (
+        "protean_chan_conn_bytes_recvd",
+        "hybrid channels: payload bytes that arrived through TCP connections",
+        |c| c.conn_usage.fast_bytes,
+    ),
+    (
+        "protean_chan_dgram_frames_recvd",
+        "hybrid channels: frames that arrived by datagram from the peers they cover, transport records included",
+        |c| c.conn_usage.shared_frames,
+    ),
+    (
+        "protean_chan_dgram_bytes_recvd",
+        "hybrid channels: payload bytes that arrived by datagram from the peers they cover",
+        |c| c.conn_usage.shared_bytes,
     ),
 ];
 

@@ -170,6 +170,9 @@ impl Engine {
                     .filter(|&g| self.net.route(g) == Route::Shm),
             );
         }
+        if let Some(c) = self.conn.as_mut() {
+            c.grow(routes.len() as u32);
+        }
         if self.hosts.len() < routes.len() {
             self.hosts.resize(routes.len(), String::new());
         }

@@ -84,6 +84,9 @@ pub struct Engine {
     pub net: Net,
     /// Who holds this process's fast channels (`proto::channels`).
     pub chan: Manager,
+    /// Who holds this process's TCP connections under hybrid channels (`transports=udp,tcp`;
+    /// `transport::hybrid`): the same rules, over the peers on datagrams.
+    pub conn: Option<Manager>,
     pub comms: Vec<Option<Comm>>,
     /// Groups by id; slot 0 is MPI_GROUP_EMPTY.
     pub groups: Vec<Option<Vec<Gpid>>>,
@@ -181,6 +184,7 @@ impl Engine {
         pml.refresh_limits(&net);
         let mut net = net;
         let chan = channel_manager(&cfg, me, base + size, &mut net)?;
+        let conn = conn_manager(&cfg, me, base + size, &net);
         let coll = crate::mpi::coll::State::new(&cfg)?;
         Ok(Engine {
             cfg,
@@ -201,6 +205,7 @@ impl Engine {
             pml,
             net,
             chan,
+            conn,
             comms,
             groups: vec![Some(Vec::new())],
             cm: CommMgr::default(),
@@ -264,6 +269,11 @@ impl Engine {
         if self.chan.due(&self.net) {
             self.chan.look(&mut self.net);
         }
+        if let Some(c) = self.conn.as_mut() {
+            if c.due(&self.net) {
+                c.look(&mut self.net);
+            }
+        }
         if let Some(why) = self.pml.overflowed() {
             self.fatal(&why);
         }
@@ -294,6 +304,12 @@ impl Engine {
             &self.cfg,
             self.net.channel_slots_of(Route::Shm),
         ));
+        if let Some(c) = self.conn.as_mut() {
+            c.configure(conn_settings(
+                &self.cfg,
+                self.net.channel_slots_of(Route::Udp),
+            ));
+        }
         self.pml.limit_unexpected(self.cfg.unexpected_max as usize);
         self.pml.verbose = self.cfg.verbose > 0;
         if !self.cfg.shm_single_copy {
@@ -542,6 +558,32 @@ pub(crate) fn chan_settings(cfg: &Config, slots: usize) -> Settings {
         promote_after: cfg.chan_promote_after as u64,
         window: cfg.chan_window as u64,
     }
+}
+
+/// The hybrid channels' manager settings: `udp_max_connections` (up to the `slots` the
+/// transport was opened with), the rest as the fast channels'.
+fn conn_settings(cfg: &Config, slots: usize) -> Settings {
+    Settings {
+        max: (cfg.udp_max_connections.max(0) as usize).min(slots),
+        ..chan_settings(cfg, slots)
+    }
+}
+
+/// The manager of the TCP connections of hybrid channels, when any peer is on them.
+fn conn_manager(cfg: &Config, me: Gpid, size: u32, net: &Net) -> Option<Manager> {
+    let candidates: Vec<Gpid> = (0..size)
+        .filter(|&g| g != me && net.hybrid_covers(g))
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    let slots = net.channel_slots_of(Route::Udp);
+    Some(Manager::new(
+        me,
+        size,
+        candidates,
+        conn_settings(cfg, slots),
+    ))
 }
 
 /// Which collectives begin a phase (`chan_phases`, while a profile or a schedule is in use).

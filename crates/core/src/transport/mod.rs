@@ -103,6 +103,7 @@
 //! The self transport ([`selfloop::SelfLoop`], messages to the own process) is the stub every
 //! build has; a new transport copies its shape.
 
+pub mod hybrid;
 pub mod net;
 pub mod outq;
 pub mod selfloop;
@@ -256,6 +257,12 @@ pub struct ChannelCounters {
     /// Channels given back after their drain (DISCONNECTED).
     pub demotions: u64,
     pub usage: Usage,
+    /// The part of the above that hybrid channels did (`transport::hybrid`): promotions to
+    /// a TCP connection, demotions back to datagrams, and traffic (shared: datagrams; fast:
+    /// the connections).
+    pub conn_promotions: u64,
+    pub conn_demotions: u64,
+    pub conn_usage: Usage,
 }
 
 impl ChannelCounters {
@@ -263,6 +270,9 @@ impl ChannelCounters {
         self.promotions += o.promotions;
         self.demotions += o.demotions;
         self.usage.add(&o.usage);
+        self.conn_promotions += o.conn_promotions;
+        self.conn_demotions += o.conn_demotions;
+        self.conn_usage.add(&o.conn_usage);
     }
 }
 

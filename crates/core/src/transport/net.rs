@@ -10,6 +10,7 @@
 
 use std::net::SocketAddr;
 
+use super::hybrid::{self, Action, Hybrid, Path, Through};
 use super::selfloop::SelfLoop;
 use super::shm::{Geometry, Shm};
 use super::tcp::lanes::Mode;
@@ -33,6 +34,9 @@ pub struct Net {
     shm: Option<Shm>,
     tcp: Option<Tcp>,
     udp: Option<Udp>,
+    /// Hybrid channels (`transports=udp,tcp`): datagrams for every peer it covers, TCP
+    /// connections for the busiest (see `hybrid`).
+    hybrid: Option<Hybrid>,
 }
 
 /// `on_route!(net, peer, t => expr, unreachable)`: evaluate `expr` with `t` the transport
@@ -263,6 +267,8 @@ impl Net {
         // The processes of earlier jobs stay unreachable until a spawn or a connection
         // introduces them (`Net::add_peers`).
         let mut routes = vec![Route::Unreachable; nprocs];
+        // Hybrid channels: a pair whose list names udp before tcp, both reaching the peer.
+        let mut eligible = vec![false; nprocs];
         for rank_r in 0..size {
             let i = rank_r as usize;
             let r = base + rank_r;
@@ -289,6 +295,11 @@ impl Net {
             } else {
                 net_route.unwrap_or(Route::Unreachable)
             };
+            let pos = |t: &str| pair.iter().position(|x| *x == t);
+            eligible[r as usize] = routes[r as usize] == Route::Udp
+                && cfg.udp_max_connections > 0
+                && matches!((pos("udp"), pos("tcp")), (Some(u), Some(t)) if u < t)
+                && tcp.as_ref().is_some_and(|t| t.reaches(r));
         }
         if let Some(r) = routes[base as usize..]
             .iter()
@@ -312,13 +323,23 @@ impl Net {
         // Routes are symmetric (same host and same settings on both ends), so when no peer
         // uses TCP nobody will connect to us either: close the listener rather than poll it.
         // The same for UDP: its sockets would only be read for nothing.
-        if !routes.contains(&Route::Tcp) {
+        let hybrid = eligible.contains(&true);
+        if !routes.contains(&Route::Tcp) && !hybrid {
             tcp = None;
         }
         if !routes.contains(&Route::Udp) {
             udp = None;
         }
-        Ok(Net::new(me, routes, shm, tcp, udp))
+        let mut net = Net::new(me, routes, shm, tcp, udp);
+        if hybrid {
+            // One connection per peer: a frame striped onto another lane could arrive after
+            // the SWITCH that follows it on the first.
+            if let Some(t) = net.tcp.as_mut() {
+                t.set_lanes(Mode::Fixed(1), Vec::new());
+            }
+            net.hybrid = Some(Hybrid::new(cfg.udp_max_connections as usize, eligible));
+        }
+        Ok(net)
     }
 
     /// The transports of process `me`, and the route to each process (indexed by gpid).
@@ -336,6 +357,46 @@ impl Net {
             shm,
             tcp,
             udp,
+            hybrid: None,
+        }
+    }
+
+    /// Does the hybrid scheme (datagrams, connections for the busiest) cover `peer`?
+    pub fn hybrid_covers(&self, peer: Gpid) -> bool {
+        self.hybrid.as_ref().is_some_and(|h| h.covers(peer))
+    }
+
+    /// Carry out what the hybrid channels asked for in the last pass: control records, and
+    /// a peer's switch (SWITCH by the old route, then the new route, and its caps told).
+    fn hybrid_actions<S: FrameSink>(&mut self, sink: &mut S) {
+        let Some(h) = self.hybrid.as_mut() else {
+            return;
+        };
+        if !h.has_actions() {
+            return;
+        }
+        for a in h.take_actions() {
+            match a {
+                Action::Send(p, kind) => {
+                    // A peer that cannot be reached any more is reported by its transport.
+                    let _ = self.send(p, &hybrid::record(kind), &[], &[], Token::NONE);
+                }
+                Action::Switch(p, to) => {
+                    let sw = hybrid::record(hybrid::SWITCH);
+                    if self.send(p, &sw, &[], &[], Token::NONE).is_err() {
+                        continue;
+                    }
+                    self.routes[p as usize] = match to {
+                        Path::Conn => Route::Tcp,
+                        Path::Dgram => Route::Udp,
+                    };
+                    if let Some(h) = self.hybrid.as_mut() {
+                        h.switched(p, to);
+                    }
+                    let caps = self.caps(p);
+                    sink.on_caps(p, caps);
+                }
+            }
         }
     }
 
@@ -380,16 +441,17 @@ impl Net {
         match r {
             Route::Shm => self.shm.as_ref().map_or(0, |s| s.channel_slots()),
             Route::Tcp => self.tcp.as_ref().map_or(0, |t| t.channel_slots()),
-            Route::Udp => self.udp.as_ref().map_or(0, |u| u.channel_slots()),
+            Route::Udp => self.hybrid.as_ref().map_or(0, |h| h.slots()),
             Route::SelfLoop => self.own.channel_slots(),
             Route::Unreachable => 0,
         }
     }
 
     /// Lanes on TCP (`tcp_lanes`, `tcp_lanes_peers`, `tcp_lanes_max`); Err names the problem.
+    /// Under hybrid channels every peer keeps one connection.
     pub fn set_tcp_lanes(&mut self, cfg: &Config) -> std::result::Result<(), String> {
         let (mode, rules) = lane_settings(cfg)?;
-        if let Some(t) = self.tcp.as_mut() {
+        if let Some(t) = self.tcp.as_mut().filter(|_| self.hybrid.is_none()) {
             t.set_lanes(mode, rules);
         }
         Ok(())
@@ -583,11 +645,30 @@ impl Transport for Net {
         if let Some(shm) = self.shm.as_mut() {
             n += shm.progress(sink);
         }
-        if let Some(tcp) = self.tcp.as_mut() {
-            n += tcp.progress(sink);
-        }
-        if let Some(udp) = self.udp.as_mut() {
-            n += udp.progress(sink);
+        if let Some(hy) = self.hybrid.as_mut() {
+            // Deliveries by TCP and UDP pass through the hybrid channels' hand-over.
+            if let Some(tcp) = self.tcp.as_mut() {
+                n += tcp.progress(&mut Through {
+                    hy: &mut *hy,
+                    path: Path::Conn,
+                    sink: &mut *sink,
+                });
+            }
+            if let Some(udp) = self.udp.as_mut() {
+                n += udp.progress(&mut Through {
+                    hy,
+                    path: Path::Dgram,
+                    sink: &mut *sink,
+                });
+            }
+            self.hybrid_actions(sink);
+        } else {
+            if let Some(tcp) = self.tcp.as_mut() {
+                n += tcp.progress(sink);
+            }
+            if let Some(udp) = self.udp.as_mut() {
+                n += udp.progress(sink);
+            }
         }
         if self.own.has_work() {
             n += self.own.progress(sink);
@@ -597,6 +678,7 @@ impl Transport for Net {
 
     fn has_work(&self) -> bool {
         self.own.has_work()
+            || self.hybrid.as_ref().is_some_and(|h| h.has_actions())
             || self.shm.as_ref().is_some_and(|s| s.has_work())
             || self.tcp.as_ref().is_some_and(|t| t.has_work())
             || self.udp.as_ref().is_some_and(|u| u.has_work())
@@ -614,6 +696,23 @@ impl Transport for Net {
 
     #[inline]
     fn release<S: FrameSink>(&mut self, sink: &mut S) {
+        if let Some(hy) = self.hybrid.as_mut() {
+            if let Some(tcp) = self.tcp.as_mut() {
+                tcp.release(&mut Through {
+                    hy: &mut *hy,
+                    path: Path::Conn,
+                    sink: &mut *sink,
+                });
+            }
+            if let Some(udp) = self.udp.as_mut() {
+                udp.release(&mut Through {
+                    hy,
+                    path: Path::Dgram,
+                    sink: &mut *sink,
+                });
+            }
+            return;
+        }
         if let Some(tcp) = self.tcp.as_mut() {
             tcp.release(sink);
         }
@@ -678,28 +777,42 @@ impl Transport for Net {
         self.shm.as_ref().map_or(0, |s| s.channel_slots())
             + self.tcp.as_ref().map_or(0, |t| t.channel_slots())
             + self.udp.as_ref().map_or(0, |u| u.channel_slots())
+            + self.hybrid.as_ref().map_or(0, |h| h.slots())
     }
 
     #[inline]
     fn channel(&self, peer: Gpid) -> ChannelState {
+        if let Some(h) = self.hybrid.as_ref().filter(|h| h.covers(peer)) {
+            return h.channel(peer);
+        }
         on_route_ref!(self, peer, t => t.channel(peer), ChannelState::Shared)
     }
 
     fn connect(&mut self, peer: Gpid) -> bool {
+        if let Some(h) = self.hybrid.as_mut().filter(|h| h.covers(peer)) {
+            return h.connect(peer);
+        }
         on_route!(self, peer, t => t.connect(peer), false)
     }
 
     fn quiesce(&mut self, peer: Gpid) -> bool {
+        if let Some(h) = self.hybrid.as_mut().filter(|h| h.covers(peer)) {
+            return h.quiesce(peer);
+        }
         on_route!(self, peer, t => t.quiesce(peer), false)
     }
 
     fn usage(&self, peer: Gpid) -> Usage {
+        if let Some(h) = self.hybrid.as_ref().filter(|h| h.covers(peer)) {
+            return h.usage(peer);
+        }
         on_route_ref!(self, peer, t => t.usage(peer), Usage::default())
     }
 
     #[inline]
     fn shared_arrivals(&self) -> u64 {
-        self.shm.as_ref().map_or(0, |s| s.shared_arrivals())
+        self.hybrid.as_ref().map_or(0, |h| h.shared_arrivals())
+            + self.shm.as_ref().map_or(0, |s| s.shared_arrivals())
             + self.tcp.as_ref().map_or(0, |t| t.shared_arrivals())
             + self.udp.as_ref().map_or(0, |u| u.shared_arrivals())
     }
@@ -714,6 +827,9 @@ impl Transport for Net {
         }
         if let Some(u) = self.udp.as_ref() {
             c.add(&u.channel_counters());
+        }
+        if let Some(h) = self.hybrid.as_ref() {
+            c.add(&h.counters());
         }
         c
     }

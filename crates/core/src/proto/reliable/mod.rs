@@ -40,7 +40,12 @@
 //! acknowledged (a retransmission: when one sent after it, later by a quarter of the round
 //! trip, was), or when the retransmission timer expires: RTO = SRTT + 4 RTTVAR from round
 //! trips measured on datagrams sent once (Karn's rule), at least `rto_min`, doubled at each
-//! expiry up to `rto_max`. A round trip is measured on the newest datagram an acknowledgement
+//! expiry up to `rto_max`. Before that, a tail-loss probe (RFC 8985): when no acknowledgement
+//! comes within twice the smoothed round trip and the peer's acknowledgement delay after the
+//! newest datagram sent (or the last acknowledgement that left some in flight), the newest
+//! datagram in the network goes again, once per tail, window and timer unchanged; the answer
+//! to it (a duplicate is acknowledged at once) repairs a lost tail, or reveals the gaps before
+//! it, well before the timer would. A round trip is measured on the newest datagram an acknowledgement
 //! covers, less the time that datagram waited at the receiver (`delay`, as QUIC does): the
 //! peer's process answers only when it runs its progress engine, and an acknowledgement that
 //! rides on a reply carries the peer's think time, which says nothing about the network and
@@ -320,6 +325,8 @@ pub struct Stats {
     /// those taken as random loss (no queue: the window stays).
     pub congestion_events: u64,
     pub random_loss_events: u64,
+    /// Tail-loss probes sent (the newest datagram again, before the timeout).
+    pub tail_probes: u64,
 }
 
 /// The reliability state between us and one peer, both directions; `B` is what the caller
@@ -370,6 +377,9 @@ pub struct Link<B> {
     /// The timeout now (backed off).
     rto: Nanos,
     rto_at: Option<Nanos>,
+    /// The tail-loss probe: when it goes (0: not armed); armed by each new datagram and by
+    /// acknowledgements that leave datagrams in flight, one probe per tail.
+    probe_at: Nanos,
     /// Since when we have retransmitted without hearing any progress, and how many expiries.
     stalled_since: Option<Nanos>,
     expiries: u32,
@@ -429,6 +439,7 @@ impl<B> Link<B> {
             rttvar: 0,
             rto: p.rto_initial,
             rto_at: None,
+            probe_at: 0,
             stalled_since: None,
             expiries: 0,
             expected: 1,
@@ -568,6 +579,21 @@ impl<B> Link<B> {
         }
         if self.rto_at.is_none() {
             self.rto_at = Some(now + self.rto);
+        }
+        self.arm_probe(now);
+    }
+
+    /// The tail-loss probe's timeout (RFC 8985's PTO, with QUIC's allowance for a delayed
+    /// acknowledgement): twice the smoothed round trip and the peer's longest acknowledgement
+    /// delay. Armed from the newest datagram sent (the end of a burst), so it only fires when
+    /// the burst's acknowledgement does not come; None when it would not come before the
+    /// retransmission timer, or before a round trip is measured.
+    fn arm_probe(&mut self, now: Nanos) {
+        self.probe_at = 0;
+        let Some(srtt) = self.srtt else { return };
+        let at = now + 2 * srtt + self.p.ack_delay;
+        if self.rto_at.is_some_and(|r| at < r) && !self.inflight.is_empty() {
+            self.probe_at = at;
         }
     }
 
@@ -776,6 +802,12 @@ impl<B> Link<B> {
         while self.inflight.front().is_some_and(|s| s.body.is_none()) {
             self.inflight.pop_front();
         }
+        if self.inflight.is_empty() {
+            // Everything acknowledged: a peer talked to now and then keeps no buffers.
+            release(&mut self.inflight);
+            release(&mut self.lost);
+            release(&mut self.retx_q);
+        }
         self.sacked.remove_below(self.una());
         self.highest_acked = self.highest_acked.max(largest);
         if let Some(t) = newest_sent {
@@ -800,6 +832,7 @@ impl<B> Link<B> {
         } else {
             Some(now + self.rto)
         };
+        self.arm_probe(now);
         self.detect_losses();
     }
 
@@ -942,10 +975,37 @@ impl<B> Link<B> {
                 }
             }
         }
+        if self.probe_at != 0 && self.probe_at <= now {
+            self.probe_at = 0;
+            if self.probe_tail() {
+                due = true;
+            }
+        }
         if !self.lost.is_empty() && self.pipe < self.cwnd {
             due = true;
         }
         Ok(due)
+    }
+
+    /// The tail-loss probe fired: the newest datagram in the network goes again (RFC 8985),
+    /// window and timer unchanged. If the tail was lost the probe repairs it; if only its
+    /// acknowledgement was, or the datagrams before it, the duplicate makes the peer answer at
+    /// once and its selective acknowledgement deems the gaps lost (the duplicate threshold),
+    /// well before the retransmission timer. False: nothing to probe.
+    fn probe_tail(&mut self) -> bool {
+        let Some(s) = self
+            .inflight
+            .iter_mut()
+            .rev()
+            .find(|s| s.body.is_some() && !s.lost)
+        else {
+            return false;
+        };
+        s.lost = true;
+        self.pipe -= 1;
+        self.lost.push_front(s.seq);
+        self.stats.tail_probes += 1;
+        true
     }
 
     /// The retransmission timer expired. The first two expiries since the last progress are
@@ -992,10 +1052,8 @@ impl<B> Link<B> {
     /// When this link next needs a visit, if ever.
     pub fn next_timer(&self) -> Option<Nanos> {
         let ack = if self.ack_owed > 0 { self.ack_at } else { None };
-        match (ack, self.rto_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let probe = (self.probe_at != 0).then_some(self.probe_at);
+        [ack, self.rto_at, probe].into_iter().flatten().min()
     }
 
     /// Anything unacknowledged, owed or kept.
@@ -1025,6 +1083,7 @@ impl<B> Link<B> {
         self.unreported = VecDeque::new();
         self.pipe = 0;
         self.rto_at = None;
+        self.probe_at = 0;
         self.acked_now();
     }
 }
@@ -1054,6 +1113,14 @@ impl<B> Link<B> {
                 self.srtt = Some((7 * s + r) / 8);
             }
         }
+    }
+}
+
+/// Give an empty queue's buffer back (memory per peer: most peers of a large job are talked
+/// to now and then, and a queue that grew once would otherwise keep its buffer for good).
+fn release<T>(q: &mut VecDeque<T>) {
+    if q.is_empty() && q.capacity() > 0 {
+        *q = VecDeque::new();
     }
 }
 
@@ -1310,6 +1377,7 @@ impl Reliability for Links {
             t.acks_sent += s.acks_sent;
             t.congestion_events += s.congestion_events;
             t.random_loss_events += s.random_loss_events;
+            t.tail_probes += s.tail_probes;
         }
         let timing: Vec<String> = self
             .links

@@ -108,6 +108,8 @@ pub struct Sim {
     busy: Vec<Nanos>,
     /// Datagrams dropped by a full bottleneck queue.
     pub queue_dropped: u64,
+    /// Datagrams to lose on their first trip: (from, to, sequence number).
+    pub drop_once: Vec<(Gpid, Gpid, u64)>,
 }
 
 const PAYLOAD: usize = 12;
@@ -136,6 +138,7 @@ impl Sim {
             stalls: Vec::new(),
             busy: vec![0; n * n],
             queue_dropped: 0,
+            drop_once: Vec::new(),
         }
     }
 
@@ -152,6 +155,16 @@ impl Sim {
         let cut = self
             .cut
             .is_some_and(|(a, b)| (a, b) == (from, to) || (b, a) == (from, to));
+        let seq = u64::from_le_bytes(bytes[..8].try_into().expect("a header"));
+        let chosen = self
+            .drop_once
+            .iter()
+            .position(|&(a, b, q)| (a, b, q) == (from, to, seq) && seq != 0);
+        if let Some(i) = chosen {
+            self.drop_once.swap_remove(i);
+            self.wire_dropped += 1;
+            return;
+        }
         if cut || self.rng.chance(self.faults.drop) {
             self.wire_dropped += 1;
             return;
@@ -537,7 +550,10 @@ fn a_receiver_not_scheduled_for_a_while_costs_a_probe_not_the_window() {
     assert!(st.timeouts > 0, "the stalls expire the timer: {st:?}");
     // Every retransmission is a loss the scoreboard found (the bottleneck's queue drops a
     // few as the window probes it) or a probe; none is the whole flight going again.
-    assert!(st.retransmitted <= st.losses + st.timeouts, "{st:?}");
+    assert!(
+        st.retransmitted <= st.losses + st.timeouts + st.tail_probes,
+        "{st:?}"
+    );
     assert!(
         sim.now() < clean + 24 * MS + 10 * MS,
         "{} ms",
@@ -758,4 +774,62 @@ proptest! {
     fn a_link_fed_arbitrary_headers_keeps_its_bounds(bytes in proptest::collection::vec(any::<u8>(), 0..4000)) {
         fuzzing::link(&bytes);
     }
+}
+
+/// Memory per peer: once everything sent is acknowledged, a link keeps no queue buffers.
+#[test]
+fn acknowledged_links_give_their_buffers_back() {
+    let p = Params::default();
+    let (mut a, mut b): (Link<Vec<u8>>, Link<Vec<u8>>) = (Link::new(p), Link::new(p));
+    let mut freed = Vec::new();
+    for k in 0..3u8 {
+        let h = a.stamp(0);
+        a.sent(0, h.seq, vec![k], true);
+        assert!(matches!(b.arrived(10, &h, &mut freed), Arrival::Next));
+    }
+    assert!(a.inflight.capacity() > 0);
+    let ack = b
+        .stamp_ack(1_000_000_000)
+        .expect("an acknowledgement is owed");
+    a.arrived(20, &ack, &mut freed);
+    assert_eq!(freed.len(), 3);
+    assert!(a.inflight.is_empty());
+    assert_eq!(a.inflight.capacity(), 0);
+    assert_eq!(a.lost.capacity() + a.retx_q.capacity(), 0);
+}
+
+/// A burst whose last datagrams are lost is repaired by the tail-loss probe, about two round
+/// trips and the peer's acknowledgement delay after the burst, not by the retransmission
+/// timer; the window and the timer stay as they were.
+#[test]
+fn a_lost_tail_is_repaired_by_a_probe_before_the_timeout() {
+    let p = Params {
+        rto_min: 10 * MS,
+        ..params()
+    };
+    let f = Faults {
+        delay: 50 * US,
+        ..Faults::NONE
+    };
+    let mut sim = Sim::new(2, p, f, 7);
+    // Round trips measured first.
+    sim.send(0, 1, 40);
+    assert!(sim.run(10 * S));
+    let (t0, sent0) = (sim.now(), sim.link(0, 1).stats.sent);
+    // A burst of 8 whose last two datagrams are lost: nothing after them can tell.
+    sim.drop_once = vec![(0, 1, sent0 + 7), (0, 1, sent0 + 8)];
+    sim.send(0, 1, 8);
+    assert!(sim.run(10 * S));
+    sim.check(0, 1, 48).unwrap();
+    let st = sim.link(0, 1).stats;
+    let took = sim.now() - t0;
+    eprintln!("tail repaired in {:.2} ms; {st:?}", took as f64 / 1e6);
+    assert!(sim.drop_once.is_empty(), "both were dropped");
+    assert_eq!(st.timeouts, 0, "the timer never expired: {st:?}");
+    assert!(st.tail_probes >= 1, "{st:?}");
+    assert!(
+        took < 5 * MS,
+        "{} us: not before the 10 ms timeout",
+        took / US
+    );
 }

@@ -501,6 +501,10 @@ impl Udp {
         while let Some(b) = self.rel.reclaim() {
             self.pool.give(b, dgram);
         }
+        if p.out.is_empty() && p.out.capacity() > 0 {
+            // Every frame is in datagrams: give the queue's buffer back (memory per peer).
+            p.out = VecDeque::new();
+        }
     }
 
     /// Read every socket (a batch each) and handle what came.
