@@ -55,6 +55,13 @@ pub fn with<R>(f: impl FnOnce(&mut Engine) -> R) -> Result<R> {
     ENGINE.with(f).ok_or_else(not_initialized)
 }
 
+/// Run `f` on the engine; None when there is none. For the fast paths: the result stays in
+/// registers, where [`with`]'s `Result` (with its error) goes through memory.
+#[inline(always)]
+pub fn try_with<R>(f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
+    ENGINE.with(f)
+}
+
 /// Install the engine (MPI_Init). `multi`: the thread level provided is MPI_THREAD_MULTIPLE.
 pub fn install(e: Engine, multi: bool) {
     let yield_wait = e.yield_wait;

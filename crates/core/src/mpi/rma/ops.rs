@@ -235,14 +235,34 @@ pub unsafe fn op(
     request: bool,
 ) -> Result<Option<u32>> {
     with(|e| {
-        if e.cfg.rma_fastpath && !request {
-            if let Some(r) = e.rma_fast(win, what, origin, result, compare, t) {
-                return r.map(|()| None);
-            }
+        if e.cfg.rma_fastpath && !request && e.rma_fast(win, what, origin, result, compare, t) {
+            return Ok(None);
         }
         e.rma_poke(win);
         e.rma_op(win, what, origin, result, compare, t, request)
     })?
+}
+
+/// The fast path alone (see [`Engine::rma_fast`]), for the C entry points to try before
+/// anything else: true when the operation is done; false sends it to [`op`], which checks
+/// and reports. A small function whose answer stays in a register: the general path's frame,
+/// spills and `Result` are not paid by the operations that the fast path takes.
+///
+/// # Safety
+/// As [`op`].
+#[inline]
+pub unsafe fn op_fast(
+    win: u32,
+    what: What,
+    origin: Buf,
+    result: Buf,
+    compare: *const u8,
+    t: Target,
+) -> bool {
+    crate::mpi::global::try_with(|e| {
+        e.cfg.rma_fastpath && e.rma_fast(win, what, origin, result, compare, t)
+    })
+    .unwrap_or(false)
 }
 
 impl Engine {
@@ -250,8 +270,9 @@ impl Engine {
     /// sides (and the result's), at a target whose window memory is mapped here
     /// ([`Mech::Direct`]), in a window without active messages. It does what
     /// [`Engine::rma_op`] and `rma_direct` would, without their allocations, reference
-    /// counts and segment lists. None: not such an operation, or one the general path must
-    /// check and report (a bad rank, count, datatype, range or epoch), so it goes there.
+    /// counts and segment lists. True: done; false: not such an operation, or one the general
+    /// path must check and report (a bad rank, count, datatype, range or epoch), so it goes
+    /// there.
     ///
     /// # Safety
     /// As [`op`].
@@ -264,7 +285,22 @@ impl Engine {
         result: Buf,
         compare: *const u8,
         t: Target,
-    ) -> Option<Result<()>> {
+    ) -> bool {
+        self.rma_fast_in(win, what, origin, result, compare, t)
+            .is_some()
+    }
+
+    /// [`Engine::rma_fast`] with `?` for its many ways out (None: not taken).
+    #[inline(always)]
+    unsafe fn rma_fast_in(
+        &mut self,
+        win: u32,
+        what: What,
+        origin: Buf,
+        result: Buf,
+        compare: *const u8,
+        t: Target,
+    ) -> Option<()> {
         let st = &mut self.rma;
         let w = st.wins.get(win as usize)?.as_ref()?;
         if w.am || !w.atomic || t.rank < 0 || w.flavor == Flavor::Dynamic {
@@ -333,7 +369,7 @@ impl Engine {
                 }
             }
         }
-        Some(Ok(()))
+        Some(())
     }
 
     fn rma_done_request(&mut self, win: u32, request: bool) -> Result<Option<u32>> {
