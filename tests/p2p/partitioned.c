@@ -16,7 +16,12 @@
  *  5. MPI_PROC_NULL on both sides: rounds complete at once, MPI_Parrived says arrived;
  *  6. under MPI_ERRORS_RETURN: MPI_Pready out of range (MPI_ERR_ARG), on a receive request
  *     (MPI_ERR_REQUEST); MPI_Precv_init with MPI_ANY_SOURCE (MPI_ERR_RANK), a negative tag
- *     (MPI_ERR_TAG), no partitions (MPI_ERR_ARG).
+ *     (MPI_ERR_TAG), no partitions (MPI_ERR_ARG);
+ *  7. freeing and cancelling (MPI-4.1 chapter 4: either on an active request whose round has
+ *     not completed is erroneous): refused with MPI_ERR_REQUEST, the handle kept and the round
+ *     going on to deliver its data; MPI_Cancel of an inactive request and of a round that is
+ *     complete does nothing (not cancelled); MPI_Request_free of an active request whose
+ *     round is complete frees it (its data in the buffer).
  * Any size.
  */
 #include "util.h"
@@ -225,6 +230,53 @@ int main(int argc, char **argv)
         CHECK_CLASS(rc, MPI_ERR_TAG);
         rc = MPI_Psend_init(x, 0, 2, MPI_INT, next, 1, MPI_COMM_WORLD, MPI_INFO_NULL, &s);
         CHECK_CLASS(rc, MPI_ERR_ARG);
+    }
+
+    /* 7. Freeing and cancelling. */
+    {
+        int x[6], y[6], flag, cancelled;
+        MPI_Status st;
+        for (int i = 0; i < 6; i++) {
+            x[i] = tu_rank * 100 + i;
+            y[i] = -1;
+        }
+        CHECK_MPI(MPI_Psend_init(x, 3, 2, MPI_INT, next, 12, MPI_COMM_WORLD, MPI_INFO_NULL, &s));
+        CHECK_MPI(MPI_Precv_init(y, 3, 2, MPI_INT, prev, 12, MPI_COMM_WORLD, MPI_INFO_NULL, &r));
+        CHECK_MPI(MPI_Cancel(&s)); /* inactive: nothing to cancel */
+        CHECK_MPI(MPI_Start(&r));
+        CHECK_MPI(MPI_Start(&s));
+        /* No partition is ready anywhere before the barrier: neither round can complete. */
+        rc = MPI_Cancel(&s);
+        CHECK_CLASS(rc, MPI_ERR_REQUEST);
+        rc = MPI_Request_free(&s);
+        CHECK_CLASS(rc, MPI_ERR_REQUEST);
+        CHECK(s != MPI_REQUEST_NULL);
+        rc = MPI_Cancel(&r);
+        CHECK_CLASS(rc, MPI_ERR_REQUEST);
+        rc = MPI_Request_free(&r);
+        CHECK_CLASS(rc, MPI_ERR_REQUEST);
+        CHECK(r != MPI_REQUEST_NULL);
+        MPI_Barrier(MPI_COMM_WORLD);
+        CHECK_MPI(MPI_Pready_range(0, 2, s));
+        /* The receive's round completes (every partition arrived): freeing it is allowed. */
+        for (int p = 0; p < 3; p++)
+            do
+                CHECK_MPI(MPI_Parrived(r, p, &flag));
+            while (!flag);
+        CHECK_MPI(MPI_Request_free(&r));
+        CHECK(r == MPI_REQUEST_NULL);
+        for (int i = 0; i < 6; i++)
+            CHECK_EQ(y[i], prev * 100 + i);
+        /* The send's round completes: cancelling it does nothing. */
+        do
+            CHECK_MPI(MPI_Request_get_status(s, &flag, MPI_STATUS_IGNORE));
+        while (!flag);
+        CHECK_MPI(MPI_Cancel(&s));
+        CHECK_MPI(MPI_Wait(&s, &st));
+        CHECK_MPI(MPI_Test_cancelled(&st, &cancelled));
+        CHECK_EQ(cancelled, 0);
+        CHECK_MPI(MPI_Request_free(&s));
+        CHECK(s == MPI_REQUEST_NULL);
     }
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 

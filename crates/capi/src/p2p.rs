@@ -452,6 +452,7 @@ pub unsafe extern "C" fn protean_MPI_Wait(
     let Some((comm, persistent)) = req_info(slot) else {
         return bad_request_code("MPI_Wait");
     };
+    crate::grequest::block(&[Some(slot)], true);
     match core::wait(slot) {
         Ok(st) => {
             let st = crate::grequest::finished(slot, st, true);
@@ -633,6 +634,7 @@ pub unsafe extern "C" fn protean_MPI_Waitall(
         Ok(s) => s,
         Err(rc) => return rc,
     };
+    crate::grequest::block(&s, true);
     if let Err(e) = core::wait_all(&s) {
         return raise(MPI_COMM_WORLD, e, "MPI_Waitall");
     }
@@ -719,6 +721,7 @@ pub unsafe extern "C" fn protean_MPI_Waitany(
         Err(rc) => return rc,
     };
     let comms: Vec<Option<(MPI_Comm, bool)>> = s.iter().map(|x| x.and_then(req_info)).collect();
+    crate::grequest::block(&s, false);
     match core::wait_any(&s) {
         Ok(None) => {
             out(index, MPI_UNDEFINED);
@@ -861,6 +864,9 @@ unsafe fn some(
     if s.iter().all(|x| x.is_none()) {
         out(outcount, MPI_UNDEFINED);
         return MPI_SUCCESS;
+    }
+    if func == "MPI_Waitsome" {
+        crate::grequest::block(&s, false);
     }
     match how(&s) {
         Ok(done) => collect_some(&s, &done, reqs, outcount, indices, statuses, func),

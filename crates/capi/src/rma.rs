@@ -680,6 +680,24 @@ unsafe fn run(
     Ok(())
 }
 
+/// The one-sided fast path, tried first by the operations without a request: true when it did
+/// the operation (see `ops::op_fast`); false leaves everything, checks and errors included,
+/// to [`run`].
+#[inline(always)]
+unsafe fn fast(
+    win: MPI_Win,
+    what: What,
+    origin: Buf,
+    result: Buf,
+    compare: *const c_void,
+    t: Target,
+) -> bool {
+    match win_id(win) {
+        Some(id) => ops::op_fast(id, what, origin, result, compare.cast(), t),
+        None => false,
+    }
+}
+
 fn buf(p: *const c_void, count: i64, dt: u32) -> Buf {
     Buf {
         ptr: p as *mut u8,
@@ -717,24 +735,67 @@ macro_rules! put_get {
                 $(let _r = $req;)?
                 _r
             };
-            let r = (|| -> R<()> {
-                $(nonnull($req, "request")?;)?
-                let o = buf(
-                    origin_addr as *const c_void,
-                    origin_count as i64,
-                    dt(origin_datatype, "origin")?,
-                );
-                let t = Target {
-                    rank: target_rank,
-                    disp: target_disp as i64,
-                    count: target_count as i64,
-                    dt: dt(target_datatype, "target")?,
-                };
-                run(win, $what, o, Buf::NONE, std::ptr::null(), t, request)
-            })();
-            done(r, win, $func)
+            if request.is_null() {
+                if let (Some(od), Some(td)) = (dtype_id(origin_datatype), dtype_id(target_datatype)) {
+                    let t = Target {
+                        rank: target_rank,
+                        disp: target_disp as i64,
+                        count: target_count as i64,
+                        dt: td,
+                    };
+                    let o = buf(origin_addr as *const c_void, origin_count as i64, od);
+                    if fast(win, $what, o, Buf::NONE, std::ptr::null(), t) {
+                        return MPI_SUCCESS;
+                    }
+                }
+            }
+            let has_request = false $(|| { let _ = $req; true })?;
+            put_get_slow(
+                has_request,
+                $what,
+                buf(origin_addr as *const c_void, origin_count as i64, 0),
+                origin_datatype,
+                (target_rank, target_disp, target_count as i64),
+                target_datatype,
+                win,
+                request,
+                $func,
+            )
         }
     };
+}
+
+/// The general path of MPI_Put, MPI_Get and their request forms: out of line, so that their
+/// entry points are the fast path's few instructions. `origin.dt` is set here from
+/// `origin_datatype`; `target` is rank, displacement and count.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn put_get_slow(
+    has_request: bool,
+    what: What,
+    mut origin: Buf,
+    origin_datatype: MPI_Datatype,
+    (rank, disp, count): (c_int, MPI_Aint, i64),
+    target_datatype: MPI_Datatype,
+    win: MPI_Win,
+    request: *mut MPI_Request,
+    func: &str,
+) -> c_int {
+    let r = (|| -> R<()> {
+        if has_request {
+            nonnull(request, "request")?;
+        }
+        origin.dt = dt(origin_datatype, "origin")?;
+        let t = Target {
+            rank,
+            disp: disp as i64,
+            count,
+            dt: dt(target_datatype, "target")?,
+        };
+        run(win, what, origin, Buf::NONE, std::ptr::null(), t, request)
+    })();
+    done(r, win, func)
 }
 
 put_get!(protean_MPI_Put, protean_MPI_Put_c, What::Put, *const c_void);
@@ -781,6 +842,14 @@ macro_rules! accumulate {
                 $(let _r = $req;)?
                 _r
             };
+            if request.is_null() {
+                if let (Some(od), Some(td), Some(o)) = (dtype_id(origin_datatype), dtype_id(target_datatype), op_id(op)) {
+                    let t = Target { rank: target_rank, disp: target_disp as i64, count: target_count as i64, dt: td };
+                    if fast(win, What::Acc(o), buf(origin_addr, origin_count as i64, od), Buf::NONE, std::ptr::null(), t) {
+                        return MPI_SUCCESS;
+                    }
+                }
+            }
             let r = (|| -> R<()> {
                 $(nonnull($req, "request")?;)?
                 let o = buf(origin_addr, origin_count as i64, dt(origin_datatype, "origin")?);
@@ -824,6 +893,15 @@ macro_rules! get_accumulate {
                 $(let _r = $req;)?
                 _r
             };
+            if request.is_null() {
+                if let (Some(od), Some(rd), Some(td), Some(o)) = (dtype_id(origin_datatype), dtype_id(result_datatype), dtype_id(target_datatype), op_id(op)) {
+                    let t = Target { rank: target_rank, disp: target_disp as i64, count: target_count as i64, dt: td };
+                    let res = buf(result_addr, result_count as i64, rd);
+                    if fast(win, What::GetAcc(o), buf(origin_addr, origin_count as i64, od), res, std::ptr::null(), t) {
+                        return MPI_SUCCESS;
+                    }
+                }
+            }
             let r = (|| -> R<()> {
                 $(nonnull($req, "request")?;)?
                 let op = opid(op)?;
@@ -857,6 +935,18 @@ pub unsafe extern "C" fn protean_MPI_Fetch_and_op(
     op: MPI_Op,
     win: MPI_Win,
 ) -> c_int {
+    if let (Some(d), Some(o)) = (dtype_id(datatype), op_id(op)) {
+        let t = Target {
+            rank: target_rank,
+            disp: target_disp as i64,
+            count: 1,
+            dt: d,
+        };
+        let (ob, rb) = (buf(origin_addr, 1, d), buf(result_addr, 1, d));
+        if fast(win, What::GetAcc(o), ob, rb, std::ptr::null(), t) {
+            return MPI_SUCCESS;
+        }
+    }
     let r = (|| -> R<()> {
         let d = dt(datatype, "")?;
         let t = Target {
@@ -890,6 +980,18 @@ pub unsafe extern "C" fn protean_MPI_Compare_and_swap(
     target_disp: MPI_Aint,
     win: MPI_Win,
 ) -> c_int {
+    if let Some(d) = dtype_id(datatype) {
+        let t = Target {
+            rank: target_rank,
+            disp: target_disp as i64,
+            count: 1,
+            dt: d,
+        };
+        let (ob, rb) = (buf(origin_addr, 1, d), buf(result_addr, 1, d));
+        if fast(win, What::Cas, ob, rb, compare_addr, t) {
+            return MPI_SUCCESS;
+        }
+    }
     let r = (|| -> R<()> {
         let d = dt(datatype, "")?;
         let t = Target {

@@ -1,12 +1,35 @@
 //! The engine of this process, and how the layers above reach it (see `runtime::global` for
 //! the rule: no lock below MPI_THREAD_MULTIPLE, one mutex at that level).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use super::engine::Engine;
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::runtime::global::Global;
 pub use crate::runtime::global::Phase;
 
 static ENGINE: Global<Engine> = Global::new();
+
+/// A function of the layer above that waiting loops and test calls run outside the engine
+/// (0: none): the C layer's poll of generalized requests (MPIX_Grequest_start's poll_fn).
+static POLL_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Register the poll hook (see [`POLL_HOOK`]); it may call MPI.
+pub fn set_poll_hook(f: fn()) {
+    POLL_HOOK.store(f as usize, Ordering::Release);
+}
+
+/// Run the poll hook, if one is registered (one relaxed load otherwise).
+#[inline]
+pub fn poll_hook() {
+    if POLL_HOOK.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let h = POLL_HOOK.load(Ordering::Acquire);
+    // SAFETY: only `set_poll_hook` stores a non-zero value, a `fn()` cast to usize.
+    let f: fn() = unsafe { std::mem::transmute::<usize, fn()>(h) };
+    f();
+}
 
 pub fn phase() -> Phase {
     ENGINE.phase()
@@ -30,6 +53,13 @@ fn not_initialized() -> MpiError {
 #[inline(always)]
 pub fn with<R>(f: impl FnOnce(&mut Engine) -> R) -> Result<R> {
     ENGINE.with(f).ok_or_else(not_initialized)
+}
+
+/// Run `f` on the engine; None when there is none. For the fast paths: the result stays in
+/// registers, where [`with`]'s `Result` (with its error) goes through memory.
+#[inline(always)]
+pub fn try_with<R>(f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
+    ENGINE.with(f)
 }
 
 /// Install the engine (MPI_Init). `multi`: the thread level provided is MPI_THREAD_MULTIPLE.

@@ -772,10 +772,7 @@ impl Engine {
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
         if r.part.is_some() {
-            return err!(
-                Request,
-                "MPI_Cancel of a partitioned request is not supported by Protean"
-            );
+            return self.part_cancel(slot);
         }
         if let Some([s, rv]) = r.parts {
             self.cancel(s)?;

@@ -676,17 +676,53 @@ impl Engine {
         self.part_ref(slot).is_ok_and(|p| !p.active)
     }
 
-    /// MPI_Request_free of a partitioned request: only an inactive one (MPI-4.1 lets an
-    /// active persistent request be freed; for a partitioned one that is not supported here).
+    /// MPI_Request_free of a partitioned request. MPI-4.1 (chapter 4, as MPI-4.0 p. 116)
+    /// makes freeing an active partitioned request whose round has not completed erroneous,
+    /// so that is refused with MPI_ERR_REQUEST and the round goes on untouched. An inactive
+    /// request, or an active one whose round is complete (every partition transferred, the
+    /// completion call not made yet), is freed: the round is collected first.
     pub(crate) fn part_free(&mut self, slot: u32) -> Result<()> {
         if !self.part_inactive(slot) {
-            return err!(
-                Request,
-                "MPI_Request_free of an active partitioned request is not supported by Protean (complete its round first)"
-            );
+            self.part_step(slot);
+            if !self.part_round_done(slot)? {
+                return err!(
+                    Request,
+                    "MPI_Request_free of an active partitioned request whose round has not completed is erroneous (MPI-4.1 chapter 4); complete the round (MPI_Wait, MPI_Test) first"
+                );
+            }
+            // Its status (an error of the round included) has nowhere to go.
+            let _ = self.part_collect(slot)?;
         }
         self.parts.retain(|&s| s != slot);
         self.pml.reqs.remove(slot);
         Ok(())
+    }
+
+    /// MPI_Cancel of a partitioned request. Cancelling an active one whose round has not
+    /// completed is erroneous (as freeing it, see [`Engine::part_free`]) and refused with
+    /// MPI_ERR_REQUEST; on an inactive request, or a round that is complete, there is nothing
+    /// to cancel: the completion call reports it not cancelled.
+    pub(crate) fn part_cancel(&mut self, slot: u32) -> Result<()> {
+        if self.part_inactive(slot) {
+            return Ok(());
+        }
+        self.part_step(slot);
+        if self.part_round_done(slot)? {
+            return Ok(());
+        }
+        err!(
+            Request,
+            "MPI_Cancel of an active partitioned request whose round has not completed is erroneous (MPI-4.1 chapter 4)"
+        )
+    }
+
+    /// Has the round of an active partitioned request completed (after a progress pass)?
+    fn part_round_done(&mut self, slot: u32) -> Result<bool> {
+        if self.part_complete(self.part_ref(slot)?) {
+            return Ok(true);
+        }
+        self.progress();
+        self.part_step(slot);
+        Ok(self.part_complete(self.part_ref(slot)?))
     }
 }

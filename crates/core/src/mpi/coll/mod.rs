@@ -525,9 +525,11 @@ impl Engine {
     }
 }
 
-/// Run the user reductions that nonblocking collectives deferred. Called by waiting loops,
+/// Run the user reductions that nonblocking collectives deferred, and the poll hook of the
+/// layer above ([`crate::mpi::global::poll_hook`]). Called by waiting loops and test calls,
 /// outside the engine.
 pub fn run_deferred() {
+    crate::mpi::global::poll_hook();
     if !DEFERRED.load(Ordering::Acquire) {
         return;
     }

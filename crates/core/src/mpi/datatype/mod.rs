@@ -358,6 +358,7 @@ impl Datatype {
     /// the buffer (the true lower bound). True for contiguous types, and also for a single
     /// block elsewhere (a struct of absolute addresses used with MPI_BOTTOM, a resized type),
     /// when one element is sent or the extent equals the size.
+    #[inline]
     pub fn contiguous_span(&self, count: usize) -> Option<isize> {
         match *self.ops {
             [] => Some(0),

@@ -235,14 +235,34 @@ pub unsafe fn op(
     request: bool,
 ) -> Result<Option<u32>> {
     with(|e| {
-        if e.cfg.rma_fastpath && !request {
-            if let Some(r) = e.rma_fast(win, what, origin, result, compare, t) {
-                return r.map(|()| None);
-            }
+        if e.cfg.rma_fastpath && !request && e.rma_fast(win, what, origin, result, compare, t) {
+            return Ok(None);
         }
         e.rma_poke(win);
         e.rma_op(win, what, origin, result, compare, t, request)
     })?
+}
+
+/// The fast path alone (see [`Engine::rma_fast`]), for the C entry points to try before
+/// anything else: true when the operation is done; false sends it to [`op`], which checks
+/// and reports. A small function whose answer stays in a register: the general path's frame,
+/// spills and `Result` are not paid by the operations that the fast path takes.
+///
+/// # Safety
+/// As [`op`].
+#[inline]
+pub unsafe fn op_fast(
+    win: u32,
+    what: What,
+    origin: Buf,
+    result: Buf,
+    compare: *const u8,
+    t: Target,
+) -> bool {
+    crate::mpi::global::try_with(|e| {
+        e.cfg.rma_fastpath && e.rma_fast(win, what, origin, result, compare, t)
+    })
+    .unwrap_or(false)
 }
 
 impl Engine {
@@ -250,8 +270,9 @@ impl Engine {
     /// sides (and the result's), at a target whose window memory is mapped here
     /// ([`Mech::Direct`]), in a window without active messages. It does what
     /// [`Engine::rma_op`] and `rma_direct` would, without their allocations, reference
-    /// counts and segment lists. None: not such an operation, or one the general path must
-    /// check and report (a bad rank, count, datatype, range or epoch), so it goes there.
+    /// counts and segment lists. True: done; false: not such an operation, or one the general
+    /// path must check and report (a bad rank, count, datatype, range or epoch), so it goes
+    /// there.
     ///
     /// # Safety
     /// As [`op`].
@@ -264,7 +285,22 @@ impl Engine {
         result: Buf,
         compare: *const u8,
         t: Target,
-    ) -> Option<Result<()>> {
+    ) -> bool {
+        self.rma_fast_in(win, what, origin, result, compare, t)
+            .is_some()
+    }
+
+    /// [`Engine::rma_fast`] with `?` for its many ways out (None: not taken).
+    #[inline(always)]
+    unsafe fn rma_fast_in(
+        &mut self,
+        win: u32,
+        what: What,
+        origin: Buf,
+        result: Buf,
+        compare: *const u8,
+        t: Target,
+    ) -> Option<()> {
         let st = &mut self.rma;
         let w = st.wins.get(win as usize)?.as_ref()?;
         if w.am || !w.atomic || t.rank < 0 || w.flavor == Flavor::Dynamic {
@@ -333,7 +369,7 @@ impl Engine {
                 }
             }
         }
-        Some(Ok(()))
+        Some(())
     }
 
     fn rma_done_request(&mut self, win: u32, request: bool) -> Result<Option<u32>> {
@@ -925,8 +961,9 @@ enum Fallback {
     Range(crate::error::MpiError),
 }
 
-/// `std::ptr::copy` (overlap allowed), with the sizes of one basic element done in
-/// registers instead of a call to memmove.
+/// `std::ptr::copy` (overlap allowed), with up to 64 bytes done in registers instead of a call
+/// to memmove: the sizes of one basic element directly, others as two (or four) overlapping
+/// unaligned words, every load before the first store (so overlapping buffers are fine).
 ///
 /// # Safety
 /// As `std::ptr::copy`.
@@ -937,12 +974,35 @@ unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
             (dst as *mut $t).write_unaligned((src as *const $t).read_unaligned())
         };
     }
+    // Two words of type $t: the first and the last (overlapping when n < 2 * size).
+    macro_rules! two {
+        ($t:ty) => {{
+            let k = std::mem::size_of::<$t>();
+            let a = (src as *const $t).read_unaligned();
+            let b = (src.add(n - k) as *const $t).read_unaligned();
+            (dst as *mut $t).write_unaligned(a);
+            (dst.add(n - k) as *mut $t).write_unaligned(b);
+        }};
+    }
     match n {
         1 => reg!(u8),
         2 => reg!(u16),
         4 => reg!(u32),
         8 => reg!(u64),
         16 => reg!(u128),
+        3 => two!(u16),
+        5..=7 => two!(u32),
+        9..=15 => two!(u64),
+        17..=32 => two!(u128),
+        33..=64 => {
+            let w = |o: usize| (src.add(o) as *const u128).read_unaligned();
+            let (a, b, c, d) = (w(0), w(16), w(n - 32), w(n - 16));
+            let p = |o: usize, v: u128| (dst.add(o) as *mut u128).write_unaligned(v);
+            p(0, a);
+            p(16, b);
+            p(n - 32, c);
+            p(n - 16, d);
+        }
         _ => std::ptr::copy(src, dst, n),
     }
 }
@@ -991,6 +1051,24 @@ impl State {
 mod tests {
     use super::*;
     use crate::mpi::datatype::{predefined, predefined_index};
+
+    #[test]
+    fn copy_small_is_memmove_for_every_size_and_overlap() {
+        for n in 0..=80usize {
+            for (from, to) in [(0usize, 100usize), (3, 101), (10, 13), (13, 10), (5, 5)] {
+                let mut want: Vec<u8> = (0..200).map(|i| (i * 7 + 1) as u8).collect();
+                let mut got = want.clone();
+                // SAFETY: both ranges lie in the 200-byte buffers.
+                unsafe {
+                    let w = want.as_mut_ptr();
+                    std::ptr::copy(w.add(from), w.add(to), n);
+                    let g = got.as_mut_ptr();
+                    copy_small(g.add(from), g.add(to), n);
+                }
+                assert_eq!(got, want, "n {n}, from {from} to {to}");
+            }
+        }
+    }
 
     #[test]
     fn fast_path_op_ids_match_the_builtins() {

@@ -550,7 +550,7 @@ impl Engine {
 
 /// MPI_Win_flush (Some(rank)) / MPI_Win_flush_all (None).
 pub fn flush(win: u32, rank: Option<i32>) -> Result<()> {
-    if with(|e| e.rma_flush_fast(win, rank))?.is_some() {
+    if crate::mpi::global::try_with(|e| e.rma_flush_fast(win, rank).is_some()) == Some(true) {
         return Ok(());
     }
     let targets = flush_targets(
@@ -568,7 +568,7 @@ pub fn flush(win: u32, rank: Option<i32>) -> Result<()> {
 /// MPI_Win_flush_local / MPI_Win_flush_local_all: our buffers may be reused. Frames copy the
 /// data they carry, so only reads wait (for their data).
 pub fn flush_local(win: u32, rank: Option<i32>) -> Result<()> {
-    if with(|e| e.rma_flush_fast(win, rank))?.is_some() {
+    if crate::mpi::global::try_with(|e| e.rma_flush_fast(win, rank).is_some()) == Some(true) {
         return Ok(());
     }
     let targets = flush_targets(
