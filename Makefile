@@ -27,7 +27,7 @@ PREFIX  ?= $(BUILD)
 RUSTDIR := $(CURDIR)/target/release
 LIBVER  := 12
 
-BINS    := mpirun protean-proxy protean-info protean-tune protean-wan protean-prof
+BINS    := mpirun protean-proxy protean-nameserver protean-info protean-tune protean-wan protean-prof
 
 .PHONY: all build rust lib bin include wrappers install demo check test unit bench-check ctest clients bench fmt clippy clean deps \
         abi-check wrappers-check wan-check wan-demo fuzz fuzz-check security-check channels-check cluster-check check-full
@@ -55,6 +55,7 @@ bin: rust
 	cp -f $(RUSTDIR)/mpirun $(BUILD)/bin/mpirun
 	ln -sf mpirun $(BUILD)/bin/mpiexec
 	cp -f $(RUSTDIR)/protean-proxy $(BUILD)/bin/protean-proxy
+	cp -f $(RUSTDIR)/protean-nameserver $(BUILD)/bin/protean-nameserver
 	cp -f $(RUSTDIR)/protean-info $(BUILD)/bin/protean-info
 	cp -f $(RUSTDIR)/protean-tune $(BUILD)/bin/protean-tune
 	cp -f $(RUSTDIR)/protean-wan $(BUILD)/bin/protean-wan

@@ -65,6 +65,7 @@ impl Model {
                 | Event::Finalized { client }
                 | Event::Abort { client, .. }
                 | Event::Spawn { client, .. }
+                | Event::Name { client, .. }
                 | Event::LimitExceeded { client, .. }
                 | Event::ProtocolError { client, .. } => client,
             };

@@ -12,9 +12,10 @@ use crate::comm::cid;
 use crate::errors::{bad, class_code, raise};
 use crate::handles::comm_handle;
 use crate::info::with_info;
-use crate::util::{nonnull, out};
+use crate::util::{copy_cstr, nonnull, out};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::dpm::{self, Command};
+use protean_core::mpi::dpm_port;
 use protean_core::mpi::global::with;
 
 type R<T> = Result<T, MpiError>;
@@ -231,5 +232,242 @@ pub unsafe extern "C" fn protean_MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c
             MPI_SUCCESS
         }
         Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Comm_get_parent"),
+    }
+}
+
+// --- ports, connect/accept, join, names (protean_core::mpi::dpm_port) ---------------------
+//
+// Errors of calls without a communicator (ports, names) are raised on MPI_COMM_WORLD, as the
+// info calls do here and as MPICH does; accept, connect and join raise on `comm`
+// (MPI_COMM_SELF for join).
+
+/// The info value of `key`, if any (MPI_INFO_NULL: none).
+fn info_value(info: MPI_Info, key: &str) -> R<Option<String>> {
+    Ok(info_pairs(info)?
+        .into_iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v))
+}
+
+/// # Safety
+/// `port_name` has room for MPI_MAX_PORT_NAME characters.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
+    let r = (|| -> R<String> {
+        nonnull(port_name, "port_name")?;
+        info_pairs(info)?;
+        let name = dpm_port::open_port()?;
+        if name.len() >= MPI_MAX_PORT_NAME as usize {
+            let _ = dpm_port::close_port(&name);
+            return Err(bad(
+                ErrorClass::Other,
+                format!("the port name is longer than MPI_MAX_PORT_NAME: {name}"),
+            ));
+        }
+        Ok(name)
+    })();
+    match r {
+        Ok(name) => {
+            // SAFETY: the caller's buffer holds MPI_MAX_PORT_NAME characters.
+            unsafe { copy_cstr(&name, port_name, MPI_MAX_PORT_NAME as usize) };
+            MPI_SUCCESS
+        }
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Open_port"),
+    }
+}
+
+/// # Safety
+/// `port_name` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Close_port(port_name: *const c_char) -> c_int {
+    let r = (|| -> R<()> { dpm_port::close_port(&unsafe { string(port_name, "port_name")? }) })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Close_port"),
+    }
+}
+
+unsafe fn connect_accept_common(
+    func: &str,
+    accept: bool,
+    port_name: *const c_char,
+    info: MPI_Info,
+    root: c_int,
+    comm: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    let r = (|| -> R<MPI_Comm> {
+        nonnull(newcomm, "newcomm")?;
+        let id = cid(comm)?;
+        let rank = with(|e| e.live_comm(id).map(|c| c.rank))??;
+        // The port and the info count at the root only.
+        let how = if rank == root {
+            let port = unsafe { string(port_name, "port_name")? };
+            let t = info_value(info, "timeout")?;
+            Some(if accept {
+                let tunable = with(|e| e.cfg.accept_timeout)?;
+                dpm_port::How::Accept {
+                    port,
+                    timeout: dpm_port::timeout_of(t.as_deref(), tunable)?,
+                }
+            } else {
+                let tunable = with(|e| e.cfg.connect_timeout)?;
+                dpm_port::How::Connect {
+                    port,
+                    timeout: dpm_port::timeout_of(t.as_deref(), tunable)?
+                        .unwrap_or(std::time::Duration::from_secs(tunable.max(1) as u64)),
+                }
+            })
+        } else {
+            None
+        };
+        Ok(comm_handle(dpm_port::connect_accept(id, root, how)?))
+    })();
+    match r {
+        Ok(h) => {
+            out(newcomm, h);
+            MPI_SUCCESS
+        }
+        Err(e) => {
+            if !newcomm.is_null() {
+                out(newcomm, MPI_COMM_NULL);
+            }
+            raise(comm, e, func)
+        }
+    }
+}
+
+/// # Safety
+/// Pointer arguments follow the C prototype.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_accept(
+    port_name: *const c_char,
+    info: MPI_Info,
+    root: c_int,
+    comm: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    connect_accept_common(
+        "MPI_Comm_accept",
+        true,
+        port_name,
+        info,
+        root,
+        comm,
+        newcomm,
+    )
+}
+
+/// # Safety
+/// Pointer arguments follow the C prototype.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_connect(
+    port_name: *const c_char,
+    info: MPI_Info,
+    root: c_int,
+    comm: MPI_Comm,
+    newcomm: *mut MPI_Comm,
+) -> c_int {
+    connect_accept_common(
+        "MPI_Comm_connect",
+        false,
+        port_name,
+        info,
+        root,
+        comm,
+        newcomm,
+    )
+}
+
+/// # Safety
+/// `intercomm` is writable; `fd` is a connected socket whose other end calls MPI_Comm_join.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
+    let r = (|| -> R<MPI_Comm> {
+        nonnull(intercomm, "intercomm")?;
+        let id = cid(MPI_COMM_SELF)?;
+        Ok(comm_handle(dpm_port::connect_accept(
+            id,
+            0,
+            Some(dpm_port::How::Join(fd)),
+        )?))
+    })();
+    match r {
+        Ok(h) => {
+            out(intercomm, h);
+            MPI_SUCCESS
+        }
+        Err(e) => {
+            if !intercomm.is_null() {
+                out(intercomm, MPI_COMM_NULL);
+            }
+            raise(MPI_COMM_SELF, e, "MPI_Comm_join")
+        }
+    }
+}
+
+/// # Safety
+/// The strings are NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Publish_name(
+    service_name: *const c_char,
+    info: MPI_Info,
+    port_name: *const c_char,
+) -> c_int {
+    let r = (|| -> R<()> {
+        info_pairs(info)?;
+        let s = unsafe { string(service_name, "service_name")? };
+        let p = unsafe { string(port_name, "port_name")? };
+        dpm_port::publish_name(&s, &p)
+    })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Publish_name"),
+    }
+}
+
+/// # Safety
+/// The strings are NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Unpublish_name(
+    service_name: *const c_char,
+    info: MPI_Info,
+    port_name: *const c_char,
+) -> c_int {
+    let r = (|| -> R<()> {
+        info_pairs(info)?;
+        let s = unsafe { string(service_name, "service_name")? };
+        // The port is not checked: the name alone identifies the entry, as in MPICH.
+        let _ = port_name;
+        dpm_port::unpublish_name(&s)
+    })();
+    match r {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Unpublish_name"),
+    }
+}
+
+/// # Safety
+/// `service_name` is NUL-terminated; `port_name` has room for MPI_MAX_PORT_NAME characters.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_Lookup_name(
+    service_name: *const c_char,
+    info: MPI_Info,
+    port_name: *mut c_char,
+) -> c_int {
+    let r = (|| -> R<String> {
+        nonnull(port_name, "port_name")?;
+        info_pairs(info)?;
+        let s = unsafe { string(service_name, "service_name")? };
+        dpm_port::lookup_name(&s)
+    })();
+    match r {
+        Ok(p) => {
+            // SAFETY: the caller's buffer holds MPI_MAX_PORT_NAME characters.
+            unsafe { copy_cstr(&p, port_name, MPI_MAX_PORT_NAME as usize) };
+            MPI_SUCCESS
+        }
+        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Lookup_name"),
     }
 }

@@ -369,6 +369,12 @@ tunables! {
         "Smallest UDP retransmission timeout, in microseconds (the timeout follows measured round trips above it and doubles at each expiry).";
     udp_ack_delay: i64 = "500", Kind::Int { min: 0, max: 1_000_000 }, writable = false,
         "Longest an acknowledgement of UDP data waits (microseconds) for data going back to ride on before it goes alone.";
+    accept_timeout: i64 = "0", Kind::Int { min: 0, max: 31_536_000 }, writable = true,
+        "Seconds MPI_Comm_accept waits for a process to connect before it fails with MPI_ERR_PORT (0: for ever, as the standard describes); the info key 'timeout' of the call overrides it.";
+    connect_timeout: i64 = "60", Kind::Int { min: 1, max: 31_536_000 }, writable = true,
+        "Seconds MPI_Comm_connect waits for the port's owner to accept before it fails with MPI_ERR_PORT; the info key 'timeout' of the call overrides it.";
+    nameserver: String = "", Kind::Str, writable = false,
+        "HOST:PORT of a protean-nameserver that serves MPI_Publish_name and MPI_Lookup_name to independent jobs. Read by mpirun (the same as its --nameserver option), which forwards its processes' requests there; empty: mpirun serves the names of its own jobs.";
     udp_peer_timeout: i64 = "60", Kind::Int { min: 1, max: 86400 }, writable = false,
         "Seconds a peer may leave UDP data unacknowledged while we retransmit before it is reported failed (ranks that compute without calling MPI do not acknowledge either).";
     udp_buffer_max: i64 = "64m", Kind::Int { min: 1 << 20, max: i64::MAX }, writable = false,

@@ -130,6 +130,8 @@ struct Job {
     np: usize,
     /// Jobs started by MPI_Comm_spawn so far.
     spawns: usize,
+    /// The standalone name server the processes' name-service requests go to (`--nameserver`).
+    nameserver: Option<String>,
 }
 
 /// A job identifier unique on this machine: `<mpirun pid>x<8 random hex digits>`.
@@ -229,6 +231,7 @@ pub fn run(opts: Options) -> i32 {
     }
     .max(opts.np) as i32;
     let mut server = Server::new(opts.np, &format!("kvs_{jobid}"), 0, universe);
+    server.forward_names(opts.nameserver.is_some());
     server.kvs_put(
         &format!("kvs_{jobid}"),
         "PMI_process_mapping",
@@ -276,6 +279,7 @@ pub fn run(opts: Options) -> i32 {
         launch_opts: None,
         np: opts.np,
         spawns: 0,
+        nameserver: opts.nameserver.clone(),
     };
     let remote: Vec<usize> = (0..job.hosts.len())
         .filter(|&h| !local[h] && placement.contains(&h))
@@ -1231,6 +1235,12 @@ impl Job {
                         self.answer(to, resp);
                     }
                 }
+                Event::Name { client, request } => {
+                    let resp = self.ask_nameserver(&request);
+                    for (to, resp) in self.server.name_result(client, resp) {
+                        self.answer(to, resp);
+                    }
+                }
                 Event::LimitExceeded { client, limit } => {
                     let msg = format!(
                         "{} exceeded a limit of the PMI server: {limit}; terminating the job",
@@ -1253,6 +1263,28 @@ impl Job {
                          the job"
                     );
                     self.fail(1, &msg);
+                }
+            }
+        }
+    }
+
+    /// Forwards a name-service request to the name server; a failure to reach it becomes the
+    /// request's refusal (the process raises it through its error handler).
+    fn ask_nameserver(&self, req: &protean_pmi::Request) -> Response {
+        use protean_pmi::Request as Q;
+        let addr = self.nameserver.as_deref().unwrap_or_default();
+        match protean_pmi::names::ask(addr, req, Duration::from_secs(10)) {
+            Ok(r) => r,
+            Err(why) => {
+                let msg = Some(why);
+                match req {
+                    Q::PublishName { .. } => Response::PublishResult { rc: -1, msg },
+                    Q::UnpublishName { .. } => Response::UnpublishResult { rc: -1, msg },
+                    _ => Response::LookupResult {
+                        rc: -1,
+                        msg,
+                        port: None,
+                    },
                 }
             }
         }

@@ -69,6 +69,9 @@ pub struct Options {
     pub timeout: Option<Duration>,
     /// Where standard input goes.
     pub stdin: StdinTarget,
+    /// The standalone name server (`protean-nameserver`) that serves MPI_Publish_name and
+    /// MPI_Lookup_name for this job, as `host:port` (None: mpirun serves them itself).
+    pub nameserver: Option<String>,
     /// Warnings to print before running (e.g. `-x` of an unset variable).
     pub warnings: Vec<String>,
     /// The program and its arguments (not empty).
@@ -128,6 +131,10 @@ Options:
                           [1,RANK]<stderr>: (the Open MPI format)
   --timeout SECONDS       end the job if it runs longer than SECONDS (also: environment
                           variable MPIEXEC_TIMEOUT; the option wins); exit status 124
+  --nameserver HOST:PORT  serve MPI_Publish_name / MPI_Lookup_name / MPI_Unpublish_name
+                          from this protean-nameserver (it prints its address), so that
+                          independent jobs find each other (also: PROTEAN_NAMESERVER; also
+                          --ompi-server); without it mpirun serves the names of its own jobs
   --stdin 0|none          forward mpirun's standard input to rank 0 (default), or to nobody
                           (then every rank reads /dev/null and mpirun does not touch its input)
   -h, --help              print this help and exit
@@ -198,6 +205,27 @@ fn env_name_ok(name: &str) -> bool {
     !name.is_empty() && !name.contains('=') && !name.contains('\0')
 }
 
+/// A name server's address: `host:port` (a `tcp://` prefix, as Open MPI writes URIs, and a
+/// `file:` naming a file that holds the address, are accepted).
+fn nameserver_addr(what: &str, text: &str) -> Result<String, UsageError> {
+    let t = text.trim();
+    let t = if let Some(path) = t.strip_prefix("file:") {
+        std::fs::read_to_string(path)
+            .map_err(|e| UsageError(format!("{what}: cannot read {path}: {e}")))?
+            .trim()
+            .to_string()
+    } else {
+        t.to_string()
+    };
+    let t = t.strip_prefix("tcp://").unwrap_or(&t);
+    match t.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0) => Ok(t.into()),
+        _ => Err(UsageError(format!(
+            "{what}: {text:?} is not HOST:PORT of a name server"
+        ))),
+    }
+}
+
 fn parse_timeout(what: &str, text: &str) -> Result<Option<Duration>, UsageError> {
     let secs: f64 = text
         .trim()
@@ -233,6 +261,7 @@ pub fn parse(
         tag_output: false,
         timeout: None,
         stdin: StdinTarget::Rank0,
+        nameserver: None,
         warnings: Vec::new(),
         program: Vec::new(),
     };
@@ -365,6 +394,10 @@ pub fn parse(
                     _ => return Err(UsageError(format!("--stdin: {v:?} is not 0 or none"))),
                 };
             }
+            "nameserver" | "ompi-server" => {
+                let v = value("HOST:PORT")?;
+                opts.nameserver = Some(nameserver_addr(&shown, &v)?);
+            }
             "oversubscribe" => opts.oversubscribe = true,
             "allow-run-as-root" => {}
             "bind-to" | "binding" => {
@@ -390,6 +423,11 @@ pub fn parse(
     opts.program.extend(it);
     if opts.program.is_empty() {
         return Err(UsageError("no program given".into()));
+    }
+    if opts.nameserver.is_none() {
+        if let Some(v) = getenv("PROTEAN_NAMESERVER").filter(|v| !v.trim().is_empty()) {
+            opts.nameserver = Some(nameserver_addr("PROTEAN_NAMESERVER", &v)?);
+        }
     }
     if !timeout_given {
         if let Some(t) = getenv("MPIEXEC_TIMEOUT").filter(|t| !t.trim().is_empty()) {
@@ -645,6 +683,26 @@ mod tests {
     }
 
     #[test]
+    fn nameserver_option_and_variable() {
+        assert_eq!(
+            opts(&["--nameserver", "h:7", "p"]).nameserver.as_deref(),
+            Some("h:7")
+        );
+        assert_eq!(
+            opts(&["--ompi-server", "tcp://10.0.0.1:99", "p"])
+                .nameserver
+                .as_deref(),
+            Some("10.0.0.1:99")
+        );
+        assert!(run(&["--nameserver", "nohost", "p"]).is_err());
+        assert!(run(&["--nameserver", "h:0", "p"]).is_err());
+        let Ok(Command::Run(o)) = run_env(&["p"], &[("PROTEAN_NAMESERVER", "a:5")]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(o.nameserver.as_deref(), Some("a:5"));
+    }
+
+    #[test]
     fn help_documents_every_option() {
         for opt in [
             "-n N",
@@ -658,6 +716,8 @@ mod tests {
             "--timeout",
             "MPIEXEC_TIMEOUT",
             "--stdin",
+            "--nameserver",
+            "PROTEAN_NAMESERVER",
             "--help",
             "--version",
             "--oversubscribe",

@@ -437,6 +437,61 @@ impl PmiClient {
         }
     }
 
+    /// Publishes `port` under `service` (the PMI-1 `publish_name` command).
+    /// Ok(Err(reason)) when the name server refused (the name is taken, for one).
+    pub fn publish_name(
+        &mut self,
+        service: &str,
+        port: &str,
+    ) -> Result<Result<(), String>, PmiError> {
+        check_token("service", service, self.vallen_max)?;
+        check_token("port", port, self.vallen_max)?;
+        self.send(&Request::PublishName {
+            service: service.to_string(),
+            port: port.to_string(),
+        })?;
+        match self.recv()? {
+            (_, Response::PublishResult { rc: 0, .. }) => Ok(Ok(())),
+            (_, Response::PublishResult { rc, msg }) => Ok(Err(refusal(rc, msg))),
+            (line, _) => Err(protocol(line, "expected cmd=publish_result")),
+        }
+    }
+
+    /// Withdraws `service` (the PMI-1 `unpublish_name` command). Ok(Err(reason)) when it was
+    /// not published.
+    pub fn unpublish_name(&mut self, service: &str) -> Result<Result<(), String>, PmiError> {
+        check_token("service", service, self.vallen_max)?;
+        self.send(&Request::UnpublishName {
+            service: service.to_string(),
+        })?;
+        match self.recv()? {
+            (_, Response::UnpublishResult { rc: 0, .. }) => Ok(Ok(())),
+            (_, Response::UnpublishResult { rc, msg }) => Ok(Err(refusal(rc, msg))),
+            (line, _) => Err(protocol(line, "expected cmd=unpublish_result")),
+        }
+    }
+
+    /// The port published under `service` (the PMI-1 `lookup_name` command). Ok(Err(reason))
+    /// when no such name is published.
+    pub fn lookup_name(&mut self, service: &str) -> Result<Result<String, String>, PmiError> {
+        check_token("service", service, self.vallen_max)?;
+        self.send(&Request::LookupName {
+            service: service.to_string(),
+        })?;
+        match self.recv()? {
+            (
+                _,
+                Response::LookupResult {
+                    rc: 0,
+                    port: Some(p),
+                    ..
+                },
+            ) => Ok(Ok(p)),
+            (_, Response::LookupResult { rc, msg, .. }) => Ok(Err(refusal(rc, msg))),
+            (line, _) => Err(protocol(line, "expected cmd=lookup_result")),
+        }
+    }
+
     /// Tells the process manager this process is done with PMI. Calling it twice is harmless.
     pub fn finalize(&mut self) -> Result<(), PmiError> {
         if self.finalized {
@@ -522,6 +577,12 @@ impl PmiClient {
             self.framer.push(&buf[..n as usize]);
         }
     }
+}
+
+/// The reason a name-service request was refused, from the server's `msg` or its code.
+fn refusal(rc: i32, msg: Option<String>) -> String {
+    msg.filter(|m| !m.is_empty())
+        .unwrap_or_else(|| format!("the process manager answered rc={rc}"))
 }
 
 fn protocol(line: String, reason: &str) -> PmiError {

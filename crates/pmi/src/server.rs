@@ -88,6 +88,9 @@ pub enum Event {
         client: usize,
         commands: Vec<SpawnCommand>,
     },
+    /// The client sent `publish_name`, `unpublish_name` or `lookup_name` while the names are
+    /// served elsewhere ([`Server::forward_names`]): answer it with [`Server::name_result`].
+    Name { client: usize, request: Request },
     /// The client broke one of the server's [`Limits`] (`limit` says which, with the numbers);
     /// it was answered `rc=-1` and nothing was stored. The process manager should end the job.
     LimitExceeded { client: usize, limit: String },
@@ -129,6 +132,75 @@ pub struct Server {
     /// Jobs started later by a spawn ([`Server::add_group`]): their clients follow the first
     /// job's, in order.
     groups: Vec<Group>,
+    /// The published names (MPI_Publish_name), unless they are forwarded.
+    names: NameTable,
+    forward_names: bool,
+}
+
+/// Service names and their ports (MPI_Publish_name / MPI_Lookup_name / MPI_Unpublish_name),
+/// as served by mpirun for its jobs and by the standalone name server for independent jobs.
+/// Answers as Hydra does: `rc=0 msg=success`, or `rc=1` and a reason.
+#[derive(Debug, Default)]
+pub struct NameTable {
+    names: BTreeMap<String, String>,
+    /// Bytes of names and ports held.
+    bytes: usize,
+}
+
+impl NameTable {
+    /// The most bytes of names and ports one table holds.
+    pub const MAX_BYTES: usize = 16 << 20;
+
+    /// The answer to a name-service request; None for any other request.
+    pub fn handle(&mut self, req: &Request) -> Option<Response> {
+        let ok = || Some("success".to_string());
+        Some(match req {
+            Request::PublishName { service, port } => {
+                let (rc, msg) = if self.names.contains_key(service) {
+                    (1, Some("service_already_published".to_string()))
+                } else if self.bytes + service.len() + port.len() > Self::MAX_BYTES {
+                    (1, Some("name_table_full".to_string()))
+                } else {
+                    self.bytes += service.len() + port.len();
+                    self.names.insert(service.clone(), port.clone());
+                    (0, ok())
+                };
+                Response::PublishResult { rc, msg }
+            }
+            Request::UnpublishName { service } => match self.names.remove(service) {
+                Some(port) => {
+                    self.bytes -= service.len() + port.len();
+                    Response::UnpublishResult { rc: 0, msg: ok() }
+                }
+                None => Response::UnpublishResult {
+                    rc: 1,
+                    msg: Some("service_not_found".into()),
+                },
+            },
+            Request::LookupName { service } => match self.names.get(service) {
+                Some(p) => Response::LookupResult {
+                    rc: 0,
+                    msg: ok(),
+                    port: Some(p.clone()),
+                },
+                None => Response::LookupResult {
+                    rc: 1,
+                    msg: Some("service_not_found".into()),
+                    port: None,
+                },
+            },
+            _ => return None,
+        })
+    }
+
+    /// How many names are published.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
 }
 
 /// A job started by a spawn: clients `first..first + size`, its own KVS space and barrier,
@@ -161,6 +233,8 @@ impl Server {
             spawning: BTreeMap::new(),
             events: VecDeque::new(),
             groups: Vec::new(),
+            names: NameTable::default(),
+            forward_names: false,
         };
         s.kvs_put(
             kvsname,
@@ -168,6 +242,17 @@ impl Server {
             &format!("(vector,(0,1,{size}))"),
         );
         s
+    }
+
+    /// Name-service requests become [`Event::Name`] (for a process manager that forwards them
+    /// to a standalone name server) instead of being served from this server's table.
+    pub fn forward_names(&mut self, on: bool) {
+        self.forward_names = on;
+    }
+
+    /// The answer to a forwarded name-service request (after [`Event::Name`]).
+    pub fn name_result(&mut self, client: usize, resp: Response) -> Vec<(usize, Response)> {
+        vec![(client, resp)]
     }
 
     /// Replaces the limits (before the first client speaks).
@@ -552,6 +637,18 @@ impl Server {
                 });
                 Vec::new()
             }
+            Request::PublishName { .. }
+            | Request::UnpublishName { .. }
+            | Request::LookupName { .. } => {
+                if self.forward_names {
+                    self.events.push_back(Event::Name {
+                        client,
+                        request: req,
+                    });
+                    return Vec::new();
+                }
+                self.names.handle(&req).map(one).unwrap_or_default()
+            }
             Request::Spawn(cmd) => {
                 let total = cmd.totspawns.max(1) as usize;
                 let pending = self.spawning.entry(client).or_default();
@@ -932,6 +1029,32 @@ mod tests {
             out[0].1.encode(),
             "cmd=spawn_result rc=-1 msg=spawn_not_supported\n"
         );
+    }
+
+    #[test]
+    fn names_are_published_looked_up_and_withdrawn() {
+        let mut s = Server::new(2, "kvs_1", 0, 2);
+        assert_eq!(
+            one(&mut s, 0, "cmd=lookup_name service=ocean\n"),
+            "cmd=lookup_result rc=1 info=fail msg=service_not_found\n"
+        );
+        assert_eq!(
+            one(&mut s, 0, "cmd=publish_name service=ocean port=tcp:1\n"),
+            "cmd=publish_result rc=0 info=ok msg=success\n"
+        );
+        assert!(one(&mut s, 1, "cmd=publish_name service=ocean port=tcp:2\n").contains("rc=1"));
+        assert_eq!(
+            one(&mut s, 1, "cmd=lookup_name service=ocean\n"),
+            "cmd=lookup_result rc=0 info=ok msg=success port=tcp:1\n"
+        );
+        assert!(one(&mut s, 1, "cmd=unpublish_name service=ocean\n").contains("rc=0"));
+        assert!(one(&mut s, 1, "cmd=unpublish_name service=ocean\n").contains("rc=1"));
+        s.forward_names(true);
+        assert!(s.handle(0, "cmd=lookup_name service=x\n").is_empty());
+        assert!(matches!(
+            s.poll_event(),
+            Some(Event::Name { client: 0, .. })
+        ));
     }
 
     #[test]

@@ -500,6 +500,12 @@ pub enum Request {
     },
     /// One `mcmd=spawn ... endcmd` message.
     Spawn(SpawnCommand),
+    /// `cmd=publish_name service= port=` (MPI_Publish_name).
+    PublishName { service: String, port: String },
+    /// `cmd=unpublish_name service=` (MPI_Unpublish_name).
+    UnpublishName { service: String },
+    /// `cmd=lookup_name service=` (MPI_Lookup_name).
+    LookupName { service: String },
 }
 
 impl Request {
@@ -534,6 +540,16 @@ impl Request {
                 message: m.get("message").map(str::to_string),
             },
             "spawn" => Request::Spawn(SpawnCommand::from_message(m)?),
+            "publish_name" => Request::PublishName {
+                service: s("service")?,
+                port: s("port")?,
+            },
+            "unpublish_name" => Request::UnpublishName {
+                service: s("service")?,
+            },
+            "lookup_name" => Request::LookupName {
+                service: s("service")?,
+            },
             other => return Err(WireError::UnknownCommand(other.to_string())),
         })
     }
@@ -578,6 +594,13 @@ impl Request {
                 }
             }
             Request::Spawn(cmd) => cmd.to_message(),
+            Request::PublishName { service, port } => Message::new("publish_name")
+                .with("service", service)
+                .with("port", port),
+            Request::UnpublishName { service } => {
+                Message::new("unpublish_name").with("service", service)
+            }
+            Request::LookupName { service } => Message::new("lookup_name").with("service", service),
         }
     }
 
@@ -626,6 +649,17 @@ pub enum Response {
     FinalizeAck,
     /// `cmd=spawn_result rc= [msg=]`, after the last command of a spawn request.
     SpawnResult { rc: i32, msg: Option<String> },
+    /// `cmd=publish_result rc= [msg=]` (sent with `info=ok` or `info=fail`, as Hydra and MPICH's
+    /// simple PMI do; older clients read `info`, newer ones `rc`).
+    PublishResult { rc: i32, msg: Option<String> },
+    /// `cmd=unpublish_result rc= [msg=]`.
+    UnpublishResult { rc: i32, msg: Option<String> },
+    /// `cmd=lookup_result rc= [msg=] [port=]`.
+    LookupResult {
+        rc: i32,
+        msg: Option<String>,
+        port: Option<String>,
+    },
 }
 
 impl Response {
@@ -677,6 +711,19 @@ impl Response {
             "spawn_result" => Response::SpawnResult {
                 rc: m.number_or("rc", 0)?,
                 msg,
+            },
+            "publish_result" => Response::PublishResult {
+                rc: name_rc(m)?,
+                msg,
+            },
+            "unpublish_result" => Response::UnpublishResult {
+                rc: name_rc(m)?,
+                msg,
+            },
+            "lookup_result" => Response::LookupResult {
+                rc: name_rc(m)?,
+                msg,
+                port: m.get("port").map(str::to_string),
             },
             other => return Err(WireError::UnknownCommand(other.to_string())),
         })
@@ -732,6 +779,19 @@ impl Response {
             Response::SpawnResult { rc, msg } => {
                 with_msg(Message::new("spawn_result").with("rc", rc), msg)
             }
+            Response::PublishResult { rc, msg } => {
+                with_msg(name_result("publish_result", *rc), msg)
+            }
+            Response::UnpublishResult { rc, msg } => {
+                with_msg(name_result("unpublish_result", *rc), msg)
+            }
+            Response::LookupResult { rc, msg, port } => {
+                let m = with_msg(name_result("lookup_result", *rc), msg);
+                match port {
+                    Some(p) => m.with("port", p),
+                    None => m,
+                }
+            }
         }
     }
 
@@ -741,9 +801,66 @@ impl Response {
     }
 }
 
+/// The status of a name-service answer: `rc` where the server sent one, else `info` (`ok` is
+/// success; the oldest servers send only `info`).
+fn name_rc(m: &Message) -> Result<i32, WireError> {
+    match (m.get("rc"), m.get("info")) {
+        (Some(_), _) => m.number("rc"),
+        (None, Some(info)) => Ok(if info == "ok" { 0 } else { -1 }),
+        (None, None) => Ok(0),
+    }
+}
+
+fn name_result(cmd: &str, rc: i32) -> Message {
+    Message::new(cmd)
+        .with("rc", rc)
+        .with("info", if rc == 0 { "ok" } else { "fail" })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_service_round_trips() {
+        for r in [
+            Request::PublishName {
+                service: "ocean".into(),
+                port: "protean-port:127.0.0.1:4000:ab".into(),
+            },
+            Request::UnpublishName {
+                service: "ocean".into(),
+            },
+            Request::LookupName {
+                service: "ocean".into(),
+            },
+        ] {
+            assert_eq!(Request::parse(&r.encode()), Ok(r));
+        }
+        let found = Response::LookupResult {
+            rc: 0,
+            msg: Some("success".into()),
+            port: Some("p:1".into()),
+        };
+        assert_eq!(Response::parse(&found.encode()), Ok(found));
+        // Hydra's answer for an unknown name, and an old server's `info` alone.
+        assert_eq!(
+            Response::parse("cmd=lookup_result rc=1 msg=service_not_found\n"),
+            Ok(Response::LookupResult {
+                rc: 1,
+                msg: Some("service_not_found".into()),
+                port: None
+            })
+        );
+        assert_eq!(
+            Response::parse("cmd=publish_result info=ok\n"),
+            Ok(Response::PublishResult { rc: 0, msg: None })
+        );
+        assert!(matches!(
+            Response::parse("cmd=unpublish_result info=fail\n"),
+            Ok(Response::UnpublishResult { rc: -1, .. })
+        ));
+    }
 
     #[test]
     fn characters_the_wire_cannot_carry_read_as_spaces_so_round_trips_hold() {

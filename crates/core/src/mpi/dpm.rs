@@ -70,11 +70,11 @@ pub struct Remote {
 }
 
 /// `gpid:fd:card`, the form in which processes of another job are described.
-fn peer_entry(r: &Remote) -> String {
+pub(crate) fn peer_entry(r: &Remote) -> String {
     format!("{}:{}:{}", r.gpid, r.shm_fd, r.card.encode())
 }
 
-fn parse_peer(s: &str) -> Result<Remote> {
+pub(crate) fn parse_peer(s: &str) -> Result<Remote> {
     let bad = || spawn_err(format!("a malformed process entry from the other job: {s}"));
     let mut it = s.splitn(3, ':');
     let g = it.next().and_then(|g| g.parse().ok()).ok_or_else(bad)?;
@@ -90,7 +90,7 @@ fn parse_peer(s: &str) -> Result<Remote> {
 impl Engine {
     /// The key for connections with other jobs: the job's, or one drawn now for a process
     /// alone in its job.
-    fn dyn_key(&mut self) -> Result<[u8; 32]> {
+    pub(crate) fn dyn_key(&mut self) -> Result<[u8; 32]> {
         if let Some(k) = self.key {
             return Ok(k);
         }

@@ -7,6 +7,7 @@ pub mod coll;
 pub mod comm;
 pub mod datatype;
 pub mod dpm;
+pub mod dpm_port;
 pub mod engine;
 pub mod global;
 pub mod group;
