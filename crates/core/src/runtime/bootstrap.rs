@@ -22,7 +22,7 @@ use protean_pmi::PmiClient;
 
 use crate::config::Config;
 use crate::error::{ErrorClass, MpiError, Result};
-use crate::runtime::keys::{Keys, Pairs};
+use crate::runtime::keys::{log_job_key, Keys, Pairs};
 
 pub use crate::ids::Gpid;
 
@@ -152,6 +152,8 @@ pub struct Boot {
     /// The pair-key scheme (`job_keys`: pairs, or auto under a process manager other than
     /// Protean's mpirun, whose key-value store may cross hosts in clear).
     pub pair_keys: bool,
+    /// The `key_log` file (tests only; empty: none).
+    pub key_log: String,
     /// The process manager placed every process on one node (PMI_process_mapping), when it
     /// says so.
     pub one_node: Option<bool>,
@@ -230,6 +232,7 @@ impl Boot {
         Ok(Boot {
             keys: key.map(Keys::Shared),
             pair_keys,
+            key_log: cfg.key_log.clone(),
             one_node,
             pmi,
             rank,
@@ -261,8 +264,12 @@ impl Boot {
         };
         let mut pairs = None;
         if self.pair_keys {
-            pairs =
-                Some(Pairs::new(me, &self.jobid).map_err(|e| MpiError::new(ErrorClass::Other, e))?);
+            let mut k =
+                Pairs::new(me, &self.jobid).map_err(|e| MpiError::new(ErrorClass::Other, e))?;
+            if !self.key_log.is_empty() {
+                k.log_to(&self.key_log);
+            }
+            pairs = Some(k);
         } else if self.rank == 0 && self.keys.is_none() {
             let mut key = [0u8; 32];
             getrandom::getrandom(&mut key).map_err(|e| {
@@ -325,6 +332,9 @@ impl Boot {
                 )
             })?;
             self.keys = Some(Keys::Shared(key));
+        }
+        if let (Some(Keys::Shared(k)), false) = (&self.keys, self.key_log.is_empty()) {
+            log_job_key(&self.key_log, &self.jobid, me, k);
         }
         Ok(())
     }

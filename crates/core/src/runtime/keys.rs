@@ -20,6 +20,12 @@
 //! (`transport::udp::wire`); both compute it once per peer (a Diffie-Hellman costs tens of
 //! microseconds) and keep it, so the per-message cost is the same under both schemes.
 //!
+//! For tests and debugging, the `key_log` tunable names a file to which each process appends
+//! the keys it holds (as `SSLKEYLOGFILE` does for TLS): `job JOBID GPID KEY` for the job's
+//! key, `secret JOBID GPID KEY` for its X25519 secret, `pair JOBID GPID PEER KEY` for each
+//! pair key when derived (hex). The cluster attack test searches every frame on the wire for
+//! them. Whoever reads that file can read and forge the job's traffic: never set it otherwise.
+//!
 //! What the pair scheme protects against: everyone who reads the network (the key-value store
 //! carries public keys only). The cards themselves are as trustworthy as the process manager's
 //! connections: an attacker able to rewrite Hydra's or Slurm's traffic in flight could swap a
@@ -75,6 +81,8 @@ pub struct Pairs {
     public: Key,
     peers: Vec<Option<Key>>,
     derived: Vec<Option<Key>>,
+    /// The `key_log` file, if any.
+    log: Option<String>,
 }
 
 impl Pairs {
@@ -96,7 +104,23 @@ impl Pairs {
             public,
             peers: Vec::new(),
             derived: Vec::new(),
+            log: None,
         }
+    }
+
+    /// Append our secret, and from now on every pair key we derive, to the file `path`
+    /// (`key_log`: tests only).
+    pub fn log_to(&mut self, path: &str) {
+        log_line(
+            path,
+            &format!(
+                "secret {} {} {}\n",
+                self.jobid,
+                self.me,
+                hex(&self.secret.to_bytes())
+            ),
+        );
+        self.log = Some(path.to_string());
     }
 
     /// Our public key (what our business card publishes).
@@ -128,8 +152,38 @@ impl Pairs {
             &self.jobid,
         )?;
         self.derived[i] = Some(k);
+        if let Some(path) = &self.log {
+            log_line(
+                path,
+                &format!("pair {} {} {peer} {}\n", self.jobid, self.me, hex(&k)),
+            );
+        }
         Some(k)
     }
+}
+
+/// Append `line` to the key log `path` (one write: the lines of concurrent processes do not
+/// mix), readable by its owner only; a file that cannot be written is skipped.
+fn log_line(path: &str, line: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+    {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+/// Append the job's key to the key log `path` (`key_log`: tests only).
+pub fn log_job_key(path: &str, jobid: &str, me: Gpid, key: &Key) {
+    log_line(path, &format!("job {jobid} {me} {}\n", hex(key)));
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The key of the pair (`me`, `peer`), each a (gpid, public key), seen from `me`'s side whose
@@ -221,6 +275,30 @@ mod tests {
         assert_eq!(
             derive(&b.secret, (1, b.public), (0, a.public), "job7"),
             Some(k)
+        );
+    }
+
+    #[test]
+    fn the_key_log_holds_the_secret_and_each_pair_key_once() {
+        let path = std::env::temp_dir().join(format!("protean-keylog-{}", std::process::id()));
+        let path = path.to_str().unwrap();
+        let _ = std::fs::remove_file(path);
+        let (mut a, b) = (pairs(0, 1), pairs(1, 2));
+        a.log_to(path);
+        a.set_peer(1, b.public());
+        let k = a.pair(1).unwrap();
+        a.pair(1);
+        log_job_key(path, "job7", 0, &[7; 32]);
+        let log = std::fs::read_to_string(path).unwrap();
+        let _ = std::fs::remove_file(path);
+        assert_eq!(
+            log,
+            format!(
+                "secret job7 0 {}\npair job7 0 1 {}\njob job7 0 {}\n",
+                "01".repeat(32),
+                hex(&k),
+                "07".repeat(32)
+            )
         );
     }
 
