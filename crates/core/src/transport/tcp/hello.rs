@@ -1,11 +1,14 @@
 //! The handshake that opens every TCP connection between two processes of a job.
 //!
 //! Nothing outside the job may inject frames or speak for a process, so a connection carries
-//! frames only after both ends proved they hold the job's key (32 random bytes that rank 0
-//! makes at start-up and hands out through the process manager's key-value store, which only
-//! the job's processes reach; see `runtime::bootstrap`). The key never travels on the
-//! connection: each side proves it with an HMAC-SHA256 over both sides' fresh nonces and
-//! the fixed fields of both messages, so nothing that was said before can be replayed.
+//! frames only after both ends proved they hold the key of their pair (`runtime::keys`): the
+//! job's key (32 random bytes that rank 0 makes at start-up and hands out through the process
+//! manager's key-value store, under our mpirun), or the pair's own key, derived by X25519
+//! from each side's secret and the other's public key (under Hydra or Slurm, whose stores
+//! cross hosts in clear). The acceptor picks the key by the gpid the hello names. The key never
+//! travels on the connection: each side proves it with an HMAC-SHA256 over both sides' fresh
+//! nonces and the fixed fields of both messages, so nothing that was said before can be
+//! replayed.
 //!
 //! ```text
 //! connector -> acceptor   Hello      magic "PTC2", connector gpid, lane, max frame, nonce_c (32 B)
