@@ -344,6 +344,17 @@ fn pair_keys_seal_each_pair_apart_and_another_pairs_key_opens_nothing() {
     got.sort();
     assert_eq!(got, [&b"two"[..], b"zero"]);
     assert!(sinks.iter().all(|s| s.lost.is_empty()));
+    // A public key that contributes nothing (all zero) gives no key: sending fails at once,
+    // naming the process, rather than leaving the frame queued.
+    let mut bad = keys[0].clone();
+    bad.set_peer(1, [0u8; 32]);
+    ps[0].start(Keys::Pairs(bad), n);
+    match ps[0].send(1, &msg(1, 9), &[], b"x", Token::NONE) {
+        Err(crate::transport::SendError::Failed(why)) => {
+            assert!(why.contains("no key for process 1"), "{why}")
+        }
+        r => panic!("{r:?}"),
+    }
 }
 
 #[test]

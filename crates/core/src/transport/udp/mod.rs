@@ -424,6 +424,13 @@ impl Udp {
         body: &[u8],
         token: Token,
     ) -> Result<Sent, SendError> {
+        // The key of the pair is made on the first send (a refused public key fails here
+        // rather than leaving the frames queued for ever).
+        if self.keys.is_some() && (peer as usize) < self.peers.len() && !self.has_seal(peer) {
+            return Err(SendError::Failed(format!(
+                "no key for process {peer} (its public key was refused)"
+            )));
+        }
         let Some(p) = self.peers.get_mut(peer as usize) else {
             return Err(SendError::Failed(format!(
                 "no UDP address known for process {peer}"
