@@ -91,7 +91,7 @@ CLUSTER_SUBSET := 'p2p/(sendrecv|anysource|order|probe|bigmsg)|coll/(ops|all)|co
 
 # Jobs across hosts: tests/cluster/test (ssh, failures, Hydra), tests/cluster/slurm (a real
 # Slurm), a job across 2 hosts attacked from a third over TCP and UDP, under mpirun and Hydra
-# (tests/security/attack --cluster, about 100 s), and the C programs' cluster variants
+# (tests/security/attack --cluster, about a minute), and the C programs' cluster variants
 # (tests/README.md).
 cluster-check: build
 	tests/cluster/test
