@@ -1916,7 +1916,7 @@ mod tests {
             .map(|g| {
                 let mut t =
                     Tcp::new(g, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
-                t.start(KEY, N);
+                t.start(Keys::Shared(KEY), N);
                 t
             })
             .collect();
