@@ -91,12 +91,13 @@ check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check
 CLUSTER_SUBSET := 'p2p/(sendrecv|anysource|order|probe|bigmsg)|coll/(ops|all)|comm/(split|inter)|env/(init|abort|kill|fatal)|dtype/typemap'
 
 # Jobs across hosts: tests/cluster/test (ssh, failures, Hydra), tests/cluster/slurm (a real
-# Slurm), a job across 2 hosts attacked from a third over TCP and UDP (tests/security/attack
-# --cluster, about 50 s), and the C programs' cluster variants (tests/README.md).
+# Slurm), a job across 2 hosts attacked from a third over TCP and UDP, under mpirun and Hydra
+# (tests/security/attack --cluster, about a minute), and the C programs' cluster variants
+# (tests/README.md).
 cluster-check: build
 	tests/cluster/test
 	tests/cluster/slurm
-	tests/security/attack --cluster
+	tests/security/attack --cluster --pm mpirun,hydra
 	tests/run --variants cluster2,cluster3 --filter $(CLUSTER_SUBSET)
 	tests/run --variants cluster2-udp --filter 'p2p/(sendrecv|order)|coll/ops|env/kill'
 

@@ -273,6 +273,7 @@ pub const CHAN_POLICIES: &[&str] = &["online", "static"];
 
 /// What begins a phase of the profiler and the schedule (`chan_phases`; `mpi::engine`).
 pub const CHAN_PHASES: &[&str] = &["auto", "pcontrol", "barrier", "collective"];
+pub const JOB_KEYS: &[&str] = &["auto", "shared", "pairs"];
 pub const SCAN_ALGS: &[&str] = &["auto", "recursive_doubling", "linear"];
 
 const SIZE: Kind = Kind::Int {
@@ -353,6 +354,10 @@ tunables! {
         "Fault injection for tests: lane K@BYTES resets (RST) lane K of the first peer whose lane K has carried BYTES of bulk data from this process (lane=1@4m). Empty: none.";
     tcp_if: String = "", Kind::Str, writable = false,
         "Interfaces TCP and UDP may use, comma-separated: interface names (eth0) or IPv4 subnets (10.1.0.0/16); the listener binds the first address of the first up interface that matches, in the order given (default: any; tcp_addr overrides it). Like Open MPI's btl_tcp_if_include.";
+    job_keys: usize = "auto", Kind::Choice(JOB_KEYS), writable = false,
+        "How TCP connections and UDP datagrams between processes are authenticated (the same on every process): shared (one key for the job, drawn by rank 0 and handed out through the process manager's key-value store), pairs (each process publishes an X25519 public key in its business card and each pair derives its own key; nothing secret goes through the store), or auto: shared under Protean's mpirun, whose store crosses hosts sealed, pairs under any other process manager (Hydra, Slurm), whose store crosses hosts in clear.";
+    key_log: String = "", Kind::Str, writable = false,
+        "Tests and debugging only: a file to which every process appends the keys it authenticates with (the job's key, its X25519 secret, its pair keys), as SSLKEYLOGFILE does for TLS. Whoever reads it can read and forge the job's traffic. Empty: none.";
     tcp_frame_max: i64 = "64m", Kind::Int { min: 65536, max: 1 << 31 }, writable = false,
         "Largest frame payload (bytes) a process accepts on a TCP connection, announced in the connection's handshake; a longer frame is a protocol error that closes the connection. tcp_frag_bytes is capped at it.";
     tcp_sockbuf: i64 = "4194304", SIZE, writable = false,

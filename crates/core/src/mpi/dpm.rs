@@ -94,6 +94,11 @@ impl Engine {
         if let Some(k) = self.key {
             return Ok(k);
         }
+        if self.pair_keys {
+            return Err(spawn_err(
+                "dynamic processes share the job's key with the other job, and this job uses pair keys (job_keys=pairs, the default under a process manager other than Protean's mpirun): start the job with Protean's mpirun",
+            ));
+        }
         let mut k = [0u8; 32];
         getrandom::getrandom(&mut k).map_err(|e| {
             MpiError::new(
@@ -121,6 +126,7 @@ impl Engine {
             // The placement of other jobs' processes plays no part in ours.
             cpus: vec![0],
             udp: Vec::new(),
+            public: None,
         };
         Ok(Remote {
             gpid: self.me,

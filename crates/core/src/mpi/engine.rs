@@ -69,6 +69,9 @@ pub struct Engine {
     /// The key that authenticates connections (the job's, shared with spawned jobs; drawn
     /// when first needed by a process alone in its job).
     pub key: Option<[u8; 32]>,
+    /// Connections are authenticated by pair keys (`runtime::keys`): there is no job key to
+    /// share with other jobs.
+    pub pair_keys: bool,
     /// MPI_UNIVERSE_SIZE: what the process manager says, else the job's size.
     pub universe: i32,
     /// Spawns this process asked for as a root so far (names them).
@@ -194,7 +197,8 @@ impl Engine {
             base,
             spawned: boot.spawned,
             parent: None,
-            key: boot.key,
+            key: boot.keys.as_ref().and_then(|k| k.shared()),
+            pair_keys: boot.pair_keys,
             universe,
             spawns: 0,
             dyn_nodes: Vec::new(),

@@ -4,7 +4,10 @@
 //! 1. connect to PMI (`PMI_FD`, or `PMI_PORT` + `PMI_ID`) and learn rank, size, job id;
 //! 2. publish a business card (host identity, machine, pid, the TCP address when the transport
 //!    layer opened a listener, the addresses of its UDP sockets when it opened any, CPU
-//!    affinity) in the PMI key-value space; barrier; read every card ([`Boot::exchange`]);
+//!    affinity, and the process's X25519 public key under the pair-key scheme) in the PMI
+//!    key-value space; barrier; read every card ([`Boot::exchange`]). The keys that
+//!    authenticate connections come with it: the job's key from rank 0, or every process's
+//!    public key (see `runtime::keys`);
 //! 3. the transport layer sets up shared memory between the processes of each host with
 //!    further barriers ([`Boot::barrier`]) and chooses a route per peer
 //!    (`transport::net::Net::open`);
@@ -19,6 +22,7 @@ use protean_pmi::PmiClient;
 
 use crate::config::Config;
 use crate::error::{ErrorClass, MpiError, Result};
+use crate::runtime::keys::{log_job_key, Keys, Pairs};
 
 pub use crate::ids::Gpid;
 
@@ -35,11 +39,14 @@ pub struct Card {
     pub cpus: Vec<u64>,
     /// Where the process receives UDP datagrams (one address per socket; empty: no UDP).
     pub udp: Vec<SocketAddr>,
+    /// Its X25519 public key, under the pair-key scheme (`runtime::keys`).
+    pub public: Option<[u8; 32]>,
 }
 
 impl Card {
-    /// `host|node|pid|addr:port|cpus|udp` (`-` without TCP; cpus as hex words; udp as
-    /// `addr:port+port...`, one port per socket, all on one address, or `-`). PMI values may
+    /// `host|node|pid|addr:port|cpus|udp[|public]` (`-` without TCP; cpus as hex words; udp
+    /// as `addr:port+port...`, one port per socket, all on one address, or `-`; the public key
+    /// as 64 hex digits, only under the pair-key scheme). PMI values may
     /// not contain spaces, `=` or backslashes (Hydra cuts or drops such values), and host
     /// names contain none of `|`.
     pub fn encode(&self) -> String {
@@ -54,13 +61,18 @@ impl Card {
                 u
             }
         };
-        format!(
+        let mut s = format!(
             "{}|{}|{}|{t}|{}|{u}",
             self.host,
             self.node,
             self.pid,
             mask_encode(&self.cpus)
-        )
+        );
+        if let Some(p) = &self.public {
+            s.push('|');
+            s.push_str(&hex(p));
+        }
+        s
     }
 
     pub fn decode(s: &str) -> Option<Card> {
@@ -88,6 +100,10 @@ impl Card {
                 v
             }
         };
+        let public = match it.next() {
+            None => None,
+            Some(p) => Some(unhex(p)?),
+        };
         if it.next().is_some() {
             return None;
         }
@@ -98,6 +114,7 @@ impl Card {
             tcp,
             cpus,
             udp,
+            public,
         })
     }
 }
@@ -128,9 +145,15 @@ pub struct Boot {
     pub cards: Vec<Option<Card>>,
     /// Every process's host identity, by rank.
     pub hosts: Vec<String>,
-    /// The job's key for authenticating connections: made by rank 0, handed out with the
-    /// business cards (None for a singleton).
-    pub key: Option<[u8; 32]>,
+    /// The keys that authenticate connections (`runtime::keys`): the job's key, made by rank 0
+    /// and handed out with the business cards, or our key pair and every process's public key
+    /// (None for a singleton, and before [`Boot::exchange`]).
+    pub keys: Option<Keys>,
+    /// The pair-key scheme (`job_keys`: pairs, or auto under a process manager other than
+    /// Protean's mpirun, whose key-value store may cross hosts in clear).
+    pub pair_keys: bool,
+    /// The `key_log` file (tests only; empty: none).
+    pub key_log: String,
     /// The process manager placed every process on one node (PMI_process_mapping), when it
     /// says so.
     pub one_node: Option<bool>,
@@ -193,8 +216,23 @@ impl Boot {
                 .and_then(unhex),
             None => None,
         };
+        let pair_keys = match crate::config::JOB_KEYS[cfg.job_keys] {
+            "shared" => false,
+            "pairs" => true,
+            // Protean's mpirun carries the key-value store between hosts sealed; any other
+            // process manager may not.
+            _ => std::env::var("PROTEAN_LAUNCHER").as_deref() != Ok("1"),
+        };
+        if pair_keys && key.is_some() {
+            return Err(MpiError::new(
+                ErrorClass::Other,
+                "this process was spawned with its parents' job key, but job_keys=pairs: spawned jobs share their parents' key (job_keys=shared)".to_string(),
+            ));
+        }
         Ok(Boot {
-            key,
+            keys: key.map(Keys::Shared),
+            pair_keys,
+            key_log: cfg.key_log.clone(),
             one_node,
             pmi,
             rank,
@@ -217,12 +255,22 @@ impl Boot {
 
     /// Publish our card (with the TCP address we listen on and the UDP addresses we receive
     /// on, if any), wait for everyone's, and read them all; rank 0 publishes the job's key with
-    /// its card. Nothing to do for a singleton.
+    /// its card, or, under the pair-key scheme, every card carries its process's public key.
+    /// Nothing to do for a singleton.
     pub fn exchange(&mut self, tcp: Option<SocketAddr>, udp: &[SocketAddr]) -> Result<()> {
+        let me = self.me();
         let Some(p) = self.pmi.as_mut().filter(|_| self.size > 1) else {
             return Ok(());
         };
-        if self.rank == 0 && self.key.is_none() {
+        let mut pairs = None;
+        if self.pair_keys {
+            let mut k =
+                Pairs::new(me, &self.jobid).map_err(|e| MpiError::new(ErrorClass::Other, e))?;
+            if !self.key_log.is_empty() {
+                k.log_to(&self.key_log);
+            }
+            pairs = Some(k);
+        } else if self.rank == 0 && self.keys.is_none() {
             let mut key = [0u8; 32];
             getrandom::getrandom(&mut key).map_err(|e| {
                 MpiError::new(
@@ -231,7 +279,7 @@ impl Boot {
                 )
             })?;
             p.put("protean-key", &hex(&key)).map_err(pmi_err)?;
-            self.key = Some(key);
+            self.keys = Some(Keys::Shared(key));
         }
         let card = Card {
             host: self.host_id.clone(),
@@ -240,6 +288,7 @@ impl Boot {
             tcp,
             cpus: affinity(),
             udp: udp.to_vec(),
+            public: pairs.as_ref().map(Pairs::public),
         };
         p.put(&format!("protean-card-{}", self.rank), &card.encode())
             .map_err(pmi_err)?;
@@ -260,18 +309,32 @@ impl Boot {
                     format!("rank {r} published a malformed business card: {v}"),
                 )
             })?;
+            if let Some(pairs) = pairs.as_mut().filter(|_| r != self.rank) {
+                let public = c.public.ok_or_else(|| {
+                    MpiError::new(
+                        ErrorClass::Other,
+                        format!("rank {r} published no public key in its business card, and this process (rank {}) uses pair keys: set job_keys alike on every process", self.rank),
+                    )
+                })?;
+                pairs.set_peer(self.base + r, public);
+            }
             self.hosts[r as usize] = c.host.clone();
             self.cards[r as usize] = Some(c);
         }
-        if self.key.is_none() {
+        if let Some(pairs) = pairs {
+            self.keys = Some(Keys::Pairs(pairs));
+        } else if self.keys.is_none() {
             let v = p.get("protean-key").map_err(pmi_err)?;
             let key = v.as_deref().and_then(unhex).ok_or_else(|| {
                 MpiError::new(
                     ErrorClass::Other,
-                    "rank 0 published no key for the job's connections".to_string(),
+                    "rank 0 published no key for the job's connections (with job_keys=pairs on rank 0 only? set job_keys alike on every process)".to_string(),
                 )
             })?;
-            self.key = Some(key);
+            self.keys = Some(Keys::Shared(key));
+        }
+        if let (Some(Keys::Shared(k)), false) = (&self.keys, self.key_log.is_empty()) {
+            log_job_key(&self.key_log, &self.jobid, me, k);
         }
         Ok(())
     }
@@ -644,8 +707,16 @@ mod tests {
                 "10.0.0.2:6000".parse().unwrap(),
                 "10.0.0.2:6010".parse().unwrap(),
             ],
+            public: None,
         };
-        assert_eq!(Card::decode(&c.encode()), Some(c));
+        assert_eq!(Card::decode(&c.encode()), Some(c.clone()));
+        let mut with_key = c;
+        with_key.public = Some([0x3c; 32]);
+        let e = with_key.encode();
+        assert!(e.ends_with(&format!("|{}", "3c".repeat(32))), "{e}");
+        assert_eq!(Card::decode(&e), Some(with_key));
+        assert_eq!(Card::decode(&format!("{e}|x")), None);
+        assert_eq!(Card::decode(&e[..e.len() - 2]), None, "a cut public key");
         let c = Card {
             host: "n".into(),
             node: "m".into(),
@@ -653,6 +724,7 @@ mod tests {
             tcp: None,
             cpus: vec![3],
             udp: Vec::new(),
+            public: None,
         };
         assert_eq!(Card::decode(&c.encode()), Some(c.clone()));
         assert!(!c.encode().contains(['=', ' ', '\\']));
@@ -661,6 +733,7 @@ mod tests {
         assert_eq!(Card::decode("x|m|1|bad|1"), None);
         assert_eq!(Card::decode("x|m|1|-|1|extra"), None);
         assert_eq!(Card::decode("x|m|1|-|1|-|extra"), None);
+        assert_eq!(Card::decode("x|m|1|-|1|-|-"), None);
         assert_eq!(Card::decode("x|m|1|-|1|1.2.3.4:5+x"), None);
         assert_eq!(
             Card::decode("x|m|1|-|1|1.2.3.4:5+6").unwrap().udp,

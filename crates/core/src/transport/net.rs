@@ -26,6 +26,7 @@ use super::{
 use crate::config::{parse_rules, Config, RankSet};
 use crate::error::{ErrorClass, MpiError};
 use crate::runtime::bootstrap::{io_err, Boot};
+use crate::runtime::keys::Keys;
 
 pub struct Net {
     me: Gpid,
@@ -216,8 +217,8 @@ impl Net {
             tcp.as_ref().map(|t| SocketAddr::from((bind, t.port()))),
             udp.as_ref().map_or(&[][..], |u| u.addrs()),
         )?;
-        if let (Some(t), Some(key)) = (tcp.as_mut(), boot.key) {
-            t.start(key, nprocs);
+        if let (Some(t), Some(keys)) = (tcp.as_mut(), boot.keys.as_ref()) {
+            t.start(keys.clone(), nprocs);
             let (mode, rules) = lane_settings(cfg).map_err(|e| cfg_err("TCP_LANES", e))?;
             t.set_lanes(mode, rules);
             if !cfg.tcp_fault.is_empty() {
@@ -226,8 +227,8 @@ impl Net {
                 t.set_fault(lane, after);
             }
         }
-        if let (Some(u), Some(key)) = (udp.as_mut(), boot.key) {
-            u.start(&key, nprocs);
+        if let (Some(u), Some(keys)) = (udp.as_mut(), boot.keys.as_ref()) {
+            u.start(keys.clone(), nprocs);
         }
         let local = boot.local();
 
@@ -492,7 +493,7 @@ impl Net {
             cfg.verbose > 0,
         )
         .map_err(|e| io_err("cannot open a TCP listener", e))?;
-        t.start(key, nprocs);
+        t.start(Keys::Shared(key), nprocs);
         let (mode, rules) = lane_settings(cfg)
             .map_err(|e| MpiError::new(ErrorClass::Other, format!("PROTEAN_TCP_LANES: {e}")))?;
         t.set_lanes(mode, rules);

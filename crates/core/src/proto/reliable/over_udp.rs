@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::mem::Span;
+use crate::runtime::keys::Keys;
 use crate::transport::udp::fault::Faults;
 use crate::transport::udp::wire::{Outer, Seal, KIND_DATA, OUTER_LEN, TAG_LEN};
 use crate::transport::udp::{Settings, Udp};
@@ -80,7 +81,7 @@ fn job(n: usize, s: &Settings, p: Params) -> Vec<Udp> {
         .collect();
     let addrs: Vec<Vec<SocketAddr>> = v.iter().map(|u| u.addrs().to_vec()).collect();
     for u in &mut v {
-        u.start(&KEY, n);
+        u.start(Keys::Shared(KEY), n);
         for (g, a) in addrs.iter().enumerate() {
             u.set_addrs(g as Gpid, a);
         }
@@ -272,6 +273,88 @@ fn forged_garbage_and_replayed_datagrams_are_dropped_and_counted() {
     assert_eq!(sinks[1].frames.len(), 2);
     assert!(sinks[1].frames.iter().all(|f| f.2 == b"real"));
     assert!(sinks.iter().all(|s| s.lost.is_empty()));
+}
+
+#[test]
+fn pair_keys_seal_each_pair_apart_and_another_pairs_key_opens_nothing() {
+    use crate::runtime::keys::Pairs;
+    // Three processes with key pairs of their own (the pair-key scheme, `runtime::keys`).
+    let n = 3;
+    let s = settings(0, 1, None);
+    let mut ps: Vec<Udp> = (0..n as Gpid)
+        .map(|me| {
+            Udp::new(
+                me,
+                Ipv4Addr::LOCALHOST,
+                &s,
+                Box::new(Links::with_params(params(), n)),
+            )
+            .unwrap()
+        })
+        .collect();
+    let mut keys: Vec<Pairs> = (0..n as Gpid)
+        .map(|g| Pairs::new(g, "j").unwrap())
+        .collect();
+    let publics: Vec<[u8; 32]> = keys.iter().map(Pairs::public).collect();
+    for k in &mut keys {
+        for (g, p) in publics.iter().enumerate() {
+            k.set_peer(g as Gpid, *p);
+        }
+    }
+    let addrs: Vec<Vec<SocketAddr>> = ps.iter().map(|u| u.addrs().to_vec()).collect();
+    for (u, k) in ps.iter_mut().zip(keys.iter()) {
+        u.start(Keys::Pairs(k.clone()), n);
+        for (g, a) in addrs.iter().enumerate() {
+            u.set_addrs(g as Gpid, a);
+        }
+    }
+    let mut sinks = vec![Sink::default(), Sink::default(), Sink::default()];
+    ps[0]
+        .send(1, &msg(1, 0), &[], b"zero", Token::NONE)
+        .unwrap();
+    ps[2].send(1, &msg(1, 1), &[], b"two", Token::NONE).unwrap();
+    ps[1].send(0, &msg(1, 2), &[], b"one", Token::NONE).unwrap();
+    run(&mut ps, &mut sinks, 10, |s| {
+        s[1].frames.len() == 2 && s[0].frames.len() == 1
+    });
+    // Process 2 seals a datagram to process 1 with the key of its pair with process 0, and
+    // claims to be process 0: process 1 opens datagrams from 0 with the key of (0, 1) only.
+    let k20 = Keys::Pairs(keys[2].clone()).pair(0).unwrap();
+    let mut d = Outer {
+        src: 0,
+        dst: 1,
+        kind: KIND_DATA,
+        pn: 1 << 40,
+    }
+    .encode()
+    .to_vec();
+    d.resize(OUTER_LEN + super::HEADER_LEN + 20 + TAG_LEN, 0);
+    Seal::new(&k20).seal(&mut d, OUTER_LEN + super::HEADER_LEN);
+    let spy = UdpSocket::bind("127.0.0.1:0").unwrap();
+    spy.send_to(&d, addrs[1][0]).unwrap();
+    let before = ps[1].stats().rejected_datagrams;
+    let t0 = Instant::now();
+    while ps[1].stats().rejected_datagrams == before && t0.elapsed() < Duration::from_secs(10) {
+        for (u, s) in ps.iter_mut().zip(sinks.iter_mut()) {
+            u.progress(s);
+        }
+    }
+    assert_eq!(ps[1].stats().rejected_datagrams, before + 1);
+    let mut got: Vec<&[u8]> = sinks[1].frames.iter().map(|f| &f.2[..]).collect();
+    got.sort();
+    assert_eq!(got, [&b"two"[..], b"zero"]);
+    assert!(sinks.iter().all(|s| s.lost.is_empty()));
+    // A public key that contributes nothing (all zero) gives no key: sending fails at once,
+    // naming the process, rather than leaving the frame queued.
+    let mut bad = keys[0].clone();
+    bad.set_peer(1, [0u8; 32]);
+    ps[0].start(Keys::Pairs(bad), n);
+    match ps[0].send(1, &msg(1, 9), &[], b"x", Token::NONE) {
+        Err(crate::transport::SendError::Failed(why)) => {
+            assert!(why.contains("no key for process 1"), "{why}")
+        }
+        r => panic!("{r:?}"),
+    }
 }
 
 #[test]

@@ -1,11 +1,14 @@
 //! The handshake that opens every TCP connection between two processes of a job.
 //!
 //! Nothing outside the job may inject frames or speak for a process, so a connection carries
-//! frames only after both ends proved they hold the job's key (32 random bytes that rank 0
-//! makes at start-up and hands out through the process manager's key-value store, which only
-//! the job's processes reach; see `runtime::bootstrap`). The key never travels on the
-//! connection: each side proves it with an HMAC-SHA256 over both sides' fresh nonces and
-//! the fixed fields of both messages, so nothing that was said before can be replayed.
+//! frames only after both ends proved they hold the key of their pair (`runtime::keys`): the
+//! job's key (32 random bytes that rank 0 makes at start-up and hands out through the process
+//! manager's key-value store, under our mpirun), or the pair's own key, derived by X25519
+//! from each side's secret and the other's public key (under Hydra or Slurm, whose stores
+//! cross hosts in clear). The acceptor picks the key by the gpid the hello names. The key never
+//! travels on the connection: each side proves it with an HMAC-SHA256 over both sides' fresh
+//! nonces and the fixed fields of both messages, so nothing that was said before can be
+//! replayed.
 //!
 //! ```text
 //! connector -> acceptor   Hello      magic "PTC2", connector gpid, lane, max frame, nonce_c (32 B)
@@ -21,8 +24,8 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-/// The job's key.
-pub type Key = [u8; 32];
+/// The key of a pair of processes (`runtime::keys`: the job's key, or the pair's own).
+pub use crate::runtime::keys::Key;
 
 pub const MAGIC: u32 = 0x3243_5450; // "PTC2" in memory order
 pub const HELLO_LEN: usize = 32;
@@ -49,6 +52,8 @@ pub enum Refused {
     BadField,
     /// The MAC does not prove the key.
     BadProof,
+    /// We have no key for the process (no public key known for it, or a refused one).
+    NoKey,
 }
 
 impl std::fmt::Display for Refused {
@@ -56,7 +61,8 @@ impl std::fmt::Display for Refused {
         f.write_str(match self {
             Refused::BadMagic => "not a Protean connection",
             Refused::BadField => "malformed handshake",
-            Refused::BadProof => "the peer does not hold the job's key",
+            Refused::BadProof => "the peer does not hold the key",
+            Refused::NoKey => "no key for that process",
         })
     }
 }
@@ -218,6 +224,31 @@ mod tests {
         bad[10] = 1;
         assert_eq!(Hello::decode(&bad), Err(Refused::BadField));
         assert_ne!(nonce(), nonce());
+    }
+
+    #[test]
+    fn pair_keys_prove_and_a_forged_public_key_fails() {
+        use crate::runtime::keys::{Keys, Pairs};
+        let (mut a, mut b) = (Pairs::new(0, "j").unwrap(), Pairs::new(3, "j").unwrap());
+        a.set_peer(3, b.public());
+        b.set_peer(0, a.public());
+        let a_public = a.public();
+        let (mut a, mut b) = (Keys::Pairs(a), Keys::Pairs(b));
+        let (ka, kb) = (a.pair(3).unwrap(), b.pair(0).unwrap());
+        // Process 3 connects to process 0: both prove the key of their pair.
+        let h = hello().encode();
+        let c = challenge(&ka, &h, 0, 1 << 20, [1; 16]);
+        let (_, proof) = check_challenge(&kb, &h, 0, &c).unwrap();
+        assert_eq!(check_proof(&ka, &h, &c, &proof), Ok(()));
+        // Someone who published (or swapped in) a public key of its own for process 3 holds
+        // the key of another pair: process 0 refuses its proof, and it refuses process 0's.
+        let mut forged = Pairs::new(3, "j").unwrap();
+        forged.set_peer(0, a_public);
+        let kf = Keys::Pairs(forged).pair(0).unwrap();
+        assert_ne!(kf, ka);
+        assert_eq!(check_challenge(&kf, &h, 0, &c), Err(Refused::BadProof));
+        let (_, bad) = check_challenge(&kf, &h, 0, &challenge(&kf, &h, 0, 1, [1; 16])).unwrap();
+        assert_eq!(check_proof(&ka, &h, &c, &bad), Err(Refused::BadProof));
     }
 
     proptest! {

@@ -42,8 +42,9 @@ pub mod hello;
 pub mod lanes;
 
 use crate::config::RankSet;
+use crate::runtime::keys::Keys;
 use crate::transport::outq::{self, Out, INLINE_SMALL, PREFIX};
-use hello::{Hello, Key, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
+use hello::{Hello, Key, Refused, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
 use lanes::{LaneCtl, Mode};
 
 /// Lanes a peer may have at most (the `accepted` bit sets and the per-lane counters).
@@ -240,6 +241,8 @@ struct Incoming {
     got: usize,
     peer: Gpid,
     lane: u8,
+    /// The key of our pair with the process the hello names.
+    key: Key,
     since: std::time::Instant,
 }
 
@@ -272,9 +275,10 @@ pub struct Tcp {
     held: bool,
     /// Largest payload of a frame we send (the protocol's fragment size).
     frag: usize,
-    /// The job's key (set once the bootstrap handed it out; connections wait for it) and the
-    /// number of processes a hello may name.
-    key: Option<Key>,
+    /// The keys of our pairs with the other processes (`runtime::keys`: the job's key, or
+    /// per-pair keys; set once the bootstrap handed them out; connections wait for them) and
+    /// the number of processes a hello may name.
+    keys: Option<Keys>,
     nprocs: usize,
     /// Largest frame payload we accept (`tcp_frame_max`, announced in the handshake).
     frame_max: usize,
@@ -443,7 +447,7 @@ impl Tcp {
             relayed: 0,
             held: false,
             frag: frag.clamp(1, frame_max.clamp(1, MAX_PAYLOAD)),
-            key: None,
+            keys: None,
             nprocs: 0,
             frame_max: frame_max.clamp(1, MAX_PAYLOAD),
             accepted: Vec::new(),
@@ -465,9 +469,9 @@ impl Tcp {
         self.fault = Some((lane, after));
     }
 
-    /// Connections may start: the job's key and its number of processes (from the bootstrap).
-    pub fn start(&mut self, key: Key, nprocs: usize) {
-        self.key = Some(key);
+    /// Connections may start: the keys and the job's number of processes (from the bootstrap).
+    pub fn start(&mut self, keys: Keys, nprocs: usize) {
+        self.keys = Some(keys);
         self.nprocs = nprocs;
         self.accepted.resize(nprocs, 0);
     }
@@ -777,9 +781,9 @@ impl Tcp {
         if let Some(Some(i)) = self.send_conn.get(peer as usize) {
             return Ok(*i);
         }
-        if self.key.is_none() {
+        if self.keys.is_none() {
             return Err(io::Error::other(
-                "TCP connections cannot start before the job's key is known",
+                "TCP connections cannot start before the job's keys are known",
             ));
         }
         // The peer may have connected to us already; take that connection if so.
@@ -793,7 +797,7 @@ impl Tcp {
     /// Take new connections and advance the handshakes of incoming ones; a connection whose
     /// connector proved the key joins the others. Nothing is read before the key is known.
     fn accept_all(&mut self) {
-        let Some(key) = self.key else {
+        let Some(mut keys) = self.keys.take() else {
             return;
         };
         while let Ok((sock, _)) = self.listener.accept() {
@@ -810,12 +814,13 @@ impl Tcp {
                 got: 0,
                 peer: 0,
                 lane: 0,
+                key: [0; 32],
                 since: std::time::Instant::now(),
             });
         }
         let mut i = 0;
         while i < self.incoming.len() {
-            match self.handshake_step(i, &key) {
+            match self.handshake_step(i, &mut keys) {
                 Ok(false) => i += 1,
                 Ok(true) => {
                     let inc = self.incoming.swap_remove(i);
@@ -835,6 +840,7 @@ impl Tcp {
                 }
             }
         }
+        self.keys = Some(keys);
     }
 
     /// A connection failed its handshake: counted, and dropped without touching anything.
@@ -847,7 +853,7 @@ impl Tcp {
 
     /// Advance the handshake of incoming connection `i`: Ok(true) when its connector proved
     /// the key, Ok(false) while it waits for bytes, Err when it must be dropped.
-    fn handshake_step(&mut self, i: usize, key: &Key) -> Result<bool, String> {
+    fn handshake_step(&mut self, i: usize, keys: &mut Keys) -> Result<bool, String> {
         let (me, nprocs, frame_max) = (self.me, self.nprocs, self.frame_max);
         let inc = &mut self.incoming[i];
         if inc.since.elapsed() > HANDSHAKE_TIMEOUT {
@@ -870,10 +876,20 @@ impl Tcp {
                     if h.lane >= MAX_LANES {
                         return Err(format!("lane {} (at most {MAX_LANES})", h.lane));
                     }
+                    // The key of our pair with the process the hello names (derived once per
+                    // peer under the pair-key scheme, then remembered).
+                    inc.key = keys.pair(h.gpid).ok_or_else(|| {
+                        format!("a hello from process {} (no key for it)", h.gpid)
+                    })?;
                     inc.peer = h.gpid;
                     inc.lane = h.lane;
-                    inc.challenge =
-                        hello::challenge(key, &inc.hello, me, frame_max as u32, hello::nonce());
+                    inc.challenge = hello::challenge(
+                        &inc.key,
+                        &inc.hello,
+                        me,
+                        frame_max as u32,
+                        hello::nonce(),
+                    );
                     inc.stage = Stage::Answer(0);
                 }
                 Stage::Answer(sent) => {
@@ -889,7 +905,7 @@ impl Tcp {
                     if !read_exact_nb(fd, &mut inc.proof, &mut inc.got)? {
                         return Ok(false);
                     }
-                    hello::check_proof(key, &inc.hello, &inc.challenge, &inc.proof)
+                    hello::check_proof(&inc.key, &inc.hello, &inc.challenge, &inc.proof)
                         .map_err(|e| format!("process {} claimed: {e}", inc.peer))?;
                     return Ok(true);
                 }
@@ -1168,7 +1184,12 @@ impl Tcp {
     /// answer with our proof and let the queued frames go. True once the connection carries
     /// frames; a failed proof loses the peer (the address its card gave is not the peer).
     fn finish_connect<S: FrameSink>(&mut self, ci: usize, sink: &mut S) -> bool {
-        let key = self.key.expect("connections start with the key");
+        let peer = self.conns[ci].peer;
+        let key = self
+            .keys
+            .as_mut()
+            .expect("connections start with the keys")
+            .pair(peer);
         let c = &mut self.conns[ci];
         let Some(hs) = c.connecting.as_mut() else {
             return true;
@@ -1206,7 +1227,9 @@ impl Tcp {
         };
         let failed = match failed {
             Ok(false) => return false,
-            Ok(true) => match hello::check_challenge(&key, &hs.hello, c.peer, &hs.challenge) {
+            Ok(true) => match key.map_or(Err(Refused::NoKey), |key| {
+                hello::check_challenge(&key, &hs.hello, c.peer, &hs.challenge)
+            }) {
                 Ok((max, proof)) => {
                     c.peer_max = max as usize;
                     let mut head = [0u8; PREFIX + INLINE_SMALL];
@@ -1878,7 +1901,7 @@ mod tests {
     /// Process `me` of a two-process job with the test key.
     fn endpoint(me: Gpid) -> Tcp {
         let mut t = Tcp::new(me, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
-        t.start(KEY, 2);
+        t.start(Keys::Shared(KEY), 2);
         t
     }
 
@@ -1893,7 +1916,7 @@ mod tests {
             .map(|g| {
                 let mut t =
                     Tcp::new(g, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
-                t.start(KEY, N);
+                t.start(Keys::Shared(KEY), N);
                 t
             })
             .collect();
@@ -2287,11 +2310,84 @@ mod tests {
     }
 
     #[test]
+    fn pair_keys_authenticate_and_an_impostor_key_pair_is_refused() {
+        use crate::runtime::keys::Pairs;
+        let mut ka = Pairs::new(0, "job").unwrap();
+        let mut kb = Pairs::new(1, "job").unwrap();
+        ka.set_peer(1, kb.public());
+        kb.set_peer(0, ka.public());
+        let open = |me: Gpid, k: Pairs| {
+            let mut t =
+                Tcp::new(me, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+            t.start(Keys::Pairs(k), 2);
+            t
+        };
+        let (mut a, mut b) = (open(0, ka), open(1, kb.clone()));
+        let (pa, pb) = (a.port(), b.port());
+        for t in [&mut a, &mut b] {
+            t.set_addr(0, SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
+            t.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
+        }
+        let (mut sa, mut sb) = (Sink::default(), Sink::default());
+        a.post(1, &eager(0), &[], b"real", Token::NONE).unwrap();
+        b.post(0, &eager(1), &[], b"back", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while (sb.frames.is_empty() || sa.frames.is_empty()) && t0.elapsed().as_secs() < 10 {
+            a.poll(&mut sa);
+            b.poll(&mut sb);
+        }
+        assert_eq!(sb.frames.len(), 1);
+        assert_eq!(sb.frames[0].2, b"real");
+        assert_eq!(sa.frames[0].2, b"back");
+        // An impostor with a key pair of its own claims to be process 0: it knows process 1's
+        // public key, but process 1 derives the pair's key from process 0's, so neither side's
+        // proof passes; nothing reaches process 1 and the real connection stays.
+        let mut fake = Pairs::new(0, "job").unwrap();
+        fake.set_peer(1, kb.public());
+        let mut m = open(0, fake);
+        m.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
+        let mut sm = Sink::default();
+        m.post(1, &eager(2), &[], b"forged", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while sm.lost.is_empty() && t0.elapsed().as_secs() < 10 {
+            m.poll(&mut sm);
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert!(sm.lost[0].contains("handshake"), "{:?}", sm.lost);
+        // The impostor gives up (its connection closes): process 1 counts the refusal.
+        drop(m);
+        let t0 = std::time::Instant::now();
+        while b.rejected == 0 && t0.elapsed().as_secs() < 10 {
+            b.poll(&mut sb);
+            b.accept_all();
+        }
+        assert_eq!(b.rejected, 1);
+        assert_eq!(sb.frames.len(), 1, "the impostor delivered nothing");
+        assert!(sb.lost.is_empty() && sa.lost.is_empty());
+        // A hello from a process whose public key we do not know is refused too.
+        let mut k2 = Pairs::new(1, "job").unwrap();
+        k2.set_peer(0, Pairs::new(0, "job").unwrap().public());
+        let mut c = open(1, k2);
+        let mut sc = Sink::default();
+        c.set_addr(0, SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
+        c.post(0, &eager(3), &[], b"stranger", Token::NONE).unwrap();
+        let t0 = std::time::Instant::now();
+        while sc.lost.is_empty() && t0.elapsed().as_secs() < 10 {
+            c.poll(&mut sc);
+            a.poll(&mut sa);
+            a.accept_all();
+        }
+        assert!(sc.lost[0].contains("handshake"), "{:?}", sc.lost);
+        assert_eq!(sa.frames.len(), 1);
+    }
+
+    #[test]
     fn a_peer_that_fails_the_handshake_is_lost_with_a_reason() {
         // Our card says process 1 listens here, but whoever answers does not hold the key.
         let mut a = endpoint(0);
         let mut b = Tcp::new(1, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
-        b.start([1u8; 32], 2);
+        b.start(Keys::Shared([1u8; 32]), 2);
         a.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())));
         let (mut sa, mut sb) = (Sink::default(), Sink::default());
         a.post(1, &eager(0), &[], b"secret", Token::NONE).unwrap();
@@ -2491,7 +2587,7 @@ pub mod fuzzing {
         let limit = 1 << 16;
         let mut t = Tcp::new(0, Ipv4Addr::LOCALHOST, true, 0, limit, limit, false)
             .expect("a listener on loopback");
-        t.start([0; 32], 2);
+        t.start(Keys::Shared([0; 32]), 2);
         let (mine, mut theirs) = UnixStream::pair().expect("a socket pair");
         mine.set_nonblocking(true).expect("nonblocking");
         let sock = Socket::from(std::os::fd::OwnedFd::from(mine));

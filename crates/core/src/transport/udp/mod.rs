@@ -62,6 +62,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::outq::{self, Out};
 use super::{Caps, FrameSink, Gpid, SendError, Sent, Token, Transport, HEADER_LEN};
+use crate::runtime::keys::Keys;
 use fault::{Fate, Faults, Injector};
 use rel::{Arrival, Nanos, Reliability};
 use rx::{Rx, PREFIX};
@@ -230,8 +231,11 @@ pub struct Udp {
     peers: Vec<Peer>,
     rel: Box<dyn Reliability>,
     rel_len: usize,
-    /// Set once the job's key is known; nothing is read or sent before.
-    seal: Option<Seal>,
+    /// Set once the keys are known (`runtime::keys`); nothing is read or sent before.
+    keys: Option<Keys>,
+    /// By peer, the datagram key of our pair: made from `keys` when first needed, kept after,
+    /// so a datagram costs the same under the job's key and under pair keys.
+    seals: Vec<Option<Seal>>,
     /// Largest datagram we send.
     dgram: usize,
     /// Our datagram numbers (the nonce's counter): the last one used.
@@ -331,7 +335,8 @@ impl Udp {
             peers: Vec::new(),
             rel,
             rel_len,
-            seal: None,
+            keys: None,
+            seals: Vec::new(),
             dgram,
             pn: 0,
             clock: Instant::now(),
@@ -358,10 +363,30 @@ impl Udp {
         self.dgram
     }
 
-    /// Datagrams may flow: the job's key and its number of processes (from the bootstrap).
-    pub fn start(&mut self, key: &[u8; 32], nprocs: usize) {
-        self.seal = Some(Seal::new(key));
+    /// Datagrams may flow: the keys and the job's number of processes (from the bootstrap).
+    pub fn start(&mut self, keys: Keys, nprocs: usize) {
+        self.keys = Some(keys);
+        self.seals.clear();
+        self.seals.resize_with(nprocs, || None);
         self.peers.resize_with(nprocs, Peer::default);
+    }
+
+    /// Is the datagram key of our pair with `peer` ready (made now if need be)? False before
+    /// the keys are known, and for a process we have no key for.
+    #[inline]
+    fn has_seal(&mut self, peer: Gpid) -> bool {
+        let i = peer as usize;
+        if matches!(self.seals.get(i), Some(Some(_))) {
+            return true;
+        }
+        let Some(k) = self.keys.as_mut().and_then(|k| k.pair(peer)) else {
+            return false;
+        };
+        if self.seals.len() <= i {
+            self.seals.resize_with(i + 1, || None);
+        }
+        self.seals[i] = Some(Seal::new(&k));
+        true
     }
 
     /// Where peer `gpid` receives (its card's addresses).
@@ -399,6 +424,13 @@ impl Udp {
         body: &[u8],
         token: Token,
     ) -> Result<Sent, SendError> {
+        // The key of the pair is made on the first send (a refused public key fails here
+        // rather than leaving the frames queued for ever).
+        if self.keys.is_some() && (peer as usize) < self.peers.len() && !self.has_seal(peer) {
+            return Err(SendError::Failed(format!(
+                "no key for process {peer} (its public key was refused)"
+            )));
+        }
         let Some(p) = self.peers.get_mut(peer as usize) else {
             return Err(SendError::Failed(format!(
                 "no UDP address known for process {peer}"
@@ -436,10 +468,11 @@ impl Udp {
     /// Send what `peer` is owed: retransmissions, new datagrams of its queued frames as the
     /// window allows, an acknowledgement alone when one is due and nothing carried it.
     fn pump(&mut self, peer: Gpid, now: Nanos) {
-        let Some(seal) = self.seal.as_ref() else {
+        if !self.has_seal(peer) {
             return;
-        };
+        }
         let i = peer as usize;
+        let seal = self.seals[i].as_ref().expect("made above");
         let Some(p) = self.peers.get_mut(i) else {
             return;
         };
@@ -553,10 +586,17 @@ impl Udp {
             self.refuse(Refused::Stranger);
             return 0;
         }
-        let opened = match self.seal.as_ref() {
-            Some(seal) => seal.open(&o, d, hl),
-            None => return 0,
-        };
+        if self.keys.is_none() {
+            return 0;
+        }
+        if !self.has_seal(o.src) {
+            self.refuse(Refused::Stranger);
+            return 0;
+        }
+        let opened = self.seals[o.src as usize]
+            .as_ref()
+            .expect("made above")
+            .open(&o, d, hl);
         if let Err(e) = opened {
             self.refuse(e);
             return 0;
@@ -748,7 +788,7 @@ impl Transport for Udp {
     }
 
     fn progress<S: FrameSink>(&mut self, sink: &mut S) -> usize {
-        if self.seal.is_none() {
+        if self.keys.is_none() {
             return 0;
         }
         // A datagram held back by an injected reordering goes at the latest one pass later.
@@ -866,7 +906,7 @@ pub mod fuzzing {
         };
         let mut u = Udp::new(0, Ipv4Addr::LOCALHOST, &settings, Box::new(rel))
             .expect("a socket on loopback");
-        u.start(&key, 4);
+        u.start(Keys::Shared(key), 4);
         let mut sink = Sink;
         let mut raw = bytes.to_vec();
         u.on_datagram(&mut raw, &mut sink, 0);

@@ -17,12 +17,13 @@
 //! # What the authentication protects against
 //!
 //! A UDP socket takes datagrams from anyone who can reach its address, with any source address
-//! they like. Every datagram is sealed with AES-256-GCM under a key only the job's processes
-//! hold (derived from the job's key, which rank 0 draws and hands out through the process
-//! manager's key-value store, as for TCP's handshake; see `runtime::bootstrap`): the headers
-//! are authenticated, the payload is authenticated and encrypted. The nonce is the sender's
-//! gpid and its datagram number, so no two datagrams of a job share one (a retransmission is
-//! the same datagram, byte for byte, sent again). A receiver trusts nothing before the tag
+//! they like. Every datagram is sealed with AES-256-GCM under a key only its two processes
+//! (or, under the shared scheme, the job's processes) hold: derived from the key of the pair,
+//! as for TCP's handshake (`runtime::keys`: the job's key, or the pair's own X25519-derived
+//! key); the transport makes one [`Seal`] per peer when it first needs it and keeps it. The
+//! headers are authenticated, the payload is authenticated and encrypted. The nonce is the
+//! sender's gpid and its datagram number, so no two datagrams under one key share one (a
+//! retransmission is the same datagram, byte for byte, sent again). A receiver trusts nothing before the tag
 //! checks, and never looks at the source address (it answers the address in the peer's card).
 //! So a process outside the job cannot:
 //! - inject a datagram, or forge one that claims to come from a process of the job (it fails
@@ -133,7 +134,7 @@ impl Outer {
     }
 }
 
-/// The job's datagram key.
+/// The datagram key of a pair of processes (of the job, under the shared scheme).
 pub struct Seal {
     key: LessSafeKey,
 }
@@ -148,8 +149,8 @@ fn nonce(src: u32, pn: u64) -> Nonce {
 }
 
 impl Seal {
-    /// The datagram key of the job whose key is `job_key` (HMAC-SHA256 of a label under it,
-    /// so that it is used for nothing else).
+    /// The datagram key for the pair key (or job key) `job_key` (HMAC-SHA256 of a label under
+    /// it, so that it is used for nothing else).
     pub fn new(job_key: &[u8; 32]) -> Seal {
         let mut m = <Hmac<Sha256> as Mac>::new_from_slice(job_key).expect("any key length");
         m.update(LABEL);
