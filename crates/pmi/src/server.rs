@@ -588,38 +588,17 @@ impl Server {
                     },
                 })
             }
-            Request::BarrierIn if group.is_some() => {
-                let g = &mut self.groups[group.unwrap_or_default()];
-                if !g.barrier.insert(client) {
-                    return self.protocol_error(
-                        client,
-                        "cmd=barrier_in",
-                        &"entered the barrier twice",
-                    );
-                }
-                if g.barrier.len() < g.size {
-                    return Vec::new();
-                }
-                std::mem::take(&mut g.barrier)
-                    .into_iter()
-                    .map(|c| (c, Response::BarrierOut))
-                    .collect()
-            }
             Request::BarrierIn => {
-                if !self.barrier.insert(client) {
-                    return self.protocol_error(
-                        client,
-                        "cmd=barrier_in",
-                        &"entered the barrier twice",
-                    );
-                }
-                if self.barrier.len() < self.size {
-                    return Vec::new();
-                }
-                std::mem::take(&mut self.barrier)
-                    .into_iter()
-                    .map(|c| (c, Response::BarrierOut))
-                    .collect()
+                let entered = match group {
+                    Some(i) => {
+                        let g = &mut self.groups[i];
+                        enter_barrier(&mut g.barrier, g.size, client)
+                    }
+                    None => enter_barrier(&mut self.barrier, self.size, client),
+                };
+                entered.unwrap_or_else(|| {
+                    self.protocol_error(client, "cmd=barrier_in", &"entered the barrier twice")
+                })
             }
             Request::Finalize => {
                 if !state.finalized {
@@ -684,6 +663,27 @@ impl Server {
             },
         )]
     }
+}
+
+/// Client `client` enters a barrier of `size` members (the job's, or a spawned group's): the
+/// releases when it is the last to come, none before; None when it is in it already.
+fn enter_barrier(
+    set: &mut BTreeSet<usize>,
+    size: usize,
+    client: usize,
+) -> Option<Vec<(usize, Response)>> {
+    if !set.insert(client) {
+        return None;
+    }
+    if set.len() < size {
+        return Some(Vec::new());
+    }
+    Some(
+        std::mem::take(set)
+            .into_iter()
+            .map(|c| (c, Response::BarrierOut))
+            .collect(),
+    )
 }
 
 #[cfg(test)]

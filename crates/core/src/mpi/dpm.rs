@@ -273,24 +273,52 @@ fn wait_key(kvs: &str, key: &str) -> Result<String> {
     }
 }
 
+/// Where a collective dynamic-process call (spawn, accept, connect, join) stands in its
+/// communicator, checked first by each: an intracommunicator, and a root within it.
+pub(crate) struct Caller {
+    pub me: usize,
+    pub size: usize,
+    pub group: Vec<Gpid>,
+    pub errhandler: u32,
+    pub root: usize,
+}
+
+impl Caller {
+    /// `inter`: the error when `comm` is an intercommunicator.
+    pub fn of(comm: u32, root: i32, inter: &str) -> Result<Caller> {
+        let (rank, size, group, errhandler) = with(|e| -> Result<_> {
+            let c = e.live_comm(comm)?;
+            if c.is_inter() {
+                return crate::err!(Comm, "{inter}");
+            }
+            Ok((c.rank, c.size(), c.group.clone(), c.errhandler))
+        })??;
+        if root < 0 || root as usize >= size {
+            return crate::err!(
+                Root,
+                "root {root} is out of range for a communicator of size {size}"
+            );
+        }
+        Ok(Caller {
+            me: rank as usize,
+            size,
+            group,
+            errhandler,
+            root: root as usize,
+        })
+    }
+}
+
 /// MPI_Comm_spawn / MPI_Comm_spawn_multiple over intracommunicator `comm`: `commands` matter
 /// at `root` only. The parent intercommunicator's id, and how many processes started.
 pub fn spawn(comm: u32, root: i32, commands: &[Command]) -> Result<(u32, usize)> {
-    let (rank, size, group, errhandler) = with(|e| -> Result<_> {
-        let c = e.live_comm(comm)?;
-        if c.is_inter() {
-            return crate::err!(Comm, "spawning needs an intracommunicator");
-        }
-        Ok((c.rank, c.size(), c.group.clone(), c.errhandler))
-    })??;
-    if root < 0 || root as usize >= size {
-        return crate::err!(
-            Root,
-            "root {root} is out of range for a communicator of size {size}"
-        );
-    }
-    let root = root as usize;
-    let me = rank as usize;
+    let Caller {
+        me,
+        size,
+        group,
+        errhandler,
+        root,
+    } = Caller::of(comm, root, "spawning needs an intracommunicator")?;
     // 1. Every parent's card to the root. A process that cannot take part (no process
     // manager, no TCP) still answers, so that the others fail with it rather than wait.
     let mine = with(|e| -> Result<String> {

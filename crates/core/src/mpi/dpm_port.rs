@@ -64,7 +64,7 @@ use sha2::Sha256;
 
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::cm;
-use crate::mpi::dpm::{parse_peer, peer_entry};
+use crate::mpi::dpm::{parse_peer, peer_entry, Caller};
 use crate::mpi::global::{self, with};
 use crate::runtime::bootstrap::{hex, unhex};
 use crate::transport::{Gpid, Route};
@@ -559,21 +559,13 @@ pub enum How {
 /// MPI_Comm_accept, MPI_Comm_connect and MPI_Comm_join over intracommunicator `comm` (for
 /// join: MPI_COMM_SELF): the new intercommunicator's id. `how` matters at `root` only.
 pub fn connect_accept(comm: u32, root: i32, how: Option<How>) -> Result<u32> {
-    let (rank, size, group, errhandler) = with(|e| -> Result<_> {
-        let c = e.live_comm(comm)?;
-        if c.is_inter() {
-            return crate::err!(Comm, "an intracommunicator is needed");
-        }
-        Ok((c.rank, c.size(), c.group.clone(), c.errhandler))
-    })??;
-    if root < 0 || root as usize >= size {
-        return crate::err!(
-            Root,
-            "root {root} is out of range for a communicator of size {size}"
-        );
-    }
-    let root_u = root as usize;
-    let me = rank as usize;
+    let Caller {
+        me,
+        size,
+        group,
+        errhandler,
+        root: root_u,
+    } = Caller::of(comm, root, "an intracommunicator is needed")?;
     // 1. Every process's entry to the root.
     let mine = with(|e| -> Result<String> {
         if e.pmi.is_none() {
