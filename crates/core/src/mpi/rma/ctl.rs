@@ -145,7 +145,7 @@ impl Ctl {
         &self.acc
     }
 
-    /// Arrive at fence `g` (the owner; see `sync::fence_barrier` for the ordering): everything
+    /// Arrive at fence `g` (the owner; see `sync::fence_arrive` for the ordering): everything
     /// this thread did before, loads and stores to any window memory, happens before what a
     /// member that sees [`Ctl::fence_reached`] for `g` does after.
     #[inline]

@@ -39,7 +39,7 @@
 //! when it has applied them; frames from one origin arrive in order, so a Flush (or Unlock)
 //! frame answered with an Ack completes everything sent before it, and Data frames answer
 //! reads. Fence = complete everything at every target, then a barrier (among members all on
-//! one host: fence counts in their control blocks, `sync::fence_barrier`); Complete sends a
+//! one host: fence counts in their control blocks, `sync::fence_arrive`); Complete sends a
 //! Complete frame after the epoch's operations, Wait counts them; Post sends Post frames,
 //! Start waits for them.
 //!

@@ -137,8 +137,9 @@ fn check_assert(assert: i32, allowed: i32, call: &str) -> Result<()> {
 /// A fence completes every operation this process issued in the ending epoch at its target
 /// (direct and cross-memory operations already are; active messages are flushed: `settle`),
 /// then waits until every member has done so. Where every member is on this host
-/// ([`super::Win::fence_shm`]) the waiting is [`fence_barrier`] on the control blocks, with no
-/// message; elsewhere a barrier on the window's communicator.
+/// ([`super::Win::fence_shm`]) the waiting is on fence counts in the control blocks
+/// ([`fence_arrive`], [`fence_wait`]), with no message; elsewhere a barrier on the window's
+/// communicator.
 ///
 /// Assertions (given alike by every member, as MPI-4.1 12.5.5 requires): MPI_MODE_NOPRECEDE
 /// with MPI_MODE_NOSUCCEED neither ends nor starts an epoch, so nothing is waited for at all;
@@ -151,8 +152,13 @@ pub fn fence(win: u32, assert: i32) -> Result<()> {
         super::MODE_NOSTORE | super::MODE_NOPUT | super::MODE_NOPRECEDE | MODE_NOSUCCEED,
         "MPI_Win_fence",
     )?;
-    let (comm, settle_first, shm) = with(|e| -> Result<(u32, bool, bool)> {
-        let w = e.rma.win(win)?;
+    let both = super::MODE_NOPRECEDE | MODE_NOSUCCEED;
+    let skip = assert & both == both;
+    let open = assert & MODE_NOSUCCEED == 0;
+    // The common case in one visit to the engine: no active messages (so every operation of
+    // the epoch is complete already, and none can have left an error), members on this host.
+    let step = with(|e| -> Result<Step> {
+        let w = e.rma.win_mut(win)?;
         if w.access.is_some()
             || w.exposure.is_some()
             || w.lock_all
@@ -163,85 +169,108 @@ pub fn fence(win: u32, assert: i32) -> Result<()> {
                 "MPI_Win_fence inside a post-start-complete-wait or lock epoch"
             );
         }
-        // Without active messages every operation of the epoch is complete already (and
-        // none can have left an error).
-        Ok((w.comm, w.am || w.error.is_some(), w.fence_shm))
+        if w.am || w.error.is_some() {
+            return Ok(Step::Settle(w.comm, w.fence_shm));
+        }
+        if skip {
+            full_barrier();
+        } else if !w.fence_shm {
+            return Ok(Step::Barrier(w.comm));
+        } else if let Some(g) = fence_arrive(w) {
+            return Ok(Step::Wait(g));
+        }
+        w.fence_open = open;
+        Ok(Step::Done)
     })??;
-    if settle_first {
-        settle_all(win)?;
-    }
-    let both = super::MODE_NOPRECEDE | MODE_NOSUCCEED;
-    if assert & both == both {
-        full_barrier();
-    } else if shm {
-        fence_barrier(win)?;
-    } else {
-        crate::mpi::coll::barrier(comm)?;
-        full_barrier();
+    match step {
+        Step::Done => return Ok(()),
+        Step::Wait(g) => fence_wait(win, g)?,
+        Step::Barrier(comm) => {
+            crate::mpi::coll::barrier(comm)?;
+            full_barrier();
+        }
+        Step::Settle(comm, shm) => {
+            settle_all(win)?;
+            if skip {
+                full_barrier();
+            } else if shm {
+                if let Some(g) = with(|e| e.rma.win_mut(win).map(fence_arrive))?? {
+                    fence_wait(win, g)?;
+                }
+            } else {
+                crate::mpi::coll::barrier(comm)?;
+                full_barrier();
+            }
+        }
     }
     with(|e| -> Result<()> {
-        e.rma.win_mut(win)?.fence_open = assert & MODE_NOSUCCEED == 0;
+        e.rma.win_mut(win)?.fence_open = open;
         Ok(())
     })?
+}
+
+/// What [`fence`] does after its first look at the window.
+enum Step {
+    Done,
+    /// Wait for the members to arrive at this fence count.
+    Wait(u64),
+    /// Barrier on the window's communicator.
+    Barrier(u32),
+    /// Complete the operations by active messages first (communicator, `fence_shm`).
+    Settle(u32, bool),
 }
 
 /// Polls of the members' fence words before a waiting fence makes progress and yields.
 const FENCE_SPINS: u32 = 64;
 
-/// The barrier of a fence among members that all share this host: each member arrives by
-/// storing its fence count in its control block, and waits until every other member's count
-/// reached it.
+/// The barrier of a fence among members that all share this host ([`super::Win::fence_shm`]),
+/// first half: arrive by storing our next fence count `g` in our control block, then poll the
+/// other members' counts a little. None: all arrived at `g`; Some(g): wait for them
+/// ([`fence_wait`]).
 ///
 /// Memory ordering: everything a member did before its fence (its direct stores and loads
-/// to any member's window memory, its cross-memory writes, which the kernel finished before
-/// the call returned, its local stores to its own window) is sequenced before its full
-/// barrier ([`full_barrier`]) and its Release store of the count ([`super::ctl::Ctl::fence_arrive`]); a member that
+/// to any member's window memory, its cross-memory writes, which the kernel finished in this
+/// thread before the call returned, its local loads and stores of its own window) is sequenced
+/// before its Release store of the count ([`super::ctl::Ctl::fence_arrive`]); a member that
 /// reads that count with Acquire ([`super::ctl::Ctl::fence_reached`]) synchronises with the
 /// store, so all of it happens before everything that member does after its fence (the next
 /// epoch's operations and local accesses): puts are visible to their targets, and no later
-/// put overwrites memory a target was still reading. A member leaves fence `g` only once all
-/// arrived at `g`, so none is more than one fence ahead and `>=` is the test. Operations by
-/// active messages were acknowledged by their targets before we arrive (`settle`); a member
-/// waiting here makes progress (after a few polls), so it answers the flushes of the others
-/// meanwhile.
-fn fence_barrier(win: u32) -> Result<()> {
-    let arrived = with(|e| -> Result<Option<u64>> {
-        let w = e.rma.win_mut(win)?;
-        w.fence_gen += 1;
-        let g = w.fence_gen;
-        full_barrier();
-        w.ctl().fence_arrive(g);
-        let all = |w: &super::Win| {
-            w.peers
-                .iter()
-                .enumerate()
-                // SAFETY: every member's control block is mapped for as long as the window
-                // lives (`fence_shm`).
-                .all(|(j, p)| j == w.rank || unsafe { &*p.ctl }.fence_reached(g))
-        };
-        if !w.am {
-            for _ in 0..FENCE_SPINS {
-                if all(w) {
-                    return Ok(None);
-                }
-                std::hint::spin_loop();
+/// put overwrites memory a target was still reading. Release and Acquire are all the ordering
+/// this needs (no full barrier: a store followed by a load of another location within one
+/// epoch is a conflict MPI leaves undefined, except for accumulates, which are locked
+/// instructions). A member leaves fence `g` only once all arrived at `g`, so none is more
+/// than one fence ahead and `>=` is the test. Operations by active messages were acknowledged
+/// by their targets before we arrive (`settle`); a member waiting here makes progress (after a
+/// few polls), so it answers the flushes of the others meanwhile.
+fn fence_arrive(w: &mut super::Win) -> Option<u64> {
+    w.fence_gen += 1;
+    let g = w.fence_gen;
+    w.ctl().fence_arrive(g);
+    if !w.am {
+        for _ in 0..FENCE_SPINS {
+            if fence_all(w, g) {
+                return None;
             }
+            std::hint::spin_loop();
         }
-        Ok(Some(g))
-    })??;
-    if let Some(g) = arrived {
-        wait(|e| {
-            e.rma.win(win).map_or(true, |w| {
-                w.peers
-                    .iter()
-                    .enumerate()
-                    // SAFETY: as above.
-                    .all(|(j, p)| j == w.rank || unsafe { &*p.ctl }.fence_reached(g))
-            })
-        })?;
     }
-    full_barrier();
-    Ok(())
+    Some(g)
+}
+
+/// Have all members of the window arrived at fence count `g`?
+#[inline]
+fn fence_all(w: &super::Win, g: u64) -> bool {
+    w.peers
+        .iter()
+        .enumerate()
+        // SAFETY: every member's control block is mapped for as long as the window lives
+        // (`fence_shm`).
+        .all(|(j, p)| j == w.rank || unsafe { &*p.ctl }.fence_reached(g))
+}
+
+/// The second half of the barrier: wait, making progress, until every member arrived at `g`.
+fn fence_wait(win: u32, g: u64) -> Result<()> {
+    wait(|e| e.rma.win(win).map_or(true, |w| fence_all(w, g)))
 }
 
 /// Window ranks of a group of processes (a PSCW group), checked against the window's.
