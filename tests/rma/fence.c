@@ -3,7 +3,9 @@
  * (argument: create, allocate, shared, dynamic). Every rank puts into every rank, gets from
  * every rank, accumulates every predefined operation on ints, with contiguous and strided
  * datatypes on both sides; fences with and without assertions; MPI_PROC_NULL targets; a zero
- * count. Values are checked at the target after the closing fence and at the origin.
+ * count; many short epochs of puts and gets between neighbours checking that a fence lets
+ * nobody through early. Values are checked at the target after the closing fence and at the
+ * origin.
  */
 #include "util.h"
 
@@ -140,7 +142,30 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Win_fence(0, win));
     CHECK_MPI(MPI_Win_fence(MPI_MODE_NOSUCCEED, win));
 
-    /* 5. An operation outside any epoch is MPI_ERR_RMA_SYNC. */
+    /* 5. Many short epochs. In epoch e every process stores e*1000+rank into one of two
+     *    slots of its own memory, puts e*100+rank into one of two others of its right
+     *    neighbour, and gets the slot its left neighbour stored in epoch e-1: a fence that let
+     *    a process through before all arrived, or left a store unseen, shows an old value.
+     *    The slots alternate so that local accesses and remote ones to the same slot are
+     *    always in different epochs. First an empty fence that neither ends nor starts an
+     *    epoch. */
+    CHECK_MPI(MPI_Win_fence(MPI_MODE_NOPRECEDE | MPI_MODE_NOSUCCEED, win));
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    CHECK_MPI(MPI_Win_fence(MPI_MODE_NOPRECEDE, win));
+    for (int e = 1; e <= 300; e++) {
+        int mine = e * 100 + rank, g = -1;
+        mem[2 + e % 2] = e * 1000 + rank;
+        CHECK_MPI(MPI_Put(&mine, 1, MPI_INT, right, DISP(right, e % 2), 1, MPI_INT, win));
+        if (e > 1)
+            CHECK_MPI(MPI_Get(&g, 1, MPI_INT, left, DISP(left, 2 + (e - 1) % 2), 1, MPI_INT, win));
+        CHECK_MPI(MPI_Win_fence(0, win));
+        CHECK_MSG(mem[e % 2] == e * 100 + left, "epoch %d: put from %d is %d", e, left, mem[e % 2]);
+        if (e > 1)
+            CHECK_MSG(g == (e - 1) * 1000 + left, "epoch %d: get from %d is %d", e, left, g);
+    }
+    CHECK_MPI(MPI_Win_fence(MPI_MODE_NOSUCCEED, win));
+
+    /* 6. An operation outside any epoch is MPI_ERR_RMA_SYNC. */
     CHECK_MPI(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
     CHECK_CLASS(MPI_Put(src, 1, MPI_INT, 0, DISP(0, 0), 1, MPI_INT, win), MPI_ERR_RMA_SYNC);
     /* MPICH reports an invalid assertion as MPI_ERR_ARG; the standard has MPI_ERR_ASSERT. */

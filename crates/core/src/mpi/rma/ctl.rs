@@ -11,6 +11,8 @@
 //!                 attach, elements of 16 or 32 bytes, unaligned elements)
 //! dyn_seq   u64   sequence lock of the attach table (odd while the owner changes it)
 //! dyn_n     u64   entries in use; OVERFLOW when more regions are attached than the table holds
+//! fence     u64   fences this process has arrived at on the window (its own cache line:
+//!                 written by the owner only, read by the host's other members)
 //! dyn_tab         DYN_MAX x (base u64, len u64, region [u8; 20]) of a dynamic window
 //! ```
 //! Every field is touched only through atomics: the block is shared memory written by several
@@ -46,6 +48,8 @@ pub struct Ctl {
     dyn_seq: AtomicU64,
     dyn_n: AtomicU64,
     _c: [u64; 6],
+    fence: AtomicU64,
+    _d: [u64; 7],
     dyn_tab: [DynEntry; DYN_MAX],
 }
 
@@ -141,6 +145,21 @@ impl Ctl {
         &self.acc
     }
 
+    /// Arrive at fence `g` (the owner; see `sync::fence_arrive` for the ordering): everything
+    /// this thread did before, loads and stores to any window memory, happens before what a
+    /// member that sees [`Ctl::fence_reached`] for `g` does after.
+    #[inline]
+    pub fn fence_arrive(&self, g: u64) {
+        self.fence.store(g, Ordering::Release);
+    }
+
+    /// Has the owner arrived at fence `g`? (It may be one fence further: a member leaves fence
+    /// `g` only once everyone arrived at it, so nobody reaches `g + 2` before we left `g`.)
+    #[inline]
+    pub fn fence_reached(&self, g: u64) -> bool {
+        self.fence.load(Ordering::Acquire) >= g
+    }
+
     /// Publish the attached regions of a dynamic window (the owner, after every change).
     pub fn publish(&self, regions: &[Attached]) {
         let s = self.dyn_seq.load(Ordering::Relaxed);
@@ -222,6 +241,9 @@ mod tests {
         assert!(c.try_lock(false));
         c.acc_lock();
         c.acc_unlock();
+        assert!(c.fence_reached(0) && !c.fence_reached(1));
+        c.fence_arrive(1);
+        assert!(c.fence_reached(1) && !c.fence_reached(2));
     }
 
     #[test]

@@ -38,7 +38,8 @@
 //! are complete at the origin once the transport has the frame (a copy), and at the target
 //! when it has applied them; frames from one origin arrive in order, so a Flush (or Unlock)
 //! frame answered with an Ack completes everything sent before it, and Data frames answer
-//! reads. Fence = complete everything at every target, then a barrier; Complete sends a
+//! reads. Fence = complete everything at every target, then a barrier (among members all on
+//! one host: fence counts in their control blocks, `sync::fence_arrive`); Complete sends a
 //! Complete frame after the epoch's operations, Wait counts them; Post sends Post frames,
 //! Start waits for them.
 //!
@@ -168,6 +169,11 @@ pub struct Win {
     /// spin lock of compare-and-swap, a flag it polls under MPI_Win_lock) still applies the
     /// operations others sent it.
     pub(crate) am: bool,
+    /// MPI_Win_fence synchronises through the members' control blocks (every member is on
+    /// this host, and every member asked for it when the window was made: the same answer
+    /// everywhere), not through a barrier on `comm`; `fence_gen` counts our fences.
+    pub(crate) fence_shm: bool,
+    pub(crate) fence_gen: u64,
     /// Epochs.
     pub(crate) fence_open: bool,
     pub(crate) access: Option<Vec<usize>>,
@@ -452,10 +458,12 @@ struct Card {
     region: Region,
     /// It can expose memory to its host's processes (attached regions of a dynamic window).
     exposes: bool,
+    /// It would fence through the control blocks (`rma_fastpath` when the window was made).
+    fence_shm: bool,
 }
 
 impl Card {
-    const LEN: usize = 16 + REGION_LEN + 1;
+    const LEN: usize = 16 + REGION_LEN + 2;
 
     fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(Self::LEN);
@@ -463,6 +471,7 @@ impl Card {
         v.extend_from_slice(&self.disp_unit.to_le_bytes());
         v.extend_from_slice(&self.region.0);
         v.push(self.exposes as u8);
+        v.push(self.fence_shm as u8);
         v
     }
 
@@ -478,6 +487,7 @@ impl Card {
             disp_unit: u64::from_le_bytes(b[8..16].try_into().expect("8")),
             region: Region(b[16..16 + REGION_LEN].try_into().expect("region")),
             exposes: b[16 + REGION_LEN] != 0,
+            fence_shm: b[17 + REGION_LEN] != 0,
         })
     }
 }
@@ -612,6 +622,7 @@ unsafe fn build(
             },
             region: exposed.unwrap_or(Region::NONE),
             exposes,
+            fence_shm: e.cfg.rma_fastpath,
         };
         Ok((csize, crank, cgroup, card))
     })??;
@@ -772,6 +783,13 @@ unsafe fn build(
             _ => false,
         };
         let am = peers.iter().any(|p| p.mech == Mech::Am) || (n > 1 && unexposed);
+        // Every member's control block is mapped here (all on this host; alone: none to wait
+        // for), and everyone asked: the same answer at every member.
+        let fence_shm = cards.iter().all(|c| c.fence_shm)
+            && peers
+                .iter()
+                .enumerate()
+                .all(|(j, p)| j == me || !p.ctl.is_null());
         let w = Win {
             comm: wcomm,
             ctx,
@@ -797,6 +815,8 @@ unsafe fn build(
             attached: Vec::new(),
             atomic: allocates,
             am,
+            fence_shm,
+            fence_gen: 0,
             fence_open: false,
             access: None,
             exposure: None,
@@ -1065,11 +1085,12 @@ mod tests {
             disp_unit: 8,
             region: Region([3; REGION_LEN]),
             exposes: true,
+            fence_shm: true,
         };
         let d = Card::decode(&c.encode()).unwrap();
         assert_eq!(
-            (d.size, d.disp_unit, d.region, d.exposes),
-            (5, 8, c.region, true)
+            (d.size, d.disp_unit, d.region, d.exposes, d.fence_shm),
+            (5, 8, c.region, true, true)
         );
         assert!(Card::decode(&[0; 3]).is_err());
     }

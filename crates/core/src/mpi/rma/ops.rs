@@ -316,7 +316,8 @@ impl Engine {
         }
         let n = t.count as usize;
         let d = self.dtypes.get(t.dt as usize)?.as_ref()?;
-        if !d.committed || d.size == 0 || d.contiguous_span(n) != Some(0) {
+        // `contig` (one dense run whatever the count) answers the common case without a call.
+        if !d.committed || d.size == 0 || !(d.contig || d.contiguous_span(n) == Some(0)) {
             return None;
         }
         let bytes = d.size.checked_mul(n)?;
@@ -1017,6 +1018,7 @@ fn builtin_index(b: Builtin) -> usize {
 
 impl Win {
     /// May this process access `target` now?
+    #[inline]
     pub(crate) fn in_access_epoch(&self, target: usize) -> bool {
         self.fence_open
             || self.lock_all

@@ -10,8 +10,6 @@
 //! instructions on its lock word, retried between progress passes; another is sent a Lock
 //! frame and granted by its progress, on the same word. MPI_MODE_NOCHECK takes no lock.
 
-use std::sync::atomic::{fence as mem_fence, Ordering};
-
 use super::{wait, Waiting, MODE_NOCHECK, MODE_NOSUCCEED};
 use crate::err;
 use crate::error::Result;
@@ -19,6 +17,26 @@ use crate::mpi::engine::Engine;
 use crate::mpi::global::with;
 use crate::proto::frame::{RmaHeader, RmaKind, RMA_EXCLUSIVE};
 use crate::transport::Gpid;
+
+/// A full memory barrier: every load and store before it is done (globally visible) before
+/// any after it, as `fence(SeqCst)`. On x86-64 a locked read-modify-write of the stack top
+/// (`lock or [rsp], 0`, the way GCC emits a sequentially consistent fence, and Open MPI's
+/// flush) instead of the MFENCE that LLVM emits, which costs about twice as much: locked
+/// instructions order all ordinary (write-back) memory accesses, and the only others a copy
+/// here can make, the non-temporal stores of a large `memcpy`, are fenced by `memcpy` itself
+/// (SFENCE). The `asm!` block names no `nomem`, so the compiler keeps every memory access on
+/// its side too. Elsewhere `fence(SeqCst)`.
+#[inline(always)]
+pub(crate) fn full_barrier() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: rewrites the 8 bytes at the stack top, which belong to this thread, with
+    // their own value.
+    unsafe {
+        std::arch::asm!("lock or qword ptr [rsp], 0", options(nostack))
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
 
 /// A passive-target lock held by this process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +85,7 @@ impl Engine {
             .copied()
             .filter(|&t| w.peers[t].unflushed)
             .collect();
-        mem_fence(Ordering::SeqCst);
+        full_barrier();
         self.rma_ask(win, &need, RmaKind::Flush, 0)
     }
 
@@ -115,14 +133,32 @@ fn check_assert(assert: i32, allowed: i32, call: &str) -> Result<()> {
 }
 
 /// MPI_Win_fence.
+///
+/// A fence completes every operation this process issued in the ending epoch at its target
+/// (direct and cross-memory operations already are; active messages are flushed: `settle`),
+/// then waits until every member has done so. Where every member is on this host
+/// ([`super::Win::fence_shm`]) the waiting is on fence counts in the control blocks
+/// ([`fence_arrive`], [`fence_wait`]), with no message; elsewhere a barrier on the window's
+/// communicator.
+///
+/// Assertions (given alike by every member, as MPI-4.1 12.5.5 requires): MPI_MODE_NOPRECEDE
+/// with MPI_MODE_NOSUCCEED neither ends nor starts an epoch, so nothing is waited for at all;
+/// MPI_MODE_NOPRECEDE alone still waits (the members' local stores before it must be visible
+/// to the next epoch's operations); MPI_MODE_NOSTORE and MPI_MODE_NOPUT leave no work to skip
+/// in the unified model (there is no private copy to synchronise).
 pub fn fence(win: u32, assert: i32) -> Result<()> {
     check_assert(
         assert,
         super::MODE_NOSTORE | super::MODE_NOPUT | super::MODE_NOPRECEDE | MODE_NOSUCCEED,
         "MPI_Win_fence",
     )?;
-    let comm = with(|e| -> Result<u32> {
-        let w = e.rma.win(win)?;
+    let both = super::MODE_NOPRECEDE | MODE_NOSUCCEED;
+    let skip = assert & both == both;
+    let open = assert & MODE_NOSUCCEED == 0;
+    // The common case in one visit to the engine: no active messages (so every operation of
+    // the epoch is complete already, and none can have left an error), members on this host.
+    let step = with(|e| -> Result<Step> {
+        let w = e.rma.win_mut(win)?;
         if w.access.is_some()
             || w.exposure.is_some()
             || w.lock_all
@@ -133,15 +169,108 @@ pub fn fence(win: u32, assert: i32) -> Result<()> {
                 "MPI_Win_fence inside a post-start-complete-wait or lock epoch"
             );
         }
-        Ok(w.comm)
+        if w.am || w.error.is_some() {
+            return Ok(Step::Settle(w.comm, w.fence_shm));
+        }
+        if skip {
+            full_barrier();
+        } else if !w.fence_shm {
+            return Ok(Step::Barrier(w.comm));
+        } else if let Some(g) = fence_arrive(w) {
+            return Ok(Step::Wait(g));
+        }
+        w.fence_open = open;
+        Ok(Step::Done)
     })??;
-    settle_all(win)?;
-    crate::mpi::coll::barrier(comm)?;
-    mem_fence(Ordering::SeqCst);
+    match step {
+        Step::Done => return Ok(()),
+        Step::Wait(g) => fence_wait(win, g)?,
+        Step::Barrier(comm) => {
+            crate::mpi::coll::barrier(comm)?;
+            full_barrier();
+        }
+        Step::Settle(comm, shm) => {
+            settle_all(win)?;
+            if skip {
+                full_barrier();
+            } else if shm {
+                if let Some(g) = with(|e| e.rma.win_mut(win).map(fence_arrive))?? {
+                    fence_wait(win, g)?;
+                }
+            } else {
+                crate::mpi::coll::barrier(comm)?;
+                full_barrier();
+            }
+        }
+    }
     with(|e| -> Result<()> {
-        e.rma.win_mut(win)?.fence_open = assert & MODE_NOSUCCEED == 0;
+        e.rma.win_mut(win)?.fence_open = open;
         Ok(())
     })?
+}
+
+/// What [`fence`] does after its first look at the window.
+enum Step {
+    Done,
+    /// Wait for the members to arrive at this fence count.
+    Wait(u64),
+    /// Barrier on the window's communicator.
+    Barrier(u32),
+    /// Complete the operations by active messages first (communicator, `fence_shm`).
+    Settle(u32, bool),
+}
+
+/// Polls of the members' fence words before a waiting fence makes progress and yields.
+const FENCE_SPINS: u32 = 64;
+
+/// The barrier of a fence among members that all share this host ([`super::Win::fence_shm`]),
+/// first half: arrive by storing our next fence count `g` in our control block, then poll the
+/// other members' counts a little. None: all arrived at `g`; Some(g): wait for them
+/// ([`fence_wait`]).
+///
+/// Memory ordering: everything a member did before its fence (its direct stores and loads
+/// to any member's window memory, its cross-memory writes, which the kernel finished in this
+/// thread before the call returned, its local loads and stores of its own window) is sequenced
+/// before its Release store of the count ([`super::ctl::Ctl::fence_arrive`]); a member that
+/// reads that count with Acquire ([`super::ctl::Ctl::fence_reached`]) synchronises with the
+/// store, so all of it happens before everything that member does after its fence (the next
+/// epoch's operations and local accesses): puts are visible to their targets, and no later
+/// put overwrites memory a target was still reading. Release and Acquire are all the ordering
+/// this needs (no full barrier: a store followed by a load of another location within one
+/// epoch is a conflict MPI leaves undefined, except for accumulates, which are locked
+/// instructions). A member leaves fence `g` only once all arrived at `g`, so none is more
+/// than one fence ahead and `>=` is the test. Operations by active messages were acknowledged
+/// by their targets before we arrive (`settle`); a member waiting here makes progress (after a
+/// few polls), so it answers the flushes of the others meanwhile.
+fn fence_arrive(w: &mut super::Win) -> Option<u64> {
+    w.fence_gen += 1;
+    let g = w.fence_gen;
+    w.ctl().fence_arrive(g);
+    if !w.am {
+        for _ in 0..FENCE_SPINS {
+            if fence_all(w, g) {
+                return None;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    Some(g)
+}
+
+/// Have all members of the window arrived at fence count `g`?
+#[inline]
+fn fence_all(w: &super::Win, g: u64) -> bool {
+    w.peers
+        .iter()
+        .enumerate()
+        // SAFETY: every member's control block is mapped for as long as the window lives
+        // (`fence_shm`).
+        .all(|(j, p)| j == w.rank || unsafe { &*p.ctl }.fence_reached(g))
+}
+
+/// The second half of the barrier: wait, making progress, until every member arrived at `g`.
+fn fence_wait(win: u32, g: u64) -> Result<()> {
+    wait(|e| e.rma.win(win).map_or(true, |w| fence_all(w, g)))
 }
 
 /// Window ranks of a group of processes (a PSCW group), checked against the window's.
@@ -174,7 +303,7 @@ pub fn post(win: u32, group: &[Gpid], assert: i32) -> Result<()> {
             return err!(RmaSync, "MPI_Win_post: an exposure epoch is already open");
         }
         w.exposure = Some(ranks.clone());
-        mem_fence(Ordering::SeqCst);
+        full_barrier();
         if assert & MODE_NOCHECK == 0 {
             let ctx = w.ctx;
             for r in ranks {
@@ -213,7 +342,7 @@ pub fn start(win: u32, group: &[Gpid], assert: i32) -> Result<()> {
                 w.peers[r].posts -= 1;
             }
         }
-        mem_fence(Ordering::SeqCst);
+        full_barrier();
         w.access = Some(ranks);
         Ok(())
     })?
@@ -230,7 +359,7 @@ pub fn complete(win: u32) -> Result<()> {
     // Reads must have their data; frames that change memory are followed by Complete in order.
     wait(|e| e.rma_settled(win, &ranks))?;
     with(|e| -> Result<()> {
-        mem_fence(Ordering::SeqCst);
+        full_barrier();
         let w = e.rma.win_mut(win)?;
         w.access = None;
         let ctx = w.ctx;
@@ -263,7 +392,7 @@ fn end_exposure(e: &mut Engine, win: u32) -> Result<()> {
             w.peers[r].completes -= 1;
         }
     }
-    mem_fence(Ordering::SeqCst);
+    full_barrier();
     Ok(())
 }
 
@@ -347,7 +476,7 @@ fn acquire(win: u32, targets: &[usize], t: LockType, assert: i32) -> Result<()> 
             w.peers[r].lock_direct = h == How::Direct;
             w.peers[r].lock_nocheck = h == How::NoCheck;
         }
-        mem_fence(Ordering::SeqCst);
+        full_barrier();
         Ok(())
     })?
 }
@@ -387,7 +516,7 @@ fn release(win: u32, targets: &[usize]) -> Result<()> {
     })??;
     wait(|e| e.rma_settled(win, targets))?;
     with(|e| -> Result<()> {
-        mem_fence(Ordering::SeqCst);
+        full_barrier();
         let w = e.rma.win_mut(win)?;
         for &r in targets {
             let (direct, lock) = (w.peers[r].lock_direct, w.peers[r].lock);
@@ -543,7 +672,7 @@ impl Engine {
                 }
             }
         }
-        mem_fence(Ordering::SeqCst);
+        full_barrier();
         Some(())
     }
 }
@@ -591,6 +720,6 @@ pub fn sync(win: u32) -> Result<()> {
         e.rma_poke(win);
         e.rma.win(win).map(|_| ())
     })??;
-    mem_fence(Ordering::SeqCst);
+    full_barrier();
     Ok(())
 }
