@@ -144,7 +144,20 @@ fn release(slot: u32) {
 ///
 /// # Safety
 /// The callbacks registered for the request are callable with its extra state.
+#[inline]
 pub unsafe fn finished(slot: u32, st: Status, release_it: bool) -> Status {
+    if LIVE.load(Ordering::Relaxed) == 0 {
+        return st;
+    }
+    finished_greq(slot, st, release_it)
+}
+
+/// [`finished`] while generalized requests are alive.
+///
+/// # Safety
+/// As [`finished`].
+#[inline(never)]
+unsafe fn finished_greq(slot: u32, st: Status, release_it: bool) -> Status {
     let Some(g) = lookup(slot) else {
         return st;
     };

@@ -8,7 +8,7 @@ use crate::handles::*;
 use crate::util::*;
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::ids::ReqId;
-use protean_core::mpi::global::with;
+use protean_core::mpi::global::{try_with, with};
 use protean_core::mpi::p2p as core;
 use protean_core::mpi::request::{Mode, Status};
 
@@ -533,6 +533,14 @@ unsafe fn collect_one(
     reqs: *mut MPI_Request,
     statuses: *mut MPI_Status,
 ) -> Result<(Status, MPI_Comm), MpiError> {
+    // Most requests are plain sends and receives: one lookup, no generalized request to ask.
+    if let Some(Some((comm, st))) = try_with(|e| e.pml.take_plain(slot)) {
+        *reqs.add(i) = MPI_REQUEST_NULL;
+        if !ignored(statuses) {
+            write_status(statuses.add(i), &st);
+        }
+        return Ok((st, comm_handle(comm)));
+    }
     // One visit to the engine: the request's communicator and kind, then its status.
     let (comm, persistent, st) = with(|e| {
         let (comm, persistent) = e

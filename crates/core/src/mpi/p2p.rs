@@ -593,6 +593,9 @@ impl Engine {
     /// Collect a complete request: its status; a non-persistent request is released, a
     /// persistent one becomes inactive. None when not complete.
     pub fn collect(&mut self, slot: ReqId) -> Result<Option<Status>> {
+        if let Some((_, st)) = self.pml.take_plain(slot) {
+            return Ok(Some(st));
+        }
         if Slab::is_sent(slot) {
             let st = match self.pml.reqs.sent(slot) {
                 Some(&SentRec { promoted: 0, .. }) => Status::EMPTY,
@@ -1509,9 +1512,21 @@ pub fn active(slots: &[Option<ReqId>]) -> Result<Vec<Option<u32>>> {
     })
 }
 
-/// MPI_Waitall: wait until every entry has completed; the caller collects them.
+/// MPI_Waitall: wait until every entry has completed; the caller collects them. A request
+/// stays complete until collected, so each check starts at the first entry the last one
+/// found incomplete (a window of receives completing in order was checked from its start on
+/// every progress pass).
 pub fn wait_all(slots: &[Option<ReqId>]) -> Result<()> {
-    global::wait_until(|e| all_complete(e, slots))
+    let mut from = 0;
+    global::wait_until(|e| {
+        while let Some(x) = slots.get(from) {
+            if x.is_some_and(|slot| !e.is_complete(slot).unwrap_or(true)) {
+                return false;
+            }
+            from += 1;
+        }
+        true
+    })
 }
 
 /// MPI_Testall: have all entries completed (after one progress pass if not)? The caller

@@ -562,6 +562,39 @@ impl Pml {
         }
     }
 
+    /// Collect, in one lookup, a request that needs nothing but its status taken and its slot
+    /// freed: the record of a request-free eager send, or a complete, non-persistent send or
+    /// receive with no generalized, partitioned, MPI_Isendrecv or shared part. Its
+    /// communicator and status; None for anything else, left as it was for the general path
+    /// (`Engine::collect`). The completion calls of a window of small messages spent more on
+    /// collecting (three lookups, the status moved through four results) than on matching.
+    #[inline]
+    pub fn take_plain(&mut self, slot: u32) -> Option<(u32, Status)> {
+        if Slab::is_sent(slot) {
+            let rec = *self.reqs.sent(slot)?;
+            if rec.promoted != 0 {
+                return None;
+            }
+            self.reqs.remove_sent(slot);
+            return Some((rec.comm, Status::EMPTY));
+        }
+        let r = self.reqs.get_mut(slot)?;
+        if !r.complete
+            || r.permanent
+            || r.greq
+            || r.persist.is_some()
+            || r.part.is_some()
+            || r.parts.is_some()
+            || (r.kind == Kind::Recv && r.recv.state() == RecvState::Posted)
+        {
+            return None;
+        }
+        let st = std::mem::replace(&mut r.status, Status::EMPTY);
+        let comm = r.comm;
+        self.reqs.discard(slot);
+        Some((comm, st))
+    }
+
     /// A receive request that goes while posted leaves the posted queue.
     fn unpost(&mut self, slot: u32) {
         let r = self.reqs.get(slot).expect("live request");
