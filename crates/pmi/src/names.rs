@@ -45,8 +45,8 @@
 //! closed.
 //!
 //! Any client holding the secret may unpublish any name, also one another job published, as
-//! MPICH's `hydra_nameserver` and Open MPI's `ompi-server` allow: the secret is the boundary
-//! of trust, and PMI-1's `unpublish_name` names only the service.
+//! MPICH's `hydra_nameserver` allows (it removes a name whoever asks): the secret is the
+//! boundary of trust, and PMI-1's `unpublish_name` names only the service.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
