@@ -399,7 +399,14 @@ impl NameServer {
     /// The answer to one request line (None: no answer) and whether the connection goes on.
     fn answer(&self, peer: &str, line: &[u8]) -> (Option<Response>, bool) {
         let max = self.limits.request;
-        if line.len() > max || !line.ends_with(b"\n") {
+        if line.len() <= max && !line.ends_with(b"\n") {
+            self.refuse(
+                &format!("a request from {peer}"),
+                "a request cut short (the connection closed before its end of line)",
+            );
+            return (None, false);
+        }
+        if line.len() > max {
             let why = format!("a request of more than {max} bytes (the name server's limit)");
             self.refuse(&format!("a request from {peer}"), &why);
             // Answer in kind where the command can be told, then close: the rest of the line
@@ -686,6 +693,14 @@ mod tests {
             }
             r => panic!("{r:?}"),
         }
+        // A request cut short is not served.
+        let mut s = connect(&addr, D).unwrap();
+        s.write_all(b"cmd=publish_name service=cut port=p").unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.is_empty(), "{got:?}");
+        assert_eq!(ns.names(), 0);
         ask(&addr, &publish("a", "p"), D).unwrap();
         ask(&addr, &publish("b", "p"), D).unwrap();
         match ask(&addr, &publish("c", "p"), D) {
