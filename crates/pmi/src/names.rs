@@ -647,6 +647,22 @@ mod tests {
         assert_eq!(ns.refused(), 2);
     }
 
+    proptest::proptest! {
+        /// Any text is a URI or an error naming the problem, never a panic; a URI printed
+        /// parses back to itself.
+        #[test]
+        fn uri_parsing_never_panics(text in ".{0,120}", port in 1u16.., v6 in proptest::bool::ANY) {
+            let _ = Address::parse("t", &text);
+            let _ = Address::parse("t", &format!("{PREFIX}{text}"));
+            let a = Address {
+                secret: [5; 32],
+                host: if v6 { "fe80::1".into() } else { "node-1".into() },
+                port,
+            };
+            proptest::prop_assert_eq!(Address::parse("t", &a.uri()), Ok(a));
+        }
+    }
+
     fn wait_for(f: impl Fn() -> bool) {
         let t = std::time::Instant::now();
         while !f() {
