@@ -176,8 +176,12 @@ pub fn client_handshake<S: Read + Write>(s: &mut S, secret: &[u8; 32]) -> Result
     hello[4..].copy_from_slice(&nc);
     s.write_all(&hello).map_err(|e| e.to_string())?;
     let mut ans = [0u8; ANSWER_LEN];
-    s.read_exact(&mut ans)
-        .map_err(|e| format!("no answer to the handshake ({e}; is it a protean-nameserver?)"))?;
+    s.read_exact(&mut ans).map_err(|e| {
+        format!(
+            "no answer to the handshake ({}; is it a protean-nameserver?)",
+            io_why(&e)
+        )
+    })?;
     if &ans[..4] != MAGIC {
         return Err("it does not speak the name server's protocol".into());
     }
@@ -197,7 +201,7 @@ pub fn client_handshake<S: Read + Write>(s: &mut S, secret: &[u8; 32]) -> Result
 pub fn server_handshake<S: Read + Write>(s: &mut S, secret: &[u8; 32]) -> Result<(), String> {
     let mut hello = [0u8; HELLO_LEN];
     s.read_exact(&mut hello)
-        .map_err(|e| format!("no handshake ({e})"))?;
+        .map_err(|e| format!("no handshake ({})", io_why(&e)))?;
     if &hello[..4] != MAGIC {
         return Err("it does not speak the name server's protocol (no handshake)".into());
     }
@@ -208,13 +212,22 @@ pub fn server_handshake<S: Read + Write>(s: &mut S, secret: &[u8; 32]) -> Result
     ans[4..20].copy_from_slice(&ns);
     ans[20..].copy_from_slice(&hmac(secret, &[SERVER, &nc, &ns]).finalize().into_bytes());
     s.write_all(&ans)
-        .map_err(|e| format!("handshake cut short ({e})"))?;
+        .map_err(|e| format!("handshake cut short ({})", io_why(&e)))?;
     let mut proof = [0u8; 32];
     s.read_exact(&mut proof)
-        .map_err(|e| format!("no proof of the secret ({e})"))?;
+        .map_err(|e| format!("no proof of the secret ({})", io_why(&e)))?;
     hmac(secret, &[CLIENT, &nc, &ns])
         .verify_slice(&proof)
         .map_err(|_| "a wrong proof: the client does not hold the secret".to_string())
+}
+
+/// An I/O error in words (a short read is the other side closing; a timeout says so).
+fn io_why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => "the connection closed".into(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => "timed out".into(),
+        _ => e.to_string(),
+    }
 }
 
 /// Asks the name server at `addr` one question (a connection per question: publishing is
@@ -680,9 +693,15 @@ mod tests {
             ..Limits::default()
         };
         let (ns, addr) = server(limits, NameTable::with_limits(2, 16, 64));
+        // One connection at a time: the previous one's thread may still be ending (two slots).
+        let settled = || wait_for(|| ns.open.load(Ordering::Acquire) == 0);
+        let ask1 = |req: &Request, d| {
+            settled();
+            ask(&addr, req, d)
+        };
         // An oversize request: answered in kind, counted, the server goes on.
         let long = "x".repeat(300);
-        match ask(&addr, &publish("big", &long), D) {
+        match ask1(&publish("big", &long), D) {
             Ok(Response::PublishResult {
                 rc: 1,
                 msg: Some(m),
@@ -691,7 +710,7 @@ mod tests {
             }
             r => panic!("{r:?}"),
         }
-        match ask(&addr, &publish("s", &"y".repeat(100)), D) {
+        match ask1(&publish("s", &"y".repeat(100)), D) {
             Ok(Response::PublishResult {
                 rc: 1,
                 msg: Some(m),
@@ -700,7 +719,7 @@ mod tests {
             }
             r => panic!("{r:?}"),
         }
-        match ask(&addr, &publish(&"n".repeat(20), "p"), D) {
+        match ask1(&publish(&"n".repeat(20), "p"), D) {
             Ok(Response::PublishResult {
                 rc: 1,
                 msg: Some(m),
@@ -710,6 +729,7 @@ mod tests {
             r => panic!("{r:?}"),
         }
         // A request cut short is not served.
+        settled();
         let mut s = connect(&addr, D).unwrap();
         s.write_all(b"cmd=publish_name service=cut port=p").unwrap();
         s.shutdown(std::net::Shutdown::Write).unwrap();
@@ -717,9 +737,9 @@ mod tests {
         let _ = s.read_to_end(&mut got);
         assert!(got.is_empty(), "{got:?}");
         assert_eq!(ns.names(), 0);
-        ask(&addr, &publish("a", "p"), D).unwrap();
-        ask(&addr, &publish("b", "p"), D).unwrap();
-        match ask(&addr, &publish("c", "p"), D) {
+        ask1(&publish("a", "p"), D).unwrap();
+        ask1(&publish("b", "p"), D).unwrap();
+        match ask1(&publish("c", "p"), D) {
             Ok(Response::PublishResult {
                 rc: 1,
                 msg: Some(m),
