@@ -153,7 +153,8 @@ wan-demo: build deps
 	tests/wan/demo
 
 # A job over TCP attacked from outside (garbage, forged handshakes and frames, floods): its
-# output must not change (tests/security/attack).
+# output must not change; then protean-nameserver attacked the same way: only holders of its
+# secret get answers (tests/security/attack).
 security-check: build
 	tests/security/attack
 

@@ -1,11 +1,13 @@
 /*
  * Two independent jobs (two mpiruns) that find each other through protean-nameserver.
  *
- * Run as the driver (no arguments after the two paths): rank 0 starts protean-nameserver, then
- * `mpirun --nameserver ADDR -n 2 two_jobs ... server SERVICE` and, with the address in
+ * Run as the driver (no arguments after the two paths): rank 0 starts protean-nameserver, which
+ * writes its URI (protean-ns:SECRET:HOST:PORT) into a file of mode 0600, then
+ * `mpirun --nameserver file:FILE -n 2 two_jobs ... server SERVICE` and, with the URI itself in
  * PROTEAN_NAMESERVER instead of the option, `mpirun -n 2 two_jobs ... client SERVICE`, and
- * waits for both (60 s at most; then it kills them). Every process it started is ended and
- * reaped before it returns.
+ * waits for both (60 s at most; then it kills them). Every request proves the name server's
+ * secret (tests/security/attack checks that nothing else is answered). Every process it
+ * started is ended and reaped before it returns.
  *
  * The server job publishes a port under SERVICE; the client job looks it up through the name
  * server (retrying until it is there) and both sides then call MPI_Comm_connect /
@@ -165,18 +167,21 @@ int main(int argc, char **argv)
                 fclose(f);
             tu_sleep_ms(20);
         }
-        unlink(file);
         if (!strchr(addr, '\n')) {
+            unlink(file);
             kill(ns, SIGKILL);
             waitpid(ns, NULL, 0);
             TU_FAIL("protean-nameserver did not report its address");
         }
         *strchr(addr, '\n') = 0;
+        CHECK_MSG(strncmp(addr, "protean-ns:", 11) == 0, "not a name server URI: %s", addr);
         {
-            char *sargv[] = {argv[1], "--nameserver", addr, "-n", "2", argv[0], argv[1], argv[2],
-                             "server", service, NULL};
+            char fileopt[80];
+            char *sargv[] = {argv[1], "--nameserver", fileopt, "-n", "2", argv[0], argv[1],
+                             argv[2], "server", service, NULL};
             char *cargv[] = {argv[1], "-n", "2", argv[0], argv[1], argv[2], "client", service,
                              NULL};
+            snprintf(fileopt, sizeof fileopt, "file:%s", file);
             snprintf(envset, sizeof envset, "PROTEAN_NAMESERVER=%s", addr);
             unsetenv("TU_TEST_NP");
             a = start(sargv, NULL);
@@ -185,6 +190,7 @@ int main(int argc, char **argv)
             ra = wait_for(a, deadline);
             rb = wait_for(b, deadline);
         }
+        unlink(file);
         kill(ns, SIGTERM);
         waitpid(ns, NULL, 0);
         CHECK_MSG(ra == 0 && rb == 0, "the server job ended with %d, the client job with %d", ra,

@@ -379,7 +379,7 @@ tunables! {
     connect_timeout: i64 = "60", Kind::Int { min: 1, max: 31_536_000 }, writable = true,
         "Seconds MPI_Comm_connect waits for the port's owner to accept before it fails with MPI_ERR_PORT; the info key 'timeout' of the call overrides it.";
     nameserver: String = "", Kind::Str, writable = false,
-        "HOST:PORT of a protean-nameserver that serves MPI_Publish_name and MPI_Lookup_name to independent jobs. Read by mpirun (the same as its --nameserver option), which forwards its processes' requests there; empty: mpirun serves the names of its own jobs.";
+        "The URI of a protean-nameserver (protean-ns:SECRET:HOST:PORT, as it writes it into its --report-uri file) or file:PATH of that file; it serves MPI_Publish_name and MPI_Lookup_name to independent jobs. Read by mpirun (the same as its --nameserver option), which forwards its processes' requests there, proving the secret on each connection; an address without the secret is refused. Empty: mpirun serves the names of its own jobs.";
     udp_peer_timeout: i64 = "60", Kind::Int { min: 1, max: 86400 }, writable = false,
         "Seconds a peer may leave UDP data unacknowledged while we retransmit before it is reported failed (ranks that compute without calling MPI do not acknowledge either).";
     udp_buffer_max: i64 = "64m", Kind::Int { min: 1 << 20, max: i64::MAX }, writable = false,

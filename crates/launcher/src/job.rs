@@ -131,7 +131,7 @@ struct Job {
     /// Jobs started by MPI_Comm_spawn so far.
     spawns: usize,
     /// The standalone name server the processes' name-service requests go to (`--nameserver`).
-    nameserver: Option<String>,
+    nameserver: Option<protean_pmi::names::Address>,
 }
 
 /// A job identifier unique on this machine: `<mpirun pid>x<8 random hex digits>`.
@@ -1272,8 +1272,11 @@ impl Job {
     /// request's refusal (the process raises it through its error handler).
     fn ask_nameserver(&self, req: &protean_pmi::Request) -> Response {
         use protean_pmi::Request as Q;
-        let addr = self.nameserver.as_deref().unwrap_or_default();
-        match protean_pmi::names::ask(addr, req, Duration::from_secs(10)) {
+        let asked = match self.nameserver.as_ref() {
+            Some(addr) => protean_pmi::names::ask(addr, req, Duration::from_secs(10)),
+            None => Err("mpirun has no name server to ask".into()),
+        };
+        match asked {
             Ok(r) => r,
             Err(why) => {
                 let msg = Some(why);

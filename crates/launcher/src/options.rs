@@ -70,8 +70,9 @@ pub struct Options {
     /// Where standard input goes.
     pub stdin: StdinTarget,
     /// The standalone name server (`protean-nameserver`) that serves MPI_Publish_name and
-    /// MPI_Lookup_name for this job, as `host:port` (None: mpirun serves them itself).
-    pub nameserver: Option<String>,
+    /// MPI_Lookup_name for this job: its address and secret (None: mpirun serves them
+    /// itself).
+    pub nameserver: Option<protean_pmi::names::Address>,
     /// Warnings to print before running (e.g. `-x` of an unset variable).
     pub warnings: Vec<String>,
     /// The program and its arguments (not empty).
@@ -131,10 +132,12 @@ Options:
                           [1,RANK]<stderr>: (the Open MPI format)
   --timeout SECONDS       end the job if it runs longer than SECONDS (also: environment
                           variable MPIEXEC_TIMEOUT; the option wins); exit status 124
-  --nameserver HOST:PORT  serve MPI_Publish_name / MPI_Lookup_name / MPI_Unpublish_name
-                          from this protean-nameserver (it prints its address), so that
-                          independent jobs find each other (also: PROTEAN_NAMESERVER; also
-                          --ompi-server); without it mpirun serves the names of its own jobs
+  --nameserver file:PATH  serve MPI_Publish_name / MPI_Lookup_name / MPI_Unpublish_name
+                          from the protean-nameserver whose URI is in PATH (its --report-uri
+                          file), so that independent jobs find each other; the URI itself,
+                          protean-ns:SECRET:HOST:PORT, is taken too, but a command line is
+                          visible to every user (also: PROTEAN_NAMESERVER=URI or file:PATH;
+                          also --ompi-server); without it mpirun serves its own jobs' names
   --stdin 0|none          forward mpirun's standard input to rank 0 (default), or to nobody
                           (then every rank reads /dev/null and mpirun does not touch its input)
   -h, --help              print this help and exit
@@ -205,25 +208,10 @@ fn env_name_ok(name: &str) -> bool {
     !name.is_empty() && !name.contains('=') && !name.contains('\0')
 }
 
-/// A name server's address: `host:port` (a `tcp://` prefix, as Open MPI writes URIs, and a
-/// `file:` naming a file that holds the address, are accepted).
-fn nameserver_addr(what: &str, text: &str) -> Result<String, UsageError> {
-    let t = text.trim();
-    let t = if let Some(path) = t.strip_prefix("file:") {
-        std::fs::read_to_string(path)
-            .map_err(|e| UsageError(format!("{what}: cannot read {path}: {e}")))?
-            .trim()
-            .to_string()
-    } else {
-        t.to_string()
-    };
-    let t = t.strip_prefix("tcp://").unwrap_or(&t);
-    match t.rsplit_once(':') {
-        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0) => Ok(t.into()),
-        _ => Err(UsageError(format!(
-            "{what}: {text:?} is not HOST:PORT of a name server"
-        ))),
-    }
+/// A name server's URI (`protean-ns:SECRET:HOST:PORT`), or `file:PATH` of a file holding it
+/// (as Open MPI's `--ompi-server file:PATH`). An address without the secret is refused.
+fn nameserver_addr(what: &str, text: &str) -> Result<protean_pmi::names::Address, UsageError> {
+    protean_pmi::names::Address::resolve(what, text).map_err(UsageError)
 }
 
 fn parse_timeout(what: &str, text: &str) -> Result<Option<Duration>, UsageError> {
@@ -395,7 +383,7 @@ pub fn parse(
                 };
             }
             "nameserver" | "ompi-server" => {
-                let v = value("HOST:PORT")?;
+                let v = value("file:PATH or a protean-ns: URI")?;
                 opts.nameserver = Some(nameserver_addr(&shown, &v)?);
             }
             "oversubscribe" => opts.oversubscribe = true,
@@ -684,22 +672,45 @@ mod tests {
 
     #[test]
     fn nameserver_option_and_variable() {
+        use protean_pmi::names::Address;
+        let a = Address {
+            secret: [3; 32],
+            host: "h".into(),
+            port: 7,
+        };
+        let uri = a.uri();
         assert_eq!(
-            opts(&["--nameserver", "h:7", "p"]).nameserver.as_deref(),
-            Some("h:7")
+            opts(&["--nameserver", &uri, "p"]).nameserver.as_ref(),
+            Some(&a)
         );
-        assert_eq!(
-            opts(&["--ompi-server", "tcp://10.0.0.1:99", "p"])
-                .nameserver
-                .as_deref(),
-            Some("10.0.0.1:99")
+        let path = std::env::temp_dir().join(format!("protean-opt-ns-{}", std::process::id()));
+        std::fs::write(&path, format!("{uri}\n")).unwrap();
+        let file = format!("file:{}", path.display());
+        let o = opts(&["--ompi-server", &file, "p"]);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(o.nameserver.as_ref(), Some(&a));
+        // An address without the secret is refused, naming what is missing.
+        let Err(UsageError(e)) = run(&["--nameserver", "h:7", "p"]) else {
+            panic!("HOST:PORT without a secret was taken")
+        };
+        assert!(
+            e.contains("--nameserver") && e.contains("carries no secret"),
+            "{e}"
         );
         assert!(run(&["--nameserver", "nohost", "p"]).is_err());
-        assert!(run(&["--nameserver", "h:0", "p"]).is_err());
-        let Ok(Command::Run(o)) = run_env(&["p"], &[("PROTEAN_NAMESERVER", "a:5")]) else {
+        let zero = uri.replace(":h:7", ":h:0");
+        assert!(run(&["--nameserver", &zero, "p"]).is_err());
+        let Ok(Command::Run(o)) = run_env(&["p"], &[("PROTEAN_NAMESERVER", &uri)]) else {
             panic!("expected a run")
         };
-        assert_eq!(o.nameserver.as_deref(), Some("a:5"));
+        assert_eq!(o.nameserver.as_ref(), Some(&a));
+        let Err(UsageError(e)) = run_env(&["p"], &[("PROTEAN_NAMESERVER", "a:5")]) else {
+            panic!("PROTEAN_NAMESERVER without a secret was taken")
+        };
+        assert!(
+            e.contains("PROTEAN_NAMESERVER") && e.contains("carries no secret"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //!
 //! * [`wire`]: framing, parsing and formatting of the text protocol (parsing never panics);
 //! * [`server`]: the launcher's side, a sans-IO state machine (KVS, barrier, finalize, abort);
-//! * [`names`]: the standalone name server's protocol (PMI-1 name-service lines over TCP);
+//! * [`names`]: the standalone name server's protocol (PMI-1 name-service lines over TCP,
+//!   after a handshake proving the server's secret);
+//! * [`proof`]: the keyed MAC the name server's and the ports' handshakes compute;
 //! * [`client`]: the MPI process's side, a blocking client over `PMI_FD` or `PMI_PORT`.
 //!
 //! The protocol is MPICH's "simple PMI" wire protocol (PMI version 1.1), so the client works under
@@ -10,6 +12,7 @@
 
 pub mod client;
 pub mod names;
+pub mod proof;
 pub mod server;
 pub mod wire;
 

@@ -1,106 +1,771 @@
 //! The standalone name server's protocol (`protean-nameserver`, the counterpart of Open MPI's
-//! `ompi-server` and MPICH's `hydra_nameserver`): a TCP connection carrying the PMI-1
-//! `publish_name`, `unpublish_name` and `lookup_name` lines and their answers, exactly as a
-//! process sends them to its process manager. mpirun started with `--nameserver HOST:PORT`
-//! forwards its processes' requests there, so that independent jobs share one name space.
+//! `ompi-server` and MPICH's `hydra_nameserver`): a TCP connection that proves the server's
+//! secret, then carries the PMI-1 `publish_name`, `unpublish_name` and `lookup_name` lines and
+//! their answers, exactly as a process sends them to its process manager. mpirun started with
+//! `--nameserver URI` forwards its processes' requests there, so that independent jobs share
+//! one name space.
 //!
-//! The server answers one request per line, in order, on any number of connections; it keeps
-//! no state per connection. It trusts its clients as the process managers trust theirs.
+//! # Address
+//!
+//! The server draws a secret of 32 random bytes when it starts and writes its address, the
+//! secret included, into a file only its owner can read (`--report-uri FILE`, mode 0600):
+//!
+//! ```text
+//! protean-ns:<secret, 64 hex digits>:<host>:<port>        (IPv6: ...:[<ip>]:<port>)
+//! ```
+//!
+//! Clients take that URI, or `file:PATH` of such a file (as Open MPI's
+//! `--ompi-server file:PATH`); an address without the secret is refused ([`Address::parse`]).
+//!
+//! # Handshake
+//!
+//! Every connection proves the secret both ways before its first request, without sending it
+//! (the keyed MAC of [`crate::proof`], which the connect/accept ports use too, under labels of
+//! its own so that no proof made for one serves the other):
+//!
+//! ```text
+//! client -> server  "PNS1", nonce_c (16 B)
+//! server -> client  "PNS1", nonce_s (16 B), HMAC-SHA256(secret, SERVER | nonce_c | nonce_s)
+//! client -> server  HMAC-SHA256(secret, CLIENT | nonce_c | nonce_s)
+//! ```
+//!
+//! A client that does not answer within [`Limits::handshake`], does not speak the protocol or
+//! sends a wrong proof is counted and closed before it reads or changes anything; a client
+//! refuses a server that does not prove the secret (a stale URI, another server on the port).
+//! After the handshake requests and answers travel in clear, as the rest of a job's TCP
+//! traffic does: a published port name carries its own secret, so whoever can read the
+//! network between mpirun and the name server can read the ports published there.
+//!
+//! # Limits
+//!
+//! One request line is at most [`Limits::request`] bytes (a longer one is answered with an
+//! error in kind and the connection closed); names, ports and their number are bounded by the
+//! table ([`NameTable`]); at most [`Limits::connections`] connections are open at once (more
+//! are closed at once and counted); an authenticated connection idle for [`Limits::idle`] is
+//! closed.
+//!
+//! Any client holding the secret may unpublish any name, also one another job published, as
+//! MPICH's `hydra_nameserver` allows (it removes a name whoever asks): the secret is the
+//! boundary of trust, and PMI-1's `unpublish_name` names only the service.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hmac::Mac;
+
+use crate::proof::{hex, hmac, random, unhex};
 use crate::server::NameTable;
 use crate::wire::{Request, Response};
 
-/// Asks the name server at `addr` (`host:port`) one question (a connection per question:
-/// publishing is rare). Err: the server cannot be reached or answered nonsense.
-pub fn ask(addr: &str, req: &Request, timeout: Duration) -> Result<Response, String> {
-    let sa = addr
+/// How a name server's URI begins.
+pub const PREFIX: &str = "protean-ns:";
+const MAGIC: &[u8; 4] = b"PNS1";
+const SERVER: &[u8] = b"protean nameserver server v1";
+const CLIENT: &[u8] = b"protean nameserver client v1";
+const HELLO_LEN: usize = 20;
+const ANSWER_LEN: usize = 52;
+
+/// A name server's address and secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Address {
+    pub secret: [u8; 32],
+    /// A host name or IP address (IPv6 without brackets).
+    pub host: String,
+    pub port: u16,
+}
+
+impl std::fmt::Debug for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Address({})", self.endpoint())
+    }
+}
+
+impl Address {
+    /// `HOST:PORT` (`[IP]:PORT` for IPv6), without the secret: for messages.
+    pub fn endpoint(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// The URI, secret included (`protean-ns:SECRET:HOST:PORT`).
+    pub fn uri(&self) -> String {
+        format!("{PREFIX}{}:{}", hex(&self.secret), self.endpoint())
+    }
+
+    /// Parses a URI as the server reports it. `what` names where it came from, in errors.
+    pub fn parse(what: &str, text: &str) -> Result<Address, String> {
+        let t = text.trim();
+        let form = "protean-ns:SECRET:HOST:PORT, as protean-nameserver writes it into its \
+                    --report-uri file, or file:PATH of that file";
+        let Some(rest) = t.strip_prefix(PREFIX) else {
+            return Err(format!(
+                "{what}: '{t}' carries no secret: the name server authenticates every request, \
+                 so give its URI ({form})"
+            ));
+        };
+        let (secret, endpoint) = rest
+            .split_once(':')
+            .ok_or_else(|| format!("{what}: '{t}' is not a name server URI ({form})"))?;
+        let secret = unhex(secret).ok_or_else(|| {
+            format!("{what}: the secret in the name server URI is not 64 hex digits ({form})")
+        })?;
+        let (host, port) = endpoint.rsplit_once(':').ok_or_else(|| {
+            format!("{what}: the name server URI has no port after its host ({form})")
+        })?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.is_empty() {
+            return Err(format!("{what}: the name server URI has no host ({form})"));
+        }
+        let port = port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("{what}: '{port}' is not a port number (1 to 65535)"))?;
+        Ok(Address {
+            secret,
+            host: host.to_string(),
+            port,
+        })
+    }
+
+    /// The URI itself, or `file:PATH` naming a file whose first line is the URI.
+    pub fn resolve(what: &str, text: &str) -> Result<Address, String> {
+        match text.trim().strip_prefix("file:") {
+            Some(path) => {
+                let body = std::fs::read_to_string(path)
+                    .map_err(|e| format!("{what}: cannot read {path}: {e}"))?;
+                let line = body.lines().next().unwrap_or("");
+                Address::parse(&format!("{what} (the URI in {path})"), line)
+            }
+            None => Address::parse(what, text),
+        }
+    }
+}
+
+/// Opens a connection to the server at `addr` and completes the handshake.
+pub fn connect(addr: &Address, timeout: Duration) -> Result<TcpStream, String> {
+    let ep = addr.endpoint();
+    let sa = (addr.host.as_str(), addr.port)
         .to_socket_addrs()
-        .map_err(|e| format!("name server {addr}: {e}"))?
+        .map_err(|e| format!("name server {ep}: {e}"))?
         .next()
-        .ok_or_else(|| format!("name server {addr}: no address"))?;
+        .ok_or_else(|| format!("name server {ep}: no address"))?;
     let mut s = TcpStream::connect_timeout(&sa, timeout)
-        .map_err(|e| format!("cannot reach the name server at {addr}: {e}"))?;
+        .map_err(|e| format!("cannot reach the name server at {ep}: {e}"))?;
     let _ = s.set_read_timeout(Some(timeout));
     let _ = s.set_write_timeout(Some(timeout));
+    let _ = s.set_nodelay(true);
+    client_handshake(&mut s, &addr.secret).map_err(|e| format!("name server {ep}: {e}"))?;
+    Ok(s)
+}
+
+/// The client's half of the handshake.
+pub fn client_handshake<S: Read + Write>(s: &mut S, secret: &[u8; 32]) -> Result<(), String> {
+    let nc = random::<16>()?;
+    let mut hello = [0u8; HELLO_LEN];
+    hello[..4].copy_from_slice(MAGIC);
+    hello[4..].copy_from_slice(&nc);
+    s.write_all(&hello).map_err(|e| e.to_string())?;
+    let mut ans = [0u8; ANSWER_LEN];
+    s.read_exact(&mut ans).map_err(|e| {
+        format!(
+            "no answer to the handshake ({}; is it a protean-nameserver?)",
+            io_why(&e)
+        )
+    })?;
+    if &ans[..4] != MAGIC {
+        return Err("it does not speak the name server's protocol".into());
+    }
+    let ns: [u8; 16] = ans[4..20].try_into().expect("16 bytes");
+    hmac(secret, &[SERVER, &nc, &ns])
+        .verify_slice(&ans[20..])
+        .map_err(|_| {
+            "the server does not hold the secret in the URI (a stale URI, or another server on \
+             that port)"
+                .to_string()
+        })?;
+    let proof = hmac(secret, &[CLIENT, &nc, &ns]).finalize().into_bytes();
+    s.write_all(&proof).map_err(|e| e.to_string())
+}
+
+/// The server's half of the handshake. Err: why the client is refused.
+pub fn server_handshake<S: Read + Write>(s: &mut S, secret: &[u8; 32]) -> Result<(), String> {
+    let mut hello = [0u8; HELLO_LEN];
+    s.read_exact(&mut hello)
+        .map_err(|e| format!("no handshake ({})", io_why(&e)))?;
+    if &hello[..4] != MAGIC {
+        return Err("it does not speak the name server's protocol (no handshake)".into());
+    }
+    let nc: [u8; 16] = hello[4..].try_into().expect("16 bytes");
+    let ns = random::<16>()?;
+    let mut ans = [0u8; ANSWER_LEN];
+    ans[..4].copy_from_slice(MAGIC);
+    ans[4..20].copy_from_slice(&ns);
+    ans[20..].copy_from_slice(&hmac(secret, &[SERVER, &nc, &ns]).finalize().into_bytes());
+    s.write_all(&ans)
+        .map_err(|e| format!("handshake cut short ({})", io_why(&e)))?;
+    let mut proof = [0u8; 32];
+    s.read_exact(&mut proof)
+        .map_err(|e| format!("no proof of the secret ({})", io_why(&e)))?;
+    hmac(secret, &[CLIENT, &nc, &ns])
+        .verify_slice(&proof)
+        .map_err(|_| "a wrong proof: the client does not hold the secret".to_string())
+}
+
+/// An I/O error in words (a short read is the other side closing; a timeout says so).
+fn io_why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => "the connection closed".into(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => "timed out".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// Asks the name server at `addr` one question (a connection per question: publishing is
+/// rare). Err: the server cannot be reached, did not prove the secret, or answered nonsense.
+pub fn ask(addr: &Address, req: &Request, timeout: Duration) -> Result<Response, String> {
+    let ep = addr.endpoint();
+    let mut s = connect(addr, timeout)?;
     s.write_all(req.encode().as_bytes())
-        .map_err(|e| format!("name server {addr}: {e}"))?;
+        .map_err(|e| format!("name server {ep}: {e}"))?;
     let mut line = String::new();
     BufReader::new(s)
         .take(64 * 1024)
         .read_line(&mut line)
-        .map_err(|e| format!("name server {addr}: {e}"))?;
+        .map_err(|e| format!("name server {ep}: {e}"))?;
     if line.is_empty() {
-        return Err(format!("the name server at {addr} closed the connection"));
+        return Err(format!("the name server at {ep} closed the connection"));
     }
-    Response::parse(&line).map_err(|e| format!("name server {addr}: {e}"))
+    Response::parse(&line).map_err(|e| format!("name server {ep}: {e}"))
 }
 
-/// Serves one client connection: its requests, line by line, until it closes. A line that
-/// is not a name-service request ends the connection (after an answer naming the problem,
-/// where it is a request at all).
-pub fn serve_connection(table: &std::sync::Mutex<NameTable>, s: TcpStream) {
-    let Ok(mut out) = s.try_clone() else { return };
-    let mut r = BufReader::new(s).take(1 << 20);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        match r.read_line(&mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+/// The name server's limits (besides its table's).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Connections open at once.
+    pub connections: usize,
+    /// Bytes of one request line.
+    pub request: usize,
+    /// Time a new connection has to complete the handshake.
+    pub handshake: Duration,
+    /// Time an authenticated connection may stay idle.
+    pub idle: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connections: 64,
+            request: 4096,
+            handshake: Duration::from_secs(5),
+            idle: Duration::from_secs(30),
         }
-        let Ok(req) = Request::parse(&line) else {
-            return;
-        };
-        let resp = match table.lock() {
-            Ok(mut t) => t.handle(&req),
-            Err(_) => return,
-        };
-        let Some(resp) = resp else { return };
-        if out.write_all(resp.encode().as_bytes()).is_err() {
-            return;
-        }
-        r.set_limit(1 << 20);
     }
+}
+
+/// A name server: its secret, table, limits and counters. Thread-safe; [`NameServer::serve`]
+/// runs a thread per connection.
+pub struct NameServer {
+    secret: [u8; 32],
+    limits: Limits,
+    table: Mutex<NameTable>,
+    open: AtomicUsize,
+    refused: AtomicU64,
+    requests: AtomicU64,
+    log: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+impl NameServer {
+    /// A server with `secret`, `limits` and `table`; `log` takes a line per refusal.
+    pub fn new(
+        secret: [u8; 32],
+        limits: Limits,
+        table: NameTable,
+        log: Box<dyn Fn(&str) + Send + Sync>,
+    ) -> NameServer {
+        NameServer {
+            secret,
+            limits,
+            table: Mutex::new(table),
+            open: AtomicUsize::new(0),
+            refused: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            log,
+        }
+    }
+
+    /// Connections and requests refused so far (failed handshakes, too many connections,
+    /// requests over the size limit or not name-service requests).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Requests answered so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Names published now.
+    pub fn names(&self) -> usize {
+        self.table.lock().map_or(0, |t| t.len())
+    }
+
+    fn refuse(&self, peer: &str, why: &str) {
+        let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        (self.log)(&format!("refused {peer}: {why} ({n} refused so far)"));
+    }
+
+    /// Takes connections from `l` for ever, a thread each, at most [`Limits::connections`] at
+    /// once (more are closed at once and counted).
+    pub fn serve(self: &Arc<Self>, l: TcpListener) {
+        for s in l.incoming() {
+            let s = match s {
+                Ok(s) => s,
+                Err(e) => {
+                    (self.log)(&format!("accept: {e}"));
+                    // EMFILE and the like: give the process a moment to close descriptors.
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            let peer = peer_name(&s);
+            if self.open.fetch_add(1, Ordering::AcqRel) >= self.limits.connections {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                self.refuse(
+                    &peer,
+                    &format!(
+                        "too many connections (at most {} at once)",
+                        self.limits.connections
+                    ),
+                );
+                continue;
+            }
+            let me = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("ns-conn".into())
+                .spawn(move || {
+                    me.serve_connection(s);
+                    me.open.fetch_sub(1, Ordering::AcqRel);
+                });
+            if let Err(e) = spawned {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                self.refuse(&peer, &format!("no thread for it ({e})"));
+            }
+        }
+    }
+
+    /// Serves one client connection: the handshake, then its requests line by line until it
+    /// closes. A refused connection never reaches the table.
+    pub fn serve_connection(&self, mut s: TcpStream) {
+        let peer = peer_name(&s);
+        let _ = s.set_read_timeout(Some(self.limits.handshake));
+        let _ = s.set_write_timeout(Some(self.limits.handshake));
+        let _ = s.set_nodelay(true);
+        if let Err(why) = server_handshake(&mut s, &self.secret) {
+            self.refuse(&format!("a connection from {peer}"), &why);
+            return;
+        }
+        let _ = s.set_read_timeout(Some(self.limits.idle));
+        let Ok(mut out) = s.try_clone() else { return };
+        let max = self.limits.request as u64;
+        let mut r = BufReader::new(s).take(max + 1);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            r.set_limit(max + 1);
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            let (resp, go_on) = self.answer(&peer, &line);
+            if let Some(resp) = &resp {
+                if out.write_all(resp.encode().as_bytes()).is_err() {
+                    return;
+                }
+            }
+            if !go_on {
+                if resp.is_some() {
+                    // The answer first, then our end; a little of what the client still sends
+                    // is read and dropped, so that closing does not reset the connection
+                    // before the client read the answer.
+                    let _ = out.shutdown(std::net::Shutdown::Write);
+                    let inner = r.get_mut();
+                    let _ = inner
+                        .get_ref()
+                        .set_read_timeout(Some(Duration::from_millis(500)));
+                    let _ = std::io::copy(&mut inner.take(1 << 20), &mut std::io::sink());
+                }
+                return;
+            }
+        }
+    }
+
+    /// The answer to one request line (None: no answer) and whether the connection goes on.
+    fn answer(&self, peer: &str, line: &[u8]) -> (Option<Response>, bool) {
+        let max = self.limits.request;
+        if line.len() <= max && !line.ends_with(b"\n") {
+            self.refuse(
+                &format!("a request from {peer}"),
+                "a request cut short (the connection closed before its end of line)",
+            );
+            return (None, false);
+        }
+        if line.len() > max {
+            let why = format!("a request of more than {max} bytes (the name server's limit)");
+            self.refuse(&format!("a request from {peer}"), &why);
+            // Answer in kind where the command can be told, then close: the rest of the line
+            // is not read.
+            let head = String::from_utf8_lossy(&line[..line.len().min(64)]).into_owned();
+            let msg = Some(why);
+            let resp = match head.split_whitespace().next() {
+                Some("cmd=publish_name") => Some(Response::PublishResult { rc: 1, msg }),
+                Some("cmd=unpublish_name") => Some(Response::UnpublishResult { rc: 1, msg }),
+                Some("cmd=lookup_name") => Some(Response::LookupResult {
+                    rc: 1,
+                    msg,
+                    port: None,
+                }),
+                _ => None,
+            };
+            return (resp, false);
+        }
+        let text = String::from_utf8_lossy(line);
+        let req = match Request::parse(&text) {
+            Ok(r) => r,
+            Err(e) => {
+                self.refuse(
+                    &format!("a request from {peer}"),
+                    &format!("not a PMI-1 request ({e})"),
+                );
+                return (None, false);
+            }
+        };
+        let resp = match self.table.lock() {
+            Ok(mut t) => t.handle(&req),
+            Err(_) => return (None, false),
+        };
+        match resp {
+            Some(r) => {
+                self.requests.fetch_add(1, Ordering::Relaxed);
+                (Some(r), true)
+            }
+            None => {
+                self.refuse(
+                    &format!("a request from {peer}"),
+                    "not a name-service request (publish_name, unpublish_name, lookup_name)",
+                );
+                (None, false)
+            }
+        }
+    }
+}
+
+fn peer_name(s: &TcpStream) -> String {
+    s.peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "an unknown peer".into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::net::TcpListener;
-    use std::sync::{Arc, Mutex};
+
+    fn server(limits: Limits, table: NameTable) -> (Arc<NameServer>, Address) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let secret = random::<32>().unwrap();
+        let ns = Arc::new(NameServer::new(secret, limits, table, Box::new(|_| {})));
+        let me = ns.clone();
+        std::thread::spawn(move || me.serve(l));
+        let addr = Address {
+            secret,
+            host: "127.0.0.1".into(),
+            port,
+        };
+        (ns, addr)
+    }
+
+    fn publish(service: &str, port: &str) -> Request {
+        Request::PublishName {
+            service: service.into(),
+            port: port.into(),
+        }
+    }
+
+    fn lookup(service: &str) -> Request {
+        Request::LookupName {
+            service: service.into(),
+        }
+    }
+
+    const D: Duration = Duration::from_secs(5);
 
     #[test]
     fn a_server_answers_over_tcp() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let table = Arc::new(Mutex::new(NameTable::default()));
-        let t = table.clone();
-        std::thread::spawn(move || {
-            for s in l.incoming().flatten() {
-                serve_connection(&t, s);
-            }
-        });
-        let d = Duration::from_secs(5);
-        let publish = Request::PublishName {
-            service: "svc".into(),
-            port: "p".into(),
-        };
+        let (ns, addr) = server(Limits::default(), NameTable::default());
         assert!(matches!(
-            ask(&addr, &publish, d),
+            ask(&addr, &publish("svc", "p"), D),
             Ok(Response::PublishResult { rc: 0, .. })
         ));
-        let lookup = Request::LookupName {
-            service: "svc".into(),
-        };
         assert!(matches!(
-            ask(&addr, &lookup, d),
+            ask(&addr, &lookup("svc"), D),
             Ok(Response::LookupResult { rc: 0, port: Some(p), .. }) if p == "p"
         ));
-        assert_eq!(table.lock().unwrap().len(), 1);
-        assert!(ask("127.0.0.1:1", &lookup, d).is_err());
+        assert_eq!(ns.names(), 1);
+        assert_eq!(ns.refused(), 0);
+        let nowhere = Address {
+            port: 1,
+            ..addr.clone()
+        };
+        assert!(ask(&nowhere, &lookup("svc"), D).is_err());
+    }
+
+    #[test]
+    fn uris_parse_and_refuse_what_lacks_a_secret() {
+        let a = Address {
+            secret: [7; 32],
+            host: "10.0.0.1".into(),
+            port: 4000,
+        };
+        assert_eq!(Address::parse("t", &a.uri()), Ok(a.clone()));
+        let v6 = Address {
+            host: "::1".into(),
+            ..a.clone()
+        };
+        assert!(v6.uri().ends_with(":[::1]:4000"));
+        assert_eq!(Address::parse("t", &v6.uri()), Ok(v6));
+        let e = Address::parse("--nameserver", "10.0.0.1:4000").unwrap_err();
+        assert!(e.contains("carries no secret"), "{e}");
+        let e = Address::parse("t", "protean-ns:abcd:h:1").unwrap_err();
+        assert!(e.contains("not 64 hex digits"), "{e}");
+        let e = Address::parse("t", &format!("protean-ns:{}:h", hex(&[1; 32]))).unwrap_err();
+        assert!(e.contains("no port"), "{e}");
+        let e = Address::parse("t", &format!("protean-ns:{}:h:0", hex(&[1; 32]))).unwrap_err();
+        assert!(e.contains("not a port number"), "{e}");
+        // file:PATH
+        let path = std::env::temp_dir().join(format!("protean-ns-uri-{}", std::process::id()));
+        std::fs::write(&path, format!("{}\n", a.uri())).unwrap();
+        let r = Address::resolve("t", &format!("file:{}", path.display()));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(r, Ok(a));
+        let e = Address::resolve("t", "file:/nonexistent/protean").unwrap_err();
+        assert!(e.contains("cannot read /nonexistent/protean"), "{e}");
+    }
+
+    /// A duplex pipe over a Unix socket pair, for the handshake in memory.
+    fn pair() -> (
+        std::os::unix::net::UnixStream,
+        std::os::unix::net::UnixStream,
+    ) {
+        std::os::unix::net::UnixStream::pair().unwrap()
+    }
+
+    #[test]
+    fn the_handshake_needs_the_secret_on_both_sides() {
+        let good = random::<32>().unwrap();
+        let bad = random::<32>().unwrap();
+        for (server_key, client_key, ok) in [(good, good, true), (good, bad, false)] {
+            let (mut a, mut b) = pair();
+            let t = std::thread::spawn(move || server_handshake(&mut a, &server_key));
+            let c = client_handshake(&mut b, &client_key);
+            drop(b);
+            let s = t.join().unwrap();
+            assert_eq!(s.is_ok(), ok, "{s:?}");
+            // The client refuses a server without the secret before sending any proof.
+            assert_eq!(c.is_ok(), ok, "{c:?}");
+            if !ok {
+                assert!(c.unwrap_err().contains("does not hold the secret"));
+                assert!(s.unwrap_err().contains("no proof"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_replayed_or_forged_proof_is_refused() {
+        let key = random::<32>().unwrap();
+        // Record a genuine client's hello and proof ...
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || server_handshake(&mut a, &key));
+        client_handshake(&mut b, &key).unwrap();
+        t.join().unwrap().unwrap();
+        // ... a second server session draws a fresh nonce: an old proof (here: any 32 bytes
+        // not computed over it, e.g. a MAC under a wrong label) fails.
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || server_handshake(&mut a, &key));
+        let nc = [9u8; 16];
+        b.write_all(MAGIC).unwrap();
+        b.write_all(&nc).unwrap();
+        let mut ans = [0u8; ANSWER_LEN];
+        b.read_exact(&mut ans).unwrap();
+        let ns: [u8; 16] = ans[4..20].try_into().unwrap();
+        // The server's own MAC sent back (a reflection) is not the client's proof.
+        b.write_all(&ans[20..]).unwrap();
+        let e = t.join().unwrap().unwrap_err();
+        assert!(e.contains("wrong proof"), "{e}");
+        // The right proof for these nonces passes.
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || server_handshake(&mut a, &key));
+        b.write_all(MAGIC).unwrap();
+        b.write_all(&nc).unwrap();
+        b.read_exact(&mut ans).unwrap();
+        let ns2: [u8; 16] = ans[4..20].try_into().unwrap();
+        assert_ne!(ns, ns2, "the server's nonce is fresh");
+        let proof = hmac(&key, &[CLIENT, &nc, &ns2]).finalize().into_bytes();
+        b.write_all(&proof).unwrap();
+        t.join().unwrap().unwrap();
+        // Garbage instead of a hello.
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || server_handshake(&mut a, &key));
+        b.write_all(b"cmd=lookup_name service=x\n").unwrap();
+        let e = t.join().unwrap().unwrap_err();
+        assert!(e.contains("does not speak"), "{e}");
+    }
+
+    #[test]
+    fn unauthenticated_requests_never_touch_the_table() {
+        let (ns, addr) = server(Limits::default(), NameTable::default());
+        ask(&addr, &publish("real", "p"), D).unwrap();
+        // The old protocol: a request line without a handshake.
+        let mut s = TcpStream::connect(("127.0.0.1", addr.port)).unwrap();
+        s.write_all(b"cmd=unpublish_name service=real\ncmd=publish_name service=evil port=x\n")
+            .unwrap();
+        let mut got = Vec::new();
+        s.set_read_timeout(Some(D)).unwrap();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.is_empty(), "{got:?}");
+        // A wrong secret.
+        let wrong = Address {
+            secret: [0; 32],
+            ..addr.clone()
+        };
+        let e = ask(&wrong, &publish("evil", "x"), D).unwrap_err();
+        assert!(e.contains("does not hold the secret"), "{e}");
+        // The table is as it was; both were counted.
+        assert_eq!(ns.names(), 1);
+        assert!(matches!(
+            ask(&addr, &lookup("evil"), D),
+            Ok(Response::LookupResult { rc: 1, .. })
+        ));
+        wait_for(|| ns.refused() >= 2);
+        assert_eq!(ns.refused(), 2);
+    }
+
+    proptest::proptest! {
+        /// Any text is a URI or an error naming the problem, never a panic; a URI printed
+        /// parses back to itself.
+        #[test]
+        fn uri_parsing_never_panics(text in ".{0,120}", port in 1u16.., v6 in proptest::bool::ANY) {
+            let _ = Address::parse("t", &text);
+            let _ = Address::parse("t", &format!("{PREFIX}{text}"));
+            let a = Address {
+                secret: [5; 32],
+                host: if v6 { "fe80::1".into() } else { "node-1".into() },
+                port,
+            };
+            proptest::prop_assert_eq!(Address::parse("t", &a.uri()), Ok(a));
+        }
+    }
+
+    fn wait_for(f: impl Fn() -> bool) {
+        let t = std::time::Instant::now();
+        while !f() {
+            assert!(t.elapsed() < D, "timed out");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn limits_give_clear_answers() {
+        let limits = Limits {
+            connections: 2,
+            request: 200,
+            handshake: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        let (ns, addr) = server(limits, NameTable::with_limits(2, 16, 64));
+        // One connection at a time: the previous one's thread may still be ending (two slots).
+        let settled = || wait_for(|| ns.open.load(Ordering::Acquire) == 0);
+        let ask1 = |req: &Request, d| {
+            settled();
+            ask(&addr, req, d)
+        };
+        // An oversize request: answered in kind, counted, the server goes on.
+        let long = "x".repeat(300);
+        match ask1(&publish("big", &long), D) {
+            Ok(Response::PublishResult {
+                rc: 1,
+                msg: Some(m),
+            }) => {
+                assert!(m.contains("more than 200 bytes"), "{m}")
+            }
+            r => panic!("{r:?}"),
+        }
+        match ask1(&publish("s", &"y".repeat(100)), D) {
+            Ok(Response::PublishResult {
+                rc: 1,
+                msg: Some(m),
+            }) => {
+                assert!(m.contains("at most 64"), "{m}")
+            }
+            r => panic!("{r:?}"),
+        }
+        match ask1(&publish(&"n".repeat(20), "p"), D) {
+            Ok(Response::PublishResult {
+                rc: 1,
+                msg: Some(m),
+            }) => {
+                assert!(m.contains("at most 16"), "{m}")
+            }
+            r => panic!("{r:?}"),
+        }
+        // A request cut short is not served.
+        settled();
+        let mut s = connect(&addr, D).unwrap();
+        s.write_all(b"cmd=publish_name service=cut port=p").unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.is_empty(), "{got:?}");
+        assert_eq!(ns.names(), 0);
+        ask1(&publish("a", "p"), D).unwrap();
+        ask1(&publish("b", "p"), D).unwrap();
+        match ask1(&publish("c", "p"), D) {
+            Ok(Response::PublishResult {
+                rc: 1,
+                msg: Some(m),
+            }) => {
+                assert!(m.contains("at most 2 names"), "{m}")
+            }
+            r => panic!("{r:?}"),
+        }
+        // Idle connections hold the two slots; a third is refused; once the idle ones are
+        // dropped for not completing the handshake in time, the server answers again.
+        let idle: Vec<_> = (0..2)
+            .map(|_| TcpStream::connect(("127.0.0.1", addr.port)).unwrap())
+            .collect();
+        wait_for(|| ns.open.load(Ordering::Acquire) == 2);
+        let before = ns.refused();
+        let mut third = TcpStream::connect(("127.0.0.1", addr.port)).unwrap();
+        let mut got = Vec::new();
+        third.set_read_timeout(Some(D)).unwrap();
+        let _ = third.read_to_end(&mut got);
+        assert!(got.is_empty());
+        wait_for(|| ns.open.load(Ordering::Acquire) == 0);
+        assert!(ns.refused() >= before + 3, "{} {before}", ns.refused());
+        drop(idle);
+        assert!(matches!(
+            ask(&addr, &lookup("a"), D),
+            Ok(Response::LookupResult { rc: 0, .. })
+        ));
     }
 }

@@ -139,25 +139,88 @@ pub struct Server {
 
 /// Service names and their ports (MPI_Publish_name / MPI_Lookup_name / MPI_Unpublish_name),
 /// as served by mpirun for its jobs and by the standalone name server for independent jobs.
-/// Answers as Hydra does: `rc=0 msg=success`, or `rc=1` and a reason.
-#[derive(Debug, Default)]
+/// Answers as Hydra does: `rc=0 msg=success`, or `rc=1` and a reason. Bounded: at most
+/// `max_names` names of at most `max_service` bytes, ports of at most `max_port` bytes, and
+/// [`NameTable::MAX_BYTES`] in all; a request beyond a bound is refused with a reason naming
+/// it.
+#[derive(Debug)]
 pub struct NameTable {
     names: BTreeMap<String, String>,
     /// Bytes of names and ports held.
     bytes: usize,
+    max_names: usize,
+    max_service: usize,
+    max_port: usize,
+}
+
+impl Default for NameTable {
+    fn default() -> Self {
+        NameTable::with_limits(
+            Self::DEFAULT_MAX_NAMES,
+            Self::DEFAULT_MAX_SERVICE,
+            Self::DEFAULT_MAX_PORT,
+        )
+    }
 }
 
 impl NameTable {
     /// The most bytes of names and ports one table holds.
     pub const MAX_BYTES: usize = 16 << 20;
+    /// Names one table holds, by default.
+    pub const DEFAULT_MAX_NAMES: usize = 65536;
+    /// Bytes of a service name, by default (what MPI_Publish_name takes).
+    pub const DEFAULT_MAX_SERVICE: usize = 255;
+    /// Bytes of a port name, by default (MPI_MAX_INFO_VAL: port names of other MPIs fit).
+    pub const DEFAULT_MAX_PORT: usize = 1024;
+
+    /// An empty table with the given bounds.
+    pub fn with_limits(max_names: usize, max_service: usize, max_port: usize) -> NameTable {
+        NameTable {
+            names: BTreeMap::new(),
+            bytes: 0,
+            max_names,
+            max_service,
+            max_port,
+        }
+    }
+
+    /// Why a service name cannot be taken, if it cannot.
+    fn check_service(&self, service: &str) -> Option<String> {
+        (service.len() > self.max_service).then(|| {
+            format!(
+                "a service name of {} bytes (the name server takes at most {})",
+                service.len(),
+                self.max_service
+            )
+        })
+    }
 
     /// The answer to a name-service request; None for any other request.
     pub fn handle(&mut self, req: &Request) -> Option<Response> {
         let ok = || Some("success".to_string());
         Some(match req {
             Request::PublishName { service, port } => {
-                let (rc, msg) = if self.names.contains_key(service) {
+                let (rc, msg) = if let Some(why) = self.check_service(service) {
+                    (1, Some(why))
+                } else if port.len() > self.max_port {
+                    (
+                        1,
+                        Some(format!(
+                            "a port name of {} bytes (the name server takes at most {})",
+                            port.len(),
+                            self.max_port
+                        )),
+                    )
+                } else if self.names.contains_key(service) {
                     (1, Some("service_already_published".to_string()))
+                } else if self.names.len() >= self.max_names {
+                    (
+                        1,
+                        Some(format!(
+                            "name_table_full: the name server holds at most {} names",
+                            self.max_names
+                        )),
+                    )
                 } else if self.bytes + service.len() + port.len() > Self::MAX_BYTES {
                     (1, Some("name_table_full".to_string()))
                 } else {
@@ -174,7 +237,10 @@ impl NameTable {
                 }
                 None => Response::UnpublishResult {
                     rc: 1,
-                    msg: Some("service_not_found".into()),
+                    msg: Some(
+                        self.check_service(service)
+                            .unwrap_or_else(|| "service_not_found".into()),
+                    ),
                 },
             },
             Request::LookupName { service } => match self.names.get(service) {
@@ -185,7 +251,10 @@ impl NameTable {
                 },
                 None => Response::LookupResult {
                     rc: 1,
-                    msg: Some("service_not_found".into()),
+                    msg: Some(
+                        self.check_service(service)
+                            .unwrap_or_else(|| "service_not_found".into()),
+                    ),
                     port: None,
                 },
             },

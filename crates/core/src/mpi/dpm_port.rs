@@ -59,8 +59,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hmac::Mac;
+use protean_pmi::proof::hmac;
 
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::cm;
@@ -101,14 +101,6 @@ fn random<const N: usize>() -> Result<[u8; N]> {
         )
     })?;
     Ok(b)
-}
-
-fn hmac(key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("any key length");
-    for p in parts {
-        m.update(p);
-    }
-    m
 }
 
 /// MPI_Open_port: a new port's name.

@@ -595,23 +595,8 @@ pub fn kernel_hostname() -> String {
     "localhost".into()
 }
 
-/// Lower-case hex.
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// 32 bytes from 64 hex digits.
-pub fn unhex(s: &str) -> Option<[u8; 32]> {
-    let s = s.trim();
-    if s.len() != 64 || !s.is_ascii() {
-        return None;
-    }
-    let mut k = [0u8; 32];
-    for (i, b) in k.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(k)
-}
+/// Lower-case hex; 32 bytes from 64 hex digits (shared with the name server's secrets).
+pub use protean_pmi::proof::{hex, unhex};
 
 /// Does PMI_process_mapping (`(vector,(node,nodes,per_node),...)`, as Hydra and Slurm write
 /// it) put all `size` processes on one node? None when it does not parse or does not cover
