@@ -314,6 +314,11 @@ pub fn run(opts: Options) -> i32 {
         }
     }
     if let Err((code, msg)) = job.start(&opts) {
+        // This machine's ranks that were never started have nothing to reap: without a status
+        // the teardown waited for them and gave up after SIGKILL (5.5 s, and a false message).
+        for r in job.ranks.iter_mut().filter(|r| r.local && r.pid == 0) {
+            r.status = Some(ExitStatus::Exited(code));
+        }
         job.fail(code, &msg);
     }
     job.launch_opts = Some(opts);

@@ -536,12 +536,21 @@ fn command_line_errors() {
     assert_eq!(o.code(), Some(1));
     assert!(o.stderr.contains("no program given"), "{}", o.stderr);
 
+    let t0 = std::time::Instant::now();
     let o = run(&["-n", "2", "/nonexistent/program"]);
     assert_eq!(o.code(), Some(127));
     assert!(
         o.stderr.contains("cannot start '/nonexistent/program'"),
         "{}",
         o.stderr
+    );
+    // Nothing was started, so there is nothing to wait for (it gave up after 5.5 s, saying
+    // some processes did not end after SIGKILL).
+    assert!(!o.stderr.contains("SIGKILL"), "{}", o.stderr);
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        t0.elapsed()
     );
 
     let o = run(&["--help"]);
