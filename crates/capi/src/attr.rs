@@ -11,6 +11,7 @@
 //! MPI_UNIVERSE_SIZE, MPI_LASTUSEDCODE, MPI_APPNUM) are answered on every communicator, as
 //! MPICH does; they cannot be set, deleted or freed.
 
+use protean_core::ids::CommId;
 use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
@@ -138,8 +139,8 @@ pub unsafe fn delete_attrs(kind: ObjKind, handle: c_int, obj: u32) -> Result<(),
 pub fn finalize_attrs() {
     // SAFETY: the predefined communicators are alive until the end of MPI_Finalize.
     unsafe {
-        let _ = delete_attrs(ObjKind::Comm, MPI_COMM_SELF, COMM_SELF);
-        let _ = delete_attrs(ObjKind::Comm, MPI_COMM_WORLD, COMM_WORLD);
+        let _ = delete_attrs(ObjKind::Comm, MPI_COMM_SELF, COMM_SELF.get());
+        let _ = delete_attrs(ObjKind::Comm, MPI_COMM_WORLD, COMM_WORLD.get());
     }
 }
 
@@ -397,7 +398,7 @@ unsafe fn delete_attr(
 /// A communicator id for attribute calls (MPI_COMM_NULL and freed ones are errors).
 fn comm_obj(comm: MPI_Comm) -> R<u32> {
     let id = comm_id(comm).ok_or_else(|| bad(ErrorClass::Comm, "invalid communicator"))?;
-    with(|e| e.live_comm(id).map(|_| id))?
+    with(|e| e.live_comm(id).map(|_| id.get()))?
 }
 
 fn type_obj(t: MPI_Datatype) -> R<u32> {
@@ -634,11 +635,11 @@ pub unsafe fn type_free_attrs(t: MPI_Datatype) -> Result<(), c_int> {
 ///
 /// # Safety
 /// `id` is a live communicator.
-pub unsafe fn comm_free_attrs(id: u32) -> Result<(), Failure> {
-    if !with(|e| e.attrs.has_any(ObjKind::Comm, id))? {
+pub unsafe fn comm_free_attrs(id: CommId) -> Result<(), Failure> {
+    if !with(|e| e.attrs.has_any(ObjKind::Comm, id.get()))? {
         return Ok(());
     }
-    delete_attrs(ObjKind::Comm, comm_handle(id), id)
+    delete_attrs(ObjKind::Comm, comm_handle(id), id.get())
 }
 
 // ---------------------------------------------------------------------------------------------

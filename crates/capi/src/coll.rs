@@ -8,6 +8,7 @@
 //! (a non-root process may pass NULL for MPI_Gatherv's recvcounts), so reading them needs the
 //! communicator's shape.
 
+use protean_core::ids::CommId;
 use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
@@ -73,7 +74,7 @@ fn op(h: MPI_Op) -> R<u32> {
     })
 }
 
-fn shape(c: u32) -> R<Shape> {
+fn shape(c: CommId) -> R<Shape> {
     coll::shape(c)
 }
 
@@ -98,7 +99,7 @@ fn is_in_place(p: *const c_void) -> bool {
 // Running a collective in its three forms
 
 #[inline(always)]
-fn comm_or_raise(comm: MPI_Comm, func: &str) -> Result<u32, c_int> {
+fn comm_or_raise(comm: MPI_Comm, func: &str) -> Result<CommId, c_int> {
     comm_id(comm).ok_or_else(|| {
         raise(
             comm,
@@ -112,7 +113,7 @@ fn comm_or_raise(comm: MPI_Comm, func: &str) -> Result<u32, c_int> {
 }
 
 #[inline(always)]
-unsafe fn do_blocking(comm: MPI_Comm, func: &str, args: impl FnOnce(u32) -> R<Args>) -> c_int {
+unsafe fn do_blocking(comm: MPI_Comm, func: &str, args: impl FnOnce(CommId) -> R<Args>) -> c_int {
     let c = match comm_or_raise(comm, func) {
         Ok(c) => c,
         Err(rc) => return rc,
@@ -128,7 +129,7 @@ unsafe fn do_start(
     func: &str,
     request: *mut MPI_Request,
     persistent: bool,
-    args: impl FnOnce(u32) -> R<Args>,
+    args: impl FnOnce(CommId) -> R<Args>,
 ) -> c_int {
     let c = match comm_or_raise(comm, func) {
         Ok(c) => c,
@@ -351,7 +352,7 @@ collective!(protean_MPI_Alltoallw, protean_MPI_Alltoallw_c, protean_MPI_Ialltoal
 // ---------------------------------------------------------------------------------------------
 // Neighbourhood collectives
 
-fn degrees(c: u32) -> R<(usize, usize)> {
+fn degrees(c: CommId) -> R<(usize, usize)> {
     coll::neighbor_degrees(c)
 }
 

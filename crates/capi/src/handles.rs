@@ -44,7 +44,7 @@ pub fn comm_id(h: MPI_Comm) -> Option<CommId> {
         MPI_COMM_WORLD => Some(COMM_WORLD),
         MPI_COMM_SELF => Some(COMM_SELF),
         _ => match split(h) {
-            (COMM_DIRECT, id) if id > COMM_SELF => Some(id),
+            (COMM_DIRECT, id) if id > COMM_SELF.get() => Some(CommId::new(id)),
             _ => None,
         },
     }
@@ -54,7 +54,7 @@ pub fn comm_handle(id: CommId) -> MPI_Comm {
     match id {
         COMM_WORLD => MPI_COMM_WORLD,
         COMM_SELF => MPI_COMM_SELF,
-        _ => (COMM_DIRECT | id) as i32,
+        _ => (COMM_DIRECT | id.get()) as i32,
     }
 }
 
@@ -294,7 +294,7 @@ mod tests {
     #[test]
     fn handles_roundtrip_and_reject_other_kinds() {
         for id in [0u32, 1, 2, 77, ID_MASK] {
-            assert_eq!(comm_id(comm_handle(id)), Some(id));
+            assert_eq!(comm_id(comm_handle(CommId::new(id))), Some(CommId::new(id)));
             assert_eq!(request_slot(request_handle(id)), Some(id));
             assert_eq!(message_id(message_handle(Some(id))), Ok(Some(id)));
             assert_eq!(errh_id(errh_handle(id)), Some(id));
@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(comm_id(MPI_COMM_NULL), None);
         assert_eq!(comm_id(request_handle(5)), None);
         assert_eq!(request_slot(MPI_REQUEST_NULL), None);
-        assert_eq!(request_slot(comm_handle(5)), None);
+        assert_eq!(request_slot(comm_handle(CommId::new(5))), None);
         assert_eq!(message_id(MPI_MESSAGE_NO_PROC), Ok(None));
         assert!(message_id(MPI_MESSAGE_NULL).is_err());
         assert_eq!(errh_id(MPI_ERRHANDLER_NULL), None);
@@ -313,7 +313,7 @@ mod tests {
         assert_eq!(group_id(MPI_GROUP_EMPTY), Some(0));
         assert_eq!(group_handle(0), MPI_GROUP_EMPTY);
         assert_eq!(group_id(MPI_GROUP_NULL), None);
-        assert_eq!(group_id(comm_handle(3)), None);
+        assert_eq!(group_id(comm_handle(CommId::new(3))), None);
         for id in [0u32, 5, KEYVAL_ID_MASK] {
             for k in [ObjKind::Comm, ObjKind::Type, ObjKind::Win] {
                 let h = keyval_handle(id, k);
@@ -341,7 +341,7 @@ mod tests {
         for id in [14u32, 15, 999] {
             assert_eq!(op_id(op_handle(id)), Some(id));
         }
-        assert_eq!(op_id(comm_handle(20)), None);
+        assert_eq!(op_id(comm_handle(CommId::new(20))), None);
         assert_eq!(MPI_IN_PLACE as *const u8, protean_core::mpi::coll::IN_PLACE);
     }
 }

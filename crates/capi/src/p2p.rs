@@ -7,7 +7,7 @@ use crate::errors::{bad, class_code, code_for, raise, raise_code};
 use crate::handles::*;
 use crate::util::*;
 use protean_core::error::{ErrorClass, MpiError};
-use protean_core::ids::ReqId;
+use protean_core::ids::{CommId, ReqId};
 use protean_core::mpi::global::with;
 use protean_core::mpi::p2p as core;
 use protean_core::mpi::request::{Mode, Status};
@@ -1058,7 +1058,7 @@ pub unsafe extern "C" fn protean_MPI_Startall(
 // -------------------------------------------------------------------------------------------
 // Probe
 
-unsafe fn check_comm(comm: MPI_Comm, func: &str) -> Result<u32, c_int> {
+unsafe fn check_comm(comm: MPI_Comm, func: &str) -> Result<CommId, c_int> {
     comm_id(comm).ok_or_else(|| raise(comm, bad(ErrorClass::Comm, "invalid communicator"), func))
 }
 

@@ -1128,6 +1128,11 @@ mod tests {
             assert_eq!(win_id(win_handle(id)), Some(id));
         }
         assert_eq!(win_id(MPI_WIN_NULL), None);
-        assert_eq!(win_id(crate::handles::comm_handle(3)), None);
+        assert_eq!(
+            win_id(crate::handles::comm_handle(protean_core::ids::CommId::new(
+                3
+            ))),
+            None
+        );
     }
 }

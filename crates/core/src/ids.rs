@@ -1,17 +1,65 @@
 //! The values that cross module boundaries, named for what they are.
 //!
-//! Each is a plain integer under its own name, so that a signature says which kind of id it
-//! takes (`comm: CommId, dt: DtypeId`) and the C layer converts handles to exactly these.
-//! They are aliases rather than distinct types: the engine's tables and the wire formats index
-//! and encode them as integers on the hot path, and the conversion to newtypes is left for
-//! when the concurrent branches on the engine have settled (see docs/architecture.md).
+//! The ids of the engine's tables are distinct types (`#[repr(transparent)]` over `u32`), so
+//! that a signature says which kind of id it takes (`comm: CommId, dt: DtypeId`) and passing a
+//! communicator id where a datatype id is expected does not compile. Each has the same small
+//! API: `X::new(u32)` and `.get() -> u32` where an id becomes a plain integer or comes from
+//! one (the C layer's handles, the wire encoders and decoders in `proto/`), `.idx() -> usize`
+//! for indexing its table, and `Display` (the bare number, as error messages print it). They
+//! cost nothing: the same size, alignment and passing convention as the `u32` they wrap.
+//!
+//! Not yet newtypes (aliases under their names): see the list at the end of this doc.
+
+/// Defines an id newtype over `u32` with the common API (see the module doc).
+macro_rules! id_type {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[repr(transparent)]
+        #[derive(Copy, Clone, Eq, PartialEq, Ord, PartialOrd, Hash, Debug)]
+        pub struct $name(u32);
+
+        impl $name {
+            /// The id with this number (from a handle, a frame or a table position).
+            #[inline(always)]
+            pub const fn new(n: u32) -> Self {
+                Self(n)
+            }
+
+            /// The id as a plain integer (for a handle or a frame).
+            #[inline(always)]
+            pub const fn get(self) -> u32 {
+                self.0
+            }
+
+            /// The id as an index into its table.
+            #[inline(always)]
+            pub const fn idx(self) -> usize {
+                self.0 as usize
+            }
+
+            /// The id at position `i` of its table.
+            #[inline(always)]
+            pub const fn from_idx(i: usize) -> Self {
+                Self(i as u32)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Display::fmt(&self.0, f)
+            }
+        }
+    };
+}
 
 /// Global process id: index into the engine's process table (world ranks first, then the
 /// processes of other jobs this one connected to).
 pub type Gpid = u32;
 
-/// A communicator: index into the engine's communicator table (`Engine::comms`).
-pub type CommId = u32;
+id_type!(
+    /// A communicator: index into the engine's communicator table (`Engine::comms`).
+    CommId
+);
 
 /// A datatype: index into the engine's datatype table (`Engine::dtypes`; predefined types
 /// first, `mpi::datatype::predefined_index`).
@@ -29,3 +77,17 @@ pub type Tag = i32;
 
 /// A rank within a communicator's group (MPI_ANY_SOURCE, MPI_PROC_NULL included).
 pub type Rank = i32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_free() {
+        assert_eq!(std::mem::size_of::<CommId>(), 4);
+        assert_eq!(std::mem::size_of::<Option<CommId>>(), 8);
+        let c = CommId::new(7);
+        assert_eq!((c.get(), c.idx(), CommId::from_idx(7)), (7, 7, c));
+        assert_eq!(format!("{c}"), "7");
+    }
+}

@@ -14,7 +14,7 @@
 //! Blocks are agreed by all members of a new communicator (see `mpi::cm`), so two
 //! communicators that share a process never share a block.
 
-use crate::ids::{ContextId, Gpid};
+use crate::ids::{CommId, ContextId, Gpid};
 use crate::mpi::topo::Topology;
 
 /// Context ids per communicator.
@@ -28,8 +28,8 @@ pub const CTX_FROM_GROUP: u32 = 2 * CTX_STRIDE;
 pub const CTX_RESERVED_BLOCKS: u32 = 3;
 
 /// Engine ids of the predefined communicators.
-pub const COMM_WORLD: u32 = 0;
-pub const COMM_SELF: u32 = 1;
+pub const COMM_WORLD: CommId = CommId::new(0);
+pub const COMM_SELF: CommId = CommId::new(1);
 
 /// Engine ids of the predefined error handlers.
 pub const ERRH_FATAL: u32 = 0;

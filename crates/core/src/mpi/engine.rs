@@ -65,7 +65,7 @@ pub struct Engine {
     /// Started by MPI_Comm_spawn.
     pub spawned: bool,
     /// The parent intercommunicator of a spawned process (MPI_Comm_get_parent), once made.
-    pub parent: Option<u32>,
+    pub parent: Option<CommId>,
     /// The key that authenticates connections (the job's, shared with spawned jobs; drawn
     /// when first needed by a process alone in its job).
     pub key: Option<[u8; 32]>,
@@ -177,8 +177,8 @@ impl Engine {
             ..Comm::new(CTX_SELF, 0, vec![me], "MPI_COMM_SELF")
         };
         let mut comms = vec![None, None];
-        comms[COMM_WORLD as usize] = Some(world);
-        comms[COMM_SELF as usize] = Some(selfc);
+        comms[COMM_WORLD.idx()] = Some(world);
+        comms[COMM_SELF.idx()] = Some(selfc);
         let dtypes = predefined()
             .into_iter()
             .map(|d| Some(Arc::new(d)))
@@ -407,7 +407,7 @@ impl Engine {
     /// under `chan_phases` it begins a phase when the communicator spans the whole job. Inline,
     /// one relaxed load when no profile or schedule is in use.
     #[inline(always)]
-    pub fn collective_mark(comm: u32, barrier: bool) -> Result<()> {
+    pub fn collective_mark(comm: CommId, barrier: bool) -> Result<()> {
         let m = PHASE_MARKS.load(Ordering::Relaxed);
         if m == MARK_NONE || (m == MARK_BARRIER && !barrier) {
             return Ok(());
@@ -510,7 +510,7 @@ impl Engine {
 
     #[inline]
     pub fn comm(&self, id: CommId) -> Result<&Comm> {
-        match self.comms.get(id as usize) {
+        match self.comms.get(id.idx()) {
             Some(Some(c)) => Ok(c),
             _ => Err(MpiError::new(ErrorClass::Comm, "invalid communicator")),
         }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::err;
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::ids::{CommId, DtypeId, Rank, ReqId, Tag};
+use crate::mpi::comm::COMM_WORLD;
 use crate::mpi::datatype::{pool, Datatype};
 use crate::mpi::engine::{BsendBuffer, Engine};
 use crate::mpi::global::{self, with};
@@ -155,7 +156,7 @@ impl Engine {
 
     /// Resolve a destination rank to a process; None for MPI_PROC_NULL.
     #[inline]
-    fn dest_gpid(&self, comm: u32, rank: i32) -> Result<Option<u32>> {
+    fn dest_gpid(&self, comm: CommId, rank: i32) -> Result<Option<u32>> {
         let c = self.comm(comm)?;
         if rank == PROC_NULL {
             return Ok(None);
@@ -172,7 +173,7 @@ impl Engine {
     }
 
     #[inline(always)]
-    fn check_source(&self, comm: u32, src: i32) -> Result<()> {
+    fn check_source(&self, comm: CommId, src: i32) -> Result<()> {
         let c = self.comm(comm)?;
         if src == ANY_SOURCE || src == PROC_NULL || (src >= 0 && (src as usize) < c.peers().len()) {
             return Ok(());
@@ -184,7 +185,7 @@ impl Engine {
         )
     }
 
-    fn done_request(&mut self, comm: u32, st: Status) -> u32 {
+    fn done_request(&mut self, comm: CommId, st: Status) -> u32 {
         let mut r = Request::new(Kind::Done, comm);
         r.complete = true;
         r.status = st;
@@ -248,7 +249,7 @@ impl Engine {
     }
 
     /// The communicator and persistence of a live request (None: not a request).
-    pub fn request_info(&self, slot: u32) -> Option<(u32, bool)> {
+    pub fn request_info(&self, slot: u32) -> Option<(CommId, bool)> {
         if Slab::is_sent(slot) {
             return self.pml.reqs.sent(slot).map(|r| (r.comm, false));
         }
@@ -400,7 +401,7 @@ impl Engine {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
             self.dtypes.get(dt as usize),
-            self.comms.get(comm as usize),
+            self.comms.get(comm.idx()),
         ) else {
             return Ok(None);
         };
@@ -449,7 +450,7 @@ impl Engine {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
             self.dtypes.get(dt as usize),
-            self.comms.get(comm as usize),
+            self.comms.get(comm.idx()),
         ) else {
             return Ok(DirectPost::UseRequest);
         };
@@ -692,7 +693,7 @@ impl Engine {
 
     /// MPI_Grequest_start: a request only [`Engine::grequest_complete`] completes, on
     /// communicator `comm` (whose error handler its errors go to).
-    pub fn grequest_start(&mut self, comm: u32) -> u32 {
+    pub fn grequest_start(&mut self, comm: CommId) -> u32 {
         let mut r = Request::new(Kind::Done, comm);
         r.greq = true;
         self.pml.reqs.insert(r)
@@ -870,7 +871,7 @@ impl Engine {
     }
 
     /// MPI_Iprobe (after one progress pass).
-    pub fn iprobe(&mut self, src: i32, tag: i32, comm: u32) -> Result<Option<Status>> {
+    pub fn iprobe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<Option<Status>> {
         self.check_probe(src, tag, comm)?;
         if src == PROC_NULL {
             return Ok(Some(Status::PROC_NULL));
@@ -887,7 +888,7 @@ impl Engine {
         Ok(self.pml.probe(&spec))
     }
 
-    fn check_probe(&self, src: i32, tag: i32, comm: u32) -> Result<()> {
+    fn check_probe(&self, src: i32, tag: i32, comm: CommId) -> Result<()> {
         if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
             return err!(
                 Tag,
@@ -933,7 +934,7 @@ impl Engine {
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?.clone();
         let Some(id) = msg else {
-            return Ok(self.done_request(0, Status::PROC_NULL));
+            return Ok(self.done_request(COMM_WORLD, Status::PROC_NULL));
         };
         let u = self.pml.take_message(id).ok_or_else(|| {
             MpiError::new(
@@ -942,7 +943,7 @@ impl Engine {
             )
         })?;
         let (ptr, len, packed) = self.recv_data(buf, count, &d)?;
-        let mut r = Request::new(Kind::Recv, 0);
+        let mut r = Request::new(Kind::Recv, COMM_WORLD);
         r.env = u.env;
         r.buf = ptr;
         r.len = len;
@@ -1054,7 +1055,14 @@ impl Engine {
     }
 
     /// The argument checks of a send, without starting it.
-    fn check_send_args(&self, count: i64, dt: u32, dest: i32, tag: i32, comm: u32) -> Result<()> {
+    fn check_send_args(
+        &self,
+        count: i64,
+        dt: u32,
+        dest: i32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<()> {
         Self::check_count(count)?;
         self.check_dtype(dt)?;
         if !(0..=TAG_UB).contains(&tag) {
@@ -1066,7 +1074,7 @@ impl Engine {
         self.dest_gpid(comm, dest).map(|_| ())
     }
 
-    fn parts_request(&mut self, comm: u32, send: u32, recv: u32) -> u32 {
+    fn parts_request(&mut self, comm: CommId, send: u32, recv: u32) -> u32 {
         let mut r = Request::new(Kind::Done, comm);
         r.parts = Some([send, recv]);
         self.pml.reqs.insert(r)

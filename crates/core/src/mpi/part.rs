@@ -29,6 +29,7 @@
 //! Active partitioned requests are listed in `Engine::parts`; each progress pass advances them
 //! (the handshake, deferred sends).
 
+use crate::ids::CommId;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -89,7 +90,7 @@ pub struct Part {
     dtype: Arc<Datatype>,
     peer: i32,
     tag: i32,
-    comm: u32,
+    comm: CommId,
     /// The round is on (between MPI_Start and the completion call that ends it).
     pub active: bool,
     matched: Option<Matched>,
@@ -134,7 +135,7 @@ impl Engine {
         dt: u32,
         peer: i32,
         tag: i32,
-        comm: u32,
+        comm: CommId,
     ) -> Result<u32> {
         let call = if send {
             "MPI_Psend_init"

@@ -80,7 +80,7 @@ pub struct Persist {
     /// Destination or source rank in the communicator.
     pub rank: i32,
     pub tag: i32,
-    pub comm: u32,
+    pub comm: CommId,
     pub mode: Mode,
     pub is_send: bool,
 }
@@ -179,7 +179,7 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn new(kind: Kind, comm: u32) -> Request {
+    pub fn new(kind: Kind, comm: CommId) -> Request {
         Request {
             gen: 0,
             kind,
@@ -228,7 +228,7 @@ pub struct SentRec {
     pub peer: Gpid,
     /// The sequence number of its frame (what a cancel request names).
     pub seq: u32,
-    pub comm: u32,
+    pub comm: CommId,
     /// After MPI_Cancel: the request that carries the cancellation (slot + 1), 0 before.
     pub promoted: u32,
 }
@@ -273,7 +273,7 @@ impl Slab {
     /// caller to fill in where it lies (a request built by the caller and then stored is
     /// copied, 200 bytes, on every receive).
     #[inline(always)]
-    pub fn insert_new(&mut self, kind: Kind, comm: u32) -> (u32, &mut Request) {
+    pub fn insert_new(&mut self, kind: Kind, comm: CommId) -> (u32, &mut Request) {
         let Some(i) = self.free.pop() else {
             let i = self.push(Request::new(kind, comm));
             return (i, self.slots[i as usize].as_mut().expect("just stored"));
@@ -411,16 +411,17 @@ impl Slab {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mpi::comm::COMM_WORLD;
 
     #[test]
     fn stale_wire_ids_do_not_resolve() {
         let mut s = Slab::default();
-        let a = s.insert(Request::new(Kind::Send, 0));
+        let a = s.insert(Request::new(Kind::Send, COMM_WORLD));
         let wa = s.wire_id(a);
         assert_eq!(s.from_wire(wa), Some(a));
         s.remove(a);
         assert_eq!(s.from_wire(wa), None);
-        let b = s.insert(Request::new(Kind::Recv, 0));
+        let b = s.insert(Request::new(Kind::Recv, COMM_WORLD));
         assert_eq!(a, b, "slot reused");
         assert_eq!(s.from_wire(wa), None, "old generation rejected");
         let wb = s.wire_id(b);
@@ -434,11 +435,11 @@ mod tests {
     #[test]
     fn sent_records_have_slots_of_their_own() {
         let mut s = Slab::default();
-        let a = s.insert(Request::new(Kind::Send, 0));
+        let a = s.insert(Request::new(Kind::Send, COMM_WORLD));
         let rec = SentRec {
             peer: 3,
             seq: 9,
-            comm: 1,
+            comm: CommId::new(1),
             promoted: 0,
         };
         let x = s.insert_sent(rec);
@@ -455,7 +456,7 @@ mod tests {
     #[test]
     fn discarded_slots_are_free_and_stale() {
         let mut s = Slab::default();
-        let a = s.insert(Request::new(Kind::Recv, 0));
+        let a = s.insert(Request::new(Kind::Recv, COMM_WORLD));
         let wa = s.wire_id(a);
         assert!(s.discard(a));
         assert!(!s.discard(a), "already gone");
@@ -463,7 +464,11 @@ mod tests {
         assert_eq!(s.live(), 0);
         assert!(s.get(a).is_none());
         assert_eq!(s.from_wire(wa), None);
-        assert_eq!(s.insert(Request::new(Kind::Send, 0)), a, "slot reused");
+        assert_eq!(
+            s.insert(Request::new(Kind::Send, COMM_WORLD)),
+            a,
+            "slot reused"
+        );
         assert_eq!(s.from_wire(wa), None, "old generation rejected");
     }
 }

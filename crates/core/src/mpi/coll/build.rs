@@ -3,6 +3,7 @@
 //! takes the call's tag ([`Builder::sched`]), so a call that fails on every process leaves the
 //! tag sequence in step. Intercommunicators and neighbourhood collectives go to `inter.rs`.
 
+use crate::ids::CommId;
 use std::sync::Arc;
 
 use super::decide::{
@@ -23,14 +24,14 @@ use crate::mpi::engine::Engine;
 
 /// What every builder of one call needs: the communicator and its views.
 pub(super) struct Builder {
-    comm: u32,
+    comm: CommId,
     ctx: u32,
     rank: i32,
     pub(super) views: Arc<Views>,
 }
 
 impl Builder {
-    pub(super) fn new(e: &mut Engine, comm: u32) -> Result<Builder> {
+    pub(super) fn new(e: &mut Engine, comm: CommId) -> Result<Builder> {
         let views = e.coll_views(comm)?;
         let c = e.comm(comm)?;
         Ok(Builder {
@@ -62,7 +63,7 @@ impl Builder {
 ///
 /// # Safety
 /// The buffers follow MPI's rules for the collective.
-pub(super) unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
+pub(super) unsafe fn build(e: &mut Engine, comm: CommId, a: &Args) -> Result<Sched> {
     if e.comm(comm)?.is_inter() {
         return inter::build(e, comm, a);
     }

@@ -44,6 +44,7 @@ mod inter;
 mod reduce;
 mod shm;
 
+use crate::ids::CommId;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -264,7 +265,7 @@ impl State {
 }
 
 impl Engine {
-    fn coll_views(&mut self, comm: u32) -> Result<Arc<Views>> {
+    fn coll_views(&mut self, comm: CommId) -> Result<Arc<Views>> {
         let c = self.comm(comm)?;
         if let Some(v) = &c.coll.views {
             return Ok(v.clone());
@@ -296,16 +297,16 @@ impl Engine {
             remote,
             nodes,
         });
-        if let Some(Some(c)) = self.comms.get_mut(comm as usize) {
+        if let Some(Some(c)) = self.comms.get_mut(comm.idx()) {
             c.coll.views = Some(v.clone());
         }
         Ok(v)
     }
 
     /// The tag of the next collective on `comm` (every member counts the same).
-    fn coll_tag(&mut self, comm: u32) -> i32 {
+    fn coll_tag(&mut self, comm: CommId) -> i32 {
         let nb = self.coll.nonblocking;
-        match self.comms.get_mut(comm as usize) {
+        match self.comms.get_mut(comm.idx()) {
             Some(Some(c)) => {
                 let seq = if nb {
                     &mut c.coll.nbseq
@@ -322,7 +323,7 @@ impl Engine {
 
     /// Build the schedule of a nonblocking or persistent collective (tagged in its own
     /// sequence, see the module doc).
-    unsafe fn build_nonblocking(&mut self, comm: u32, a: &Args) -> Result<Sched> {
+    unsafe fn build_nonblocking(&mut self, comm: CommId, a: &Args) -> Result<Sched> {
         self.coll.nonblocking = true;
         let s = build::build(self, comm, a);
         self.coll.nonblocking = false;
@@ -489,7 +490,7 @@ impl Engine {
         }
     }
 
-    fn coll_register(&mut self, comm: u32, sched: Sched, persistent: bool) -> u32 {
+    fn coll_register(&mut self, comm: CommId, sched: Sched, persistent: bool) -> u32 {
         let mut req = Request::new(Kind::Done, comm);
         if persistent {
             let byte = byte_type();
@@ -898,7 +899,7 @@ impl Rooted {
 ///
 /// # Safety
 /// The buffers follow MPI's rules for the collective.
-pub unsafe fn blocking(comm: u32, a: &Args) -> Result<()> {
+pub unsafe fn blocking(comm: CommId, a: &Args) -> Result<()> {
     Engine::collective_mark(comm, matches!(a, Args::Barrier))?;
     if let Some(r) = shm::try_blocking(comm, a) {
         return r;
@@ -914,7 +915,7 @@ pub unsafe fn blocking(comm: u32, a: &Args) -> Result<()> {
 ///
 /// # Safety
 /// The buffers follow MPI's rules and stay valid until the request completes.
-pub unsafe fn start(comm: u32, a: &Args) -> Result<u32> {
+pub unsafe fn start(comm: CommId, a: &Args) -> Result<u32> {
     with(|e| {
         let s = e.build_nonblocking(comm, a)?;
         Ok(e.coll_register(comm, s, false))
@@ -925,7 +926,7 @@ pub unsafe fn start(comm: u32, a: &Args) -> Result<u32> {
 ///
 /// # Safety
 /// The buffers follow MPI's rules and stay valid until the request is freed.
-pub unsafe fn init(comm: u32, a: &Args) -> Result<u32> {
+pub unsafe fn init(comm: CommId, a: &Args) -> Result<u32> {
     with(|e| {
         let s = e.build_nonblocking(comm, a)?;
         Ok(e.coll_register(comm, s, true))
@@ -933,7 +934,7 @@ pub unsafe fn init(comm: u32, a: &Args) -> Result<u32> {
 }
 
 /// MPI_Barrier.
-pub fn barrier(comm: u32) -> Result<()> {
+pub fn barrier(comm: CommId) -> Result<()> {
     // SAFETY: a barrier has no buffers.
     unsafe { blocking(comm, &Args::Barrier) }
 }
@@ -942,7 +943,7 @@ pub fn barrier(comm: u32) -> Result<()> {
 ///
 /// # Safety
 /// `buf` holds `count` elements of the datatype.
-pub unsafe fn bcast(buf: *mut u8, count: i64, dt: u32, root: i32, comm: u32) -> Result<()> {
+pub unsafe fn bcast(buf: *mut u8, count: i64, dt: u32, root: i32, comm: CommId) -> Result<()> {
     blocking(
         comm,
         &Args::Bcast {
@@ -964,7 +965,7 @@ pub unsafe fn allreduce(
     count: i64,
     dt: u32,
     op: u32,
-    comm: u32,
+    comm: CommId,
 ) -> Result<()> {
     blocking(
         comm,
@@ -1059,11 +1060,11 @@ pub struct Shape {
 }
 
 /// In- and out-degree of a communicator's process topology (neighbourhood collectives).
-pub fn neighbor_degrees(comm: u32) -> Result<(usize, usize)> {
+pub fn neighbor_degrees(comm: CommId) -> Result<(usize, usize)> {
     with(|e| inter::neighbors(e, comm).map(|(s, d)| (s.len(), d.len())))?
 }
 
-pub fn shape(comm: u32) -> Result<Shape> {
+pub fn shape(comm: CommId) -> Result<Shape> {
     with(|e| {
         let c = e.comm(comm)?;
         Ok(Shape {

@@ -29,6 +29,7 @@ use std::collections::VecDeque;
 
 use crate::error::{ErrorClass, MpiError};
 use crate::mem::BufCache;
+use crate::mpi::comm::COMM_WORLD;
 use crate::mpi::datatype::pool;
 use crate::profile::Counters;
 use crate::proto::frame::{self, Envelope, Frame, RndvInfo, HEADER_LEN};
@@ -257,7 +258,7 @@ impl Pml {
     pub fn new(me: Gpid, routes: Vec<Route>, policy: Policy, single_copy: bool) -> Pml {
         let peers = routes.into_iter().map(Peer::new).collect();
         let mut reqs = Slab::default();
-        let mut done = Request::new(Kind::Done, 0);
+        let mut done = Request::new(Kind::Done, COMM_WORLD);
         done.complete = true;
         done.permanent = true;
         let slot = reqs.insert(done);

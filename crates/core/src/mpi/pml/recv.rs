@@ -489,7 +489,7 @@ impl Pml {
                 return;
             }
             // A rendezvous needs request ids and state: continue as a request.
-            let mut r = Request::new(Kind::Recv, 0);
+            let mut r = Request::new(Kind::Recv, COMM_WORLD);
             r.env = d.spec;
             r.buf = d.buf;
             r.len = d.cap;

@@ -182,7 +182,7 @@ impl Pair {
 
     /// b sends a an empty message with `tag` (nobody receives it), and it is delivered.
     fn reply(&mut self, tag: i32) {
-        let mut r = Request::new(Kind::Send, 0);
+        let mut r = Request::new(Kind::Send, COMM_WORLD);
         r.peer = 0;
         r.env = Envelope {
             ctx: 0,
@@ -213,7 +213,7 @@ fn env(tag: i32) -> Envelope {
 }
 
 fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (u32, bool) {
-    let mut r = Request::new(Kind::Send, 0);
+    let mut r = Request::new(Kind::Send, COMM_WORLD);
     r.peer = 1;
     r.env = env(tag);
     r.buf = data.as_ptr() as *mut u8;
@@ -225,7 +225,7 @@ fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (u32, 
 }
 
 fn recv(p: &mut Pml, buf: &mut [u8], src: i32, tag: i32) -> (u32, bool) {
-    let mut r = Request::new(Kind::Recv, 0);
+    let mut r = Request::new(Kind::Recv, COMM_WORLD);
     r.env = Envelope { ctx: 0, src, tag };
     r.buf = buf.as_mut_ptr();
     r.len = buf.len();
@@ -494,7 +494,7 @@ fn cancel_eager_sends_that_are_complete_here() {
     // A send of the request-free path, cancelled by its sequence number; the one after it
     // (same tag) is untouched.
     assert!(t.a.try_eager(1, env(6), b"y1", &mut t.ab));
-    let mut r = Request::new(Kind::Send, 0);
+    let mut r = Request::new(Kind::Send, COMM_WORLD);
     r.send = Sender::sent();
     r.complete = true;
     r.peer = 1;
@@ -545,7 +545,7 @@ fn matched_probe_then_receive() {
         "taken out of the queue"
     );
     let mut buf = vec![0u8; 400];
-    let mut r = Request::new(Kind::Recv, 0);
+    let mut r = Request::new(Kind::Recv, COMM_WORLD);
     r.buf = buf.as_mut_ptr();
     r.len = 400;
     let slot = t.b.reqs.insert(r);
@@ -1037,7 +1037,7 @@ fn lone_messages_follow_their_own_boundary() {
 
 /// A non-contiguous send of `count` elements of `dt` at `buf`, streamed (packed as it goes).
 fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> u32 {
-    let mut r = Request::new(Kind::Send, 0);
+    let mut r = Request::new(Kind::Send, COMM_WORLD);
     r.peer = 1;
     r.env = env(tag);
     r.len = dt.size * count;
@@ -1055,7 +1055,7 @@ fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag
 
 /// A non-contiguous receive of `count` elements of `dt` into `buf` (packed copy as p2p makes).
 fn recv_packed(t: &mut Pair, buf: &mut [u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> u32 {
-    let mut r = Request::new(Kind::Recv, 0);
+    let mut r = Request::new(Kind::Recv, COMM_WORLD);
     r.env = Envelope {
         ctx: 0,
         src: 0,

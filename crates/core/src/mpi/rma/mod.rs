@@ -53,6 +53,7 @@ mod am;
 pub mod ops;
 pub mod sync;
 
+use crate::ids::CommId;
 use std::collections::{HashMap, VecDeque};
 
 use crate::err;
@@ -137,7 +138,7 @@ pub(crate) struct Peer {
 /// A window.
 pub struct Win {
     /// The communicator the window's traffic uses (a duplicate of the user's).
-    pub comm: u32,
+    pub comm: CommId,
     pub ctx: u32,
     pub rank: usize,
     pub flavor: Flavor,
@@ -542,7 +543,7 @@ pub unsafe fn create(
     size: i64,
     disp_unit: i64,
     info: Vec<(String, String)>,
-    comm: u32,
+    comm: CommId,
 ) -> Result<(u32, *mut u8)> {
     if size < 0 {
         return err!(Size, "negative window size {size}");
@@ -588,7 +589,7 @@ unsafe fn build(
     size: usize,
     disp_unit: usize,
     info: Vec<(String, String)>,
-    wcomm: u32,
+    wcomm: CommId,
 ) -> Result<(u32, *mut u8)> {
     // 1. Every member tells every other its size, unit and (for user memory) its region.
     let (n, me, group, card) = with(|e| -> Result<_> {
@@ -822,7 +823,7 @@ unsafe fn build(
 
 /// MPI_Win_free: collective; every epoch must be over.
 pub fn free(win: u32) -> Result<()> {
-    let comm = with(|e| -> Result<u32> {
+    let comm = with(|e| -> Result<CommId> {
         let w = e.rma.win(win)?;
         if w.lock_all || w.peers.iter().any(|p| p.lock.is_some()) {
             return err!(

@@ -10,6 +10,7 @@
 //! instructions on its lock word, retried between progress passes; another is sent a Lock
 //! frame and granted by its progress, on the same word. MPI_MODE_NOCHECK takes no lock.
 
+use crate::ids::CommId;
 use std::sync::atomic::{fence as mem_fence, Ordering};
 
 use super::{wait, Waiting, MODE_NOCHECK, MODE_NOSUCCEED};
@@ -121,7 +122,7 @@ pub fn fence(win: u32, assert: i32) -> Result<()> {
         super::MODE_NOSTORE | super::MODE_NOPUT | super::MODE_NOPRECEDE | MODE_NOSUCCEED,
         "MPI_Win_fence",
     )?;
-    let comm = with(|e| -> Result<u32> {
+    let comm = with(|e| -> Result<CommId> {
         let w = e.rma.win(win)?;
         if w.access.is_some()
             || w.exposure.is_some()
