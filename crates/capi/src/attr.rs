@@ -403,7 +403,7 @@ fn comm_obj(comm: MPI_Comm) -> R<u32> {
 
 fn type_obj(t: MPI_Datatype) -> R<u32> {
     let id = dtype_id(t).ok_or_else(|| bad(ErrorClass::Type, "invalid datatype"))?;
-    with(|e| e.dtype(id).map(|_| id))?
+    with(|e| e.dtype(id).map(|_| id.get()))?
 }
 
 /// Storage for predefined attribute values: the standard returns pointers to them.
@@ -614,7 +614,8 @@ pub unsafe fn type_dup_attrs(old: MPI_Datatype, new: MPI_Datatype) -> Result<(),
     let (Some(o), Some(n)) = (dtype_id(old), dtype_id(new)) else {
         return Ok(());
     };
-    copy_attrs(ObjKind::Type, old, o, new, n).map_err(|f| report(f, MPI_COMM_WORLD, "MPI_Type_dup"))
+    copy_attrs(ObjKind::Type, old, o.get(), new, n.get())
+        .map_err(|f| report(f, MPI_COMM_WORLD, "MPI_Type_dup"))
 }
 
 /// For MPI_Type_free (datatype chapter): run the delete callbacks of the type's attributes.
@@ -625,10 +626,10 @@ pub unsafe fn type_dup_attrs(old: MPI_Datatype, new: MPI_Datatype) -> Result<(),
 /// `t` is a live datatype.
 pub unsafe fn type_free_attrs(t: MPI_Datatype) -> Result<(), c_int> {
     let Some(id) = dtype_id(t) else { return Ok(()) };
-    if !with(|e| e.attrs.has_any(ObjKind::Type, id)).unwrap_or(false) {
+    if !with(|e| e.attrs.has_any(ObjKind::Type, id.get())).unwrap_or(false) {
         return Ok(());
     }
-    delete_attrs(ObjKind::Type, t, id).map_err(|f| report(f, MPI_COMM_WORLD, "MPI_Type_free"))
+    delete_attrs(ObjKind::Type, t, id.get()).map_err(|f| report(f, MPI_COMM_WORLD, "MPI_Type_free"))
 }
 
 /// For MPI_Comm_free: run the delete callbacks of the communicator's attributes.

@@ -133,25 +133,25 @@ pub const PREDEFINED_DTYPES: &[(MPI_Datatype, &str)] = &[
 pub fn dtype_id(h: MPI_Datatype) -> Option<DtypeId> {
     // The most common types first: one compare each.
     match h {
-        MPI_BYTE => return Some(3),
-        MPI_INT => return Some(7),
-        MPI_DOUBLE => return Some(12),
-        MPI_CHAR => return Some(0),
+        MPI_BYTE => return Some(DtypeId::new(3)),
+        MPI_INT => return Some(DtypeId::new(7)),
+        MPI_DOUBLE => return Some(DtypeId::new(12)),
+        MPI_CHAR => return Some(DtypeId::new(0)),
         _ => {}
     }
     match split(h) {
-        (DTYPE_CREATED, id) => Some(id),
+        (DTYPE_CREATED, id) => Some(DtypeId::new(id)),
         _ => PREDEFINED_DTYPES
             .iter()
             .position(|(v, _)| *v == h)
-            .map(|i| i as u32),
+            .map(DtypeId::from_idx),
     }
 }
 
 pub fn dtype_handle(id: DtypeId) -> MPI_Datatype {
-    match PREDEFINED_DTYPES.get(id as usize) {
+    match PREDEFINED_DTYPES.get(id.idx()) {
         Some((h, _)) => *h,
-        None => (DTYPE_CREATED | id) as i32,
+        None => (DTYPE_CREATED | id.get()) as i32,
     }
 }
 
@@ -283,12 +283,15 @@ mod tests {
         assert_eq!(PREDEFINED_DTYPES.len(), PREDEFINED_NAMES.len());
         for (i, ((h, n), e)) in PREDEFINED_DTYPES.iter().zip(PREDEFINED_NAMES).enumerate() {
             assert_eq!(n, e);
-            assert_eq!(dtype_id(*h), Some(i as u32), "{n}");
-            assert_eq!(dtype_handle(i as u32), *h);
+            assert_eq!(dtype_id(*h), Some(DtypeId::from_idx(i)), "{n}");
+            assert_eq!(dtype_handle(DtypeId::from_idx(i)), *h);
         }
         assert_eq!(dtype_id(MPI_LONG_LONG), dtype_id(MPI_LONG_LONG_INT));
         assert_eq!(dtype_id(MPI_DATATYPE_NULL), None);
-        assert_eq!(dtype_id(dtype_handle(500)), Some(500));
+        assert_eq!(
+            dtype_id(dtype_handle(DtypeId::new(500))),
+            Some(DtypeId::new(500))
+        );
     }
 
     #[test]

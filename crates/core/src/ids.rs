@@ -61,9 +61,11 @@ id_type!(
     CommId
 );
 
-/// A datatype: index into the engine's datatype table (`Engine::dtypes`; predefined types
-/// first, `mpi::datatype::predefined_index`).
-pub type DtypeId = u32;
+id_type!(
+    /// A datatype: index into the engine's datatype table (`Engine::dtypes`; predefined types
+    /// first, `mpi::datatype::predefined_index`).
+    DtypeId
+);
 
 /// A request: a slot of the PML's request table (`mpi::request::Slab`), with its generation.
 pub type ReqId = u32;

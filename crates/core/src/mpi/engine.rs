@@ -115,7 +115,7 @@ pub struct Engine {
     /// Datatypes the user freed while operations or other types still hold them: their slots
     /// stay taken (the handle stays meaningful to those users) until `Engine::free_dtype`
     /// finds them unreferenced.
-    pub freed_types: Vec<u32>,
+    pub freed_types: Vec<DtypeId>,
     /// Progress passes so far, and when the launcher was last seen alive (see
     /// [`Engine::watch_launcher`]).
     passes: u32,
@@ -518,14 +518,14 @@ impl Engine {
 
     #[inline]
     pub fn dtype(&self, id: DtypeId) -> Result<&Arc<Datatype>> {
-        match self.dtypes.get(id as usize) {
+        match self.dtypes.get(id.idx()) {
             Some(Some(d)) => Ok(d),
             _ => Err(MpiError::new(ErrorClass::Type, "invalid datatype")),
         }
     }
 
     /// Store a new datatype; returns its id (reusing a freed slot).
-    pub fn add_dtype(&mut self, d: Datatype) -> u32 {
+    pub fn add_dtype(&mut self, d: Datatype) -> DtypeId {
         let first_free = self
             .dtypes
             .iter()
@@ -535,11 +535,11 @@ impl Engine {
             Some(i) => {
                 let id = i + crate::mpi::datatype::PREDEFINED_NAMES.len();
                 self.dtypes[id] = Some(Arc::new(d));
-                id as u32
+                DtypeId::from_idx(id)
             }
             None => {
                 self.dtypes.push(Some(Arc::new(d)));
-                (self.dtypes.len() - 1) as u32
+                DtypeId::from_idx(self.dtypes.len() - 1)
             }
         }
     }

@@ -55,7 +55,7 @@ impl Engine {
     }
 
     #[inline(always)]
-    fn check_dtype(&self, dt: u32) -> Result<&Arc<Datatype>> {
+    fn check_dtype(&self, dt: DtypeId) -> Result<&Arc<Datatype>> {
         let d = self.dtype(dt)?;
         if !d.committed {
             return err!(
@@ -400,7 +400,7 @@ impl Engine {
     ) -> Result<Option<u32>> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
-            self.dtypes.get(dt as usize),
+            self.dtypes.get(dt.idx()),
             self.comms.get(comm.idx()),
         ) else {
             return Ok(None);
@@ -449,7 +449,7 @@ impl Engine {
     ) -> Result<DirectPost> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
-            self.dtypes.get(dt as usize),
+            self.dtypes.get(dt.idx()),
             self.comms.get(comm.idx()),
         ) else {
             return Ok(DirectPost::UseRequest);
@@ -969,12 +969,12 @@ impl Engine {
         &mut self,
         sbuf: *const u8,
         scount: i64,
-        sdt: u32,
+        sdt: DtypeId,
         dest: Rank,
         stag: i32,
         rbuf: *mut u8,
         rcount: i64,
-        rdt: u32,
+        rdt: DtypeId,
         src: Rank,
         rtag: i32,
         comm: CommId,
@@ -1020,7 +1020,8 @@ impl Engine {
             d.pack(buf, n, &mut copy);
         }
         let r = self.irecv(buf, count, dt, src, rtag, comm)?;
-        let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE") as u32;
+        let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE");
+        let byte = DtypeId::from_idx(byte);
         let s = match self.isend(
             copy.as_ptr(),
             len as i64,
@@ -1058,7 +1059,7 @@ impl Engine {
     fn check_send_args(
         &self,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         dest: i32,
         tag: i32,
         comm: CommId,
@@ -1653,7 +1654,8 @@ pub unsafe fn sendrecv_replace(
         t.pack(buf as *const u8, count as usize, &mut v);
         Ok(v)
     })??;
-    let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE") as u32;
+    let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE");
+    let byte = DtypeId::from_idx(byte);
     sendrecv(
         copy.as_ptr(),
         copy.len() as i64,

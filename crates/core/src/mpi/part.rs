@@ -29,7 +29,7 @@
 //! Active partitioned requests are listed in `Engine::parts`; each progress pass advances them
 //! (the handshake, deferred sends).
 
-use crate::ids::CommId;
+use crate::ids::{CommId, DtypeId};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -48,7 +48,7 @@ const REPLY: u32 = PART_SPACE + 1;
 const DATA: u32 = PART_SPACE + 2;
 
 /// The engine id of MPI_BYTE.
-const BYTE: u32 = 3;
+const BYTE: DtypeId = DtypeId::new(3);
 
 /// Data tags handed out by receivers of this process.
 static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
@@ -132,7 +132,7 @@ impl Engine {
         buf: *mut u8,
         partitions: i64,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         peer: i32,
         tag: i32,
         comm: CommId,

@@ -3,7 +3,7 @@
 //! takes the call's tag ([`Builder::sched`]), so a call that fails on every process leaves the
 //! tag sequence in step. Intercommunicators and neighbourhood collectives go to `inter.rs`.
 
-use crate::ids::CommId;
+use crate::ids::{CommId, DtypeId};
 use std::sync::Arc;
 
 use super::decide::{
@@ -181,7 +181,7 @@ unsafe fn build_bcast(
     b: &Builder,
     buf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     root: i32,
 ) -> Result<Sched> {
     let t = b.team();
@@ -266,7 +266,7 @@ unsafe fn build_reduce(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
     root: i32,
 ) -> Result<Sched> {
@@ -309,7 +309,7 @@ unsafe fn build_allreduce(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
 ) -> Result<Sched> {
     let t = b.team();
@@ -371,7 +371,7 @@ unsafe fn build_reduce_scatter(
     sbuf: *const u8,
     rbuf: *mut u8,
     counts: &Counts,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
 ) -> Result<Sched> {
     let t = b.team();
@@ -428,7 +428,7 @@ unsafe fn build_scan(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
     exclusive: bool,
 ) -> Result<Sched> {
@@ -449,9 +449,9 @@ unsafe fn build_scan(
 }
 
 /// (buffer, count, datatype) of the side every process has one block of.
-type One = (*const u8, i64, u32);
+type One = (*const u8, i64, DtypeId);
 /// (buffer, counts, datatype) of the side the root (or everyone) has many blocks of.
-type Many<'a> = (*const u8, &'a Counts, u32);
+type Many<'a> = (*const u8, &'a Counts, DtypeId);
 
 unsafe fn build_gather(
     e: &mut Engine,
@@ -503,7 +503,7 @@ unsafe fn build_allgather(
     e: &mut Engine,
     b: &Builder,
     send: One,
-    recv: (*mut u8, &Counts, u32),
+    recv: (*mut u8, &Counts, DtypeId),
 ) -> Result<Sched> {
     let t = b.team();
     let n = t.size();

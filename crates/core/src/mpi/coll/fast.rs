@@ -9,7 +9,7 @@
 //! small and contiguous, the operation predefined, the communicator an intracommunicator, and
 //! the thread level below MPI_THREAD_MULTIPLE (the direct receive is one per process).
 
-use crate::ids::CommId;
+use crate::ids::{CommId, DtypeId};
 use std::sync::Arc;
 
 use super::decide::{AllreduceAlg, BarrierAlg, BcastAlg, ReduceAlg};
@@ -312,9 +312,9 @@ pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
 unsafe fn pair_exchange(
     comm: CommId,
     sbuf: *const u8,
-    (scount, sdt): (i64, u32),
+    (scount, sdt): (i64, DtypeId),
     rbuf: *mut u8,
-    (rcount, rdt): (i64, u32),
+    (rcount, rdt): (i64, DtypeId),
     alltoall: bool,
 ) -> Option<Result<()>> {
     let prep = with(|e| {
@@ -398,7 +398,13 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
     })())
 }
 
-unsafe fn bcast(comm: CommId, buf: *mut u8, count: i64, dt: u32, root: i32) -> Option<Result<()>> {
+unsafe fn bcast(
+    comm: CommId,
+    buf: *mut u8,
+    count: i64,
+    dt: DtypeId,
+    root: i32,
+) -> Option<Result<()>> {
     let prep = with(|e| {
         let (call, n, me, views) = begin(e, comm)?;
         let d = e.coll_dtype(dt).ok()?;
@@ -465,7 +471,7 @@ unsafe fn allreduce(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
 ) -> Option<Result<()>> {
     let prep = with(|e| {
@@ -598,7 +604,7 @@ unsafe fn reduce(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
     root: i32,
 ) -> Option<Result<()>> {

@@ -47,7 +47,7 @@ use super::{
 };
 use crate::err;
 use crate::error::Result;
-use crate::ids::CommId;
+use crate::ids::{CommId, DtypeId};
 use crate::mpi::engine::Engine;
 use crate::mpi::request::PROC_NULL;
 use crate::mpi::topo::Topology;
@@ -102,8 +102,8 @@ fn rooted_direct(
 fn rooted_blocks(
     e: &Engine,
     role: Role,
-    (obuf, ocount, odt): (*const u8, i64, u32),
-    (mbuf, mcounts, mdt): (*const u8, &Counts, u32),
+    (obuf, ocount, odt): (*const u8, i64, DtypeId),
+    (mbuf, mcounts, mdt): (*const u8, &Counts, DtypeId),
     m: usize,
     to_root: bool,
 ) -> Result<(Vec<Blk>, Option<Blk>)> {

@@ -44,7 +44,7 @@ mod inter;
 mod reduce;
 mod shm;
 
-use crate::ids::CommId;
+use crate::ids::{CommId, DtypeId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -571,8 +571,8 @@ pub enum Counts {
 /// One datatype for all blocks, or one per block (the w forms).
 #[derive(Debug, Clone)]
 pub enum Types {
-    One(u32),
-    Each(Vec<u32>),
+    One(DtypeId),
+    Each(Vec<DtypeId>),
 }
 
 /// The arguments of a collective call, as the C layer passes them (buffers may be
@@ -583,14 +583,14 @@ pub enum Args {
     Bcast {
         buf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         root: i32,
     },
     Reduce {
         sbuf: *const u8,
         rbuf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         op: u32,
         root: i32,
     },
@@ -598,7 +598,7 @@ pub enum Args {
         sbuf: *const u8,
         rbuf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         op: u32,
     },
     /// MPI_Reduce_scatter_block (`Counts::Uniform`) and MPI_Reduce_scatter.
@@ -606,14 +606,14 @@ pub enum Args {
         sbuf: *const u8,
         rbuf: *mut u8,
         counts: Counts,
-        dt: u32,
+        dt: DtypeId,
         op: u32,
     },
     Scan {
         sbuf: *const u8,
         rbuf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         op: u32,
         exclusive: bool,
     },
@@ -623,10 +623,10 @@ pub enum Args {
     Gather {
         sbuf: *const u8,
         scount: i64,
-        sdt: u32,
+        sdt: DtypeId,
         rbuf: *mut u8,
         rcounts: Counts,
-        rdt: u32,
+        rdt: DtypeId,
         root: i32,
         v: bool,
     },
@@ -634,20 +634,20 @@ pub enum Args {
     Scatter {
         sbuf: *const u8,
         scounts: Counts,
-        sdt: u32,
+        sdt: DtypeId,
         rbuf: *mut u8,
         rcount: i64,
-        rdt: u32,
+        rdt: DtypeId,
         root: i32,
         v: bool,
     },
     Allgather {
         sbuf: *const u8,
         scount: i64,
-        sdt: u32,
+        sdt: DtypeId,
         rbuf: *mut u8,
         rcounts: Counts,
-        rdt: u32,
+        rdt: DtypeId,
     },
     Alltoall {
         sbuf: *const u8,
@@ -660,10 +660,10 @@ pub enum Args {
     NeighborAllgather {
         sbuf: *const u8,
         scount: i64,
-        sdt: u32,
+        sdt: DtypeId,
         rbuf: *mut u8,
         rcounts: Counts,
-        rdt: u32,
+        rdt: DtypeId,
     },
     NeighborAlltoall {
         sbuf: *const u8,
@@ -686,7 +686,7 @@ fn count_of(c: i64, what: &str) -> Result<usize> {
 }
 
 impl Engine {
-    fn coll_dtype(&self, id: u32) -> Result<Arc<Datatype>> {
+    fn coll_dtype(&self, id: DtypeId) -> Result<Arc<Datatype>> {
         let d = self.dtype(id)?;
         if !d.committed {
             return err!(
@@ -709,7 +709,7 @@ impl Engine {
         }
     }
 
-    fn coll_reducer(&self, op: u32, dt: u32) -> Result<Reducer> {
+    fn coll_reducer(&self, op: u32, dt: DtypeId) -> Result<Reducer> {
         let o = self.coll_op(op)?;
         self.coll_dtype(dt)?;
         Reducer::new(o, dt, &self.dtypes)
@@ -826,7 +826,7 @@ fn red_input(sbuf: *const u8, rbuf: *mut u8, count: usize, d: &Datatype) -> Resu
 }
 
 /// A process's own block of a collective (`what`: "send" or "recv"), checked.
-fn own_blk(e: &Engine, buf: *const u8, count: i64, dt: u32, what: &str) -> Result<Blk> {
+fn own_blk(e: &Engine, buf: *const u8, count: i64, dt: DtypeId, what: &str) -> Result<Blk> {
     let c = count_of(count, &format!("{what}count"))?;
     let d = e.coll_dtype(dt)?;
     check_buf(buf, c, &d, &format!("{what} buffer"))?;
@@ -847,8 +847,8 @@ struct Rooted {
 impl Rooted {
     fn check(
         e: &Engine,
-        (obuf, ocount, odt): (*const u8, i64, u32),
-        (mbuf, mcounts, mdt): (*const u8, &Counts, u32),
+        (obuf, ocount, odt): (*const u8, i64, DtypeId),
+        (mbuf, mcounts, mdt): (*const u8, &Counts, DtypeId),
         me: usize,
         root: usize,
         n: usize,
@@ -943,7 +943,7 @@ pub fn barrier(comm: CommId) -> Result<()> {
 ///
 /// # Safety
 /// `buf` holds `count` elements of the datatype.
-pub unsafe fn bcast(buf: *mut u8, count: i64, dt: u32, root: i32, comm: CommId) -> Result<()> {
+pub unsafe fn bcast(buf: *mut u8, count: i64, dt: DtypeId, root: i32, comm: CommId) -> Result<()> {
     blocking(
         comm,
         &Args::Bcast {
@@ -963,7 +963,7 @@ pub unsafe fn allreduce(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
     comm: CommId,
 ) -> Result<()> {
@@ -987,7 +987,7 @@ pub unsafe fn reduce_local(
     inbuf: *const u8,
     inout: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
 ) -> Result<()> {
     let count = count_of(count, "count")?;

@@ -38,7 +38,7 @@
 //! operations of the caller continue meanwhile) and yield the processor when ranks outnumber
 //! cores.
 
-use crate::ids::CommId;
+use crate::ids::{CommId, DtypeId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -324,7 +324,13 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
     })())
 }
 
-unsafe fn bcast(comm: CommId, buf: *mut u8, count: i64, dt: u32, root: i32) -> Option<Result<()>> {
+unsafe fn bcast(
+    comm: CommId,
+    buf: *mut u8,
+    count: i64,
+    dt: DtypeId,
+    root: i32,
+) -> Option<Result<()>> {
     let (me, root, count, d) = prepared!(with(|e| -> Result<Option<_>> {
         let Some((n, me)) = eligible(e, comm) else {
             return Ok(None);
@@ -398,7 +404,7 @@ unsafe fn reduce(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
     root: Option<i32>,
 ) -> Option<Result<()>> {
@@ -542,9 +548,9 @@ unsafe fn unpack_part(
 unsafe fn exchange(
     comm: CommId,
     sbuf: *const u8,
-    (scount, sdt): (i64, u32),
+    (scount, sdt): (i64, DtypeId),
     rbuf: *mut u8,
-    (rcount, rdt): (i64, u32),
+    (rcount, rdt): (i64, DtypeId),
     alltoall: bool,
 ) -> Option<Result<()>> {
     let coll = if alltoall {
@@ -694,8 +700,8 @@ pub const V_BYTES: usize = 0;
 /// and every member counts the same generations).
 unsafe fn rooted(
     comm: CommId,
-    own: (*const u8, i64, u32),
-    many: (*const u8, &Counts, u32),
+    own: (*const u8, i64, DtypeId),
+    many: (*const u8, &Counts, DtypeId),
     root: i32,
     v: bool,
     gather: bool,
@@ -870,10 +876,10 @@ unsafe fn rooted(
 unsafe fn allgatherv(
     comm: CommId,
     sbuf: *const u8,
-    (scount, sdt): (i64, u32),
+    (scount, sdt): (i64, DtypeId),
     rbuf: *mut u8,
     rcounts: &Counts,
-    rdt: u32,
+    rdt: DtypeId,
 ) -> Option<Result<()>> {
     let (me, recv, own) = prepared!(with(|e| -> Result<Option<_>> {
         let Some((n, me)) = eligible(e, comm) else {

@@ -1,6 +1,7 @@
 //! The protocols driven by hand: two engines joined by a recording transport that can refuse
 //! frames (backpressure), hold them (pending tokens) and reorder them.
 
+use crate::ids::DtypeId;
 use std::sync::Arc;
 
 use super::*;
@@ -1080,8 +1081,8 @@ fn streamed_noncontiguous_sends_under_every_protocol() {
     let byte = Arc::new(predefined()[predefined_index("MPI_BYTE").unwrap()].clone());
     // Sender: blocks of 3 bytes, 5 apart; receiver: blocks of 7 bytes, 9 apart (same signature).
     let n = 3 * 7 * 40;
-    let st = Arc::new(Datatype::vector(n / 3, 3, 5, false, &byte, 0).unwrap());
-    let rt = Arc::new(Datatype::vector(n / 7, 7, 9, false, &byte, 0).unwrap());
+    let st = Arc::new(Datatype::vector(n / 3, 3, 5, false, &byte, DtypeId::new(0)).unwrap());
+    let rt = Arc::new(Datatype::vector(n / 7, 7, 9, false, &byte, DtypeId::new(0)).unwrap());
     let src: Vec<u8> = (0..5 * n / 3).map(|i| (i * 13 + 1) as u8).collect();
     let want: Vec<u8> = (0..n).map(|k| src[k / 3 * 5 + k % 3]).collect();
     for (protocol, refuse, pending, truncate) in [
@@ -1095,7 +1096,7 @@ fn streamed_noncontiguous_sends_under_every_protocol() {
         t.ab.pending = pending;
         let rcount = if truncate { 1 } else { n / 7 };
         let rt = if truncate {
-            Arc::new(Datatype::vector(n / 7 - 10, 7, 9, false, &byte, 0).unwrap())
+            Arc::new(Datatype::vector(n / 7 - 10, 7, 9, false, &byte, DtypeId::new(0)).unwrap())
         } else {
             rt.clone()
         };

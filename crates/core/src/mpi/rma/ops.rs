@@ -9,6 +9,7 @@
 //! or sent as frames (active messages) whose answers, for the operations that read, complete
 //! it later.
 
+use crate::ids::DtypeId;
 use std::sync::Arc;
 
 use super::acc::{self, Acc};
@@ -31,14 +32,14 @@ use crate::transport::{CopyError, Gpid, Span, Token, Transport};
 pub struct Buf {
     pub ptr: *mut u8,
     pub count: i64,
-    pub dt: u32,
+    pub dt: DtypeId,
 }
 
 impl Buf {
     pub const NONE: Buf = Buf {
         ptr: std::ptr::null_mut(),
         count: 0,
-        dt: 0,
+        dt: DtypeId::new(0),
     };
 }
 
@@ -49,7 +50,7 @@ pub struct Target {
     pub rank: i32,
     pub disp: i64,
     pub count: i64,
-    pub dt: u32,
+    pub dt: DtypeId,
 }
 
 /// Which operation.
@@ -115,7 +116,7 @@ pub(crate) fn segments(dt: &Datatype, count: usize, start: i64) -> Result<Vec<(u
     Ok(v)
 }
 
-fn committed<'a>(e: &'a Engine, dt: u32, what: &str) -> Result<&'a Arc<Datatype>> {
+fn committed<'a>(e: &'a Engine, dt: DtypeId, what: &str) -> Result<&'a Arc<Datatype>> {
     let d = e.dtype(dt)?;
     if !d.committed {
         return err!(
@@ -315,7 +316,7 @@ impl Engine {
             return None;
         }
         let n = t.count as usize;
-        let d = self.dtypes.get(t.dt as usize)?.as_ref()?;
+        let d = self.dtypes.get(t.dt.idx())?.as_ref()?;
         if !d.committed || d.size == 0 || d.contiguous_span(n) != Some(0) {
             return None;
         }
