@@ -159,14 +159,14 @@ pub fn dtype_handle(id: DtypeId) -> MPI_Datatype {
 #[inline(always)]
 pub fn request_slot(h: MPI_Request) -> Option<ReqId> {
     match split(h) {
-        (REQUEST_DIRECT, id) => Some(id),
+        (REQUEST_DIRECT, id) => Some(ReqId::new(id)),
         _ => None,
     }
 }
 
 #[inline(always)]
 pub fn request_handle(slot: ReqId) -> MPI_Request {
-    (REQUEST_DIRECT | slot) as i32
+    (REQUEST_DIRECT | slot.get()) as i32
 }
 
 /// A handle value that is not a message.
@@ -298,12 +298,15 @@ mod tests {
     fn handles_roundtrip_and_reject_other_kinds() {
         for id in [0u32, 1, 2, 77, ID_MASK] {
             assert_eq!(comm_id(comm_handle(CommId::new(id))), Some(CommId::new(id)));
-            assert_eq!(request_slot(request_handle(id)), Some(id));
+            assert_eq!(
+                request_slot(request_handle(ReqId::new(id))),
+                Some(ReqId::new(id))
+            );
             assert_eq!(message_id(message_handle(Some(id))), Ok(Some(id)));
             assert_eq!(errh_id(errh_handle(id)), Some(id));
         }
         assert_eq!(comm_id(MPI_COMM_NULL), None);
-        assert_eq!(comm_id(request_handle(5)), None);
+        assert_eq!(comm_id(request_handle(ReqId::new(5))), None);
         assert_eq!(request_slot(MPI_REQUEST_NULL), None);
         assert_eq!(request_slot(comm_handle(CommId::new(5))), None);
         assert_eq!(message_id(MPI_MESSAGE_NO_PROC), Ok(None));

@@ -67,8 +67,12 @@ id_type!(
     DtypeId
 );
 
-/// A request: a slot of the PML's request table (`mpi::request::Slab`), with its generation.
-pub type ReqId = u32;
+id_type!(
+    /// A request: a slot of the PML's request table (`mpi::request::Slab`; the records of sends
+    /// made without a request have `SENT_BIT` set). Frames carry it with its generation
+    /// (`Slab::wire_id`).
+    ReqId
+);
 
 /// A context id: what a message's envelope carries to keep communicators (and their
 /// collective and management traffic) apart on the wire.

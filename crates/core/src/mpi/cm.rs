@@ -54,7 +54,7 @@
 
 use crate::err;
 use crate::error::{MpiError, Result};
-use crate::ids::CommId;
+use crate::ids::{CommId, ReqId};
 use crate::mpi::comm::{
     Comm, Errhandler, COMM_WORLD, CTX_FROM_GROUP, CTX_RESERVED_BLOCKS, CTX_STRIDE,
 };
@@ -417,13 +417,13 @@ pub struct Op {
     remote: Option<Remote>,
     /// First-round data (entries of both sides, the other side's group and flag).
     gathered: Option<(Vec<Entry>, Option<Remote>)>,
-    recv: Option<(u32, Box<[u8]>)>,
-    sends: Vec<(u32, Box<[u8]>)>,
+    recv: Option<(ReqId, Box<[u8]>)>,
+    sends: Vec<(ReqId, Box<[u8]>)>,
     /// Largest message this operation can receive.
     cap: usize,
     outcome: Option<Result<Option<CommId>>>,
     /// MPI_Comm_idup: the user's request, and the communicator slot reserved for the result.
-    pub request: Option<u32>,
+    pub request: Option<ReqId>,
     pub target: Option<CommId>,
 }
 
@@ -922,7 +922,7 @@ impl Engine {
     // Running operations
 
     /// Register an operation and take its first steps; its id.
-    pub fn cm_start(&mut self, s: OpSpec, request: Option<u32>, target: Option<CommId>) -> u32 {
+    pub fn cm_start(&mut self, s: OpSpec, request: Option<ReqId>, target: Option<CommId>) -> u32 {
         // Contexts of communicators freed while in use go back first, if they may.
         self.sweep_comms();
         let n = self.size as usize;
@@ -1534,7 +1534,7 @@ impl Engine {
         to: Gpid,
         env: Envelope,
         data: Vec<u8>,
-        sends: &mut Vec<(u32, Box<[u8]>)>,
+        sends: &mut Vec<(ReqId, Box<[u8]>)>,
     ) {
         if self.pml.try_eager(to, env, &data, &mut self.net) {
             return;
@@ -1554,7 +1554,7 @@ impl Engine {
     /// when it has arrived.
     fn mgmt_take(
         &mut self,
-        pending: &mut Option<(u32, Box<[u8]>)>,
+        pending: &mut Option<(ReqId, Box<[u8]>)>,
         spec: Envelope,
         cap: usize,
     ) -> Result<Option<Vec<u8>>> {
@@ -1627,7 +1627,7 @@ pub fn exchange_all(comm: CommId, mut data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>
             }
         }
     })?;
-    let mut recvs: Vec<Option<(u32, Box<[u8]>)>> = (0..n).map(|_| None).collect();
+    let mut recvs: Vec<Option<(ReqId, Box<[u8]>)>> = (0..n).map(|_| None).collect();
     loop {
         let done = with(|e| -> Result<bool> {
             e.progress();
@@ -1666,7 +1666,7 @@ impl Engine {
     /// message has arrived (its size is then known).
     fn mgmt_take_any(
         &mut self,
-        pending: &mut Option<(u32, Box<[u8]>)>,
+        pending: &mut Option<(ReqId, Box<[u8]>)>,
         spec: Envelope,
     ) -> Result<Option<Vec<u8>>> {
         if pending.is_none() {
@@ -1724,8 +1724,8 @@ pub fn run(spec: OpSpec) -> Result<Option<CommId>> {
 pub fn start_nonblocking(
     parent: CommId,
     make: impl FnOnce(&mut Engine) -> Result<OpSpec>,
-) -> Result<(CommId, u32)> {
-    with(|e| -> Result<(CommId, u32)> {
+) -> Result<(CommId, ReqId)> {
+    with(|e| -> Result<(CommId, ReqId)> {
         let spec = make(e)?.nonblocking();
         let target = e.reserve_comm(parent)?;
         let mut r = Request::new(Kind::Done, parent);

@@ -14,7 +14,7 @@ use protean_pmi::PmiClient;
 
 use crate::config::{Config, CHAN_PHASES, PROTOCOLS, YIELD_MODES};
 use crate::error::{ErrorClass, MpiError, Result};
-use crate::ids::{CommId, DtypeId, Gpid};
+use crate::ids::{CommId, DtypeId, Gpid, ReqId};
 use crate::mpi::attr::AttrStore;
 use crate::mpi::cm::CommMgr;
 use crate::mpi::comm::{
@@ -35,7 +35,7 @@ pub struct BsendBuffer {
     pub base: *mut u8,
     pub size: usize,
     /// Regions in use: (offset, length, request slot), sorted by offset.
-    pub used: Vec<(usize, usize, u32)>,
+    pub used: Vec<(usize, usize, ReqId)>,
 }
 
 impl BsendBuffer {
@@ -120,7 +120,7 @@ pub struct Engine {
     /// [`Engine::watch_launcher`]).
     passes: u32,
     /// Active partitioned requests (`mpi::part`), advanced by each progress pass.
-    pub(crate) parts: Vec<u32>,
+    pub(crate) parts: Vec<ReqId>,
     launcher_seen: std::time::Instant,
 }
 
@@ -674,7 +674,10 @@ mod bsend_tests {
         };
         assert_eq!(b.first_fit(100), Some((0, 0)));
         assert_eq!(b.first_fit(101), None);
-        b.used = vec![(10, 20, 1), (50, 10, 2)];
+        b.used = vec![
+            (10, 20, crate::ids::ReqId::new(1)),
+            (50, 10, crate::ids::ReqId::new(2)),
+        ];
         assert_eq!(b.first_fit(10), Some((0, 0)));
         assert_eq!(b.first_fit(11), Some((1, 30)));
         assert_eq!(b.first_fit(40), Some((2, 60)));

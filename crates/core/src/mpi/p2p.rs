@@ -185,7 +185,7 @@ impl Engine {
         )
     }
 
-    fn done_request(&mut self, comm: CommId, st: Status) -> u32 {
+    fn done_request(&mut self, comm: CommId, st: Status) -> ReqId {
         let mut r = Request::new(Kind::Done, comm);
         r.complete = true;
         r.status = st;
@@ -206,7 +206,7 @@ impl Engine {
         tag: Tag,
         comm: CommId,
         mode: Mode,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         self.isend_on(buf, count, dt, dest, tag, comm, mode, 0)
     }
 
@@ -227,7 +227,7 @@ impl Engine {
         tag: Tag,
         comm: CommId,
         mode: Mode,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         if matches!(mode, Mode::Standard | Mode::Ready) {
             if let Some(peer) = self.send_now_to(buf, count, dt, dest, tag, comm, 0)? {
                 let seq = self.pml.sent_seq(peer);
@@ -243,13 +243,13 @@ impl Engine {
     }
 
     /// The request a [`SentRec`] slot stands for once MPI_Cancel made one (None before).
-    fn promoted(&self, slot: u32) -> Result<Option<u32>> {
+    fn promoted(&self, slot: ReqId) -> Result<Option<ReqId>> {
         let rec = self.pml.reqs.sent(slot).ok_or_else(bad_request)?;
-        Ok(rec.promoted.checked_sub(1))
+        Ok(rec.promoted.checked_sub(1).map(ReqId::new))
     }
 
     /// The communicator and persistence of a live request (None: not a request).
-    pub fn request_info(&self, slot: u32) -> Option<(CommId, bool)> {
+    pub fn request_info(&self, slot: ReqId) -> Option<(CommId, bool)> {
         if Slab::is_sent(slot) {
             return self.pml.reqs.sent(slot).map(|r| (r.comm, false));
         }
@@ -272,7 +272,7 @@ impl Engine {
         src: Rank,
         tag: Tag,
         comm: CommId,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         self.irecv_on(buf, count, dt, src, tag, comm, 0)
     }
 
@@ -293,7 +293,7 @@ impl Engine {
         comm: CommId,
         mode: Mode,
         ctx_offset: u32,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         if matches!(mode, Mode::Standard | Mode::Ready)
             && self.send_now(buf, count, dt, dest, tag, comm, ctx_offset)?
         {
@@ -318,7 +318,7 @@ impl Engine {
         comm: CommId,
         mode: Mode,
         ctx_offset: u32,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         if self.pml.eager_unpolled >= Self::POLL_EVERY {
             // A run of eager sends read nothing for a while (`Pml::try_eager` declined this
             // one for that): take the receivers' reports first, and plan by them.
@@ -494,7 +494,7 @@ impl Engine {
         tag: Tag,
         comm: CommId,
         ctx_offset: u32,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?;
         if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
@@ -565,7 +565,7 @@ impl Engine {
     }
 
     /// Have both halves of an MPI_Isendrecv completed?
-    fn parts_done(&self, parts: [u32; 2]) -> bool {
+    fn parts_done(&self, parts: [ReqId; 2]) -> bool {
         parts.iter().all(|&p| self.is_complete(p).unwrap_or(true))
     }
 
@@ -581,7 +581,7 @@ impl Engine {
     }
 
     /// [`Engine::collect`] of an MPI_Isendrecv request.
-    fn collect_parts(&mut self, slot: u32, [s, r]: [u32; 2]) -> Result<Option<Status>> {
+    fn collect_parts(&mut self, slot: ReqId, [s, r]: [ReqId; 2]) -> Result<Option<Status>> {
         if !self.parts_done([s, r]) {
             return Ok(None);
         }
@@ -685,7 +685,7 @@ impl Engine {
     }
 
     /// Is the request a persistent one that is not active (Wait on it returns at once)?
-    pub fn is_inactive(&self, slot: u32) -> bool {
+    pub fn is_inactive(&self, slot: ReqId) -> bool {
         self.pml.reqs.get(slot).is_some_and(|r| {
             (r.persist.is_some() && !r.active) || r.part.as_ref().is_some_and(|p| !p.active)
         })
@@ -693,14 +693,14 @@ impl Engine {
 
     /// MPI_Grequest_start: a request only [`Engine::grequest_complete`] completes, on
     /// communicator `comm` (whose error handler its errors go to).
-    pub fn grequest_start(&mut self, comm: CommId) -> u32 {
+    pub fn grequest_start(&mut self, comm: CommId) -> ReqId {
         let mut r = Request::new(Kind::Done, comm);
         r.greq = true;
         self.pml.reqs.insert(r)
     }
 
     /// MPI_Grequest_complete.
-    pub fn grequest_complete(&mut self, slot: u32) -> Result<()> {
+    pub fn grequest_complete(&mut self, slot: ReqId) -> Result<()> {
         match self.pml.reqs.get_mut(slot) {
             Some(r) if r.greq && !r.complete => {
                 r.complete = true;
@@ -715,14 +715,14 @@ impl Engine {
     }
 
     /// Give back the slot of a generalized request whose callbacks have run.
-    pub fn grequest_release(&mut self, slot: u32) {
+    pub fn grequest_release(&mut self, slot: ReqId) {
         if self.pml.reqs.get(slot).is_some_and(|r| r.greq) {
             self.pml.reqs.remove(slot);
         }
     }
 
     /// MPI_Request_free.
-    pub fn request_free(&mut self, slot: u32) -> Result<()> {
+    pub fn request_free(&mut self, slot: ReqId) -> Result<()> {
         if Slab::is_sent(slot) {
             if let Some(p) = self.promoted(slot)? {
                 self.request_free(p)?;
@@ -756,7 +756,7 @@ impl Engine {
     }
 
     /// MPI_Cancel.
-    pub fn cancel(&mut self, slot: u32) -> Result<()> {
+    pub fn cancel(&mut self, slot: ReqId) -> Result<()> {
         if Slab::is_sent(slot) {
             if self.promoted(slot)?.is_some() {
                 return Ok(());
@@ -768,7 +768,7 @@ impl Engine {
             r.complete = true;
             r.peer = rec.peer;
             r.seq = rec.seq;
-            self.pml.reqs.sent_mut(slot).expect("checked").promoted = p + 1;
+            self.pml.reqs.sent_mut(slot).expect("checked").promoted = p.get() + 1;
             return self.cancel(p);
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
@@ -799,7 +799,7 @@ impl Engine {
     /// A cancel request to ourselves is answered by our own next progress passes: take them
     /// now, so that the outcome is known when MPI_Cancel returns (as for a send to another
     /// process, the request stays incomplete until the answer).
-    fn settle_self_cancel(&mut self, slot: u32) {
+    fn settle_self_cancel(&mut self, slot: ReqId) {
         for _ in 0..8 {
             let Some(r) = self.pml.reqs.get(slot) else {
                 return;
@@ -817,7 +817,7 @@ impl Engine {
     /// MPI_Cancel of a buffered send: cancel the send from the attached buffer. The user's
     /// request, complete since the data was copied, stays incomplete until that send's
     /// outcome is known (see [`Engine::buffered_cancel`]).
-    fn cancel_buffered(&mut self, slot: u32) -> Result<()> {
+    fn cancel_buffered(&mut self, slot: ReqId) -> Result<()> {
         let r = self.pml.reqs.get(slot).expect("live");
         let (link, peer, seq, emitted, comm) = (
             r.link,
@@ -860,7 +860,7 @@ impl Engine {
 
     /// The outcome of a buffered send's cancellation is in: a request made only to ask for it
     /// (not the send from the buffer, which `reap_bsend` releases) goes.
-    fn drop_cancel_request(&mut self, slot: u32) {
+    fn drop_cancel_request(&mut self, slot: ReqId) {
         let link = self.pml.reqs.get(slot).map_or(0, |r| r.link);
         if let Some(q) = self.pml.reqs.from_wire(link).filter(|_| link != 0) {
             if !self.pml.reqs.get(q).expect("live").internal {
@@ -930,7 +930,7 @@ impl Engine {
         count: i64,
         dt: DtypeId,
         msg: Option<u32>,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?.clone();
         let Some(id) = msg else {
@@ -978,7 +978,7 @@ impl Engine {
         src: Rank,
         rtag: i32,
         comm: CommId,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         // Check the send's arguments first: nothing is started when either half is wrong.
         self.check_send_args(scount, sdt, dest, stag, comm)?;
         let r = self.irecv(rbuf, rcount, rdt, src, rtag, comm)?;
@@ -1008,7 +1008,7 @@ impl Engine {
         src: Rank,
         rtag: i32,
         comm: CommId,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         self.check_send_args(count, dt, dest, stag, comm)?;
         let d = self.check_dtype(dt)?.clone();
         let n = Self::check_count(count)?;
@@ -1075,7 +1075,7 @@ impl Engine {
         self.dest_gpid(comm, dest).map(|_| ())
     }
 
-    fn parts_request(&mut self, comm: CommId, send: u32, recv: u32) -> u32 {
+    fn parts_request(&mut self, comm: CommId, send: ReqId, recv: ReqId) -> ReqId {
         let mut r = Request::new(Kind::Done, comm);
         r.parts = Some([send, recv]);
         self.pml.reqs.insert(r)
@@ -1099,7 +1099,7 @@ impl Engine {
         comm: CommId,
         mode: Mode,
         is_send: bool,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         let n = Self::check_count(count)?;
         let dtype = self.check_dtype(dt)?.clone();
         if is_send {
@@ -1133,7 +1133,7 @@ impl Engine {
     }
 
     /// MPI_Start.
-    pub fn start(&mut self, slot: u32) -> Result<()> {
+    pub fn start(&mut self, slot: ReqId) -> Result<()> {
         if self.coll_owns(slot) {
             return self.coll_start(slot);
         }
@@ -1275,7 +1275,7 @@ impl Engine {
         dest: Rank,
         tag: Tag,
         comm: CommId,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         let len = d
             .packed_size(count)
             .ok_or_else(|| crate::mpi_error!(Count, "count {count} overflows the message size"))?;
@@ -1401,7 +1401,7 @@ pub unsafe fn send(
     comm: CommId,
     mode: Mode,
 ) -> Result<()> {
-    let (slot, done) = with(|e| -> Result<(u32, bool)> {
+    let (slot, done) = with(|e| -> Result<(ReqId, bool)> {
         let s = e.isend(buf, count, dt, dest, tag, comm, mode)?;
         Ok((s, e.pml.reqs.get(s).is_some_and(|r| r.complete)))
     })??;
@@ -1509,7 +1509,7 @@ fn complete_entries(e: &Engine, slots: &[Option<ReqId>]) -> Vec<usize> {
 
 /// The entries of a request array that are active: None for null handles and for persistent
 /// requests that are not started (MPI_Waitany and the *some calls skip both).
-pub fn active(slots: &[Option<ReqId>]) -> Result<Vec<Option<u32>>> {
+pub fn active(slots: &[Option<ReqId>]) -> Result<Vec<Option<ReqId>>> {
     with(|e| {
         slots
             .iter()
@@ -1603,7 +1603,7 @@ pub unsafe fn sendrecv(
     recvtag: Tag,
     comm: CommId,
 ) -> Result<Status> {
-    let (s, r) = with(|e| -> Result<(u32, u32)> {
+    let (s, r) = with(|e| -> Result<(ReqId, ReqId)> {
         let r = e.irecv(recvbuf, recvcount, recvtype, source, recvtag, comm)?;
         match e.isend(
             sendbuf,

@@ -9,7 +9,7 @@
 //! small and contiguous, the operation predefined, the communicator an intracommunicator, and
 //! the thread level below MPI_THREAD_MULTIPLE (the direct receive is one per process).
 
-use crate::ids::{CommId, DtypeId};
+use crate::ids::{CommId, DtypeId, ReqId};
 use std::sync::Arc;
 
 use super::decide::{AllreduceAlg, BarrierAlg, BcastAlg, ReduceAlg};
@@ -54,7 +54,7 @@ enum Recv {
     /// Posted as the direct receive.
     Direct,
     /// Posted with a request.
-    Req(u32),
+    Req(ReqId),
 }
 
 impl Call {
@@ -161,7 +161,7 @@ impl Call {
         let mut tmp = [0u128; FAST_MAX / 16];
         let t = tmp.as_mut_ptr() as *mut u8;
         let slot = |i: usize| t.add(i * bytes);
-        let mut reqs = [0u32; FAST_MAX];
+        let mut reqs = [ReqId::new(0); FAST_MAX];
         let nreq = with(|e| {
             let mut k = 0;
             for (i, (_, src)) in m.iter().enumerate() {

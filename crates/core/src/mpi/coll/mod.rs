@@ -44,7 +44,7 @@ mod inter;
 mod reduce;
 mod shm;
 
-use crate::ids::{CommId, DtypeId};
+use crate::ids::{CommId, DtypeId, ReqId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -194,7 +194,7 @@ impl Nodes {
 /// A nonblocking or persistent collective in the engine.
 struct Running {
     id: u64,
-    slot: u32,
+    slot: ReqId,
     sched: Box<Sched>,
     active: bool,
     /// Waiting for a deferred user reduction.
@@ -445,7 +445,7 @@ impl Engine {
     }
 
     /// Is `slot` a persistent collective request?
-    pub fn coll_owns(&self, slot: u32) -> bool {
+    pub fn coll_owns(&self, slot: ReqId) -> bool {
         self.coll
             .running
             .iter()
@@ -453,7 +453,7 @@ impl Engine {
     }
 
     /// MPI_Start on a persistent collective.
-    pub fn coll_start(&mut self, slot: u32) -> Result<()> {
+    pub fn coll_start(&mut self, slot: ReqId) -> Result<()> {
         let Some(req) = self.pml.reqs.get_mut(slot) else {
             return err!(Request, "invalid request");
         };
@@ -479,7 +479,7 @@ impl Engine {
     }
 
     /// A persistent collective request was freed while inactive: drop its schedule.
-    pub fn coll_forget(&mut self, slot: u32) {
+    pub fn coll_forget(&mut self, slot: ReqId) {
         if let Some(i) = self
             .coll
             .running
@@ -490,7 +490,7 @@ impl Engine {
         }
     }
 
-    fn coll_register(&mut self, comm: CommId, sched: Sched, persistent: bool) -> u32 {
+    fn coll_register(&mut self, comm: CommId, sched: Sched, persistent: bool) -> ReqId {
         let mut req = Request::new(Kind::Done, comm);
         if persistent {
             let byte = byte_type();
@@ -915,7 +915,7 @@ pub unsafe fn blocking(comm: CommId, a: &Args) -> Result<()> {
 ///
 /// # Safety
 /// The buffers follow MPI's rules and stay valid until the request completes.
-pub unsafe fn start(comm: CommId, a: &Args) -> Result<u32> {
+pub unsafe fn start(comm: CommId, a: &Args) -> Result<ReqId> {
     with(|e| {
         let s = e.build_nonblocking(comm, a)?;
         Ok(e.coll_register(comm, s, false))
@@ -926,7 +926,7 @@ pub unsafe fn start(comm: CommId, a: &Args) -> Result<u32> {
 ///
 /// # Safety
 /// The buffers follow MPI's rules and stay valid until the request is freed.
-pub unsafe fn init(comm: CommId, a: &Args) -> Result<u32> {
+pub unsafe fn init(comm: CommId, a: &Args) -> Result<ReqId> {
     with(|e| {
         let s = e.build_nonblocking(comm, a)?;
         Ok(e.coll_register(comm, s, true))

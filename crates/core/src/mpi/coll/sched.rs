@@ -18,7 +18,7 @@
 //! - Buffers are raw pointers: the user's (valid until the operation completes, MPI's rule) or
 //!   scratch owned by the schedule (boxed, so moving the schedule does not move them).
 
-use crate::ids::CommId;
+use crate::ids::{CommId, ReqId};
 use std::sync::Arc;
 
 use crate::error::{MpiError, Result};
@@ -133,7 +133,7 @@ pub struct Sched {
     round: usize,
     pc: usize,
     posted: bool,
-    waiting: Vec<u32>,
+    waiting: Vec<ReqId>,
     err: Option<MpiError>,
 }
 
@@ -501,7 +501,7 @@ pub unsafe fn copy_between(
 }
 
 /// Post a send or receive step; Some(request slot) when it is in flight.
-unsafe fn post(e: &mut Engine, comm: CommId, step: &Step) -> Result<Option<u32>> {
+unsafe fn post(e: &mut Engine, comm: CommId, step: &Step) -> Result<Option<ReqId>> {
     match step {
         Step::Send {
             peer,
@@ -533,7 +533,7 @@ pub unsafe fn post_send(
     buf: *const u8,
     count: usize,
     dt: &Arc<Datatype>,
-) -> Option<u32> {
+) -> Option<ReqId> {
     let len = dt.size * count;
     let mut r = Request::new(Kind::Send, comm);
     if dt.contig {
@@ -577,7 +577,7 @@ pub unsafe fn post_recv(
     buf: *mut u8,
     count: usize,
     dt: &Arc<Datatype>,
-) -> u32 {
+) -> ReqId {
     let len = dt.size * count;
     let mut r = Request::new(Kind::Recv, comm);
     r.env = spec;

@@ -1,7 +1,7 @@
 //! The protocols driven by hand: two engines joined by a recording transport that can refuse
 //! frames (backpressure), hold them (pending tokens) and reorder them.
 
-use crate::ids::DtypeId;
+use crate::ids::{DtypeId, ReqId};
 use std::sync::Arc;
 
 use super::*;
@@ -213,7 +213,7 @@ fn env(tag: i32) -> Envelope {
     }
 }
 
-fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (u32, bool) {
+fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (ReqId, bool) {
     let mut r = Request::new(Kind::Send, COMM_WORLD);
     r.peer = 1;
     r.env = env(tag);
@@ -225,7 +225,7 @@ fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (u32, 
     (slot, done)
 }
 
-fn recv(p: &mut Pml, buf: &mut [u8], src: i32, tag: i32) -> (u32, bool) {
+fn recv(p: &mut Pml, buf: &mut [u8], src: i32, tag: i32) -> (ReqId, bool) {
     let mut r = Request::new(Kind::Recv, COMM_WORLD);
     r.env = Envelope { ctx: 0, src, tag };
     r.buf = buf.as_mut_ptr();
@@ -235,11 +235,11 @@ fn recv(p: &mut Pml, buf: &mut [u8], src: i32, tag: i32) -> (u32, bool) {
     (slot, done)
 }
 
-fn done(p: &Pml, slot: u32) -> bool {
+fn done(p: &Pml, slot: ReqId) -> bool {
     p.reqs.get(slot).unwrap().complete
 }
 
-fn status(p: &Pml, slot: u32) -> Status {
+fn status(p: &Pml, slot: ReqId) -> Status {
     p.reqs.get(slot).unwrap().status.clone()
 }
 
@@ -1037,7 +1037,7 @@ fn lone_messages_follow_their_own_boundary() {
 }
 
 /// A non-contiguous send of `count` elements of `dt` at `buf`, streamed (packed as it goes).
-fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> u32 {
+fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> ReqId {
     let mut r = Request::new(Kind::Send, COMM_WORLD);
     r.peer = 1;
     r.env = env(tag);
@@ -1055,7 +1055,7 @@ fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag
 }
 
 /// A non-contiguous receive of `count` elements of `dt` into `buf` (packed copy as p2p makes).
-fn recv_packed(t: &mut Pair, buf: &mut [u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> u32 {
+fn recv_packed(t: &mut Pair, buf: &mut [u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> ReqId {
     let mut r = Request::new(Kind::Recv, COMM_WORLD);
     r.env = Envelope {
         ctx: 0,

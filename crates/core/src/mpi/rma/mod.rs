@@ -53,7 +53,7 @@ mod am;
 pub mod ops;
 pub mod sync;
 
-use crate::ids::CommId;
+use crate::ids::{CommId, ReqId};
 use std::collections::{HashMap, VecDeque};
 
 use crate::err;
@@ -260,7 +260,7 @@ pub(crate) struct Fetching {
     )>,
     pub left: usize,
     /// The request of an MPI_R* call.
-    pub request: Option<u32>,
+    pub request: Option<ReqId>,
     /// The target could not apply (a piece of) it.
     pub error: Option<MpiError>,
 }

@@ -9,7 +9,7 @@
 //! or sent as frames (active messages) whose answers, for the operations that read, complete
 //! it later.
 
-use crate::ids::DtypeId;
+use crate::ids::{DtypeId, ReqId};
 use std::sync::Arc;
 
 use super::acc::{self, Acc};
@@ -234,7 +234,7 @@ pub unsafe fn op(
     compare: *const u8,
     t: Target,
     request: bool,
-) -> Result<Option<u32>> {
+) -> Result<Option<ReqId>> {
     with(|e| {
         if e.cfg.rma_fastpath && !request && e.rma_fast(win, what, origin, result, compare, t) {
             return Ok(None);
@@ -373,7 +373,7 @@ impl Engine {
         Some(())
     }
 
-    fn rma_done_request(&mut self, win: u32, request: bool) -> Result<Option<u32>> {
+    fn rma_done_request(&mut self, win: u32, request: bool) -> Result<Option<ReqId>> {
         if !request {
             return Ok(None);
         }
@@ -394,7 +394,7 @@ impl Engine {
         compare: *const u8,
         t: Target,
         request: bool,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<ReqId>> {
         let w = self.rma.win(win)?;
         if t.rank == crate::mpi::request::PROC_NULL {
             return self.rma_done_request(win, request);
@@ -616,7 +616,7 @@ impl Engine {
         cmp: *const u8,
         sink: Option<Sinkhole>,
         request: bool,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<ReqId>> {
         match r.mech {
             Mech::Direct(base) => {
                 self.rma_direct(r, what, src, cmp, sink, |off| {
@@ -840,7 +840,7 @@ impl Engine {
         cmp: *const u8,
         sink: Option<Sinkhole>,
         request: bool,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<ReqId>> {
         let w = self.rma.win(r.win)?;
         let ctx = w.ctx;
         let comm = w.comm;
