@@ -8,7 +8,22 @@
 //! for indexing its table, and `Display` (the bare number, as error messages print it). They
 //! cost nothing: the same size, alignment and passing convention as the `u32` they wrap.
 //!
-//! Not yet newtypes (aliases under their names): see the list at the end of this doc.
+//! The conversions stay at the edges: the C layer's handles (`capi/handles.rs`) and its
+//! attribute store (which keys every object kind by the raw number), the frames' wire ids
+//! (`mpi::request::Slab::wire_id`; a remote request id in a frame is a wire value, not one of
+//! our slots), and the tables themselves (`comms[id.idx()]`, the Slab's own methods).
+//!
+//! Still aliases under their names:
+//! - `Gpid` and `ContextId`: not converted yet. A gpid is the busiest of the ids (the
+//!   transports, the runtime, the routes, the process table, dynamic processes), and context
+//!   ids are computed with (blocks of four per communicator, `+ 2^31` for the tagged ones);
+//!   both are next.
+//! - `Tag` and `Rank` stay aliases by choice: they are MPI's own integer values, not ids of
+//!   an engine table. They carry sentinels the user passes (MPI_ANY_TAG, MPI_ANY_SOURCE,
+//!   MPI_PROC_NULL) and the engine's internal negative tags, are compared with them and
+//!   computed with everywhere (`(rank + 1) % size` in every collective), and a newtype would
+//!   put a conversion at nearly every use without keeping apart anything the types above do
+//!   not already.
 
 /// Defines an id newtype over `u32` with the common API (see the module doc).
 macro_rules! id_type {
