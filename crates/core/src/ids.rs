@@ -14,10 +14,8 @@
 //! our slots), and the tables themselves (`comms[id.idx()]`, the Slab's own methods).
 //!
 //! Still aliases under their names:
-//! - `Gpid` and `ContextId`: not converted yet. A gpid is the busiest of the ids (the
-//!   transports, the runtime, the routes, the process table, dynamic processes), and context
-//!   ids are computed with (blocks of four per communicator, `+ 2^31` for the tagged ones);
-//!   both are next.
+//! - `Gpid`: not converted yet. It is the busiest of the ids (the transports, the runtime,
+//!   the routes, the process table, dynamic processes); it is next.
 //! - `Tag` and `Rank` stay aliases by choice: they are MPI's own integer values, not ids of
 //!   an engine table. They carry sentinels the user passes (MPI_ANY_TAG, MPI_ANY_SOURCE,
 //!   MPI_PROC_NULL) and the engine's internal negative tags, are compared with them and
@@ -89,9 +87,28 @@ id_type!(
     ReqId
 );
 
-/// A context id: what a message's envelope carries to keep communicators (and their
-/// collective and management traffic) apart on the wire.
-pub type ContextId = u32;
+id_type!(
+    /// A context id: what a message's envelope carries to keep communicators (and their
+    /// collective and management traffic) apart on the wire.
+    ContextId
+);
+
+impl Default for ContextId {
+    /// Context id 0 (MPI_COMM_WORLD's point-to-point traffic), as the plain integer was.
+    fn default() -> Self {
+        Self(0)
+    }
+}
+
+impl ContextId {
+    /// The context id `k` past this one: the other ids of a communicator's block
+    /// (`mpi::comm::CTX_STRIDE`), and those of partitioned communication (`+ 2^31`,
+    /// `mpi::part::PART_SPACE`).
+    #[inline(always)]
+    pub const fn offset(self, k: u32) -> Self {
+        Self(self.0 + k)
+    }
+}
 
 /// A message tag (MPI_ANY_TAG and the internal negative tags included).
 pub type Tag = i32;

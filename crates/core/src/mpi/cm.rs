@@ -54,7 +54,7 @@
 
 use crate::err;
 use crate::error::{MpiError, Result};
-use crate::ids::{CommId, ReqId};
+use crate::ids::{CommId, ContextId, ReqId};
 use crate::mpi::comm::{
     Comm, Errhandler, COMM_WORLD, CTX_FROM_GROUP, CTX_RESERVED_BLOCKS, CTX_STRIDE,
 };
@@ -136,8 +136,8 @@ impl Default for CtxPool {
 
 impl CtxPool {
     /// Return the block of context id `ctx` (MPI_Comm_free).
-    pub fn release(&mut self, ctx: u32) {
-        let b = (ctx / CTX_STRIDE) as usize;
+    pub fn release(&mut self, ctx: ContextId) {
+        let b = (ctx.get() / CTX_STRIDE) as usize;
         if b >= CTX_RESERVED_BLOCKS as usize && b < CTX_BLOCKS {
             self.free[b / 64] |= 1 << (b % 64);
         }
@@ -361,7 +361,7 @@ pub enum Build {
 struct Party {
     members: Vec<Gpid>,
     me: usize,
-    ctx: u32,
+    ctx: ContextId,
     tag: i32,
 }
 
@@ -369,7 +369,7 @@ struct Party {
 #[derive(Debug, Clone)]
 struct Link {
     peer: Gpid,
-    ctx: u32,
+    ctx: ContextId,
     tag: i32,
     my_src: i32,
     peer_src: i32,
@@ -434,7 +434,7 @@ pub struct Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
     nonblocking: bool,
-    ctx: u32,
+    ctx: ContextId,
     seq: u32,
 }
 
@@ -777,7 +777,7 @@ impl Engine {
             party: Party {
                 members: group,
                 me: idx,
-                ctx: CTX_FROM_GROUP + 2,
+                ctx: CTX_FROM_GROUP.offset(2),
                 tag,
             },
             inter: false,
@@ -896,14 +896,14 @@ impl Engine {
             party: Party {
                 members: local.clone(),
                 me: idx,
-                ctx: CTX_FROM_GROUP + 2,
+                ctx: CTX_FROM_GROUP.offset(2),
                 tag: tag | LOCAL_BIT,
             },
             inter: true,
             leader: local_leader as usize,
             link: (idx == local_leader as usize).then_some(Link {
                 peer,
-                ctx: CTX_FROM_GROUP + 3,
+                ctx: CTX_FROM_GROUP.offset(3),
                 tag,
                 my_src: idx as i32,
                 peer_src: remote_leader,
@@ -1408,7 +1408,7 @@ impl Engine {
         if !self.cm.ctx.claim(b) {
             return err!(Intern, "context block {b} was agreed but is not free here");
         }
-        let ctx = b as u32 * CTX_STRIDE;
+        let ctx = ContextId::new(b as u32 * CTX_STRIDE);
         let mut c = match (&op.build, base) {
             (Build::Dup { info }, Some(p)) => {
                 let mut c = p.clone();
@@ -1463,7 +1463,7 @@ impl Engine {
     /// Reserve a communicator slot for MPI_Comm_idup (filled when the operation finishes).
     pub fn reserve_comm(&mut self, parent: CommId) -> Result<CommId> {
         let p = self.live_comm(parent)?;
-        let mut c = Comm::new(u32::MAX - 3, p.rank, p.group.clone(), "");
+        let mut c = Comm::new(ContextId::new(u32::MAX - 3), p.rank, p.group.clone(), "");
         c.remote = p.remote.clone();
         c.pending = true;
         Ok(self.add_comm(c))
@@ -1893,10 +1893,10 @@ mod tests {
         assert!(p.claim(b));
         assert!(!p.claim(b));
         assert_eq!(lowest(&p.free), Some(b + 1));
-        p.release(b as u32 * CTX_STRIDE);
+        p.release(ContextId::new(b as u32 * CTX_STRIDE));
         assert_eq!(lowest(&p.free), Some(b));
         // Reserved blocks are never released into the pool.
-        p.release(0);
+        p.release(ContextId::new(0));
         assert_eq!(p.used(), CTX_RESERVED_BLOCKS as usize);
         assert_eq!(lowest(&[0, 0, 8]), Some(131));
         assert_eq!(lowest(&[0, 0]), None);

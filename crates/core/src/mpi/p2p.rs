@@ -342,7 +342,7 @@ impl Engine {
         let (ptr, len, packed, streamed) = self.send_data(buf, count, d)?;
         let c = self.comm(comm)?;
         let env = Envelope {
-            ctx: c.ctx + ctx_offset,
+            ctx: c.ctx.offset(ctx_offset),
             src: c.rank,
             tag,
         };
@@ -416,7 +416,7 @@ impl Engine {
             _ => return Ok(None),
         };
         let env = Envelope {
-            ctx: c.ctx + ctx_offset,
+            ctx: c.ctx.offset(ctx_offset),
             src: c.rank,
             tag,
         };
@@ -506,7 +506,7 @@ impl Engine {
         }
         let (ptr, len, packed) = self.recv_data(buf, count, d)?;
         let c = self.comm(comm)?;
-        let ctx = c.ctx + ctx_offset;
+        let ctx = c.ctx.offset(ctx_offset);
         let from = usize::try_from(src)
             .ok()
             .and_then(|s| c.peers().get(s).copied());

@@ -3,7 +3,7 @@
 //! takes the call's tag ([`Builder::sched`]), so a call that fails on every process leaves the
 //! tag sequence in step. Intercommunicators and neighbourhood collectives go to `inter.rs`.
 
-use crate::ids::{CommId, DtypeId};
+use crate::ids::{CommId, ContextId, DtypeId};
 use std::sync::Arc;
 
 use super::decide::{
@@ -25,7 +25,7 @@ use crate::mpi::engine::Engine;
 /// What every builder of one call needs: the communicator and its views.
 pub(super) struct Builder {
     comm: CommId,
-    ctx: u32,
+    ctx: ContextId,
     rank: i32,
     pub(super) views: Arc<Views>,
 }

@@ -9,7 +9,7 @@
 //! small and contiguous, the operation predefined, the communicator an intracommunicator, and
 //! the thread level below MPI_THREAD_MULTIPLE (the direct receive is one per process).
 
-use crate::ids::{CommId, DtypeId, ReqId};
+use crate::ids::{CommId, ContextId, DtypeId, ReqId};
 use std::sync::Arc;
 
 use super::decide::{AllreduceAlg, BarrierAlg, BcastAlg, ReduceAlg};
@@ -42,7 +42,7 @@ struct Round {
 /// A small collective in progress: communicator, context, our rank, the tag.
 struct Call {
     comm: CommId,
-    ctx: u32,
+    ctx: ContextId,
     src: i32,
     tag: i32,
 }

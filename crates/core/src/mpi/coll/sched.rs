@@ -18,7 +18,7 @@
 //! - Buffers are raw pointers: the user's (valid until the operation completes, MPI's rule) or
 //!   scratch owned by the schedule (boxed, so moving the schedule does not move them).
 
-use crate::ids::{CommId, ReqId};
+use crate::ids::{CommId, ContextId, ReqId};
 use std::sync::Arc;
 
 use crate::error::{MpiError, Result};
@@ -125,7 +125,7 @@ pub struct Sched {
     pub red: Option<Reducer>,
     /// Engine id of the communicator (requests report errors on it).
     pub comm: CommId,
-    pub ctx: u32,
+    pub ctx: ContextId,
     /// Our rank in our group: the source of every message we send.
     pub src: i32,
     pub tag: i32,
@@ -143,7 +143,7 @@ pub struct Sched {
 unsafe impl Send for Sched {}
 
 impl Sched {
-    pub fn new(comm: CommId, ctx: u32, src: i32, tag: i32) -> Sched {
+    pub fn new(comm: CommId, ctx: ContextId, src: i32, tag: i32) -> Sched {
         Sched {
             steps: Vec::new(),
             rounds: vec![0],

@@ -1,7 +1,7 @@
 //! The protocols driven by hand: two engines joined by a recording transport that can refuse
 //! frames (backpressure), hold them (pending tokens) and reorder them.
 
-use crate::ids::{DtypeId, ReqId};
+use crate::ids::{ContextId, DtypeId, ReqId};
 use std::sync::Arc;
 
 use super::*;
@@ -186,7 +186,7 @@ impl Pair {
         let mut r = Request::new(Kind::Send, COMM_WORLD);
         r.peer = 0;
         r.env = Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: 1,
             tag,
         };
@@ -207,7 +207,7 @@ impl Pair {
 
 fn env(tag: i32) -> Envelope {
     Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: 0,
         tag,
     }
@@ -227,7 +227,11 @@ fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (ReqId
 
 fn recv(p: &mut Pml, buf: &mut [u8], src: i32, tag: i32) -> (ReqId, bool) {
     let mut r = Request::new(Kind::Recv, COMM_WORLD);
-    r.env = Envelope { ctx: 0, src, tag };
+    r.env = Envelope {
+        ctx: ContextId::new(0),
+        src,
+        tag,
+    };
     r.buf = buf.as_mut_ptr();
     r.len = buf.len();
     let slot = p.reqs.insert(r);
@@ -260,7 +264,7 @@ fn eager_preposted_and_unexpected_keep_order() {
     // The second one waits unexpected; a probe sees it; a late receive takes it.
     assert_eq!(
         t.b.probe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: 0,
             tag: ANY_TAG
         })
@@ -462,7 +466,7 @@ fn cancel_receive_and_unmatched_send() {
     assert!(t
         .b
         .probe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: ANY_SOURCE,
             tag: ANY_TAG
         })
@@ -530,7 +534,7 @@ fn matched_probe_then_receive() {
     t.run();
     let (id, st) =
         t.b.mprobe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: 0,
             tag: 2,
         })
@@ -538,7 +542,7 @@ fn matched_probe_then_receive() {
     assert_eq!(st.bytes, 400);
     assert!(
         t.b.probe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: 0,
             tag: 2
         })
@@ -587,7 +591,7 @@ fn malformed_and_stale_frames_are_dropped() {
     assert!(t
         .b
         .probe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: ANY_SOURCE,
             tag: ANY_TAG
         })
@@ -719,7 +723,7 @@ fn a_refused_single_copy_falls_back_to_data_frames() {
 fn blocking_receive_without_a_request() {
     let mut t = Pair::new(Protocol::Static, false);
     let any = Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: ANY_SOURCE,
         tag: ANY_TAG,
     };
@@ -810,7 +814,7 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
     // A blocking receive without a request can be the target too.
     let mut small = [0u8; 16];
     let any = Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: ANY_SOURCE,
         tag: ANY_TAG,
     };
@@ -848,7 +852,7 @@ fn eager_payload_placed_into_its_unexpected_buffer() {
     unsafe { std::ptr::write_bytes(p, 0x5a, 50) };
     // A receive posted meanwhile does not see it yet...
     let any = Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: 0,
         tag: 3,
     };
@@ -1058,7 +1062,7 @@ fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag
 fn recv_packed(t: &mut Pair, buf: &mut [u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> ReqId {
     let mut r = Request::new(Kind::Recv, COMM_WORLD);
     r.env = Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: 0,
         tag,
     };

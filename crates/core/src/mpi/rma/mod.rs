@@ -53,7 +53,7 @@ mod am;
 pub mod ops;
 pub mod sync;
 
-use crate::ids::{CommId, ReqId};
+use crate::ids::{CommId, ContextId, ReqId};
 use std::collections::{HashMap, VecDeque};
 
 use crate::err;
@@ -139,7 +139,7 @@ pub(crate) struct Peer {
 pub struct Win {
     /// The communicator the window's traffic uses (a duplicate of the user's).
     pub comm: CommId,
-    pub ctx: u32,
+    pub ctx: ContextId,
     pub rank: usize,
     pub flavor: Flavor,
     pub base: *mut u8,
@@ -277,7 +277,7 @@ struct LockWait {
 #[derive(Default)]
 pub struct State {
     wins: Vec<Option<Win>>,
-    by_ctx: HashMap<u32, u32>,
+    by_ctx: HashMap<ContextId, u32>,
     /// Frames for windows this process has not finished making yet.
     early: Vec<(Gpid, [u8; HEADER_LEN], Vec<u8>)>,
     early_bytes: usize,
@@ -999,7 +999,7 @@ fn shared_address(w: &Win, s: &HostMem, j: usize) -> Option<*mut u8> {
 
 impl Engine {
     /// Hand the frames that arrived for window `ctx` before it was made to it.
-    fn rma_replay(&mut self, ctx: u32) {
+    fn rma_replay(&mut self, ctx: ContextId) {
         if self.rma.early.is_empty() {
             return;
         }
