@@ -8,6 +8,19 @@
 //! for indexing its table, and `Display` (the bare number, as error messages print it). They
 //! cost nothing: the same size, alignment and passing convention as the `u32` they wrap.
 //!
+//! ```
+//! use protean_core::ids::{CommId, DtypeId};
+//! fn type_size(_dt: DtypeId) {}
+//! type_size(DtypeId::new(3));
+//! # let _ = CommId::new(0);
+//! ```
+//!
+//! ```compile_fail,E0308
+//! use protean_core::ids::{CommId, DtypeId};
+//! fn type_size(_dt: DtypeId) {}
+//! type_size(CommId::new(0)); // a communicator where a datatype is expected
+//! ```
+//!
 //! The conversions stay at the edges: the C layer's handles (`capi/handles.rs`) and its
 //! attribute store (which keys every object kind by the raw number), the frames' wire ids
 //! (`mpi::request::Slab::wire_id`; a remote request id in a frame is a wire value, not one of
