@@ -11,6 +11,7 @@
 //! MPI_UNIVERSE_SIZE, MPI_LASTUSEDCODE, MPI_APPNUM) are answered on every communicator, as
 //! MPICH does; they cannot be set, deleted or freed.
 
+use protean_core::ids::CommId;
 use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
@@ -138,8 +139,8 @@ pub unsafe fn delete_attrs(kind: ObjKind, handle: c_int, obj: u32) -> Result<(),
 pub fn finalize_attrs() {
     // SAFETY: the predefined communicators are alive until the end of MPI_Finalize.
     unsafe {
-        let _ = delete_attrs(ObjKind::Comm, MPI_COMM_SELF, COMM_SELF);
-        let _ = delete_attrs(ObjKind::Comm, MPI_COMM_WORLD, COMM_WORLD);
+        let _ = delete_attrs(ObjKind::Comm, MPI_COMM_SELF, COMM_SELF.get());
+        let _ = delete_attrs(ObjKind::Comm, MPI_COMM_WORLD, COMM_WORLD.get());
     }
 }
 
@@ -397,12 +398,12 @@ unsafe fn delete_attr(
 /// A communicator id for attribute calls (MPI_COMM_NULL and freed ones are errors).
 fn comm_obj(comm: MPI_Comm) -> R<u32> {
     let id = comm_id(comm).ok_or_else(|| bad(ErrorClass::Comm, "invalid communicator"))?;
-    with(|e| e.live_comm(id).map(|_| id))?
+    with(|e| e.live_comm(id).map(|_| id.get()))?
 }
 
 fn type_obj(t: MPI_Datatype) -> R<u32> {
     let id = dtype_id(t).ok_or_else(|| bad(ErrorClass::Type, "invalid datatype"))?;
-    with(|e| e.dtype(id).map(|_| id))?
+    with(|e| e.dtype(id).map(|_| id.get()))?
 }
 
 /// Storage for predefined attribute values: the standard returns pointers to them.
@@ -613,7 +614,8 @@ pub unsafe fn type_dup_attrs(old: MPI_Datatype, new: MPI_Datatype) -> Result<(),
     let (Some(o), Some(n)) = (dtype_id(old), dtype_id(new)) else {
         return Ok(());
     };
-    copy_attrs(ObjKind::Type, old, o, new, n).map_err(|f| report(f, MPI_COMM_WORLD, "MPI_Type_dup"))
+    copy_attrs(ObjKind::Type, old, o.get(), new, n.get())
+        .map_err(|f| report(f, MPI_COMM_WORLD, "MPI_Type_dup"))
 }
 
 /// For MPI_Type_free (datatype chapter): run the delete callbacks of the type's attributes.
@@ -624,21 +626,21 @@ pub unsafe fn type_dup_attrs(old: MPI_Datatype, new: MPI_Datatype) -> Result<(),
 /// `t` is a live datatype.
 pub unsafe fn type_free_attrs(t: MPI_Datatype) -> Result<(), c_int> {
     let Some(id) = dtype_id(t) else { return Ok(()) };
-    if !with(|e| e.attrs.has_any(ObjKind::Type, id)).unwrap_or(false) {
+    if !with(|e| e.attrs.has_any(ObjKind::Type, id.get())).unwrap_or(false) {
         return Ok(());
     }
-    delete_attrs(ObjKind::Type, t, id).map_err(|f| report(f, MPI_COMM_WORLD, "MPI_Type_free"))
+    delete_attrs(ObjKind::Type, t, id.get()).map_err(|f| report(f, MPI_COMM_WORLD, "MPI_Type_free"))
 }
 
 /// For MPI_Comm_free: run the delete callbacks of the communicator's attributes.
 ///
 /// # Safety
 /// `id` is a live communicator.
-pub unsafe fn comm_free_attrs(id: u32) -> Result<(), Failure> {
-    if !with(|e| e.attrs.has_any(ObjKind::Comm, id))? {
+pub unsafe fn comm_free_attrs(id: CommId) -> Result<(), Failure> {
+    if !with(|e| e.attrs.has_any(ObjKind::Comm, id.get()))? {
         return Ok(());
     }
-    delete_attrs(ObjKind::Comm, comm_handle(id), id)
+    delete_attrs(ObjKind::Comm, comm_handle(id), id.get())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 //! (a non-root process may pass NULL for MPI_Gatherv's recvcounts), so reading them needs the
 //! communicator's shape.
 
+use protean_core::ids::{CommId, DtypeId};
 use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
@@ -48,7 +49,7 @@ unsafe fn displs<T: CInt>(p: *const T, n: usize, what: &str) -> R<Vec<isize>> {
     Ok(arr(p, n, what)?.into_iter().map(|v| v as isize).collect())
 }
 
-fn dt(h: MPI_Datatype) -> R<u32> {
+fn dt(h: MPI_Datatype) -> R<DtypeId> {
     dtype_id(h).ok_or_else(|| {
         bad(
             ErrorClass::Type,
@@ -57,7 +58,7 @@ fn dt(h: MPI_Datatype) -> R<u32> {
     })
 }
 
-unsafe fn dts(p: *const MPI_Datatype, n: usize, what: &str) -> R<Vec<u32>> {
+unsafe fn dts(p: *const MPI_Datatype, n: usize, what: &str) -> R<Vec<DtypeId>> {
     if n > 0 && p.is_null() {
         return Err(bad(ErrorClass::Arg, format!("{what} is NULL")));
     }
@@ -73,7 +74,7 @@ fn op(h: MPI_Op) -> R<u32> {
     })
 }
 
-fn shape(c: u32) -> R<Shape> {
+fn shape(c: CommId) -> R<Shape> {
     coll::shape(c)
 }
 
@@ -98,7 +99,7 @@ fn is_in_place(p: *const c_void) -> bool {
 // Running a collective in its three forms
 
 #[inline(always)]
-fn comm_or_raise(comm: MPI_Comm, func: &str) -> Result<u32, c_int> {
+fn comm_or_raise(comm: MPI_Comm, func: &str) -> Result<CommId, c_int> {
     comm_id(comm).ok_or_else(|| {
         raise(
             comm,
@@ -112,7 +113,7 @@ fn comm_or_raise(comm: MPI_Comm, func: &str) -> Result<u32, c_int> {
 }
 
 #[inline(always)]
-unsafe fn do_blocking(comm: MPI_Comm, func: &str, args: impl FnOnce(u32) -> R<Args>) -> c_int {
+unsafe fn do_blocking(comm: MPI_Comm, func: &str, args: impl FnOnce(CommId) -> R<Args>) -> c_int {
     let c = match comm_or_raise(comm, func) {
         Ok(c) => c,
         Err(rc) => return rc,
@@ -128,7 +129,7 @@ unsafe fn do_start(
     func: &str,
     request: *mut MPI_Request,
     persistent: bool,
-    args: impl FnOnce(u32) -> R<Args>,
+    args: impl FnOnce(CommId) -> R<Args>,
 ) -> c_int {
     let c = match comm_or_raise(comm, func) {
         Ok(c) => c,
@@ -281,7 +282,7 @@ collective!(protean_MPI_Gather, protean_MPI_Gather_c, protean_MPI_Igather, prote
     let sh = shape(c)?;
     let at_root = root_side(&sh, root).is_some();
     let sends = !(is_in_place(sendbuf) || (sh.remote.is_some() && root < 0));
-    Ok(Args::Gather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if sends { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcounts: Counts::Uniform(recvcount.get()), rdt: if at_root { dt(recvtype)? } else { 0 }, root, v: false })
+    Ok(Args::Gather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if sends { dt(sendtype)? } else { DtypeId::new(0) }, rbuf: recvbuf.cast(), rcounts: Counts::Uniform(recvcount.get()), rdt: if at_root { dt(recvtype)? } else { DtypeId::new(0) }, root, v: false })
 });
 
 collective!(protean_MPI_Gatherv, protean_MPI_Gatherv_c, protean_MPI_Igatherv, protean_MPI_Igatherv_c, protean_MPI_Gatherv_init, protean_MPI_Gatherv_init_c, "MPI_Gatherv", "MPI_Igatherv", "MPI_Gatherv_init";
@@ -293,7 +294,7 @@ collective!(protean_MPI_Gatherv, protean_MPI_Gatherv_c, protean_MPI_Igatherv, pr
         Some(n) => Counts::Varied { counts: arr(recvcounts, n, "recvcounts")?, displs: self::displs(displs, n, "displs")? },
         None => Counts::Uniform(0),
     };
-    Ok(Args::Gather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if sends { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcounts, rdt: if n.is_some() { dt(recvtype)? } else { 0 }, root, v: true })
+    Ok(Args::Gather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if sends { dt(sendtype)? } else { DtypeId::new(0) }, rbuf: recvbuf.cast(), rcounts, rdt: if n.is_some() { dt(recvtype)? } else { DtypeId::new(0) }, root, v: true })
 });
 
 collective!(protean_MPI_Scatter, protean_MPI_Scatter_c, protean_MPI_Iscatter, protean_MPI_Iscatter_c, protean_MPI_Scatter_init, protean_MPI_Scatter_init_c, "MPI_Scatter", "MPI_Iscatter", "MPI_Scatter_init";
@@ -301,7 +302,7 @@ collective!(protean_MPI_Scatter, protean_MPI_Scatter_c, protean_MPI_Iscatter, pr
     let sh = shape(c)?;
     let at_root = root_side(&sh, root).is_some();
     let recvs = !(is_in_place(recvbuf) || (sh.remote.is_some() && root < 0));
-    Ok(Args::Scatter { sbuf: sendbuf.cast(), scounts: Counts::Uniform(sendcount.get()), sdt: if at_root { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcount: recvcount.get(), rdt: if recvs { dt(recvtype)? } else { 0 }, root, v: false })
+    Ok(Args::Scatter { sbuf: sendbuf.cast(), scounts: Counts::Uniform(sendcount.get()), sdt: if at_root { dt(sendtype)? } else { DtypeId::new(0) }, rbuf: recvbuf.cast(), rcount: recvcount.get(), rdt: if recvs { dt(recvtype)? } else { DtypeId::new(0) }, root, v: false })
 });
 
 collective!(protean_MPI_Scatterv, protean_MPI_Scatterv_c, protean_MPI_Iscatterv, protean_MPI_Iscatterv_c, protean_MPI_Scatterv_init, protean_MPI_Scatterv_init_c, "MPI_Scatterv", "MPI_Iscatterv", "MPI_Scatterv_init";
@@ -313,36 +314,36 @@ collective!(protean_MPI_Scatterv, protean_MPI_Scatterv_c, protean_MPI_Iscatterv,
         Some(n) => Counts::Varied { counts: arr(sendcounts, n, "sendcounts")?, displs: self::displs(displs, n, "displs")? },
         None => Counts::Uniform(0),
     };
-    Ok(Args::Scatter { sbuf: sendbuf.cast(), scounts, sdt: if n.is_some() { dt(sendtype)? } else { 0 }, rbuf: recvbuf.cast(), rcount: recvcount.get(), rdt: if recvs { dt(recvtype)? } else { 0 }, root, v: true })
+    Ok(Args::Scatter { sbuf: sendbuf.cast(), scounts, sdt: if n.is_some() { dt(sendtype)? } else { DtypeId::new(0) }, rbuf: recvbuf.cast(), rcount: recvcount.get(), rdt: if recvs { dt(recvtype)? } else { DtypeId::new(0) }, root, v: true })
 });
 
 collective!(protean_MPI_Allgather, protean_MPI_Allgather_c, protean_MPI_Iallgather, protean_MPI_Iallgather_c, protean_MPI_Allgather_init, protean_MPI_Allgather_init_c, "MPI_Allgather", "MPI_Iallgather", "MPI_Allgather_init";
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) [comm, _c] =>
-    Ok(Args::Allgather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if is_in_place(sendbuf) { 0 } else { dt(sendtype)? }, rbuf: recvbuf.cast(), rcounts: Counts::Uniform(recvcount.get()), rdt: dt(recvtype)? }));
+    Ok(Args::Allgather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if is_in_place(sendbuf) { DtypeId::new(0) } else { dt(sendtype)? }, rbuf: recvbuf.cast(), rcounts: Counts::Uniform(recvcount.get()), rdt: dt(recvtype)? }));
 
 collective!(protean_MPI_Allgatherv, protean_MPI_Allgatherv_c, protean_MPI_Iallgatherv, protean_MPI_Iallgatherv_c, protean_MPI_Allgatherv_init, protean_MPI_Allgatherv_init_c, "MPI_Allgatherv", "MPI_Iallgatherv", "MPI_Allgatherv_init";
 (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) [comm, c] => {
     let n = peers(&shape(c)?);
-    Ok(Args::Allgather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if is_in_place(sendbuf) { 0 } else { dt(sendtype)? }, rbuf: recvbuf.cast(), rcounts: Counts::Varied { counts: arr(recvcounts, n, "recvcounts")?, displs: self::displs(displs, n, "displs")? }, rdt: dt(recvtype)? })
+    Ok(Args::Allgather { sbuf: sendbuf.cast(), scount: sendcount.get(), sdt: if is_in_place(sendbuf) { DtypeId::new(0) } else { dt(sendtype)? }, rbuf: recvbuf.cast(), rcounts: Counts::Varied { counts: arr(recvcounts, n, "recvcounts")?, displs: self::displs(displs, n, "displs")? }, rdt: dt(recvtype)? })
 });
 
 collective!(protean_MPI_Alltoall, protean_MPI_Alltoall_c, protean_MPI_Ialltoall, protean_MPI_Ialltoall_c, protean_MPI_Alltoall_init, protean_MPI_Alltoall_init_c, "MPI_Alltoall", "MPI_Ialltoall", "MPI_Alltoall_init";
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) [comm, _c] =>
-    Ok(Args::Alltoall { sbuf: sendbuf.cast(), scounts: Counts::Uniform(sendcount.get()), sdt: Types::One(if is_in_place(sendbuf) { 0 } else { dt(sendtype)? }), rbuf: recvbuf.cast(), rcounts: Counts::Uniform(recvcount.get()), rdt: Types::One(dt(recvtype)?) }));
+    Ok(Args::Alltoall { sbuf: sendbuf.cast(), scounts: Counts::Uniform(sendcount.get()), sdt: Types::One(if is_in_place(sendbuf) { DtypeId::new(0) } else { dt(sendtype)? }), rbuf: recvbuf.cast(), rcounts: Counts::Uniform(recvcount.get()), rdt: Types::One(dt(recvtype)?) }));
 
 collective!(protean_MPI_Alltoallv, protean_MPI_Alltoallv_c, protean_MPI_Ialltoallv, protean_MPI_Ialltoallv_c, protean_MPI_Alltoallv_init, protean_MPI_Alltoallv_init_c, "MPI_Alltoallv", "MPI_Ialltoallv", "MPI_Alltoallv_init";
 (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) [comm, c] => {
     let n = peers(&shape(c)?);
     let ip = is_in_place(sendbuf);
     let scounts = if ip { Counts::Uniform(0) } else { Counts::Varied { counts: arr(sendcounts, n, "sendcounts")?, displs: self::displs(sdispls, n, "sdispls")? } };
-    Ok(Args::Alltoall { sbuf: sendbuf.cast(), scounts, sdt: Types::One(if ip { 0 } else { dt(sendtype)? }), rbuf: recvbuf.cast(), rcounts: Counts::Varied { counts: arr(recvcounts, n, "recvcounts")?, displs: self::displs(rdispls, n, "rdispls")? }, rdt: Types::One(dt(recvtype)?) })
+    Ok(Args::Alltoall { sbuf: sendbuf.cast(), scounts, sdt: Types::One(if ip { DtypeId::new(0) } else { dt(sendtype)? }), rbuf: recvbuf.cast(), rcounts: Counts::Varied { counts: arr(recvcounts, n, "recvcounts")?, displs: self::displs(rdispls, n, "rdispls")? }, rdt: Types::One(dt(recvtype)?) })
 });
 
 collective!(protean_MPI_Alltoallw, protean_MPI_Alltoallw_c, protean_MPI_Ialltoallw, protean_MPI_Ialltoallw_c, protean_MPI_Alltoallw_init, protean_MPI_Alltoallw_init_c, "MPI_Alltoallw", "MPI_Ialltoallw", "MPI_Alltoallw_init";
 (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) [comm, c] => {
     let n = peers(&shape(c)?);
     let ip = is_in_place(sendbuf);
-    let (scounts, sdt) = if ip { (Counts::Uniform(0), Types::One(0)) } else {
+    let (scounts, sdt) = if ip { (Counts::Uniform(0), Types::One(DtypeId::new(0))) } else {
         (Counts::Varied { counts: arr(sendcounts, n, "sendcounts")?, displs: self::displs(sdispls, n, "sdispls")? }, Types::Each(dts(sendtypes, n, "sendtypes")?))
     };
     Ok(Args::Alltoall { sbuf: sendbuf.cast(), scounts, sdt, rbuf: recvbuf.cast(), rcounts: Counts::Varied { counts: arr(recvcounts, n, "recvcounts")?, displs: self::displs(rdispls, n, "rdispls")? }, rdt: Types::Each(dts(recvtypes, n, "recvtypes")?) })
@@ -351,7 +352,7 @@ collective!(protean_MPI_Alltoallw, protean_MPI_Alltoallw_c, protean_MPI_Ialltoal
 // ---------------------------------------------------------------------------------------------
 // Neighbourhood collectives
 
-fn degrees(c: u32) -> R<(usize, usize)> {
+fn degrees(c: CommId) -> R<(usize, usize)> {
     coll::neighbor_degrees(c)
 }
 
@@ -385,7 +386,14 @@ collective!(protean_MPI_Neighbor_alltoallw, protean_MPI_Neighbor_alltoallw_c, pr
 // Reduction operations
 
 /// How the engine calls a user function (installed at the first MPI_Op_create).
-unsafe fn call_user(func: usize, big: bool, inv: *mut u8, inout: *mut u8, count: usize, dt: u32) {
+unsafe fn call_user(
+    func: usize,
+    big: bool,
+    inv: *mut u8,
+    inout: *mut u8,
+    count: usize,
+    dt: DtypeId,
+) {
     let mut h = dtype_handle(dt);
     if big {
         // SAFETY: stored by MPI_Op_create_c from a function of this type.

@@ -8,6 +8,7 @@
 //! callbacks; if one fails, the new communicator is freed, the call returns the callback's
 //! error and the output handle is MPI_COMM_NULL.
 
+use protean_core::ids::CommId;
 use std::ffi::{c_char, c_int, CStr};
 
 use crate::abi::*;
@@ -38,7 +39,7 @@ const HINTS: &[(&str, &str)] = &[
     ("protean_protocol", ""),
 ];
 
-pub(crate) fn cid(comm: MPI_Comm) -> R<u32> {
+pub(crate) fn cid(comm: MPI_Comm) -> R<CommId> {
     comm_id(comm).ok_or_else(|| {
         bad(
             ErrorClass::Comm,
@@ -99,7 +100,7 @@ pub(crate) unsafe fn derive_comm(
     newcomm: *mut MPI_Comm,
     arg: &str,
     func: &str,
-    make: impl FnOnce(u32) -> Result<MPI_Comm, Failure>,
+    make: impl FnOnce(CommId) -> Result<MPI_Comm, Failure>,
 ) -> c_int {
     make_comm(comm, newcomm, arg, func, || make(cid(comm)?))
 }
@@ -117,7 +118,7 @@ unsafe fn dup(comm: MPI_Comm, info: Option<MPI_Info>, newcomm: *mut MPI_Comm, fu
         let hints = dup_hints(info)?;
         let h = run(|e| e.op_dup(id, hints))?;
         let new = comm_id(h).expect("dup yields a communicator");
-        if let Err(f) = attr::copy_attrs(ObjKind::Comm, comm, id, h, new) {
+        if let Err(f) = attr::copy_attrs(ObjKind::Comm, comm, id.get(), h, new.get()) {
             let _ = with(|e| e.free_comm(new));
             return Err(f);
         }
@@ -157,7 +158,7 @@ unsafe fn idup(
         let hints = dup_hints(info)?;
         let (new, slot) = cm::start_nonblocking(id, |e| e.op_dup(id, hints))?;
         // Attributes are copied now (the callbacks see the communicator as it is at the call).
-        attr::copy_attrs(ObjKind::Comm, comm, id, comm_handle(new), new)?;
+        attr::copy_attrs(ObjKind::Comm, comm, id.get(), comm_handle(new), new.get())?;
         *newcomm = comm_handle(new);
         *request = request_handle(slot);
         Ok(())

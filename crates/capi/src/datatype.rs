@@ -4,6 +4,7 @@
 //!
 //! Errors not tied to a communicator are raised on MPI_COMM_WORLD, as MPICH does.
 
+use protean_core::ids::DtypeId;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{Arc, Mutex};
 
@@ -315,7 +316,7 @@ pub unsafe extern "C" fn protean_MPI_Type_set_name(
         let id = dtype_id(datatype).ok_or_else(invalid_type)?;
         let slot = e
             .dtypes
-            .get_mut(id as usize)
+            .get_mut(id.idx())
             .and_then(|d| d.as_mut())
             .ok_or_else(invalid_type)?;
         Arc::make_mut(slot).name = name;
@@ -373,7 +374,7 @@ unsafe fn construct(
             func,
         );
     }
-    let r = with(|e| -> Res<u32> {
+    let r = with(|e| -> Res<DtypeId> {
         let mut d = build(e)?;
         if large {
             let c = d.combiner;
@@ -390,7 +391,7 @@ unsafe fn construct(
     }
 }
 
-fn old(e: &Engine, h: MPI_Datatype) -> Res<(Arc<Datatype>, u32)> {
+fn old(e: &Engine, h: MPI_Datatype) -> Res<(Arc<Datatype>, DtypeId)> {
     let id = dtype_id(h).ok_or_else(invalid_type)?;
     Ok((e.dtype(id)?.clone(), id))
 }
@@ -889,8 +890,8 @@ unsafe fn f90(
     } else {
         vec![p as i64, r as i64]
     };
-    let bid = predefined_index(base).expect("predefined") as u32;
-    let r = with(|e| -> Res<u32> {
+    let bid = DtypeId::from_idx(predefined_index(base).expect("predefined"));
+    let r = with(|e| -> Res<DtypeId> {
         let b = e.dtype(bid)?.clone();
         Ok(e.add_dtype(Datatype::f90(combiner, &b, ints)))
     });
@@ -1248,7 +1249,7 @@ pub unsafe extern "C" fn protean_MPI_Type_commit(datatype: *mut MPI_Datatype) ->
         let id = dtype_id(h).ok_or_else(invalid_type)?;
         let slot = e
             .dtypes
-            .get_mut(id as usize)
+            .get_mut(id.idx())
             .and_then(|d| d.as_mut())
             .ok_or_else(invalid_type)?;
         if !slot.committed {

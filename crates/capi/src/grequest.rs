@@ -37,6 +37,7 @@
 //! A poll_fn or wait_fn that returns an error completes its requests, and the completion call
 //! reports the error as theirs.
 
+use protean_core::ids::ReqId;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -101,14 +102,14 @@ thread_local! {
 /// Generalized requests alive: the completion calls look in the table only when there are
 /// some, so other requests pay one relaxed load.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
-static TABLE: Mutex<Option<HashMap<u32, Greq>>> = Mutex::new(None);
+static TABLE: Mutex<Option<HashMap<ReqId, Greq>>> = Mutex::new(None);
 
-fn table<R>(f: impl FnOnce(&mut HashMap<u32, Greq>) -> R) -> R {
+fn table<R>(f: impl FnOnce(&mut HashMap<ReqId, Greq>) -> R) -> R {
     let mut g = TABLE.lock().unwrap_or_else(|p| p.into_inner());
     f(g.get_or_insert_with(HashMap::new))
 }
 
-fn lookup(slot: u32) -> Option<Greq> {
+fn lookup(slot: ReqId) -> Option<Greq> {
     if LIVE.load(Ordering::Relaxed) == 0 {
         return None;
     }
@@ -125,7 +126,7 @@ fn callback_error(which: &str, rc: c_int) -> Box<MpiError> {
 }
 
 /// Forget a generalized request and give its slot back to the engine.
-fn release(slot: u32) {
+fn release(slot: ReqId) {
     if let Some(g) = table(|t| t.remove(&slot)) {
         LIVE.fetch_sub(1, Ordering::Relaxed);
         if g.poll.is_some() {
@@ -145,7 +146,7 @@ fn release(slot: u32) {
 /// # Safety
 /// The callbacks registered for the request are callable with its extra state.
 #[inline]
-pub unsafe fn finished(slot: u32, st: Status, release_it: bool) -> Status {
+pub unsafe fn finished(slot: ReqId, st: Status, release_it: bool) -> Status {
     if LIVE.load(Ordering::Relaxed) == 0 {
         return st;
     }
@@ -157,7 +158,7 @@ pub unsafe fn finished(slot: u32, st: Status, release_it: bool) -> Status {
 /// # Safety
 /// As [`finished`].
 #[inline(never)]
-unsafe fn finished_greq(slot: u32, st: Status, release_it: bool) -> Status {
+unsafe fn finished_greq(slot: ReqId, st: Status, release_it: bool) -> Status {
     let Some(g) = lookup(slot) else {
         return st;
     };
@@ -198,7 +199,7 @@ unsafe fn finished_greq(slot: u32, st: Status, release_it: bool) -> Status {
 ///
 /// # Safety
 /// As [`finished`].
-pub unsafe fn cancel(slot: u32) -> Option<c_int> {
+pub unsafe fn cancel(slot: ReqId) -> Option<c_int> {
     let g = lookup(slot)?;
     let complete = with(|e| e.is_complete(slot).unwrap_or(false)).unwrap_or(false);
     Some(match g.cancel {
@@ -212,7 +213,7 @@ pub unsafe fn cancel(slot: u32) -> Option<c_int> {
 ///
 /// # Safety
 /// As [`finished`].
-pub unsafe fn free(slot: u32) -> Option<c_int> {
+pub unsafe fn free(slot: ReqId) -> Option<c_int> {
     let g = lookup(slot)?;
     let complete = with(|e| e.is_complete(slot).unwrap_or(false)).unwrap_or(false);
     if !complete {
@@ -421,7 +422,7 @@ pub unsafe extern "C" fn protean_MPIX_Grequest_class_allocate(
 
 /// A poll_fn or wait_fn of request `slot` failed with `rc`: the request completes, and its
 /// completion call reports the error.
-fn fail(slot: u32, which: &'static str, rc: c_int) {
+fn fail(slot: ReqId, which: &'static str, rc: c_int) {
     table(|t| {
         if let Some(g) = t.get_mut(&slot) {
             g.failed.get_or_insert((which, rc));
@@ -430,7 +431,7 @@ fn fail(slot: u32, which: &'static str, rc: c_int) {
     let _ = with(|e| e.grequest_complete(slot));
 }
 
-fn complete(slot: u32) -> bool {
+fn complete(slot: ReqId) -> bool {
     with(|e| e.is_complete(slot).unwrap_or(true)).unwrap_or(true)
 }
 
@@ -449,7 +450,7 @@ fn poll_all() {
     if POLLED.load(Ordering::Relaxed) == 0 || POLLING.with(|p| p.replace(true)) {
         return;
     }
-    let polled: Vec<(u32, PollFn, usize)> = table(|t| {
+    let polled: Vec<(ReqId, PollFn, usize)> = table(|t| {
         t.iter()
             .filter_map(|(&s, g)| g.poll.map(|p| (s, p, g.extra)))
             .collect()
@@ -471,7 +472,7 @@ fn poll_all() {
 
 /// Pending requests of one class in a waiting call: the class's key, its wait_fn, and each
 /// request's slot and extra state.
-type Group = (u32, WaitFn, Vec<(u32, usize)>);
+type Group = (u32, WaitFn, Vec<(ReqId, usize)>);
 
 /// Before a waiting call on `slots` (module doc): call the wait_fn of its generalized requests
 /// not complete yet until they are. `all`: MPI_Wait, MPI_Waitall (else MPI_Waitany,
@@ -480,7 +481,7 @@ type Group = (u32, WaitFn, Vec<(u32, usize)>);
 ///
 /// # Safety
 /// The callbacks registered for the requests are callable with their extra states.
-pub unsafe fn block(slots: &[Option<u32>], all: bool) {
+pub unsafe fn block(slots: &[Option<ReqId>], all: bool) {
     if WAITED.load(Ordering::Relaxed) == 0 {
         return;
     }
@@ -497,7 +498,7 @@ pub unsafe fn block(slots: &[Option<u32>], all: bool) {
             match g.and_then(|g| g.wait.map(|w| (g, w))) {
                 Some((g, w)) => {
                     let key = if g.class == 0 {
-                        u32::MAX - slot
+                        u32::MAX - slot.get()
                     } else {
                         g.class
                     };

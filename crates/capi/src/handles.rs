@@ -44,7 +44,7 @@ pub fn comm_id(h: MPI_Comm) -> Option<CommId> {
         MPI_COMM_WORLD => Some(COMM_WORLD),
         MPI_COMM_SELF => Some(COMM_SELF),
         _ => match split(h) {
-            (COMM_DIRECT, id) if id > COMM_SELF => Some(id),
+            (COMM_DIRECT, id) if id > COMM_SELF.get() => Some(CommId::new(id)),
             _ => None,
         },
     }
@@ -54,7 +54,7 @@ pub fn comm_handle(id: CommId) -> MPI_Comm {
     match id {
         COMM_WORLD => MPI_COMM_WORLD,
         COMM_SELF => MPI_COMM_SELF,
-        _ => (COMM_DIRECT | id) as i32,
+        _ => (COMM_DIRECT | id.get()) as i32,
     }
 }
 
@@ -133,25 +133,25 @@ pub const PREDEFINED_DTYPES: &[(MPI_Datatype, &str)] = &[
 pub fn dtype_id(h: MPI_Datatype) -> Option<DtypeId> {
     // The most common types first: one compare each.
     match h {
-        MPI_BYTE => return Some(3),
-        MPI_INT => return Some(7),
-        MPI_DOUBLE => return Some(12),
-        MPI_CHAR => return Some(0),
+        MPI_BYTE => return Some(DtypeId::new(3)),
+        MPI_INT => return Some(DtypeId::new(7)),
+        MPI_DOUBLE => return Some(DtypeId::new(12)),
+        MPI_CHAR => return Some(DtypeId::new(0)),
         _ => {}
     }
     match split(h) {
-        (DTYPE_CREATED, id) => Some(id),
+        (DTYPE_CREATED, id) => Some(DtypeId::new(id)),
         _ => PREDEFINED_DTYPES
             .iter()
             .position(|(v, _)| *v == h)
-            .map(|i| i as u32),
+            .map(DtypeId::from_idx),
     }
 }
 
 pub fn dtype_handle(id: DtypeId) -> MPI_Datatype {
-    match PREDEFINED_DTYPES.get(id as usize) {
+    match PREDEFINED_DTYPES.get(id.idx()) {
         Some((h, _)) => *h,
-        None => (DTYPE_CREATED | id) as i32,
+        None => (DTYPE_CREATED | id.get()) as i32,
     }
 }
 
@@ -159,14 +159,14 @@ pub fn dtype_handle(id: DtypeId) -> MPI_Datatype {
 #[inline(always)]
 pub fn request_slot(h: MPI_Request) -> Option<ReqId> {
     match split(h) {
-        (REQUEST_DIRECT, id) => Some(id),
+        (REQUEST_DIRECT, id) => Some(ReqId::new(id)),
         _ => None,
     }
 }
 
 #[inline(always)]
 pub fn request_handle(slot: ReqId) -> MPI_Request {
-    (REQUEST_DIRECT | slot) as i32
+    (REQUEST_DIRECT | slot.get()) as i32
 }
 
 /// A handle value that is not a message.
@@ -283,26 +283,32 @@ mod tests {
         assert_eq!(PREDEFINED_DTYPES.len(), PREDEFINED_NAMES.len());
         for (i, ((h, n), e)) in PREDEFINED_DTYPES.iter().zip(PREDEFINED_NAMES).enumerate() {
             assert_eq!(n, e);
-            assert_eq!(dtype_id(*h), Some(i as u32), "{n}");
-            assert_eq!(dtype_handle(i as u32), *h);
+            assert_eq!(dtype_id(*h), Some(DtypeId::from_idx(i)), "{n}");
+            assert_eq!(dtype_handle(DtypeId::from_idx(i)), *h);
         }
         assert_eq!(dtype_id(MPI_LONG_LONG), dtype_id(MPI_LONG_LONG_INT));
         assert_eq!(dtype_id(MPI_DATATYPE_NULL), None);
-        assert_eq!(dtype_id(dtype_handle(500)), Some(500));
+        assert_eq!(
+            dtype_id(dtype_handle(DtypeId::new(500))),
+            Some(DtypeId::new(500))
+        );
     }
 
     #[test]
     fn handles_roundtrip_and_reject_other_kinds() {
         for id in [0u32, 1, 2, 77, ID_MASK] {
-            assert_eq!(comm_id(comm_handle(id)), Some(id));
-            assert_eq!(request_slot(request_handle(id)), Some(id));
+            assert_eq!(comm_id(comm_handle(CommId::new(id))), Some(CommId::new(id)));
+            assert_eq!(
+                request_slot(request_handle(ReqId::new(id))),
+                Some(ReqId::new(id))
+            );
             assert_eq!(message_id(message_handle(Some(id))), Ok(Some(id)));
             assert_eq!(errh_id(errh_handle(id)), Some(id));
         }
         assert_eq!(comm_id(MPI_COMM_NULL), None);
-        assert_eq!(comm_id(request_handle(5)), None);
+        assert_eq!(comm_id(request_handle(ReqId::new(5))), None);
         assert_eq!(request_slot(MPI_REQUEST_NULL), None);
-        assert_eq!(request_slot(comm_handle(5)), None);
+        assert_eq!(request_slot(comm_handle(CommId::new(5))), None);
         assert_eq!(message_id(MPI_MESSAGE_NO_PROC), Ok(None));
         assert!(message_id(MPI_MESSAGE_NULL).is_err());
         assert_eq!(errh_id(MPI_ERRHANDLER_NULL), None);
@@ -313,7 +319,7 @@ mod tests {
         assert_eq!(group_id(MPI_GROUP_EMPTY), Some(0));
         assert_eq!(group_handle(0), MPI_GROUP_EMPTY);
         assert_eq!(group_id(MPI_GROUP_NULL), None);
-        assert_eq!(group_id(comm_handle(3)), None);
+        assert_eq!(group_id(comm_handle(CommId::new(3))), None);
         for id in [0u32, 5, KEYVAL_ID_MASK] {
             for k in [ObjKind::Comm, ObjKind::Type, ObjKind::Win] {
                 let h = keyval_handle(id, k);
@@ -341,7 +347,7 @@ mod tests {
         for id in [14u32, 15, 999] {
             assert_eq!(op_id(op_handle(id)), Some(id));
         }
-        assert_eq!(op_id(comm_handle(20)), None);
+        assert_eq!(op_id(comm_handle(CommId::new(20))), None);
         assert_eq!(MPI_IN_PLACE as *const u8, protean_core::mpi::coll::IN_PLACE);
     }
 }

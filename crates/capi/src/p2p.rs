@@ -7,7 +7,7 @@ use crate::errors::{bad, class_code, code_for, raise, raise_code};
 use crate::handles::*;
 use crate::util::*;
 use protean_core::error::{ErrorClass, MpiError};
-use protean_core::ids::ReqId;
+use protean_core::ids::{CommId, ReqId};
 use protean_core::mpi::global::{try_with, with};
 use protean_core::mpi::p2p as core;
 use protean_core::mpi::request::{Mode, Status};
@@ -418,7 +418,7 @@ pub unsafe extern "C" fn protean_MPI_Sendrecv_replace_c(
 // Completion
 
 /// The communicator handle and persistence of a live request.
-fn req_info(slot: u32) -> Option<(MPI_Comm, bool)> {
+fn req_info(slot: ReqId) -> Option<(MPI_Comm, bool)> {
     with(|e| e.request_info(slot).map(|(c, p)| (comm_handle(c), p)))
         .ok()
         .flatten()
@@ -509,7 +509,7 @@ pub unsafe extern "C" fn protean_MPI_Test(
 }
 
 /// Slots of a request array: None for MPI_REQUEST_NULL; Err(i) for an invalid handle at i.
-unsafe fn slots(count: c_int, reqs: *const MPI_Request) -> Result<Vec<Option<u32>>, usize> {
+unsafe fn slots(count: c_int, reqs: *const MPI_Request) -> Result<Vec<Option<ReqId>>, usize> {
     let n = count.max(0) as usize;
     let mut v = Vec::with_capacity(n);
     for i in 0..n {
@@ -529,7 +529,7 @@ unsafe fn slots(count: c_int, reqs: *const MPI_Request) -> Result<Vec<Option<u32
 /// Collect request `i` of an array: write its status slot and null its handle unless persistent.
 unsafe fn collect_one(
     i: usize,
-    slot: u32,
+    slot: ReqId,
     reqs: *mut MPI_Request,
     statuses: *mut MPI_Status,
 ) -> Result<(Status, MPI_Comm), MpiError> {
@@ -564,7 +564,7 @@ unsafe fn request_array(
     count: c_int,
     reqs: *const MPI_Request,
     func: &str,
-) -> Result<Vec<Option<u32>>, c_int> {
+) -> Result<Vec<Option<ReqId>>, c_int> {
     check_array(count, reqs, func)?;
     slots(count, reqs).map_err(|i| {
         raise(
@@ -711,7 +711,7 @@ pub unsafe extern "C" fn protean_MPI_Testall(
 }
 
 /// Active (non-null, not inactive persistent) entries of a request array.
-fn active(s: &[Option<u32>]) -> Vec<Option<u32>> {
+fn active(s: &[Option<ReqId>]) -> Vec<Option<ReqId>> {
     core::active(s).unwrap_or_default()
 }
 
@@ -793,7 +793,7 @@ pub unsafe extern "C" fn protean_MPI_Testany(
 
 /// Collect the complete requests `done` (indices into `s`) into the `some` outputs.
 unsafe fn collect_some(
-    s: &[Option<u32>],
+    s: &[Option<ReqId>],
     done: &[usize],
     reqs: *mut MPI_Request,
     outcount: *mut c_int,
@@ -1066,7 +1066,7 @@ pub unsafe extern "C" fn protean_MPI_Startall(
 // -------------------------------------------------------------------------------------------
 // Probe
 
-unsafe fn check_comm(comm: MPI_Comm, func: &str) -> Result<u32, c_int> {
+unsafe fn check_comm(comm: MPI_Comm, func: &str) -> Result<CommId, c_int> {
     comm_id(comm).ok_or_else(|| raise(comm, bad(ErrorClass::Comm, "invalid communicator"), func))
 }
 

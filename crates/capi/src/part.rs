@@ -5,6 +5,7 @@
 // MPI_Count is i64 here; the cast keeps the code right for its C type.
 #![allow(clippy::unnecessary_cast)]
 
+use protean_core::ids::ReqId;
 use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
@@ -15,7 +16,7 @@ use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::global::with;
 
 /// The slot of a request handle, and the communicator its errors go to.
-fn req_of(h: MPI_Request) -> Result<(u32, MPI_Comm), MpiError> {
+fn req_of(h: MPI_Request) -> Result<(ReqId, MPI_Comm), MpiError> {
     let slot = request_slot(h).ok_or_else(|| {
         bad(
             ErrorClass::Request,

@@ -12,6 +12,7 @@
 // MPI_Aint and MPI_Count are i64 here; the casts keep the code right for their C types.
 #![allow(clippy::unnecessary_cast)]
 
+use protean_core::ids::DtypeId;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Mutex;
 
@@ -645,7 +646,7 @@ pub unsafe extern "C" fn protean_MPI_Win_call_errhandler(win: MPI_Win, errorcode
 // ---------------------------------------------------------------------------------------------
 // Operations
 
-fn dt(h: MPI_Datatype, what: &str) -> R<u32> {
+fn dt(h: MPI_Datatype, what: &str) -> R<DtypeId> {
     dtype_id(h).ok_or_else(|| bad(ErrorClass::Type, format!("invalid {what} datatype")))
 }
 
@@ -698,7 +699,7 @@ unsafe fn fast(
     }
 }
 
-fn buf(p: *const c_void, count: i64, dt: u32) -> Buf {
+fn buf(p: *const c_void, count: i64, dt: DtypeId) -> Buf {
     Buf {
         ptr: p as *mut u8,
         count,
@@ -753,7 +754,7 @@ macro_rules! put_get {
             put_get_slow(
                 has_request,
                 $what,
-                buf(origin_addr as *const c_void, origin_count as i64, 0),
+                buf(origin_addr as *const c_void, origin_count as i64, DtypeId::new(0)),
                 origin_datatype,
                 (target_rank, target_disp, target_count as i64),
                 target_datatype,
@@ -906,7 +907,7 @@ macro_rules! get_accumulate {
                 $(nonnull($req, "request")?;)?
                 let op = opid(op)?;
                 // The origin is not used with MPI_NO_OP (its datatype may be anything).
-                let odt = if op == 13 { dtype_id(origin_datatype).unwrap_or(0) } else { dt(origin_datatype, "origin")? };
+                let odt = if op == 13 { dtype_id(origin_datatype).unwrap_or(DtypeId::new(0)) } else { dt(origin_datatype, "origin")? };
                 let o = buf(origin_addr, origin_count as i64, odt);
                 let res = buf(result_addr, result_count as i64, dt(result_datatype, "result")?);
                 let t = Target { rank: target_rank, disp: target_disp as i64, count: target_count as i64, dt: dt(target_datatype, "target")? };
@@ -1128,6 +1129,11 @@ mod tests {
             assert_eq!(win_id(win_handle(id)), Some(id));
         }
         assert_eq!(win_id(MPI_WIN_NULL), None);
-        assert_eq!(win_id(crate::handles::comm_handle(3)), None);
+        assert_eq!(
+            win_id(crate::handles::comm_handle(protean_core::ids::CommId::new(
+                3
+            ))),
+            None
+        );
     }
 }

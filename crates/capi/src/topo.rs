@@ -5,6 +5,7 @@
 //! reorders ranks (`reorder` is accepted and ignored: identity is a valid mapping), so
 //! MPI_Cart_map and MPI_Graph_map return the calling rank when it takes part.
 
+use protean_core::ids::CommId;
 use std::ffi::c_int;
 
 use crate::abi::*;
@@ -20,7 +21,7 @@ use protean_core::mpi::topo::{self, Topology};
 type R<T> = Result<T, MpiError>;
 
 /// Size and rank in the intracommunicator with engine id `id` (topologies need one).
-fn intra(id: u32) -> R<(i32, i32)> {
+fn intra(id: CommId) -> R<(i32, i32)> {
     with(|e| -> R<(i32, i32)> {
         let c = e.live_comm(id)?;
         if c.is_inter() {
@@ -82,12 +83,12 @@ fn graph(comm: MPI_Comm) -> R<(Vec<i32>, Vec<i32>, i32)> {
 
 /// MPI_Comm_split of communicator `id` (this process: `color`, key `rank`), the new
 /// communicator carrying topology `t`.
-fn split_with(id: u32, color: i32, rank: i32, t: Topology) -> R<MPI_Comm> {
+fn split_with(id: CommId, color: i32, rank: i32, t: Topology) -> R<MPI_Comm> {
     run(|e| e.op_split(id, color, rank).map(|s| s.with_topology(t)))
 }
 
 /// Split `comm` into its first `n` ranks (with topology `t`) and MPI_COMM_NULL for the rest.
-fn create_prefix(id: u32, n: i32, rank: i32, t: Topology) -> R<MPI_Comm> {
+fn create_prefix(id: CommId, n: i32, rank: i32, t: Topology) -> R<MPI_Comm> {
     split_with(id, if rank < n { 0 } else { UNDEFINED }, rank, t)
 }
 
@@ -513,7 +514,7 @@ fn check_ranks(v: &[i32], size: i32, what: &str) -> R<()> {
 }
 
 /// A duplicate of `id` carrying topology `t` (an agreement over every process).
-fn create_with(id: u32, rank: i32, t: Topology) -> R<MPI_Comm> {
+fn create_with(id: CommId, rank: i32, t: Topology) -> R<MPI_Comm> {
     split_with(id, 0, rank, t)
 }
 

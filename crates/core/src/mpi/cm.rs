@@ -54,7 +54,10 @@
 
 use crate::err;
 use crate::error::{MpiError, Result};
-use crate::mpi::comm::{Comm, Errhandler, CTX_FROM_GROUP, CTX_RESERVED_BLOCKS, CTX_STRIDE};
+use crate::ids::{CommId, ContextId, ReqId};
+use crate::mpi::comm::{
+    Comm, Errhandler, COMM_WORLD, CTX_FROM_GROUP, CTX_RESERVED_BLOCKS, CTX_STRIDE,
+};
 use crate::mpi::engine::Engine;
 use crate::mpi::global::{self, with};
 use crate::mpi::group::UNDEFINED;
@@ -133,8 +136,8 @@ impl Default for CtxPool {
 
 impl CtxPool {
     /// Return the block of context id `ctx` (MPI_Comm_free).
-    pub fn release(&mut self, ctx: u32) {
-        let b = (ctx / CTX_STRIDE) as usize;
+    pub fn release(&mut self, ctx: ContextId) {
+        let b = (ctx.get() / CTX_STRIDE) as usize;
         if b >= CTX_RESERVED_BLOCKS as usize && b < CTX_BLOCKS {
             self.free[b / 64] |= 1 << (b % 64);
         }
@@ -358,7 +361,7 @@ pub enum Build {
 struct Party {
     members: Vec<Gpid>,
     me: usize,
-    ctx: u32,
+    ctx: ContextId,
     tag: i32,
 }
 
@@ -366,7 +369,7 @@ struct Party {
 #[derive(Debug, Clone)]
 struct Link {
     peer: Gpid,
-    ctx: u32,
+    ctx: ContextId,
     tag: i32,
     my_src: i32,
     peer_src: i32,
@@ -414,14 +417,14 @@ pub struct Op {
     remote: Option<Remote>,
     /// First-round data (entries of both sides, the other side's group and flag).
     gathered: Option<(Vec<Entry>, Option<Remote>)>,
-    recv: Option<(u32, Box<[u8]>)>,
-    sends: Vec<(u32, Box<[u8]>)>,
+    recv: Option<(ReqId, Box<[u8]>)>,
+    sends: Vec<(ReqId, Box<[u8]>)>,
     /// Largest message this operation can receive.
     cap: usize,
-    outcome: Option<Result<Option<u32>>>,
+    outcome: Option<Result<Option<CommId>>>,
     /// MPI_Comm_idup: the user's request, and the communicator slot reserved for the result.
-    pub request: Option<u32>,
-    pub target: Option<u32>,
+    pub request: Option<ReqId>,
+    pub target: Option<CommId>,
 }
 
 /// Priority of an agreement for the context-id pool: blocking operations first (a blocking call
@@ -431,7 +434,7 @@ pub struct Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
     nonblocking: bool,
-    ctx: u32,
+    ctx: ContextId,
     seq: u32,
 }
 
@@ -535,22 +538,22 @@ impl Engine {
     // Starting operations: argument checks, the participants, the first contribution
 
     /// Number the next management operation of communicator `id`.
-    fn next_seq(&mut self, id: u32) -> Result<u32> {
+    fn next_seq(&mut self, id: CommId) -> Result<u32> {
         let c = self.comm_mut(id)?;
         let s = c.mgmt_seq;
         c.mgmt_seq = s.wrapping_add(1);
         Ok(s)
     }
 
-    pub fn comm_mut(&mut self, id: u32) -> Result<&mut Comm> {
-        match self.comms.get_mut(id as usize) {
+    pub fn comm_mut(&mut self, id: CommId) -> Result<&mut Comm> {
+        match self.comms.get_mut(id.idx()) {
             Some(Some(c)) => Ok(c),
             _ => err!(Comm, "invalid communicator"),
         }
     }
 
     /// [`Engine::live_comm`], to change.
-    pub fn live_comm_mut(&mut self, id: u32) -> Result<&mut Comm> {
+    pub fn live_comm_mut(&mut self, id: CommId) -> Result<&mut Comm> {
         self.live_comm(id)?;
         self.comm_mut(id)
     }
@@ -558,13 +561,13 @@ impl Engine {
     /// The error handler that errors raised on communicator `id` go to: its own, or
     /// MPI_COMM_WORLD's when `id` names no communicator (MPI-4.1 9.3); fatal when neither
     /// names a live handler.
-    pub fn errhandler_for(&self, id: Option<u32>) -> Errhandler {
+    pub fn errhandler_for(&self, id: Option<CommId>) -> Errhandler {
         let c = id
-            .and_then(|id| self.comms.get(id as usize))
+            .and_then(|id| self.comms.get(id.idx()))
             .and_then(|c| c.as_ref())
             .or_else(|| {
                 self.comms
-                    .get(crate::mpi::comm::COMM_WORLD as usize)
+                    .get(crate::mpi::comm::COMM_WORLD.idx())
                     .and_then(|c| c.as_ref())
             });
         let h = c.map_or(0, |c| c.errhandler);
@@ -576,7 +579,7 @@ impl Engine {
     }
 
     /// MPI_Comm_set_errhandler: `h` must name a live error handler.
-    pub fn set_comm_errhandler(&mut self, id: u32, h: u32) -> Result<()> {
+    pub fn set_comm_errhandler(&mut self, id: CommId, h: u32) -> Result<()> {
         if !self
             .errhandlers
             .get(h as usize)
@@ -589,7 +592,7 @@ impl Engine {
     }
 
     /// A usable communicator (not one MPI_Comm_idup is still creating).
-    pub fn live_comm(&self, id: u32) -> Result<&Comm> {
+    pub fn live_comm(&self, id: CommId) -> Result<&Comm> {
         let c = self.comm(id)?;
         if c.freed {
             return err!(Comm, "invalid communicator (already freed)");
@@ -604,7 +607,7 @@ impl Engine {
     }
 
     /// The participants and link of an operation collective over communicator `id`.
-    fn spec_over(&mut self, id: u32, build: Build, first: Vec<Entry>) -> Result<OpSpec> {
+    fn spec_over(&mut self, id: CommId, build: Build, first: Vec<Entry>) -> Result<OpSpec> {
         let seq = self.next_seq(id)?;
         let c = self.live_comm(id)?;
         let tag = (seq as i32) & TAG_MASK;
@@ -657,12 +660,12 @@ impl Engine {
     }
 
     /// MPI_Comm_dup / dup_with_info / idup.
-    pub fn op_dup(&mut self, comm: u32, info: Option<Vec<(String, String)>>) -> Result<OpSpec> {
+    pub fn op_dup(&mut self, comm: CommId, info: Option<Vec<(String, String)>>) -> Result<OpSpec> {
         self.spec_over(comm, Build::Dup { info }, Vec::new())
     }
 
     /// MPI_Comm_split (intra- and intercommunicators).
-    pub fn op_split(&mut self, comm: u32, color: i32, key: i32) -> Result<OpSpec> {
+    pub fn op_split(&mut self, comm: CommId, color: i32, key: i32) -> Result<OpSpec> {
         if color < 0 && color != UNDEFINED {
             return err!(
                 Arg,
@@ -683,7 +686,7 @@ impl Engine {
     }
 
     /// MPI_Comm_create: `group` must be a subset of the (local) group of `comm`.
-    pub fn op_create(&mut self, comm: u32, group: Vec<Gpid>) -> Result<OpSpec> {
+    pub fn op_create(&mut self, comm: CommId, group: Vec<Gpid>) -> Result<OpSpec> {
         let c = self.live_comm(comm)?;
         if let Some(p) = group.iter().find(|p| !c.group.contains(p)) {
             return err!(
@@ -695,7 +698,7 @@ impl Engine {
     }
 
     /// MPI_Intercomm_merge.
-    pub fn op_merge(&mut self, comm: u32, high: bool) -> Result<OpSpec> {
+    pub fn op_merge(&mut self, comm: CommId, high: bool) -> Result<OpSpec> {
         if !self.live_comm(comm)?.is_inter() {
             return err!(Comm, "MPI_Intercomm_merge needs an intercommunicator");
         }
@@ -704,7 +707,7 @@ impl Engine {
 
     /// MPI_Comm_create_group: collective over `group` only, messages in `comm`'s tagged context
     /// with the user's tag.
-    pub fn op_create_group(&mut self, comm: u32, group: Vec<Gpid>, tag: i32) -> Result<OpSpec> {
+    pub fn op_create_group(&mut self, comm: CommId, group: Vec<Gpid>, tag: i32) -> Result<OpSpec> {
         let c = self.live_comm(comm)?;
         if c.is_inter() {
             return err!(Comm, "MPI_Comm_create_group needs an intracommunicator");
@@ -774,7 +777,7 @@ impl Engine {
             party: Party {
                 members: group,
                 me: idx,
-                ctx: CTX_FROM_GROUP + 2,
+                ctx: CTX_FROM_GROUP.offset(2),
                 tag,
             },
             inter: false,
@@ -793,9 +796,9 @@ impl Engine {
     /// MPI_Intercomm_create. `peer` (peer_comm, remote_leader) is only used by the leader.
     pub fn op_intercomm(
         &mut self,
-        local: u32,
+        local: CommId,
         leader: i32,
-        peer: Option<(u32, i32)>,
+        peer: Option<(CommId, i32)>,
         tag: i32,
     ) -> Result<OpSpec> {
         let c = self.live_comm(local)?;
@@ -893,14 +896,14 @@ impl Engine {
             party: Party {
                 members: local.clone(),
                 me: idx,
-                ctx: CTX_FROM_GROUP + 2,
+                ctx: CTX_FROM_GROUP.offset(2),
                 tag: tag | LOCAL_BIT,
             },
             inter: true,
             leader: local_leader as usize,
             link: (idx == local_leader as usize).then_some(Link {
                 peer,
-                ctx: CTX_FROM_GROUP + 3,
+                ctx: CTX_FROM_GROUP.offset(3),
                 tag,
                 my_src: idx as i32,
                 peer_src: remote_leader,
@@ -919,7 +922,7 @@ impl Engine {
     // Running operations
 
     /// Register an operation and take its first steps; its id.
-    pub fn cm_start(&mut self, s: OpSpec, request: Option<u32>, target: Option<u32>) -> u32 {
+    pub fn cm_start(&mut self, s: OpSpec, request: Option<ReqId>, target: Option<CommId>) -> u32 {
         // Contexts of communicators freed while in use go back first, if they may.
         self.sweep_comms();
         let n = self.size as usize;
@@ -984,7 +987,7 @@ impl Engine {
 
     /// Collect the outcome of a finished operation: the new communicator, None for
     /// MPI_COMM_NULL.
-    pub fn cm_finish(&mut self, id: u32) -> Result<Option<u32>> {
+    pub fn cm_finish(&mut self, id: u32) -> Result<Option<CommId>> {
         let op = self
             .cm
             .ops
@@ -1052,7 +1055,7 @@ impl Engine {
         self.cm.ops[id as usize] = Some(op);
     }
 
-    fn finish_op(&mut self, id: u32, op: &mut Op, outcome: Result<Option<u32>>) {
+    fn finish_op(&mut self, id: u32, op: &mut Op, outcome: Result<Option<CommId>>) {
         self.release_pool(id, op);
         self.cm.pending.retain(|(i, _, _)| *i != id);
         if let Some((slot, _)) = op.recv.take() {
@@ -1062,7 +1065,7 @@ impl Engine {
             match &outcome {
                 Ok(Some(_)) => {}
                 // The reserved slot is given back (the user's handle becomes invalid).
-                _ => self.comms[t as usize] = None,
+                _ => self.comms[t.idx()] = None,
             }
         }
         op.outcome = Some(outcome);
@@ -1314,7 +1317,7 @@ impl Engine {
     }
 
     /// Build this process's new communicator with context block `b`.
-    fn build(&mut self, op: &mut Op, b: usize) -> Result<Option<u32>> {
+    fn build(&mut self, op: &mut Op, b: usize) -> Result<Option<CommId>> {
         let me = self.me;
         let (entries, remote) = op.gathered.take().unwrap_or_default();
         let base = op.base.as_ref();
@@ -1405,7 +1408,7 @@ impl Engine {
         if !self.cm.ctx.claim(b) {
             return err!(Intern, "context block {b} was agreed but is not free here");
         }
-        let ctx = b as u32 * CTX_STRIDE;
+        let ctx = ContextId::new(b as u32 * CTX_STRIDE);
         let mut c = match (&op.build, base) {
             (Build::Dup { info }, Some(p)) => {
                 let mut c = p.clone();
@@ -1435,7 +1438,7 @@ impl Engine {
         }
         let id = match op.target {
             Some(t) => {
-                self.comms[t as usize] = Some(c);
+                self.comms[t.idx()] = Some(c);
                 t
             }
             None => self.add_comm(c),
@@ -1444,30 +1447,30 @@ impl Engine {
     }
 
     /// Store a communicator; its id (reusing freed slots after the predefined ones).
-    pub fn add_comm(&mut self, c: Comm) -> u32 {
+    pub fn add_comm(&mut self, c: Comm) -> CommId {
         match self.comms.iter().skip(2).position(|x| x.is_none()) {
             Some(i) => {
                 self.comms[i + 2] = Some(c);
-                (i + 2) as u32
+                CommId::from_idx(i + 2)
             }
             None => {
                 self.comms.push(Some(c));
-                (self.comms.len() - 1) as u32
+                CommId::from_idx(self.comms.len() - 1)
             }
         }
     }
 
     /// Reserve a communicator slot for MPI_Comm_idup (filled when the operation finishes).
-    pub fn reserve_comm(&mut self, parent: u32) -> Result<u32> {
+    pub fn reserve_comm(&mut self, parent: CommId) -> Result<CommId> {
         let p = self.live_comm(parent)?;
-        let mut c = Comm::new(u32::MAX - 3, p.rank, p.group.clone(), "");
+        let mut c = Comm::new(ContextId::new(u32::MAX - 3), p.rank, p.group.clone(), "");
         c.remote = p.remote.clone();
         c.pending = true;
         Ok(self.add_comm(c))
     }
 
     /// MPI_Comm_free: local. Returns the context block to the pool.
-    pub fn free_comm(&mut self, id: u32) -> Result<()> {
+    pub fn free_comm(&mut self, id: CommId) -> Result<()> {
         let c = self.comm(id)?;
         if c.predefined {
             return err!(Comm, "{} cannot be freed", c.name);
@@ -1486,19 +1489,19 @@ impl Engine {
             return Ok(());
         }
         let ctx = c.ctx;
-        self.comms[id as usize] = None;
+        self.comms[id.idx()] = None;
         self.cm.ctx.release(ctx);
         Ok(())
     }
 
     /// Does a request (pending, or complete and not yet collected) still name communicator
     /// `id`?
-    pub fn comm_in_use(&self, id: u32) -> bool {
+    pub fn comm_in_use(&self, id: CommId) -> bool {
         self.pml.reqs.iter().any(|r| r.comm == id && !r.permanent)
     }
 
     /// Does a pending request still name communicator `id` (MPI_Comm_disconnect waits)?
-    pub fn comm_busy(&self, id: u32) -> bool {
+    pub fn comm_busy(&self, id: CommId) -> bool {
         self.pml
             .reqs
             .iter()
@@ -1510,10 +1513,10 @@ impl Engine {
         if self.cm.deferred == 0 {
             return;
         }
-        for id in 0..self.comms.len() as u32 {
-            let freed = self.comms[id as usize].as_ref().is_some_and(|c| c.freed);
-            if freed && !self.comm_in_use(id) {
-                let ctx = self.comms[id as usize].take().expect("freed").ctx;
+        for i in 0..self.comms.len() {
+            let freed = self.comms[i].as_ref().is_some_and(|c| c.freed);
+            if freed && !self.comm_in_use(CommId::from_idx(i)) {
+                let ctx = self.comms[i].take().expect("freed").ctx;
                 self.cm.ctx.release(ctx);
                 self.cm.deferred -= 1;
             }
@@ -1531,13 +1534,13 @@ impl Engine {
         to: Gpid,
         env: Envelope,
         data: Vec<u8>,
-        sends: &mut Vec<(u32, Box<[u8]>)>,
+        sends: &mut Vec<(ReqId, Box<[u8]>)>,
     ) {
         if self.pml.try_eager(to, env, &data, &mut self.net) {
             return;
         }
         let mut buf = data.into_boxed_slice();
-        let mut r = Request::new(Kind::Send, 0);
+        let mut r = Request::new(Kind::Send, COMM_WORLD);
         r.peer = to;
         r.env = env;
         r.buf = buf.as_mut_ptr();
@@ -1551,13 +1554,13 @@ impl Engine {
     /// when it has arrived.
     fn mgmt_take(
         &mut self,
-        pending: &mut Option<(u32, Box<[u8]>)>,
+        pending: &mut Option<(ReqId, Box<[u8]>)>,
         spec: Envelope,
         cap: usize,
     ) -> Result<Option<Vec<u8>>> {
         if pending.is_none() {
             let mut buf = vec![0u8; cap].into_boxed_slice();
-            let mut r = Request::new(Kind::Recv, 0);
+            let mut r = Request::new(Kind::Recv, COMM_WORLD);
             r.env = spec;
             r.buf = buf.as_mut_ptr();
             r.len = buf.len();
@@ -1591,7 +1594,7 @@ impl Engine {
 /// A blocking personalised exchange among the members of intracommunicator `comm`, in its
 /// management context: `data[j]` goes to rank j; returns what every rank sent to this one
 /// (messages of any size; MPI_Dist_graph_create uses it to route edges to their ends).
-pub fn exchange_all(comm: u32, mut data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
+pub fn exchange_all(comm: CommId, mut data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
     let (me, members, ctx, tag) = with(|e| -> Result<_> {
         let seq = e.next_seq(comm)?;
         let c = e.live_comm(comm)?;
@@ -1624,7 +1627,7 @@ pub fn exchange_all(comm: u32, mut data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
             }
         }
     })?;
-    let mut recvs: Vec<Option<(u32, Box<[u8]>)>> = (0..n).map(|_| None).collect();
+    let mut recvs: Vec<Option<(ReqId, Box<[u8]>)>> = (0..n).map(|_| None).collect();
     loop {
         let done = with(|e| -> Result<bool> {
             e.progress();
@@ -1663,7 +1666,7 @@ impl Engine {
     /// message has arrived (its size is then known).
     fn mgmt_take_any(
         &mut self,
-        pending: &mut Option<(u32, Box<[u8]>)>,
+        pending: &mut Option<(ReqId, Box<[u8]>)>,
         spec: Envelope,
     ) -> Result<Option<Vec<u8>>> {
         if pending.is_none() {
@@ -1675,7 +1678,7 @@ impl Engine {
                 .take_message(id)
                 .ok_or_else(|| crate::mpi_error!(Intern, "a probed message disappeared"))?;
             let mut buf = vec![0u8; st.bytes as usize].into_boxed_slice();
-            let mut r = Request::new(Kind::Recv, 0);
+            let mut r = Request::new(Kind::Recv, COMM_WORLD);
             r.env = u.env;
             r.buf = buf.as_mut_ptr();
             r.len = buf.len();
@@ -1710,7 +1713,7 @@ fn hash_tag(s: &str) -> i32 {
 }
 
 /// Run an operation to the end (the blocking calls).
-pub fn run(spec: OpSpec) -> Result<Option<u32>> {
+pub fn run(spec: OpSpec) -> Result<Option<CommId>> {
     let id = with(|e| e.cm_start(spec, None, None))?;
     global::wait_until(|e| e.cm_done(id))?;
     with(|e| e.cm_finish(id))?
@@ -1719,10 +1722,10 @@ pub fn run(spec: OpSpec) -> Result<Option<u32>> {
 /// Start an operation whose result goes into a reserved communicator slot, completing a new
 /// request (MPI_Comm_idup). Returns (communicator id, request slot).
 pub fn start_nonblocking(
-    parent: u32,
+    parent: CommId,
     make: impl FnOnce(&mut Engine) -> Result<OpSpec>,
-) -> Result<(u32, u32)> {
-    with(|e| -> Result<(u32, u32)> {
+) -> Result<(CommId, ReqId)> {
+    with(|e| -> Result<(CommId, ReqId)> {
         let spec = make(e)?.nonblocking();
         let target = e.reserve_comm(parent)?;
         let mut r = Request::new(Kind::Done, parent);
@@ -1890,10 +1893,10 @@ mod tests {
         assert!(p.claim(b));
         assert!(!p.claim(b));
         assert_eq!(lowest(&p.free), Some(b + 1));
-        p.release(b as u32 * CTX_STRIDE);
+        p.release(ContextId::new(b as u32 * CTX_STRIDE));
         assert_eq!(lowest(&p.free), Some(b));
         // Reserved blocks are never released into the pool.
-        p.release(0);
+        p.release(ContextId::new(0));
         assert_eq!(p.used(), CTX_RESERVED_BLOCKS as usize);
         assert_eq!(lowest(&[0, 0, 8]), Some(131));
         assert_eq!(lowest(&[0, 0]), None);

@@ -14,22 +14,22 @@
 //! Blocks are agreed by all members of a new communicator (see `mpi::cm`), so two
 //! communicators that share a process never share a block.
 
-use crate::ids::{ContextId, Gpid};
+use crate::ids::{CommId, ContextId, Gpid};
 use crate::mpi::topo::Topology;
 
 /// Context ids per communicator.
 pub const CTX_STRIDE: u32 = 4;
 /// Context id of MPI_COMM_WORLD (block 0); MPI_COMM_SELF has block 1. Block 2 is reserved for
 /// operations that create communicators from groups alone (no parent communicator).
-pub const CTX_WORLD: u32 = 0;
-pub const CTX_SELF: u32 = CTX_STRIDE;
-pub const CTX_FROM_GROUP: u32 = 2 * CTX_STRIDE;
+pub const CTX_WORLD: ContextId = ContextId::new(0);
+pub const CTX_SELF: ContextId = ContextId::new(CTX_STRIDE);
+pub const CTX_FROM_GROUP: ContextId = ContextId::new(2 * CTX_STRIDE);
 /// Blocks that are never allocated.
 pub const CTX_RESERVED_BLOCKS: u32 = 3;
 
 /// Engine ids of the predefined communicators.
-pub const COMM_WORLD: u32 = 0;
-pub const COMM_SELF: u32 = 1;
+pub const COMM_WORLD: CommId = CommId::new(0);
+pub const COMM_SELF: CommId = CommId::new(1);
 
 /// Engine ids of the predefined error handlers.
 pub const ERRH_FATAL: u32 = 0;
@@ -70,7 +70,7 @@ pub struct Comm {
 }
 
 impl Comm {
-    pub fn new(ctx: u32, rank: i32, group: Vec<Gpid>, name: &str) -> Comm {
+    pub fn new(ctx: ContextId, rank: i32, group: Vec<Gpid>, name: &str) -> Comm {
         Comm {
             ctx,
             rank,
@@ -139,20 +139,20 @@ impl Comm {
     }
 
     #[inline]
-    pub fn coll_ctx(&self) -> u32 {
-        self.ctx + 1
+    pub fn coll_ctx(&self) -> ContextId {
+        self.ctx.offset(1)
     }
 
     /// Context of communicator-management messages (internal tags).
     #[inline]
-    pub fn mgmt_ctx(&self) -> u32 {
-        self.ctx + 2
+    pub fn mgmt_ctx(&self) -> ContextId {
+        self.ctx.offset(2)
     }
 
     /// Context of management messages that carry a user's tag.
     #[inline]
-    pub fn tagged_ctx(&self) -> u32 {
-        self.ctx + 3
+    pub fn tagged_ctx(&self) -> ContextId {
+        self.ctx.offset(3)
     }
 
     /// Remote group size (intercommunicator), else the local size.

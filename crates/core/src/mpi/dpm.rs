@@ -35,6 +35,7 @@
 //! transports among the processes of each job.
 
 use crate::error::{ErrorClass, MpiError, Result};
+use crate::ids::CommId;
 use crate::mpi::cm;
 use crate::mpi::engine::Engine;
 use crate::mpi::global::{self, with};
@@ -202,10 +203,10 @@ impl Engine {
     }
 
     /// Does communicator `id` include processes of another job?
-    pub fn reaches_other_jobs(&self, id: u32) -> bool {
+    pub fn reaches_other_jobs(&self, id: CommId) -> bool {
         let own = self.base..self.base + self.size;
         self.comms
-            .get(id as usize)
+            .get(id.idx())
             .and_then(Option::as_ref)
             .is_some_and(|c| {
                 c.group
@@ -285,7 +286,7 @@ pub(crate) struct Caller {
 
 impl Caller {
     /// `inter`: the error when `comm` is an intercommunicator.
-    pub fn of(comm: u32, root: i32, inter: &str) -> Result<Caller> {
+    pub fn of(comm: CommId, root: i32, inter: &str) -> Result<Caller> {
         let (rank, size, group, errhandler) = with(|e| -> Result<_> {
             let c = e.live_comm(comm)?;
             if c.is_inter() {
@@ -311,7 +312,7 @@ impl Caller {
 
 /// MPI_Comm_spawn / MPI_Comm_spawn_multiple over intracommunicator `comm`: `commands` matter
 /// at `root` only. The parent intercommunicator's id, and how many processes started.
-pub fn spawn(comm: u32, root: i32, commands: &[Command]) -> Result<(u32, usize)> {
+pub fn spawn(comm: CommId, root: i32, commands: &[Command]) -> Result<(CommId, usize)> {
     let Caller {
         me,
         size,
@@ -519,7 +520,7 @@ pub fn join_parent() -> Result<()> {
     let id =
         cm::run(spec)?.ok_or_else(|| spawn_err("the parent intercommunicator was not made"))?;
     with(|e| {
-        if let Some(c) = e.comms.get_mut(id as usize).and_then(Option::as_mut) {
+        if let Some(c) = e.comms.get_mut(id.idx()).and_then(Option::as_mut) {
             c.name = "MPI_COMM_PARENT".into();
         }
         e.parent = Some(id);

@@ -53,6 +53,7 @@
 //! Over a socket the application connected, there is no secret: both sides send a nonce, the
 //! larger one plays the acceptor, and the rest is as above with MPI_COMM_SELF as the group.
 
+use crate::ids::CommId;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
@@ -550,7 +551,7 @@ pub enum How {
 
 /// MPI_Comm_accept, MPI_Comm_connect and MPI_Comm_join over intracommunicator `comm` (for
 /// join: MPI_COMM_SELF): the new intercommunicator's id. `how` matters at `root` only.
-pub fn connect_accept(comm: u32, root: i32, how: Option<How>) -> Result<u32> {
+pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommId> {
     let Caller {
         me,
         size,

@@ -14,7 +14,7 @@ use protean_pmi::PmiClient;
 
 use crate::config::{Config, CHAN_PHASES, PROTOCOLS, YIELD_MODES};
 use crate::error::{ErrorClass, MpiError, Result};
-use crate::ids::{CommId, DtypeId, Gpid};
+use crate::ids::{CommId, DtypeId, Gpid, ReqId};
 use crate::mpi::attr::AttrStore;
 use crate::mpi::cm::CommMgr;
 use crate::mpi::comm::{
@@ -35,7 +35,7 @@ pub struct BsendBuffer {
     pub base: *mut u8,
     pub size: usize,
     /// Regions in use: (offset, length, request slot), sorted by offset.
-    pub used: Vec<(usize, usize, u32)>,
+    pub used: Vec<(usize, usize, ReqId)>,
 }
 
 impl BsendBuffer {
@@ -65,7 +65,7 @@ pub struct Engine {
     /// Started by MPI_Comm_spawn.
     pub spawned: bool,
     /// The parent intercommunicator of a spawned process (MPI_Comm_get_parent), once made.
-    pub parent: Option<u32>,
+    pub parent: Option<CommId>,
     /// The key that authenticates connections (the job's, shared with spawned jobs; drawn
     /// when first needed by a process alone in its job).
     pub key: Option<[u8; 32]>,
@@ -115,12 +115,12 @@ pub struct Engine {
     /// Datatypes the user freed while operations or other types still hold them: their slots
     /// stay taken (the handle stays meaningful to those users) until `Engine::free_dtype`
     /// finds them unreferenced.
-    pub freed_types: Vec<u32>,
+    pub freed_types: Vec<DtypeId>,
     /// Progress passes so far, and when the launcher was last seen alive (see
     /// [`Engine::watch_launcher`]).
     passes: u32,
     /// Active partitioned requests (`mpi::part`), advanced by each progress pass.
-    pub(crate) parts: Vec<u32>,
+    pub(crate) parts: Vec<ReqId>,
     launcher_seen: std::time::Instant,
 }
 
@@ -177,8 +177,8 @@ impl Engine {
             ..Comm::new(CTX_SELF, 0, vec![me], "MPI_COMM_SELF")
         };
         let mut comms = vec![None, None];
-        comms[COMM_WORLD as usize] = Some(world);
-        comms[COMM_SELF as usize] = Some(selfc);
+        comms[COMM_WORLD.idx()] = Some(world);
+        comms[COMM_SELF.idx()] = Some(selfc);
         let dtypes = predefined()
             .into_iter()
             .map(|d| Some(Arc::new(d)))
@@ -407,7 +407,7 @@ impl Engine {
     /// under `chan_phases` it begins a phase when the communicator spans the whole job. Inline,
     /// one relaxed load when no profile or schedule is in use.
     #[inline(always)]
-    pub fn collective_mark(comm: u32, barrier: bool) -> Result<()> {
+    pub fn collective_mark(comm: CommId, barrier: bool) -> Result<()> {
         let m = PHASE_MARKS.load(Ordering::Relaxed);
         if m == MARK_NONE || (m == MARK_BARRIER && !barrier) {
             return Ok(());
@@ -510,7 +510,7 @@ impl Engine {
 
     #[inline]
     pub fn comm(&self, id: CommId) -> Result<&Comm> {
-        match self.comms.get(id as usize) {
+        match self.comms.get(id.idx()) {
             Some(Some(c)) => Ok(c),
             _ => Err(MpiError::new(ErrorClass::Comm, "invalid communicator")),
         }
@@ -518,14 +518,14 @@ impl Engine {
 
     #[inline]
     pub fn dtype(&self, id: DtypeId) -> Result<&Arc<Datatype>> {
-        match self.dtypes.get(id as usize) {
+        match self.dtypes.get(id.idx()) {
             Some(Some(d)) => Ok(d),
             _ => Err(MpiError::new(ErrorClass::Type, "invalid datatype")),
         }
     }
 
     /// Store a new datatype; returns its id (reusing a freed slot).
-    pub fn add_dtype(&mut self, d: Datatype) -> u32 {
+    pub fn add_dtype(&mut self, d: Datatype) -> DtypeId {
         let first_free = self
             .dtypes
             .iter()
@@ -535,11 +535,11 @@ impl Engine {
             Some(i) => {
                 let id = i + crate::mpi::datatype::PREDEFINED_NAMES.len();
                 self.dtypes[id] = Some(Arc::new(d));
-                id as u32
+                DtypeId::from_idx(id)
             }
             None => {
                 self.dtypes.push(Some(Arc::new(d)));
-                (self.dtypes.len() - 1) as u32
+                DtypeId::from_idx(self.dtypes.len() - 1)
             }
         }
     }
@@ -674,7 +674,10 @@ mod bsend_tests {
         };
         assert_eq!(b.first_fit(100), Some((0, 0)));
         assert_eq!(b.first_fit(101), None);
-        b.used = vec![(10, 20, 1), (50, 10, 2)];
+        b.used = vec![
+            (10, 20, crate::ids::ReqId::new(1)),
+            (50, 10, crate::ids::ReqId::new(2)),
+        ];
         assert_eq!(b.first_fit(10), Some((0, 0)));
         assert_eq!(b.first_fit(11), Some((1, 30)));
         assert_eq!(b.first_fit(40), Some((2, 60)));

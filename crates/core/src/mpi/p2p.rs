@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::err;
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::ids::{CommId, DtypeId, Rank, ReqId, Tag};
+use crate::mpi::comm::COMM_WORLD;
 use crate::mpi::datatype::{pool, Datatype};
 use crate::mpi::engine::{BsendBuffer, Engine};
 use crate::mpi::global::{self, with};
@@ -54,7 +55,7 @@ impl Engine {
     }
 
     #[inline(always)]
-    fn check_dtype(&self, dt: u32) -> Result<&Arc<Datatype>> {
+    fn check_dtype(&self, dt: DtypeId) -> Result<&Arc<Datatype>> {
         let d = self.dtype(dt)?;
         if !d.committed {
             return err!(
@@ -155,7 +156,7 @@ impl Engine {
 
     /// Resolve a destination rank to a process; None for MPI_PROC_NULL.
     #[inline]
-    fn dest_gpid(&self, comm: u32, rank: i32) -> Result<Option<u32>> {
+    fn dest_gpid(&self, comm: CommId, rank: i32) -> Result<Option<u32>> {
         let c = self.comm(comm)?;
         if rank == PROC_NULL {
             return Ok(None);
@@ -172,7 +173,7 @@ impl Engine {
     }
 
     #[inline(always)]
-    fn check_source(&self, comm: u32, src: i32) -> Result<()> {
+    fn check_source(&self, comm: CommId, src: i32) -> Result<()> {
         let c = self.comm(comm)?;
         if src == ANY_SOURCE || src == PROC_NULL || (src >= 0 && (src as usize) < c.peers().len()) {
             return Ok(());
@@ -184,7 +185,7 @@ impl Engine {
         )
     }
 
-    fn done_request(&mut self, comm: u32, st: Status) -> u32 {
+    fn done_request(&mut self, comm: CommId, st: Status) -> ReqId {
         let mut r = Request::new(Kind::Done, comm);
         r.complete = true;
         r.status = st;
@@ -205,7 +206,7 @@ impl Engine {
         tag: Tag,
         comm: CommId,
         mode: Mode,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         self.isend_on(buf, count, dt, dest, tag, comm, mode, 0)
     }
 
@@ -226,7 +227,7 @@ impl Engine {
         tag: Tag,
         comm: CommId,
         mode: Mode,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         if matches!(mode, Mode::Standard | Mode::Ready) {
             if let Some(peer) = self.send_now_to(buf, count, dt, dest, tag, comm, 0)? {
                 let seq = self.pml.sent_seq(peer);
@@ -242,13 +243,13 @@ impl Engine {
     }
 
     /// The request a [`SentRec`] slot stands for once MPI_Cancel made one (None before).
-    fn promoted(&self, slot: u32) -> Result<Option<u32>> {
+    fn promoted(&self, slot: ReqId) -> Result<Option<ReqId>> {
         let rec = self.pml.reqs.sent(slot).ok_or_else(bad_request)?;
-        Ok(rec.promoted.checked_sub(1))
+        Ok(rec.promoted.checked_sub(1).map(ReqId::new))
     }
 
     /// The communicator and persistence of a live request (None: not a request).
-    pub fn request_info(&self, slot: u32) -> Option<(u32, bool)> {
+    pub fn request_info(&self, slot: ReqId) -> Option<(CommId, bool)> {
         if Slab::is_sent(slot) {
             return self.pml.reqs.sent(slot).map(|r| (r.comm, false));
         }
@@ -271,7 +272,7 @@ impl Engine {
         src: Rank,
         tag: Tag,
         comm: CommId,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         self.irecv_on(buf, count, dt, src, tag, comm, 0)
     }
 
@@ -292,7 +293,7 @@ impl Engine {
         comm: CommId,
         mode: Mode,
         ctx_offset: u32,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         if matches!(mode, Mode::Standard | Mode::Ready)
             && self.send_now(buf, count, dt, dest, tag, comm, ctx_offset)?
         {
@@ -317,7 +318,7 @@ impl Engine {
         comm: CommId,
         mode: Mode,
         ctx_offset: u32,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         if self.pml.eager_unpolled >= Self::POLL_EVERY {
             // A run of eager sends read nothing for a while (`Pml::try_eager` declined this
             // one for that): take the receivers' reports first, and plan by them.
@@ -341,7 +342,7 @@ impl Engine {
         let (ptr, len, packed, streamed) = self.send_data(buf, count, d)?;
         let c = self.comm(comm)?;
         let env = Envelope {
-            ctx: c.ctx + ctx_offset,
+            ctx: c.ctx.offset(ctx_offset),
             src: c.rank,
             tag,
         };
@@ -399,8 +400,8 @@ impl Engine {
     ) -> Result<Option<u32>> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
-            self.dtypes.get(dt as usize),
-            self.comms.get(comm as usize),
+            self.dtypes.get(dt.idx()),
+            self.comms.get(comm.idx()),
         ) else {
             return Ok(None);
         };
@@ -415,7 +416,7 @@ impl Engine {
             _ => return Ok(None),
         };
         let env = Envelope {
-            ctx: c.ctx + ctx_offset,
+            ctx: c.ctx.offset(ctx_offset),
             src: c.rank,
             tag,
         };
@@ -448,8 +449,8 @@ impl Engine {
     ) -> Result<DirectPost> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
-            self.dtypes.get(dt as usize),
-            self.comms.get(comm as usize),
+            self.dtypes.get(dt.idx()),
+            self.comms.get(comm.idx()),
         ) else {
             return Ok(DirectPost::UseRequest);
         };
@@ -493,7 +494,7 @@ impl Engine {
         tag: Tag,
         comm: CommId,
         ctx_offset: u32,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?;
         if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
@@ -505,7 +506,7 @@ impl Engine {
         }
         let (ptr, len, packed) = self.recv_data(buf, count, d)?;
         let c = self.comm(comm)?;
-        let ctx = c.ctx + ctx_offset;
+        let ctx = c.ctx.offset(ctx_offset);
         let from = usize::try_from(src)
             .ok()
             .and_then(|s| c.peers().get(s).copied());
@@ -564,7 +565,7 @@ impl Engine {
     }
 
     /// Have both halves of an MPI_Isendrecv completed?
-    fn parts_done(&self, parts: [u32; 2]) -> bool {
+    fn parts_done(&self, parts: [ReqId; 2]) -> bool {
         parts.iter().all(|&p| self.is_complete(p).unwrap_or(true))
     }
 
@@ -580,7 +581,7 @@ impl Engine {
     }
 
     /// [`Engine::collect`] of an MPI_Isendrecv request.
-    fn collect_parts(&mut self, slot: u32, [s, r]: [u32; 2]) -> Result<Option<Status>> {
+    fn collect_parts(&mut self, slot: ReqId, [s, r]: [ReqId; 2]) -> Result<Option<Status>> {
         if !self.parts_done([s, r]) {
             return Ok(None);
         }
@@ -687,7 +688,7 @@ impl Engine {
     }
 
     /// Is the request a persistent one that is not active (Wait on it returns at once)?
-    pub fn is_inactive(&self, slot: u32) -> bool {
+    pub fn is_inactive(&self, slot: ReqId) -> bool {
         self.pml.reqs.get(slot).is_some_and(|r| {
             (r.persist.is_some() && !r.active) || r.part.as_ref().is_some_and(|p| !p.active)
         })
@@ -695,14 +696,14 @@ impl Engine {
 
     /// MPI_Grequest_start: a request only [`Engine::grequest_complete`] completes, on
     /// communicator `comm` (whose error handler its errors go to).
-    pub fn grequest_start(&mut self, comm: u32) -> u32 {
+    pub fn grequest_start(&mut self, comm: CommId) -> ReqId {
         let mut r = Request::new(Kind::Done, comm);
         r.greq = true;
         self.pml.reqs.insert(r)
     }
 
     /// MPI_Grequest_complete.
-    pub fn grequest_complete(&mut self, slot: u32) -> Result<()> {
+    pub fn grequest_complete(&mut self, slot: ReqId) -> Result<()> {
         match self.pml.reqs.get_mut(slot) {
             Some(r) if r.greq && !r.complete => {
                 r.complete = true;
@@ -717,14 +718,14 @@ impl Engine {
     }
 
     /// Give back the slot of a generalized request whose callbacks have run.
-    pub fn grequest_release(&mut self, slot: u32) {
+    pub fn grequest_release(&mut self, slot: ReqId) {
         if self.pml.reqs.get(slot).is_some_and(|r| r.greq) {
             self.pml.reqs.remove(slot);
         }
     }
 
     /// MPI_Request_free.
-    pub fn request_free(&mut self, slot: u32) -> Result<()> {
+    pub fn request_free(&mut self, slot: ReqId) -> Result<()> {
         if Slab::is_sent(slot) {
             if let Some(p) = self.promoted(slot)? {
                 self.request_free(p)?;
@@ -758,7 +759,7 @@ impl Engine {
     }
 
     /// MPI_Cancel.
-    pub fn cancel(&mut self, slot: u32) -> Result<()> {
+    pub fn cancel(&mut self, slot: ReqId) -> Result<()> {
         if Slab::is_sent(slot) {
             if self.promoted(slot)?.is_some() {
                 return Ok(());
@@ -770,7 +771,7 @@ impl Engine {
             r.complete = true;
             r.peer = rec.peer;
             r.seq = rec.seq;
-            self.pml.reqs.sent_mut(slot).expect("checked").promoted = p + 1;
+            self.pml.reqs.sent_mut(slot).expect("checked").promoted = p.get() + 1;
             return self.cancel(p);
         }
         let r = self.pml.reqs.get(slot).ok_or_else(bad_request)?;
@@ -801,7 +802,7 @@ impl Engine {
     /// A cancel request to ourselves is answered by our own next progress passes: take them
     /// now, so that the outcome is known when MPI_Cancel returns (as for a send to another
     /// process, the request stays incomplete until the answer).
-    fn settle_self_cancel(&mut self, slot: u32) {
+    fn settle_self_cancel(&mut self, slot: ReqId) {
         for _ in 0..8 {
             let Some(r) = self.pml.reqs.get(slot) else {
                 return;
@@ -819,7 +820,7 @@ impl Engine {
     /// MPI_Cancel of a buffered send: cancel the send from the attached buffer. The user's
     /// request, complete since the data was copied, stays incomplete until that send's
     /// outcome is known (see [`Engine::buffered_cancel`]).
-    fn cancel_buffered(&mut self, slot: u32) -> Result<()> {
+    fn cancel_buffered(&mut self, slot: ReqId) -> Result<()> {
         let r = self.pml.reqs.get(slot).expect("live");
         let (link, peer, seq, emitted, comm) = (
             r.link,
@@ -862,7 +863,7 @@ impl Engine {
 
     /// The outcome of a buffered send's cancellation is in: a request made only to ask for it
     /// (not the send from the buffer, which `reap_bsend` releases) goes.
-    fn drop_cancel_request(&mut self, slot: u32) {
+    fn drop_cancel_request(&mut self, slot: ReqId) {
         let link = self.pml.reqs.get(slot).map_or(0, |r| r.link);
         if let Some(q) = self.pml.reqs.from_wire(link).filter(|_| link != 0) {
             if !self.pml.reqs.get(q).expect("live").internal {
@@ -873,7 +874,7 @@ impl Engine {
     }
 
     /// MPI_Iprobe (after one progress pass).
-    pub fn iprobe(&mut self, src: i32, tag: i32, comm: u32) -> Result<Option<Status>> {
+    pub fn iprobe(&mut self, src: i32, tag: i32, comm: CommId) -> Result<Option<Status>> {
         self.check_probe(src, tag, comm)?;
         if src == PROC_NULL {
             return Ok(Some(Status::PROC_NULL));
@@ -890,7 +891,7 @@ impl Engine {
         Ok(self.pml.probe(&spec))
     }
 
-    fn check_probe(&self, src: i32, tag: i32, comm: u32) -> Result<()> {
+    fn check_probe(&self, src: i32, tag: i32, comm: CommId) -> Result<()> {
         if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
             return err!(
                 Tag,
@@ -932,11 +933,11 @@ impl Engine {
         count: i64,
         dt: DtypeId,
         msg: Option<u32>,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         let count = Self::check_count(count)?;
         let d = self.check_dtype(dt)?.clone();
         let Some(id) = msg else {
-            return Ok(self.done_request(0, Status::PROC_NULL));
+            return Ok(self.done_request(COMM_WORLD, Status::PROC_NULL));
         };
         let u = self.pml.take_message(id).ok_or_else(|| {
             MpiError::new(
@@ -945,7 +946,7 @@ impl Engine {
             )
         })?;
         let (ptr, len, packed) = self.recv_data(buf, count, &d)?;
-        let mut r = Request::new(Kind::Recv, 0);
+        let mut r = Request::new(Kind::Recv, COMM_WORLD);
         r.env = u.env;
         r.buf = ptr;
         r.len = len;
@@ -971,16 +972,16 @@ impl Engine {
         &mut self,
         sbuf: *const u8,
         scount: i64,
-        sdt: u32,
+        sdt: DtypeId,
         dest: Rank,
         stag: i32,
         rbuf: *mut u8,
         rcount: i64,
-        rdt: u32,
+        rdt: DtypeId,
         src: Rank,
         rtag: i32,
         comm: CommId,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         // Check the send's arguments first: nothing is started when either half is wrong.
         self.check_send_args(scount, sdt, dest, stag, comm)?;
         let r = self.irecv(rbuf, rcount, rdt, src, rtag, comm)?;
@@ -1010,7 +1011,7 @@ impl Engine {
         src: Rank,
         rtag: i32,
         comm: CommId,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         self.check_send_args(count, dt, dest, stag, comm)?;
         let d = self.check_dtype(dt)?.clone();
         let n = Self::check_count(count)?;
@@ -1022,7 +1023,8 @@ impl Engine {
             d.pack(buf, n, &mut copy);
         }
         let r = self.irecv(buf, count, dt, src, rtag, comm)?;
-        let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE") as u32;
+        let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE");
+        let byte = DtypeId::from_idx(byte);
         let s = match self.isend(
             copy.as_ptr(),
             len as i64,
@@ -1057,7 +1059,14 @@ impl Engine {
     }
 
     /// The argument checks of a send, without starting it.
-    fn check_send_args(&self, count: i64, dt: u32, dest: i32, tag: i32, comm: u32) -> Result<()> {
+    fn check_send_args(
+        &self,
+        count: i64,
+        dt: DtypeId,
+        dest: i32,
+        tag: i32,
+        comm: CommId,
+    ) -> Result<()> {
         Self::check_count(count)?;
         self.check_dtype(dt)?;
         if !(0..=TAG_UB).contains(&tag) {
@@ -1069,7 +1078,7 @@ impl Engine {
         self.dest_gpid(comm, dest).map(|_| ())
     }
 
-    fn parts_request(&mut self, comm: u32, send: u32, recv: u32) -> u32 {
+    fn parts_request(&mut self, comm: CommId, send: ReqId, recv: ReqId) -> ReqId {
         let mut r = Request::new(Kind::Done, comm);
         r.parts = Some([send, recv]);
         self.pml.reqs.insert(r)
@@ -1093,7 +1102,7 @@ impl Engine {
         comm: CommId,
         mode: Mode,
         is_send: bool,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         let n = Self::check_count(count)?;
         let dtype = self.check_dtype(dt)?.clone();
         if is_send {
@@ -1127,7 +1136,7 @@ impl Engine {
     }
 
     /// MPI_Start.
-    pub fn start(&mut self, slot: u32) -> Result<()> {
+    pub fn start(&mut self, slot: ReqId) -> Result<()> {
         if self.coll_owns(slot) {
             return self.coll_start(slot);
         }
@@ -1269,7 +1278,7 @@ impl Engine {
         dest: Rank,
         tag: Tag,
         comm: CommId,
-    ) -> Result<u32> {
+    ) -> Result<ReqId> {
         let len = d
             .packed_size(count)
             .ok_or_else(|| crate::mpi_error!(Count, "count {count} overflows the message size"))?;
@@ -1395,7 +1404,7 @@ pub unsafe fn send(
     comm: CommId,
     mode: Mode,
 ) -> Result<()> {
-    let (slot, done) = with(|e| -> Result<(u32, bool)> {
+    let (slot, done) = with(|e| -> Result<(ReqId, bool)> {
         let s = e.isend(buf, count, dt, dest, tag, comm, mode)?;
         Ok((s, e.pml.reqs.get(s).is_some_and(|r| r.complete)))
     })??;
@@ -1503,7 +1512,7 @@ fn complete_entries(e: &Engine, slots: &[Option<ReqId>]) -> Vec<usize> {
 
 /// The entries of a request array that are active: None for null handles and for persistent
 /// requests that are not started (MPI_Waitany and the *some calls skip both).
-pub fn active(slots: &[Option<ReqId>]) -> Result<Vec<Option<u32>>> {
+pub fn active(slots: &[Option<ReqId>]) -> Result<Vec<Option<ReqId>>> {
     with(|e| {
         slots
             .iter()
@@ -1609,7 +1618,7 @@ pub unsafe fn sendrecv(
     recvtag: Tag,
     comm: CommId,
 ) -> Result<Status> {
-    let (s, r) = with(|e| -> Result<(u32, u32)> {
+    let (s, r) = with(|e| -> Result<(ReqId, ReqId)> {
         let r = e.irecv(recvbuf, recvcount, recvtype, source, recvtag, comm)?;
         match e.isend(
             sendbuf,
@@ -1660,7 +1669,8 @@ pub unsafe fn sendrecv_replace(
         t.pack(buf as *const u8, count as usize, &mut v);
         Ok(v)
     })??;
-    let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE") as u32;
+    let byte = crate::mpi::datatype::predefined_index("MPI_BYTE").expect("MPI_BYTE");
+    let byte = DtypeId::from_idx(byte);
     sendrecv(
         copy.as_ptr(),
         copy.len() as i64,

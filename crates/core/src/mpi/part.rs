@@ -29,6 +29,7 @@
 //! Active partitioned requests are listed in `Engine::parts`; each progress pass advances them
 //! (the handshake, deferred sends).
 
+use crate::ids::{CommId, DtypeId, ReqId};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -47,7 +48,7 @@ const REPLY: u32 = PART_SPACE + 1;
 const DATA: u32 = PART_SPACE + 2;
 
 /// The engine id of MPI_BYTE.
-const BYTE: u32 = 3;
+const BYTE: DtypeId = DtypeId::new(3);
 
 /// Data tags handed out by receivers of this process.
 static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
@@ -89,19 +90,19 @@ pub struct Part {
     dtype: Arc<Datatype>,
     peer: i32,
     tag: i32,
-    comm: u32,
+    comm: CommId,
     /// The round is on (between MPI_Start and the completion call that ends it).
     pub active: bool,
     matched: Option<Matched>,
     /// Handshake buffers (hello: token, S, s low, s high; reply: base) and requests.
     hello: Box<[u32; 4]>,
     reply: Box<[u32; 1]>,
-    handshake: Vec<u32>,
+    handshake: Vec<ReqId>,
     /// Sender: partitions marked ready this round, and their send requests (None: not sent).
     ready: Vec<bool>,
     /// Per sender partition: its request this round (sends at the sender, receives at the
     /// receiver); None before it is posted.
-    subs: Vec<Option<u32>>,
+    subs: Vec<Option<ReqId>>,
     /// Receiver with a non-contiguous datatype: the packed bytes, and which receive
     /// partitions were unpacked this round.
     staged: Option<Vec<u8>>,
@@ -131,11 +132,11 @@ impl Engine {
         buf: *mut u8,
         partitions: i64,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         peer: i32,
         tag: i32,
-        comm: u32,
-    ) -> Result<u32> {
+        comm: CommId,
+    ) -> Result<ReqId> {
         let call = if send {
             "MPI_Psend_init"
         } else {
@@ -210,7 +211,7 @@ impl Engine {
     }
 
     /// Take a partitioned request's [`Part`] out of its slot (put back by `part_put`).
-    fn part_take(&mut self, slot: u32) -> Result<Box<Part>> {
+    fn part_take(&mut self, slot: ReqId) -> Result<Box<Part>> {
         match self.pml.reqs.get_mut(slot) {
             Some(r) => r
                 .part
@@ -220,14 +221,14 @@ impl Engine {
         }
     }
 
-    fn part_put(&mut self, slot: u32, p: Box<Part>) {
+    fn part_put(&mut self, slot: ReqId, p: Box<Part>) {
         if let Some(r) = self.pml.reqs.get_mut(slot) {
             r.part = Some(p);
         }
     }
 
     /// MPI_Start of a partitioned request.
-    pub(crate) fn part_start(&mut self, slot: u32) -> Result<()> {
+    pub(crate) fn part_start(&mut self, slot: ReqId) -> Result<()> {
         let mut p = self.part_take(slot)?;
         let r = self.part_start_in(slot, &mut p);
         self.part_put(slot, p);
@@ -239,7 +240,7 @@ impl Engine {
         Ok(())
     }
 
-    fn part_start_in(&mut self, slot: u32, p: &mut Part) -> Result<()> {
+    fn part_start_in(&mut self, slot: ReqId, p: &mut Part) -> Result<()> {
         if p.active {
             return err!(
                 Request,
@@ -259,7 +260,12 @@ impl Engine {
             unsafe {
                 if p.send {
                     let s = p.dtype.size * p.count;
-                    *p.hello = [slot, p.partitions as u32, s as u32, (s as u64 >> 32) as u32];
+                    *p.hello = [
+                        slot.get(),
+                        p.partitions as u32,
+                        s as u32,
+                        (s as u64 >> 32) as u32,
+                    ];
                     let h = self.isend_on(
                         p.hello.as_ptr().cast(),
                         16,
@@ -276,7 +282,7 @@ impl Engine {
                         4,
                         BYTE,
                         p.peer,
-                        slot as i32,
+                        slot.get() as i32,
                         p.comm,
                         REPLY,
                     )?;
@@ -380,7 +386,7 @@ impl Engine {
     }
 
     /// Advance one partitioned request: the handshake, deferred sends.
-    pub(crate) fn part_step(&mut self, slot: u32) {
+    pub(crate) fn part_step(&mut self, slot: ReqId) {
         let Ok(mut p) = self.part_take(slot) else {
             return;
         };
@@ -462,7 +468,7 @@ impl Engine {
         }
     }
 
-    fn part_ref(&self, slot: u32) -> Result<&Part> {
+    fn part_ref(&self, slot: ReqId) -> Result<&Part> {
         match self.pml.reqs.get(slot).and_then(|r| r.part.as_deref()) {
             Some(p) => Ok(p),
             None => err!(Request, "not a partitioned request"),
@@ -475,7 +481,7 @@ impl Engine {
             return true;
         }
         let Some(m) = p.matched else { return false };
-        let done = |s: &Option<u32>| s.is_some_and(|s| self.is_complete(s).unwrap_or(true));
+        let done = |s: &Option<ReqId>| s.is_some_and(|s| self.is_complete(s).unwrap_or(true));
         let subs = if p.send { p.partitions } else { m.parts };
         p.handshake
             .iter()
@@ -485,7 +491,7 @@ impl Engine {
     }
 
     /// MPI_Pready and friends: mark partitions ready (and send them when matched).
-    pub fn part_ready(&mut self, slot: u32, partitions: &[i32]) -> Result<()> {
+    pub fn part_ready(&mut self, slot: ReqId, partitions: &[i32]) -> Result<()> {
         let mut p = self.part_take(slot)?;
         let r = (|| {
             if !p.send {
@@ -524,7 +530,7 @@ impl Engine {
     }
 
     /// MPI_Parrived: has receive partition `k` arrived? (Its data is in the buffer then.)
-    pub fn part_arrived(&mut self, slot: u32, k: i32) -> Result<bool> {
+    pub fn part_arrived(&mut self, slot: ReqId, k: i32) -> Result<bool> {
         {
             let p = self.part_ref(slot)?;
             if p.send {
@@ -549,7 +555,7 @@ impl Engine {
         Ok(arrived)
     }
 
-    fn part_arrived_now(&mut self, slot: u32, k: usize) -> Result<bool> {
+    fn part_arrived_now(&mut self, slot: ReqId, k: usize) -> Result<bool> {
         self.part_step(slot);
         let mut p = self.part_take(slot)?;
         let got = self.part_arrived_in(&mut p, k);
@@ -603,7 +609,7 @@ impl Engine {
 
     /// [`Engine::collect`] of a partitioned request: the round's status once complete; the
     /// request becomes inactive.
-    pub(crate) fn part_collect(&mut self, slot: u32) -> Result<Option<Status>> {
+    pub(crate) fn part_collect(&mut self, slot: ReqId) -> Result<Option<Status>> {
         let mut p = self.part_take(slot)?;
         let r = self.part_collect_in(&mut p);
         self.part_put(slot, p);
@@ -672,7 +678,7 @@ impl Engine {
     }
 
     /// Is the partitioned request in slot `slot` inactive (or not one)?
-    pub(crate) fn part_inactive(&self, slot: u32) -> bool {
+    pub(crate) fn part_inactive(&self, slot: ReqId) -> bool {
         self.part_ref(slot).is_ok_and(|p| !p.active)
     }
 
@@ -681,7 +687,7 @@ impl Engine {
     /// so that is refused with MPI_ERR_REQUEST and the round goes on untouched. An inactive
     /// request, or an active one whose round is complete (every partition transferred, the
     /// completion call not made yet), is freed: the round is collected first.
-    pub(crate) fn part_free(&mut self, slot: u32) -> Result<()> {
+    pub(crate) fn part_free(&mut self, slot: ReqId) -> Result<()> {
         if !self.part_inactive(slot) {
             self.part_step(slot);
             if !self.part_round_done(slot)? {
@@ -702,7 +708,7 @@ impl Engine {
     /// completed is erroneous (as freeing it, see [`Engine::part_free`]) and refused with
     /// MPI_ERR_REQUEST; on an inactive request, or a round that is complete, there is nothing
     /// to cancel: the completion call reports it not cancelled.
-    pub(crate) fn part_cancel(&mut self, slot: u32) -> Result<()> {
+    pub(crate) fn part_cancel(&mut self, slot: ReqId) -> Result<()> {
         if self.part_inactive(slot) {
             return Ok(());
         }
@@ -717,7 +723,7 @@ impl Engine {
     }
 
     /// Has the round of an active partitioned request completed (after a progress pass)?
-    fn part_round_done(&mut self, slot: u32) -> Result<bool> {
+    fn part_round_done(&mut self, slot: ReqId) -> Result<bool> {
         if self.part_complete(self.part_ref(slot)?) {
             return Ok(true);
         }

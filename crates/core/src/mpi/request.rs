@@ -5,7 +5,7 @@
 //! late frame for an earlier use of the slot is recognised and dropped.
 
 use crate::error::{ErrorClass, MpiError};
-use crate::ids::{CommId, Gpid};
+use crate::ids::{CommId, Gpid, ReqId};
 use crate::proto::frame::Envelope;
 
 /// Source value that matches any sender.
@@ -80,7 +80,7 @@ pub struct Persist {
     /// Destination or source rank in the communicator.
     pub rank: i32,
     pub tag: i32,
-    pub comm: u32,
+    pub comm: CommId,
     pub mode: Mode,
     pub is_send: bool,
 }
@@ -163,7 +163,7 @@ pub struct Request {
     pub unpacked_from: usize,
     /// MPI_Isendrecv(_replace): the send and the receive this request stands for (a
     /// `Kind::Done` request, complete when both are).
-    pub parts: Option<[u32; 2]>,
+    pub parts: Option<[ReqId; 2]>,
     /// Send: the sequence number of its matchable frame to the peer (what a cancel request
     /// names: a standard eager frame carries no request id).
     pub seq: u32,
@@ -179,7 +179,7 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn new(kind: Kind, comm: u32) -> Request {
+    pub fn new(kind: Kind, comm: CommId) -> Request {
         Request {
             gen: 0,
             kind,
@@ -228,7 +228,7 @@ pub struct SentRec {
     pub peer: Gpid,
     /// The sequence number of its frame (what a cancel request names).
     pub seq: u32,
-    pub comm: u32,
+    pub comm: CommId,
     /// After MPI_Cancel: the request that carries the cancellation (slot + 1), 0 before.
     pub promoted: u32,
 }
@@ -254,9 +254,9 @@ impl Slab {
     /// Store a request; returns its slot. Inlined, so that the caller builds the request where
     /// it goes instead of moving it through a call.
     #[inline(always)]
-    pub fn insert(&mut self, mut r: Request) -> u32 {
+    pub fn insert(&mut self, mut r: Request) -> ReqId {
         let Some(i) = self.free.pop() else {
-            return self.push(r);
+            return ReqId::new(self.push(r));
         };
         self.live += 1;
         let g = self.gens[i as usize].wrapping_add(1);
@@ -266,17 +266,20 @@ impl Slab {
         debug_assert!(slot.is_none(), "free slot {i} holds a request");
         // SAFETY: a slot on the free list holds None, so there is nothing to drop.
         unsafe { std::ptr::write(slot, Some(r)) };
-        i
+        ReqId::new(i)
     }
 
     /// Store a fresh `Request::new(kind, comm)` and return its slot and the request, for the
     /// caller to fill in where it lies (a request built by the caller and then stored is
     /// copied, 200 bytes, on every receive).
     #[inline(always)]
-    pub fn insert_new(&mut self, kind: Kind, comm: u32) -> (u32, &mut Request) {
+    pub fn insert_new(&mut self, kind: Kind, comm: CommId) -> (ReqId, &mut Request) {
         let Some(i) = self.free.pop() else {
             let i = self.push(Request::new(kind, comm));
-            return (i, self.slots[i as usize].as_mut().expect("just stored"));
+            return (
+                ReqId::new(i),
+                self.slots[i as usize].as_mut().expect("just stored"),
+            );
         };
         self.live += 1;
         let g = self.gens[i as usize].wrapping_add(1);
@@ -287,7 +290,7 @@ impl Slab {
         unsafe { std::ptr::write(slot, Some(Request::new(kind, comm))) };
         let r = slot.as_mut().expect("just stored");
         r.gen = g;
-        (i, r)
+        (ReqId::new(i), r)
     }
 
     #[inline(never)]
@@ -301,7 +304,8 @@ impl Slab {
     }
 
     /// Drop the request in slot `i` where it lies, without moving it out. False: none there.
-    pub fn discard(&mut self, i: u32) -> bool {
+    pub fn discard(&mut self, i: ReqId) -> bool {
+        let i = i.get();
         let Some(slot) = self.slots.get_mut(i as usize).filter(|s| s.is_some()) else {
             return false;
         };
@@ -311,7 +315,8 @@ impl Slab {
         true
     }
 
-    pub fn remove(&mut self, i: u32) -> Option<Request> {
+    pub fn remove(&mut self, i: ReqId) -> Option<Request> {
+        let i = i.get();
         let r = self.slots.get_mut(i as usize)?.take();
         if r.is_some() {
             self.free.push(i);
@@ -321,32 +326,33 @@ impl Slab {
     }
 
     #[inline]
-    pub fn get(&self, i: u32) -> Option<&Request> {
-        self.slots.get(i as usize)?.as_ref()
+    pub fn get(&self, i: ReqId) -> Option<&Request> {
+        self.slots.get(i.idx())?.as_ref()
     }
 
     #[inline]
-    pub fn get_mut(&mut self, i: u32) -> Option<&mut Request> {
-        self.slots.get_mut(i as usize)?.as_mut()
+    pub fn get_mut(&mut self, i: ReqId) -> Option<&mut Request> {
+        self.slots.get_mut(i.idx())?.as_mut()
     }
 
     /// The id a frame carries for slot `i`.
     #[inline]
-    pub fn wire_id(&self, i: u32) -> u32 {
+    pub fn wire_id(&self, i: ReqId) -> u32 {
         let g = self.get(i).map_or(0, |r| r.gen);
-        i | ((g as u32) << GEN_SHIFT)
+        i.get() | ((g as u32) << GEN_SHIFT)
     }
 
     /// Resolve a wire id to a live slot of the same generation.
     #[inline]
-    pub fn from_wire(&self, w: u32) -> Option<u32> {
-        let i = w & INDEX_MASK;
+    pub fn from_wire(&self, w: u32) -> Option<ReqId> {
+        let i = ReqId::new(w & INDEX_MASK);
         let r = self.get(i)?;
         (r.gen as u32 == w >> GEN_SHIFT).then_some(i)
     }
 
     /// Bump the generation of a live slot (a persistent request restarts).
-    pub fn renew(&mut self, i: u32) {
+    pub fn renew(&mut self, i: ReqId) {
+        let i = i.get();
         if let Some(r) = self.slots.get_mut(i as usize).and_then(|s| s.as_mut()) {
             r.gen = r.gen.wrapping_add(1);
             self.gens[i as usize] = r.gen;
@@ -354,12 +360,12 @@ impl Slab {
     }
 
     /// Slots of the live requests.
-    pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
+    pub fn slots(&self) -> impl Iterator<Item = ReqId> + '_ {
         self.slots
             .iter()
             .enumerate()
             .filter(|(_, r)| r.is_some())
-            .map(|(i, _)| i as u32)
+            .map(|(i, _)| ReqId::from_idx(i))
     }
 
     pub fn live(&self) -> usize {
@@ -373,54 +379,55 @@ impl Slab {
 
     /// Store the record of a send made without a request; its slot (with [`SENT_BIT`]).
     #[inline(always)]
-    pub fn insert_sent(&mut self, rec: SentRec) -> u32 {
+    pub fn insert_sent(&mut self, rec: SentRec) -> ReqId {
         match self.sent_free.pop() {
             Some(i) => {
                 self.sent[i as usize] = rec;
-                i | SENT_BIT
+                ReqId::new(i | SENT_BIT)
             }
             None => {
                 self.sent.push(rec);
-                (self.sent.len() - 1) as u32 | SENT_BIT
+                ReqId::new((self.sent.len() - 1) as u32 | SENT_BIT)
             }
         }
     }
 
     /// Is `slot` the slot of a [`SentRec`]?
     #[inline(always)]
-    pub fn is_sent(slot: u32) -> bool {
-        slot & SENT_BIT != 0
+    pub fn is_sent(slot: ReqId) -> bool {
+        slot.get() & SENT_BIT != 0
     }
 
     #[inline]
-    pub fn sent(&self, slot: u32) -> Option<&SentRec> {
-        self.sent.get((slot & !SENT_BIT) as usize)
+    pub fn sent(&self, slot: ReqId) -> Option<&SentRec> {
+        self.sent.get((slot.get() & !SENT_BIT) as usize)
     }
 
     #[inline]
-    pub fn sent_mut(&mut self, slot: u32) -> Option<&mut SentRec> {
-        self.sent.get_mut((slot & !SENT_BIT) as usize)
+    pub fn sent_mut(&mut self, slot: ReqId) -> Option<&mut SentRec> {
+        self.sent.get_mut((slot.get() & !SENT_BIT) as usize)
     }
 
     #[inline]
-    pub fn remove_sent(&mut self, slot: u32) {
-        self.sent_free.push(slot & !SENT_BIT);
+    pub fn remove_sent(&mut self, slot: ReqId) {
+        self.sent_free.push(slot.get() & !SENT_BIT);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mpi::comm::COMM_WORLD;
 
     #[test]
     fn stale_wire_ids_do_not_resolve() {
         let mut s = Slab::default();
-        let a = s.insert(Request::new(Kind::Send, 0));
+        let a = s.insert(Request::new(Kind::Send, COMM_WORLD));
         let wa = s.wire_id(a);
         assert_eq!(s.from_wire(wa), Some(a));
         s.remove(a);
         assert_eq!(s.from_wire(wa), None);
-        let b = s.insert(Request::new(Kind::Recv, 0));
+        let b = s.insert(Request::new(Kind::Recv, COMM_WORLD));
         assert_eq!(a, b, "slot reused");
         assert_eq!(s.from_wire(wa), None, "old generation rejected");
         let wb = s.wire_id(b);
@@ -428,24 +435,24 @@ mod tests {
         s.renew(b);
         assert_eq!(s.from_wire(wb), None);
         assert_eq!(s.live(), 1);
-        assert!(s.remove(999).is_none());
+        assert!(s.remove(ReqId::new(999)).is_none());
     }
 
     #[test]
     fn sent_records_have_slots_of_their_own() {
         let mut s = Slab::default();
-        let a = s.insert(Request::new(Kind::Send, 0));
+        let a = s.insert(Request::new(Kind::Send, COMM_WORLD));
         let rec = SentRec {
             peer: 3,
             seq: 9,
-            comm: 1,
+            comm: CommId::new(1),
             promoted: 0,
         };
         let x = s.insert_sent(rec);
         assert!(Slab::is_sent(x) && !Slab::is_sent(a));
         assert!(s.get(x).is_none(), "not a request");
         assert_eq!(s.sent(x), Some(&rec));
-        s.sent_mut(x).unwrap().promoted = a + 1;
+        s.sent_mut(x).unwrap().promoted = a.get() + 1;
         s.remove_sent(x);
         let y = s.insert_sent(rec);
         assert_eq!(x, y, "reused");
@@ -455,15 +462,19 @@ mod tests {
     #[test]
     fn discarded_slots_are_free_and_stale() {
         let mut s = Slab::default();
-        let a = s.insert(Request::new(Kind::Recv, 0));
+        let a = s.insert(Request::new(Kind::Recv, COMM_WORLD));
         let wa = s.wire_id(a);
         assert!(s.discard(a));
         assert!(!s.discard(a), "already gone");
-        assert!(!s.discard(999));
+        assert!(!s.discard(ReqId::new(999)));
         assert_eq!(s.live(), 0);
         assert!(s.get(a).is_none());
         assert_eq!(s.from_wire(wa), None);
-        assert_eq!(s.insert(Request::new(Kind::Send, 0)), a, "slot reused");
+        assert_eq!(
+            s.insert(Request::new(Kind::Send, COMM_WORLD)),
+            a,
+            "slot reused"
+        );
         assert_eq!(s.from_wire(wa), None, "old generation rejected");
     }
 }

@@ -12,6 +12,7 @@
 
 use crate::err;
 use crate::error::Result;
+use crate::ids::CommId;
 use crate::mpi::engine::Engine;
 use crate::mpi::request::PROC_NULL;
 
@@ -273,7 +274,7 @@ impl Engine {
     /// The neighbours of this process in the topology of `comm`: (sources, destinations), in
     /// the order of neighbourhood collectives' buffers. MPI_PROC_NULL entries are kept (a
     /// non-periodic Cartesian boundary). Errors when the communicator has no topology.
-    pub fn topo_neighbors(&self, comm: u32) -> Result<(Vec<i32>, Vec<i32>)> {
+    pub fn topo_neighbors(&self, comm: CommId) -> Result<(Vec<i32>, Vec<i32>)> {
         let c = self.comm(comm)?;
         match c.topo.as_deref() {
             Some(t) => Ok(t.neighbors(c.rank)),

@@ -368,7 +368,7 @@ impl Frame {
         let mut b = [0u8; HEADER_LEN];
         b[field::KIND] = self.kind() as u8;
         let envelope = |b: &mut [u8; HEADER_LEN], env: &Envelope| {
-            put32(b, field::CTX, env.ctx);
+            put32(b, field::CTX, env.ctx.get());
             put32(b, field::SRC, env.src as u32);
             put32(b, field::TAG, env.tag as u32);
         };
@@ -440,7 +440,7 @@ impl Frame {
             };
         }
         let envelope = || Envelope {
-            ctx: get32(b, field::CTX),
+            ctx: ContextId::new(get32(b, field::CTX)),
             src: get32(b, field::SRC) as i32,
             tag: get32(b, field::TAG) as i32,
         };
@@ -637,7 +637,7 @@ pub const RMA_FETCH: u8 = 0x2;
 pub struct RmaHeader {
     pub kind: RmaKind,
     pub flags: u8,
-    pub win: u32,
+    pub win: ContextId,
     pub id: u32,
     pub nsegs: u32,
     pub elem: u16,
@@ -650,7 +650,7 @@ pub struct RmaHeader {
 pub const SEG_LEN: usize = 16;
 
 impl RmaHeader {
-    pub fn new(kind: RmaKind, win: u32) -> RmaHeader {
+    pub fn new(kind: RmaKind, win: ContextId) -> RmaHeader {
         RmaHeader {
             kind,
             flags: 0,
@@ -668,7 +668,7 @@ impl RmaHeader {
         let mut b = [0u8; HEADER_LEN];
         b[0] = self.kind as u8;
         b[1] = self.flags;
-        b[4..8].copy_from_slice(&self.win.to_le_bytes());
+        b[4..8].copy_from_slice(&self.win.get().to_le_bytes());
         b[8..12].copy_from_slice(&self.id.to_le_bytes());
         b[12..16].copy_from_slice(&self.nsegs.to_le_bytes());
         b[16..18].copy_from_slice(&self.elem.to_le_bytes());
@@ -692,7 +692,7 @@ impl RmaHeader {
         let h = RmaHeader {
             kind,
             flags: b[1],
-            win: get32(b, 4..8),
+            win: ContextId::new(get32(b, 4..8)),
             id: get32(b, 8..12),
             nsegs: get32(b, 12..16),
             elem: u16::from_le_bytes([b[16], b[17]]),
@@ -752,7 +752,7 @@ mod tests {
 
     fn env() -> Envelope {
         Envelope {
-            ctx: 4,
+            ctx: ContextId::new(4),
             src: -2,
             tag: 77,
         }
@@ -891,7 +891,7 @@ mod tests {
 
     #[test]
     fn rma_headers_roundtrip_and_reject_misuse() {
-        let mut h = RmaHeader::new(RmaKind::Acc, 12);
+        let mut h = RmaHeader::new(RmaKind::Acc, ContextId::new(12));
         h.flags = RMA_FETCH;
         h.id = 99;
         h.nsegs = 3;
@@ -910,19 +910,19 @@ mod tests {
         let mut bad = b;
         bad[19] = 1;
         assert_eq!(RmaHeader::decode(&bad), Err(FrameError::Reserved));
-        let mut g = RmaHeader::new(RmaKind::Flush, 1);
+        let mut g = RmaHeader::new(RmaKind::Flush, ContextId::new(1));
         g.nsegs = 1;
         assert!(matches!(
             RmaHeader::decode(&g.encode()),
             Err(FrameError::BadField(_))
         ));
-        let mut g = RmaHeader::new(RmaKind::Put, 1);
+        let mut g = RmaHeader::new(RmaKind::Put, ContextId::new(1));
         g.op = 2;
         assert!(matches!(
             RmaHeader::decode(&g.encode()),
             Err(FrameError::BadField(_))
         ));
-        let mut b = RmaHeader::new(RmaKind::Lock, 1).encode();
+        let mut b = RmaHeader::new(RmaKind::Lock, ContextId::new(1)).encode();
         b[0] = 27;
         assert_eq!(RmaHeader::decode(&b), Err(FrameError::BadKind(27)));
         let mut p = Vec::new();
@@ -950,7 +950,7 @@ mod tests {
 
         #[test]
         fn every_encoded_frame_decodes(k in 0usize..10, a in any::<u32>(), b in any::<u32>(), q in any::<u64>()) {
-            let env = Envelope { ctx: a, src: b as i32, tag: (a ^ b) as i32 };
+            let env = Envelope { ctx: ContextId::new(a), src: b as i32, tag: (a ^ b) as i32 };
             let f = match k {
                 0 => Frame::Eager { env, seq: b, sreq: a, sync: q & 1 == 1 },
                 1 => Frame::Rts { env, seq: b, sreq: a, len: q },

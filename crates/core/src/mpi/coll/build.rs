@@ -3,6 +3,7 @@
 //! takes the call's tag ([`Builder::sched`]), so a call that fails on every process leaves the
 //! tag sequence in step. Intercommunicators and neighbourhood collectives go to `inter.rs`.
 
+use crate::ids::{CommId, ContextId, DtypeId};
 use std::sync::Arc;
 
 use super::decide::{
@@ -23,14 +24,14 @@ use crate::mpi::engine::Engine;
 
 /// What every builder of one call needs: the communicator and its views.
 pub(super) struct Builder {
-    comm: u32,
-    ctx: u32,
+    comm: CommId,
+    ctx: ContextId,
     rank: i32,
     pub(super) views: Arc<Views>,
 }
 
 impl Builder {
-    pub(super) fn new(e: &mut Engine, comm: u32) -> Result<Builder> {
+    pub(super) fn new(e: &mut Engine, comm: CommId) -> Result<Builder> {
         let views = e.coll_views(comm)?;
         let c = e.comm(comm)?;
         Ok(Builder {
@@ -62,7 +63,7 @@ impl Builder {
 ///
 /// # Safety
 /// The buffers follow MPI's rules for the collective.
-pub(super) unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
+pub(super) unsafe fn build(e: &mut Engine, comm: CommId, a: &Args) -> Result<Sched> {
     if e.comm(comm)?.is_inter() {
         return inter::build(e, comm, a);
     }
@@ -180,7 +181,7 @@ unsafe fn build_bcast(
     b: &Builder,
     buf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     root: i32,
 ) -> Result<Sched> {
     let t = b.team();
@@ -265,7 +266,7 @@ unsafe fn build_reduce(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
     root: i32,
 ) -> Result<Sched> {
@@ -308,7 +309,7 @@ unsafe fn build_allreduce(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
 ) -> Result<Sched> {
     let t = b.team();
@@ -370,7 +371,7 @@ unsafe fn build_reduce_scatter(
     sbuf: *const u8,
     rbuf: *mut u8,
     counts: &Counts,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
 ) -> Result<Sched> {
     let t = b.team();
@@ -427,7 +428,7 @@ unsafe fn build_scan(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
     exclusive: bool,
 ) -> Result<Sched> {
@@ -448,9 +449,9 @@ unsafe fn build_scan(
 }
 
 /// (buffer, count, datatype) of the side every process has one block of.
-type One = (*const u8, i64, u32);
+type One = (*const u8, i64, DtypeId);
 /// (buffer, counts, datatype) of the side the root (or everyone) has many blocks of.
-type Many<'a> = (*const u8, &'a Counts, u32);
+type Many<'a> = (*const u8, &'a Counts, DtypeId);
 
 unsafe fn build_gather(
     e: &mut Engine,
@@ -502,7 +503,7 @@ unsafe fn build_allgather(
     e: &mut Engine,
     b: &Builder,
     send: One,
-    recv: (*mut u8, &Counts, u32),
+    recv: (*mut u8, &Counts, DtypeId),
 ) -> Result<Sched> {
     let t = b.team();
     let n = t.size();

@@ -9,6 +9,7 @@
 //! small and contiguous, the operation predefined, the communicator an intracommunicator, and
 //! the thread level below MPI_THREAD_MULTIPLE (the direct receive is one per process).
 
+use crate::ids::{CommId, ContextId, DtypeId, ReqId};
 use std::sync::Arc;
 
 use super::decide::{AllreduceAlg, BarrierAlg, BcastAlg, ReduceAlg};
@@ -40,8 +41,8 @@ struct Round {
 
 /// A small collective in progress: communicator, context, our rank, the tag.
 struct Call {
-    comm: u32,
-    ctx: u32,
+    comm: CommId,
+    ctx: ContextId,
     src: i32,
     tag: i32,
 }
@@ -53,7 +54,7 @@ enum Recv {
     /// Posted as the direct receive.
     Direct,
     /// Posted with a request.
-    Req(u32),
+    Req(ReqId),
 }
 
 impl Call {
@@ -160,7 +161,7 @@ impl Call {
         let mut tmp = [0u128; FAST_MAX / 16];
         let t = tmp.as_mut_ptr() as *mut u8;
         let slot = |i: usize| t.add(i * bytes);
-        let mut reqs = [0u32; FAST_MAX];
+        let mut reqs = [ReqId::new(0); FAST_MAX];
         let nreq = with(|e| {
             let mut k = 0;
             for (i, (_, src)) in m.iter().enumerate() {
@@ -233,7 +234,7 @@ fn status_ok(st: Status) -> Result<()> {
 }
 
 /// Start a small collective: the checks the schedule builder would make, then the tag.
-fn begin(e: &mut Engine, comm: u32) -> Option<(Call, usize, usize, Arc<super::Views>)> {
+fn begin(e: &mut Engine, comm: CommId) -> Option<(Call, usize, usize, Arc<super::Views>)> {
     if global::is_multithreaded() {
         return None;
     }
@@ -260,7 +261,7 @@ fn begin(e: &mut Engine, comm: u32) -> Option<(Call, usize, usize, Arc<super::Vi
 ///
 /// # Safety
 /// As for [`super::blocking`].
-pub unsafe fn try_blocking(comm: u32, a: &Args) -> Option<Result<()>> {
+pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
     match a {
         Args::Allreduce {
             sbuf,
@@ -309,11 +310,11 @@ pub unsafe fn try_blocking(comm: u32, a: &Args) -> Option<Result<()>> {
 /// trade the other in one round. Anything unusual (MPI_IN_PLACE, differing block sizes, null
 /// buffers, other sizes) takes the schedule, which also reports the errors.
 unsafe fn pair_exchange(
-    comm: u32,
+    comm: CommId,
     sbuf: *const u8,
-    (scount, sdt): (i64, u32),
+    (scount, sdt): (i64, DtypeId),
     rbuf: *mut u8,
-    (rcount, rdt): (i64, u32),
+    (rcount, rdt): (i64, DtypeId),
     alltoall: bool,
 ) -> Option<Result<()>> {
     let prep = with(|e| {
@@ -360,7 +361,7 @@ fn contiguous_small(d: &Datatype, count: usize) -> Option<usize> {
     (d.contig && d.committed && bytes <= FAST_MAX).then_some(bytes)
 }
 
-unsafe fn barrier(comm: u32) -> Option<Result<()>> {
+unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
     let (mut call, n, me) = match with(|e| {
         let (call, n, me, _) = begin(e, comm)?;
         let (alg, _) = e.coll_choose::<BarrierAlg>(n, 0);
@@ -397,7 +398,13 @@ unsafe fn barrier(comm: u32) -> Option<Result<()>> {
     })())
 }
 
-unsafe fn bcast(comm: u32, buf: *mut u8, count: i64, dt: u32, root: i32) -> Option<Result<()>> {
+unsafe fn bcast(
+    comm: CommId,
+    buf: *mut u8,
+    count: i64,
+    dt: DtypeId,
+    root: i32,
+) -> Option<Result<()>> {
     let prep = with(|e| {
         let (call, n, me, views) = begin(e, comm)?;
         let d = e.coll_dtype(dt).ok()?;
@@ -460,11 +467,11 @@ unsafe fn bcast(comm: u32, buf: *mut u8, count: i64, dt: u32, root: i32) -> Opti
 }
 
 unsafe fn allreduce(
-    comm: u32,
+    comm: CommId,
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
 ) -> Option<Result<()>> {
     let prep = with(|e| {
@@ -593,11 +600,11 @@ unsafe fn allreduce(
 /// Binomial reduce to `root` for predefined operations (all commutative, so the tree may be
 /// rotated to the root): partial results in a stack buffer, the root's in its receive buffer.
 unsafe fn reduce(
-    comm: u32,
+    comm: CommId,
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
     root: i32,
 ) -> Option<Result<()>> {

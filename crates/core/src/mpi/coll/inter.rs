@@ -47,6 +47,7 @@ use super::{
 };
 use crate::err;
 use crate::error::Result;
+use crate::ids::{CommId, DtypeId};
 use crate::mpi::engine::Engine;
 use crate::mpi::request::PROC_NULL;
 use crate::mpi::topo::Topology;
@@ -101,8 +102,8 @@ fn rooted_direct(
 fn rooted_blocks(
     e: &Engine,
     role: Role,
-    (obuf, ocount, odt): (*const u8, i64, u32),
-    (mbuf, mcounts, mdt): (*const u8, &Counts, u32),
+    (obuf, ocount, odt): (*const u8, i64, DtypeId),
+    (mbuf, mcounts, mdt): (*const u8, &Counts, DtypeId),
     m: usize,
     to_root: bool,
 ) -> Result<(Vec<Blk>, Option<Blk>)> {
@@ -173,7 +174,7 @@ fn fan_in(s: &mut Sched, t: &Team) {
 ///
 /// # Safety
 /// As for `super::build`.
-pub unsafe fn build(e: &mut Engine, comm: u32, a: &Args) -> Result<Sched> {
+pub unsafe fn build(e: &mut Engine, comm: CommId, a: &Args) -> Result<Sched> {
     let bld = Builder::new(e, comm)?;
     let Views {
         local,
@@ -489,7 +490,12 @@ fn counts_of(counts: &Counts, n: usize) -> Result<Vec<usize>> {
 ///
 /// # Safety
 /// As for `super::build`.
-pub unsafe fn build_neighbor(e: &mut Engine, comm: u32, a: &Args, bld: &Builder) -> Result<Sched> {
+pub unsafe fn build_neighbor(
+    e: &mut Engine,
+    comm: CommId,
+    a: &Args,
+    bld: &Builder,
+) -> Result<Sched> {
     let (srcs, dsts) = neighbors(e, comm)?;
     let (send, recv) = match a {
         Args::NeighborAllgather {
@@ -557,7 +563,7 @@ pub unsafe fn build_neighbor(e: &mut Engine, comm: u32, a: &Args, bld: &Builder)
 #[allow(clippy::type_complexity)]
 pub fn neighbors(
     e: &Engine,
-    comm: u32,
+    comm: CommId,
 ) -> Result<(Vec<(Option<usize>, i32)>, Vec<(Option<usize>, i32)>)> {
     let c = e.comm(comm)?;
     if c.is_inter() {

@@ -44,6 +44,7 @@ mod inter;
 mod reduce;
 mod shm;
 
+use crate::ids::{CommId, DtypeId, ReqId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -193,7 +194,7 @@ impl Nodes {
 /// A nonblocking or persistent collective in the engine.
 struct Running {
     id: u64,
-    slot: u32,
+    slot: ReqId,
     sched: Box<Sched>,
     active: bool,
     /// Waiting for a deferred user reduction.
@@ -264,7 +265,7 @@ impl State {
 }
 
 impl Engine {
-    fn coll_views(&mut self, comm: u32) -> Result<Arc<Views>> {
+    fn coll_views(&mut self, comm: CommId) -> Result<Arc<Views>> {
         let c = self.comm(comm)?;
         if let Some(v) = &c.coll.views {
             return Ok(v.clone());
@@ -296,16 +297,16 @@ impl Engine {
             remote,
             nodes,
         });
-        if let Some(Some(c)) = self.comms.get_mut(comm as usize) {
+        if let Some(Some(c)) = self.comms.get_mut(comm.idx()) {
             c.coll.views = Some(v.clone());
         }
         Ok(v)
     }
 
     /// The tag of the next collective on `comm` (every member counts the same).
-    fn coll_tag(&mut self, comm: u32) -> i32 {
+    fn coll_tag(&mut self, comm: CommId) -> i32 {
         let nb = self.coll.nonblocking;
-        match self.comms.get_mut(comm as usize) {
+        match self.comms.get_mut(comm.idx()) {
             Some(Some(c)) => {
                 let seq = if nb {
                     &mut c.coll.nbseq
@@ -322,7 +323,7 @@ impl Engine {
 
     /// Build the schedule of a nonblocking or persistent collective (tagged in its own
     /// sequence, see the module doc).
-    unsafe fn build_nonblocking(&mut self, comm: u32, a: &Args) -> Result<Sched> {
+    unsafe fn build_nonblocking(&mut self, comm: CommId, a: &Args) -> Result<Sched> {
         self.coll.nonblocking = true;
         let s = build::build(self, comm, a);
         self.coll.nonblocking = false;
@@ -444,7 +445,7 @@ impl Engine {
     }
 
     /// Is `slot` a persistent collective request?
-    pub fn coll_owns(&self, slot: u32) -> bool {
+    pub fn coll_owns(&self, slot: ReqId) -> bool {
         self.coll
             .running
             .iter()
@@ -452,7 +453,7 @@ impl Engine {
     }
 
     /// MPI_Start on a persistent collective.
-    pub fn coll_start(&mut self, slot: u32) -> Result<()> {
+    pub fn coll_start(&mut self, slot: ReqId) -> Result<()> {
         let Some(req) = self.pml.reqs.get_mut(slot) else {
             return err!(Request, "invalid request");
         };
@@ -478,7 +479,7 @@ impl Engine {
     }
 
     /// A persistent collective request was freed while inactive: drop its schedule.
-    pub fn coll_forget(&mut self, slot: u32) {
+    pub fn coll_forget(&mut self, slot: ReqId) {
         if let Some(i) = self
             .coll
             .running
@@ -489,7 +490,7 @@ impl Engine {
         }
     }
 
-    fn coll_register(&mut self, comm: u32, sched: Sched, persistent: bool) -> u32 {
+    fn coll_register(&mut self, comm: CommId, sched: Sched, persistent: bool) -> ReqId {
         let mut req = Request::new(Kind::Done, comm);
         if persistent {
             let byte = byte_type();
@@ -570,8 +571,8 @@ pub enum Counts {
 /// One datatype for all blocks, or one per block (the w forms).
 #[derive(Debug, Clone)]
 pub enum Types {
-    One(u32),
-    Each(Vec<u32>),
+    One(DtypeId),
+    Each(Vec<DtypeId>),
 }
 
 /// The arguments of a collective call, as the C layer passes them (buffers may be
@@ -582,14 +583,14 @@ pub enum Args {
     Bcast {
         buf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         root: i32,
     },
     Reduce {
         sbuf: *const u8,
         rbuf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         op: u32,
         root: i32,
     },
@@ -597,7 +598,7 @@ pub enum Args {
         sbuf: *const u8,
         rbuf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         op: u32,
     },
     /// MPI_Reduce_scatter_block (`Counts::Uniform`) and MPI_Reduce_scatter.
@@ -605,14 +606,14 @@ pub enum Args {
         sbuf: *const u8,
         rbuf: *mut u8,
         counts: Counts,
-        dt: u32,
+        dt: DtypeId,
         op: u32,
     },
     Scan {
         sbuf: *const u8,
         rbuf: *mut u8,
         count: i64,
-        dt: u32,
+        dt: DtypeId,
         op: u32,
         exclusive: bool,
     },
@@ -622,10 +623,10 @@ pub enum Args {
     Gather {
         sbuf: *const u8,
         scount: i64,
-        sdt: u32,
+        sdt: DtypeId,
         rbuf: *mut u8,
         rcounts: Counts,
-        rdt: u32,
+        rdt: DtypeId,
         root: i32,
         v: bool,
     },
@@ -633,20 +634,20 @@ pub enum Args {
     Scatter {
         sbuf: *const u8,
         scounts: Counts,
-        sdt: u32,
+        sdt: DtypeId,
         rbuf: *mut u8,
         rcount: i64,
-        rdt: u32,
+        rdt: DtypeId,
         root: i32,
         v: bool,
     },
     Allgather {
         sbuf: *const u8,
         scount: i64,
-        sdt: u32,
+        sdt: DtypeId,
         rbuf: *mut u8,
         rcounts: Counts,
-        rdt: u32,
+        rdt: DtypeId,
     },
     Alltoall {
         sbuf: *const u8,
@@ -659,10 +660,10 @@ pub enum Args {
     NeighborAllgather {
         sbuf: *const u8,
         scount: i64,
-        sdt: u32,
+        sdt: DtypeId,
         rbuf: *mut u8,
         rcounts: Counts,
-        rdt: u32,
+        rdt: DtypeId,
     },
     NeighborAlltoall {
         sbuf: *const u8,
@@ -685,7 +686,7 @@ fn count_of(c: i64, what: &str) -> Result<usize> {
 }
 
 impl Engine {
-    fn coll_dtype(&self, id: u32) -> Result<Arc<Datatype>> {
+    fn coll_dtype(&self, id: DtypeId) -> Result<Arc<Datatype>> {
         let d = self.dtype(id)?;
         if !d.committed {
             return err!(
@@ -708,7 +709,7 @@ impl Engine {
         }
     }
 
-    fn coll_reducer(&self, op: u32, dt: u32) -> Result<Reducer> {
+    fn coll_reducer(&self, op: u32, dt: DtypeId) -> Result<Reducer> {
         let o = self.coll_op(op)?;
         self.coll_dtype(dt)?;
         Reducer::new(o, dt, &self.dtypes)
@@ -825,7 +826,7 @@ fn red_input(sbuf: *const u8, rbuf: *mut u8, count: usize, d: &Datatype) -> Resu
 }
 
 /// A process's own block of a collective (`what`: "send" or "recv"), checked.
-fn own_blk(e: &Engine, buf: *const u8, count: i64, dt: u32, what: &str) -> Result<Blk> {
+fn own_blk(e: &Engine, buf: *const u8, count: i64, dt: DtypeId, what: &str) -> Result<Blk> {
     let c = count_of(count, &format!("{what}count"))?;
     let d = e.coll_dtype(dt)?;
     check_buf(buf, c, &d, &format!("{what} buffer"))?;
@@ -846,8 +847,8 @@ struct Rooted {
 impl Rooted {
     fn check(
         e: &Engine,
-        (obuf, ocount, odt): (*const u8, i64, u32),
-        (mbuf, mcounts, mdt): (*const u8, &Counts, u32),
+        (obuf, ocount, odt): (*const u8, i64, DtypeId),
+        (mbuf, mcounts, mdt): (*const u8, &Counts, DtypeId),
         me: usize,
         root: usize,
         n: usize,
@@ -898,7 +899,7 @@ impl Rooted {
 ///
 /// # Safety
 /// The buffers follow MPI's rules for the collective.
-pub unsafe fn blocking(comm: u32, a: &Args) -> Result<()> {
+pub unsafe fn blocking(comm: CommId, a: &Args) -> Result<()> {
     Engine::collective_mark(comm, matches!(a, Args::Barrier))?;
     if let Some(r) = shm::try_blocking(comm, a) {
         return r;
@@ -914,7 +915,7 @@ pub unsafe fn blocking(comm: u32, a: &Args) -> Result<()> {
 ///
 /// # Safety
 /// The buffers follow MPI's rules and stay valid until the request completes.
-pub unsafe fn start(comm: u32, a: &Args) -> Result<u32> {
+pub unsafe fn start(comm: CommId, a: &Args) -> Result<ReqId> {
     with(|e| {
         let s = e.build_nonblocking(comm, a)?;
         Ok(e.coll_register(comm, s, false))
@@ -925,7 +926,7 @@ pub unsafe fn start(comm: u32, a: &Args) -> Result<u32> {
 ///
 /// # Safety
 /// The buffers follow MPI's rules and stay valid until the request is freed.
-pub unsafe fn init(comm: u32, a: &Args) -> Result<u32> {
+pub unsafe fn init(comm: CommId, a: &Args) -> Result<ReqId> {
     with(|e| {
         let s = e.build_nonblocking(comm, a)?;
         Ok(e.coll_register(comm, s, true))
@@ -933,7 +934,7 @@ pub unsafe fn init(comm: u32, a: &Args) -> Result<u32> {
 }
 
 /// MPI_Barrier.
-pub fn barrier(comm: u32) -> Result<()> {
+pub fn barrier(comm: CommId) -> Result<()> {
     // SAFETY: a barrier has no buffers.
     unsafe { blocking(comm, &Args::Barrier) }
 }
@@ -942,7 +943,7 @@ pub fn barrier(comm: u32) -> Result<()> {
 ///
 /// # Safety
 /// `buf` holds `count` elements of the datatype.
-pub unsafe fn bcast(buf: *mut u8, count: i64, dt: u32, root: i32, comm: u32) -> Result<()> {
+pub unsafe fn bcast(buf: *mut u8, count: i64, dt: DtypeId, root: i32, comm: CommId) -> Result<()> {
     blocking(
         comm,
         &Args::Bcast {
@@ -962,9 +963,9 @@ pub unsafe fn allreduce(
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
-    comm: u32,
+    comm: CommId,
 ) -> Result<()> {
     blocking(
         comm,
@@ -986,7 +987,7 @@ pub unsafe fn reduce_local(
     inbuf: *const u8,
     inout: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
 ) -> Result<()> {
     let count = count_of(count, "count")?;
@@ -1059,11 +1060,11 @@ pub struct Shape {
 }
 
 /// In- and out-degree of a communicator's process topology (neighbourhood collectives).
-pub fn neighbor_degrees(comm: u32) -> Result<(usize, usize)> {
+pub fn neighbor_degrees(comm: CommId) -> Result<(usize, usize)> {
     with(|e| inter::neighbors(e, comm).map(|(s, d)| (s.len(), d.len())))?
 }
 
-pub fn shape(comm: u32) -> Result<Shape> {
+pub fn shape(comm: CommId) -> Result<Shape> {
     with(|e| {
         let c = e.comm(comm)?;
         Ok(Shape {

@@ -16,6 +16,7 @@
 //! User functions are C function pointers: they are called only through [`USER_CALL`], which
 //! the C layer installs, and never while the engine is borrowed (see `runtime::global`).
 
+use crate::ids::DtypeId;
 use std::sync::{Arc, OnceLock};
 
 use crate::error::Result;
@@ -129,7 +130,7 @@ pub fn predefined_ops() -> Vec<Option<Op>> {
 /// How the C layer calls a user function: `func(invec, inoutvec, &count, &datatype_handle)`.
 /// `count` fits the function's length type (the caller splits longer runs).
 pub type UserCall =
-    unsafe fn(func: usize, big: bool, inv: *mut u8, inout: *mut u8, count: usize, dt: u32);
+    unsafe fn(func: usize, big: bool, inv: *mut u8, inout: *mut u8, count: usize, dt: DtypeId);
 
 /// Installed by the C layer when the first user operation is created.
 pub static USER_CALL: OnceLock<UserCall> = OnceLock::new();
@@ -231,10 +232,10 @@ fn predefined_elems() -> &'static [Option<Elem>] {
 /// The element kind of datatype `id`: a predefined type's own, or for a derived type the one
 /// basic type all its components share. None when mixed. A derived type's components are
 /// followed through the references it holds, so a component the user freed still counts.
-pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: u32) -> Option<Elem> {
-    fn walk(id: u32, d: &Datatype, depth: usize) -> Option<Elem> {
-        if (id as usize) < PREDEFINED_NAMES.len() {
-            return predefined_elems()[id as usize];
+pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: DtypeId) -> Option<Elem> {
+    fn walk(id: DtypeId, d: &Datatype, depth: usize) -> Option<Elem> {
+        if id.idx() < PREDEFINED_NAMES.len() {
+            return predefined_elems()[id.idx()];
         }
         if d.predefined {
             // Made by MPI_Type_create_f90_*: a predefined type of its base's kind.
@@ -246,8 +247,8 @@ pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: u32) -> Option<Elem> {
         let mut found: Option<Elem> = None;
         for (t, c) in &d.contents.types {
             // The MPI-1 bound markers carry no values.
-            if (*t as usize) < PREDEFINED_NAMES.len()
-                && matches!(PREDEFINED_NAMES[*t as usize], "MPI_LB" | "MPI_UB")
+            if t.idx() < PREDEFINED_NAMES.len()
+                && matches!(PREDEFINED_NAMES[t.idx()], "MPI_LB" | "MPI_UB")
             {
                 continue;
             }
@@ -259,10 +260,10 @@ pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: u32) -> Option<Elem> {
         }
         found
     }
-    if (id as usize) < PREDEFINED_NAMES.len() {
-        return predefined_elems()[id as usize];
+    if id.idx() < PREDEFINED_NAMES.len() {
+        return predefined_elems()[id.idx()];
     }
-    let d = dtypes.get(id as usize)?.as_ref()?;
+    let d = dtypes.get(id.idx())?.as_ref()?;
     walk(id, d, 0)
 }
 
@@ -637,14 +638,14 @@ enum How {
 pub struct Reducer {
     pub op: Op,
     pub dt: Arc<Datatype>,
-    pub dt_id: u32,
+    pub dt_id: DtypeId,
     how: How,
 }
 
 impl Reducer {
     /// Check that `op` applies to datatype `dt_id` and choose how to apply it.
-    pub fn new(op: Op, dt_id: u32, dtypes: &[Option<Arc<Datatype>>]) -> Result<Reducer> {
-        let dt = match dtypes.get(dt_id as usize) {
+    pub fn new(op: Op, dt_id: DtypeId, dtypes: &[Option<Arc<Datatype>>]) -> Result<Reducer> {
+        let dt = match dtypes.get(dt_id.idx()) {
             Some(Some(d)) => d.clone(),
             _ => return err!(Type, "invalid datatype"),
         };
@@ -792,8 +793,8 @@ mod tests {
             .collect()
     }
 
-    fn id(name: &str) -> u32 {
-        predefined_index(name).unwrap() as u32
+    fn id(name: &str) -> DtypeId {
+        DtypeId::from_idx(predefined_index(name).unwrap())
     }
 
     fn red(op: Builtin, name: &str) -> Result<Reducer> {
@@ -929,25 +930,28 @@ mod tests {
     #[test]
     fn derived_types_reduce_per_block_and_keep_gaps() {
         let mut dts = dtypes();
-        let int = dts[id("MPI_INT") as usize].clone().unwrap();
+        let int = dts[id("MPI_INT").idx()].clone().unwrap();
         // Every other int: blocks at 0, 8 in an extent of 12 (vector 2 x 1, stride 2).
         let mut v = Datatype::vector(2, 1, 2, false, &int, id("MPI_INT")).unwrap();
         v.committed = true;
         dts.push(Some(Arc::new(v)));
-        let vid = (dts.len() - 1) as u32;
+        let vid = DtypeId::from_idx(dts.len() - 1);
         let r = Reducer::new(Op::Builtin(Builtin::Sum), vid, &dts).unwrap();
         let a = [1i32, 100, 2, 0];
         let mut b = [10i32, -1, 20, -1];
         run(&r, &a[..1], &mut b[..1]);
         assert_eq!(b, [11, -1, 22, -1], "the gap is untouched");
         // A struct of int and double has no single basic type.
-        let dbl = dts[id("MPI_DOUBLE") as usize].clone().unwrap();
-        let mut s =
-            Datatype::structure(&[1, 1], &[0, 8], &[(int.clone(), id("MPI_INT")), (dbl, 12)])
-                .unwrap();
+        let dbl = dts[id("MPI_DOUBLE").idx()].clone().unwrap();
+        let mut s = Datatype::structure(
+            &[1, 1],
+            &[0, 8],
+            &[(int.clone(), id("MPI_INT")), (dbl, DtypeId::new(12))],
+        )
+        .unwrap();
         s.committed = true;
         dts.push(Some(Arc::new(s)));
-        let sid = (dts.len() - 1) as u32;
+        let sid = DtypeId::from_idx(dts.len() - 1);
         assert!(Reducer::new(Op::Builtin(Builtin::Sum), sid, &dts).is_err());
         assert!(Reducer::new(Op::Builtin(Builtin::Replace), sid, &dts).is_ok());
     }
@@ -961,11 +965,15 @@ mod tests {
             (Combiner::F90Integer, "MPI_INTEGER4", vec![9]),
             (Combiner::F90Complex, "MPI_COMPLEX8", vec![6, 37]),
         ] {
-            let b = dts[id(base) as usize].clone().unwrap();
+            let b = dts[id(base).idx()].clone().unwrap();
             dts.push(Some(Arc::new(Datatype::f90(combiner, &b, ints))));
         }
-        let n = dts.len() as u32;
-        let (real, int, cplx) = (n - 3, n - 2, n - 1);
+        let n = dts.len();
+        let (real, int, cplx) = (
+            DtypeId::from_idx(n - 3),
+            DtypeId::from_idx(n - 2),
+            DtypeId::from_idx(n - 1),
+        );
         let r = Reducer::new(Op::Builtin(Builtin::Sum), real, &dts).unwrap();
         let mut b = [1.5f64, 2.0];
         run(&r, &[0.25f64, 1.0], &mut b);

@@ -18,6 +18,7 @@
 //! - Buffers are raw pointers: the user's (valid until the operation completes, MPI's rule) or
 //!   scratch owned by the schedule (boxed, so moving the schedule does not move them).
 
+use crate::ids::{CommId, ContextId, ReqId};
 use std::sync::Arc;
 
 use crate::error::{MpiError, Result};
@@ -123,8 +124,8 @@ pub struct Sched {
     scratch: Vec<Box<[u128]>>,
     pub red: Option<Reducer>,
     /// Engine id of the communicator (requests report errors on it).
-    pub comm: u32,
-    pub ctx: u32,
+    pub comm: CommId,
+    pub ctx: ContextId,
     /// Our rank in our group: the source of every message we send.
     pub src: i32,
     pub tag: i32,
@@ -132,7 +133,7 @@ pub struct Sched {
     round: usize,
     pc: usize,
     posted: bool,
-    waiting: Vec<u32>,
+    waiting: Vec<ReqId>,
     err: Option<MpiError>,
 }
 
@@ -142,7 +143,7 @@ pub struct Sched {
 unsafe impl Send for Sched {}
 
 impl Sched {
-    pub fn new(comm: u32, ctx: u32, src: i32, tag: i32) -> Sched {
+    pub fn new(comm: CommId, ctx: ContextId, src: i32, tag: i32) -> Sched {
         Sched {
             steps: Vec::new(),
             rounds: vec![0],
@@ -500,7 +501,7 @@ pub unsafe fn copy_between(
 }
 
 /// Post a send or receive step; Some(request slot) when it is in flight.
-unsafe fn post(e: &mut Engine, comm: u32, step: &Step) -> Result<Option<u32>> {
+unsafe fn post(e: &mut Engine, comm: CommId, step: &Step) -> Result<Option<ReqId>> {
     match step {
         Step::Send {
             peer,
@@ -526,13 +527,13 @@ unsafe fn post(e: &mut Engine, comm: u32, step: &Step) -> Result<Option<u32>> {
 /// The buffer holds the elements until the send completes.
 pub unsafe fn post_send(
     e: &mut Engine,
-    comm: u32,
+    comm: CommId,
     peer: Gpid,
     env: Envelope,
     buf: *const u8,
     count: usize,
     dt: &Arc<Datatype>,
-) -> Option<u32> {
+) -> Option<ReqId> {
     let len = dt.size * count;
     let mut r = Request::new(Kind::Send, comm);
     if dt.contig {
@@ -571,12 +572,12 @@ pub unsafe fn post_send(
 /// The buffer holds the elements until the receive completes.
 pub unsafe fn post_recv(
     e: &mut Engine,
-    comm: u32,
+    comm: CommId,
     spec: Envelope,
     buf: *mut u8,
     count: usize,
     dt: &Arc<Datatype>,
-) -> u32 {
+) -> ReqId {
     let len = dt.size * count;
     let mut r = Request::new(Kind::Recv, comm);
     r.env = spec;

@@ -38,6 +38,7 @@
 //! operations of the caller continue meanwhile) and yield the processor when ranks outnumber
 //! cores.
 
+use crate::ids::{CommId, DtypeId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -95,7 +96,7 @@ impl ShmComm {
 
 /// The region of intracommunicator `comm` (whose `n` members share this host), made and
 /// mapped at the first call. Collective: every member calls it at the same collective.
-fn region(comm: u32) -> Result<Option<Arc<ShmComm>>> {
+fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
     let (cached, n, me, jobid, gpid, serial, depth) = with(|e| -> Result<_> {
         let depth = e.cfg.coll_shm_depth as usize;
         let c = e.live_comm(comm)?;
@@ -152,7 +153,7 @@ fn region(comm: u32) -> Result<Option<Arc<ShmComm>>> {
         gen: AtomicU64::new(0),
     });
     with(|e| {
-        if let Some(Some(c)) = e.comms.get_mut(comm as usize) {
+        if let Some(Some(c)) = e.comms.get_mut(comm.idx()) {
             c.coll.shm = ShmCell(Some(s.clone()));
         }
     })?;
@@ -177,7 +178,7 @@ fn idler() -> Result<impl FnMut() -> Result<()>> {
 
 /// The communicator's size, our rank, and whether a shared-memory algorithm may serve a call
 /// on it: an intracommunicator of more than one member, all on this host.
-fn eligible(e: &mut crate::mpi::engine::Engine, comm: u32) -> Option<(usize, usize)> {
+fn eligible(e: &mut crate::mpi::engine::Engine, comm: CommId) -> Option<(usize, usize)> {
     // Only where the job uses shared memory at all: a job told to use other transports
     // (PROTEAN_TRANSPORTS=tcp, say) keeps its collectives on them too.
     if !e.net.has(crate::transport::Route::Shm) {
@@ -197,7 +198,7 @@ fn eligible(e: &mut crate::mpi::engine::Engine, comm: u32) -> Option<(usize, usi
 ///
 /// # Safety
 /// As for [`super::blocking`].
-pub unsafe fn try_blocking(comm: u32, a: &Args) -> Option<Result<()>> {
+pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
     match a {
         Args::Barrier => barrier(comm),
         Args::Bcast {
@@ -306,7 +307,7 @@ macro_rules! region_or_decline {
     };
 }
 
-unsafe fn barrier(comm: u32) -> Option<Result<()>> {
+unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
     let me = prepared!(with(|e| {
         let (n, me) = eligible(e, comm)?;
         e.coll_choose_shm(Coll::Barrier, n, 0).then_some(me)
@@ -323,7 +324,13 @@ unsafe fn barrier(comm: u32) -> Option<Result<()>> {
     })())
 }
 
-unsafe fn bcast(comm: u32, buf: *mut u8, count: i64, dt: u32, root: i32) -> Option<Result<()>> {
+unsafe fn bcast(
+    comm: CommId,
+    buf: *mut u8,
+    count: i64,
+    dt: DtypeId,
+    root: i32,
+) -> Option<Result<()>> {
     let (me, root, count, d) = prepared!(with(|e| -> Result<Option<_>> {
         let Some((n, me)) = eligible(e, comm) else {
             return Ok(None);
@@ -393,11 +400,11 @@ unsafe fn reduce_all(
 /// MPI_Reduce (`root` Some) and MPI_Allreduce (None).
 #[allow(clippy::too_many_arguments)]
 unsafe fn reduce(
-    comm: u32,
+    comm: CommId,
     sbuf: *const u8,
     rbuf: *mut u8,
     count: i64,
-    dt: u32,
+    dt: DtypeId,
     op: u32,
     root: Option<i32>,
 ) -> Option<Result<()>> {
@@ -539,11 +546,11 @@ unsafe fn unpack_part(
 /// MPI_IN_PLACE works because a member has copied all of a chunk's data into its area before
 /// it writes that chunk's bytes of the receive buffer.
 unsafe fn exchange(
-    comm: u32,
+    comm: CommId,
     sbuf: *const u8,
-    (scount, sdt): (i64, u32),
+    (scount, sdt): (i64, DtypeId),
     rbuf: *mut u8,
-    (rcount, rdt): (i64, u32),
+    (rcount, rdt): (i64, DtypeId),
     alltoall: bool,
 ) -> Option<Result<()>> {
     let coll = if alltoall {
@@ -692,9 +699,9 @@ pub const V_BYTES: usize = 0;
 /// after the call has run its course everywhere (so nobody waits for a member that gave up,
 /// and every member counts the same generations).
 unsafe fn rooted(
-    comm: u32,
-    own: (*const u8, i64, u32),
-    many: (*const u8, &Counts, u32),
+    comm: CommId,
+    own: (*const u8, i64, DtypeId),
+    many: (*const u8, &Counts, DtypeId),
     root: i32,
     v: bool,
     gather: bool,
@@ -867,12 +874,12 @@ unsafe fn rooted(
 /// MPI_Allgatherv: as the allgather of [`exchange`], with blocks of their own lengths (every
 /// member knows all counts, so all count the same generations: the largest block in areas).
 unsafe fn allgatherv(
-    comm: u32,
+    comm: CommId,
     sbuf: *const u8,
-    (scount, sdt): (i64, u32),
+    (scount, sdt): (i64, DtypeId),
     rbuf: *mut u8,
     rcounts: &Counts,
-    rdt: u32,
+    rdt: DtypeId,
 ) -> Option<Result<()>> {
     let (me, recv, own) = prepared!(with(|e| -> Result<Option<_>> {
         let Some((n, me)) = eligible(e, comm) else {

@@ -6,6 +6,7 @@
 //! Errors carry the class the C layer reports: MPI_ERR_ARG for inconsistent arguments,
 //! MPI_ERR_TYPE for types that cannot be described (overflowing displacements or sizes).
 
+use crate::ids::DtypeId;
 use std::sync::Arc;
 
 use super::layout::{repeat, Op, Prog};
@@ -155,7 +156,7 @@ pub enum Distrib {
 
 impl Datatype {
     /// MPI_Type_contiguous.
-    pub fn contiguous(count: usize, t: &Arc<Datatype>, tid: u32) -> Result<Datatype> {
+    pub fn contiguous(count: usize, t: &Arc<Datatype>, tid: DtypeId) -> Result<Datatype> {
         let mut a = Acc::of(t);
         a.blocks(0, 1, count, 0, t, false)?;
         let b = a.bounds();
@@ -177,7 +178,7 @@ impl Datatype {
         stride: isize,
         bytes: bool,
         t: &Arc<Datatype>,
-        tid: u32,
+        tid: DtypeId,
     ) -> Result<Datatype> {
         let step = if bytes {
             stride
@@ -246,7 +247,7 @@ impl Datatype {
         disps: &[isize],
         bytes: bool,
         t: &Arc<Datatype>,
-        tid: u32,
+        tid: DtypeId,
     ) -> Result<Datatype> {
         let a = Self::indexed_parts(blocklens, disps, bytes, t)?;
         let b = a.bounds();
@@ -284,7 +285,7 @@ impl Datatype {
         disps: &[isize],
         bytes: bool,
         t: &Arc<Datatype>,
-        tid: u32,
+        tid: DtypeId,
     ) -> Result<Datatype> {
         let lens = vec![blocklen; disps.len()];
         let a = Self::indexed_parts(&lens, disps, bytes, t)?;
@@ -322,7 +323,7 @@ impl Datatype {
     pub fn structure(
         blocklens: &[usize],
         disps: &[isize],
-        types: &[(Arc<Datatype>, u32)],
+        types: &[(Arc<Datatype>, DtypeId)],
     ) -> Result<Datatype> {
         if blocklens.len() != disps.len() || disps.len() != types.len() {
             return err!(Arg, "struct arrays of different lengths");
@@ -363,7 +364,7 @@ impl Datatype {
     }
 
     /// MPI_Type_create_resized: the same data with a new lower bound and extent.
-    pub fn resized(t: &Arc<Datatype>, lb: isize, extent: isize, tid: u32) -> Result<Datatype> {
+    pub fn resized(t: &Arc<Datatype>, lb: isize, extent: isize, tid: DtypeId) -> Result<Datatype> {
         let ub = add(lb, extent)?;
         let d = Datatype::assemble(
             t.ops.clone(),
@@ -383,7 +384,7 @@ impl Datatype {
     }
 
     /// MPI_Type_dup: the same type map; committed if the original is.
-    pub fn dup(t: &Arc<Datatype>, tid: u32) -> Datatype {
+    pub fn dup(t: &Arc<Datatype>, tid: DtypeId) -> Datatype {
         let mut d = (**t).clone();
         d.name = String::new();
         d.predefined = false;
@@ -412,7 +413,7 @@ impl Datatype {
         starts: &[usize],
         fortran: bool,
         t: &Arc<Datatype>,
-        tid: u32,
+        tid: DtypeId,
         raw: Vec<i64>,
     ) -> Result<Datatype> {
         let n = sizes.len();
@@ -475,7 +476,7 @@ impl Datatype {
         psizes: &[usize],
         fortran: bool,
         t: &Arc<Datatype>,
-        tid: u32,
+        tid: DtypeId,
         raw: Vec<i64>,
     ) -> Result<Datatype> {
         let n = gsizes.len();

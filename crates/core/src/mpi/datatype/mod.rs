@@ -24,6 +24,7 @@ pub mod sig;
 #[cfg(test)]
 mod tests;
 
+use crate::ids::DtypeId;
 use std::sync::Arc;
 
 pub use build::Distrib;
@@ -132,7 +133,7 @@ pub struct Contents {
     pub counts: Vec<i64>,
     /// The component types: the engine id they had (predefined types keep their handle) and
     /// the type itself (kept alive here even if the user frees it).
-    pub types: Vec<(u32, Arc<Datatype>)>,
+    pub types: Vec<(DtypeId, Arc<Datatype>)>,
     /// Built by a `_c` constructor: the counts are in `counts`.
     pub large: bool,
 }
@@ -675,15 +676,15 @@ impl crate::mpi::engine::Engine {
     /// from it keeps its slot until those are gone (MPI-4.1 5.1.9: the free takes effect
     /// then), so that its handle, given back by MPI_Type_get_contents or passed to a user
     /// reduction, names it and nothing else meanwhile. Err: freed already.
-    pub fn free_dtype(&mut self, id: u32) -> crate::error::Result<()> {
+    pub fn free_dtype(&mut self, id: DtypeId) -> crate::error::Result<()> {
         if self.freed_types.contains(&id) {
             return crate::err!(Type, "the datatype has already been freed");
         }
-        if let Some(Some(d)) = self.dtypes.get(id as usize) {
+        if let Some(Some(d)) = self.dtypes.get(id.idx()) {
             if Arc::strong_count(d) > 1 {
                 self.freed_types.push(id);
             } else {
-                self.dtypes[id as usize] = None;
+                self.dtypes[id.idx()] = None;
             }
         }
         self.sweep_dtypes();
@@ -695,11 +696,11 @@ impl crate::mpi::engine::Engine {
         let dtypes = &mut self.dtypes;
         self.freed_types.retain(|&id| {
             let held = dtypes
-                .get(id as usize)
+                .get(id.idx())
                 .and_then(|d| d.as_ref())
                 .is_some_and(|d| Arc::strong_count(d) > 1);
             if !held {
-                dtypes[id as usize] = None;
+                dtypes[id.idx()] = None;
             }
             held
         });

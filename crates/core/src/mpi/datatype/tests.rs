@@ -2,6 +2,7 @@
 //! and a property test that builds random nested types and compares the engine with a naive
 //! reference that expands every type into its full type map.
 
+use crate::ids::DtypeId;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -13,8 +14,8 @@ fn t(name: &str) -> Arc<Datatype> {
     Arc::new(predefined()[predefined_index(name).unwrap()].clone())
 }
 
-fn id(name: &str) -> u32 {
-    predefined_index(name).unwrap() as u32
+fn id(name: &str) -> DtypeId {
+    DtypeId::from_idx(predefined_index(name).unwrap())
 }
 
 #[test]
@@ -83,7 +84,15 @@ fn shape(d: &Datatype) -> (usize, isize, isize, isize, isize) {
 
 fn st2(a: &Arc<Datatype>, da: isize, b: &Arc<Datatype>, db: isize) -> Arc<Datatype> {
     Arc::new(
-        Datatype::structure(&[1, 1], &[da, db], &[(a.clone(), 900), (b.clone(), 901)]).unwrap(),
+        Datatype::structure(
+            &[1, 1],
+            &[da, db],
+            &[
+                (a.clone(), DtypeId::new(900)),
+                (b.clone(), DtypeId::new(901)),
+            ],
+        )
+        .unwrap(),
     )
 }
 
@@ -93,7 +102,7 @@ fn bounds_follow_mpich() {
     let dbl = t("MPI_DOUBLE");
     let chr = t("MPI_CHAR");
     // Values printed by MPICH 4.0.2 for the same constructions.
-    let hv = Arc::new(Datatype::vector(2, 1, 5, true, &int, 7).unwrap());
+    let hv = Arc::new(Datatype::vector(2, 1, 5, true, &int, DtypeId::new(7)).unwrap());
     assert_eq!(shape(&hv), (8, 0, 9, 0, 9), "vectors are not padded");
     assert_eq!(shape(&st2(&dbl, 0, &chr, 8)), (9, 0, 16, 0, 9));
     assert_eq!(shape(&st2(&int, 0, &chr, 5)), (5, 0, 8, 0, 6));
@@ -108,18 +117,18 @@ fn bounds_follow_mpich() {
         (17, 0, 24, 0, 17)
     );
     assert_eq!(shape(&st2(&t("MPI_2INT"), 0, &chr, 8)), (9, 0, 12, 0, 9));
-    let v = Datatype::vector(2, 1, 3, false, &t("MPI_DOUBLE_INT"), 18).unwrap();
+    let v = Datatype::vector(2, 1, 3, false, &t("MPI_DOUBLE_INT"), DtypeId::new(18)).unwrap();
     assert_eq!(shape(&v), (24, 0, 64, 0, 60));
-    let r = Arc::new(Datatype::resized(&int, -2, 10, 7).unwrap());
+    let r = Arc::new(Datatype::resized(&int, -2, 10, DtypeId::new(7)).unwrap());
     assert_eq!(shape(&r), (4, -2, 10, 0, 4));
     assert_eq!(shape(&st2(&r, 0, &dbl, 20)), (12, -2, 32, 0, 28));
     assert_eq!(
-        shape(&Datatype::contiguous(2, &r, 99).unwrap()),
+        shape(&Datatype::contiguous(2, &r, DtypeId::new(99)).unwrap()),
         (8, -2, 20, 0, 14)
     );
-    let r9 = Arc::new(Datatype::resized(&dbl, 0, 9, 12).unwrap());
+    let r9 = Arc::new(Datatype::resized(&dbl, 0, 9, DtypeId::new(12)).unwrap());
     assert_eq!(
-        shape(&Datatype::contiguous(2, &r9, 99).unwrap()),
+        shape(&Datatype::contiguous(2, &r9, DtypeId::new(99)).unwrap()),
         (16, 0, 18, 0, 17)
     );
     assert_eq!(shape(&st2(&r9, 0, &chr, 9)), (9, 0, 16, 0, 10));
@@ -135,34 +144,47 @@ fn bounds_follow_mpich() {
     assert_eq!(shape(&st2(&lb2, 0, &lbm, 5)), (4, 5, 3, 4, 4));
     // Empty blocks: vectors still mark positions, indexed and struct skip them.
     assert_eq!(
-        shape(&Datatype::vector(3, 0, 2, false, &int, 7).unwrap()),
+        shape(&Datatype::vector(3, 0, 2, false, &int, DtypeId::new(7)).unwrap()),
         (0, 0, 16, 0, 16)
     );
     assert_eq!(
-        shape(&Datatype::vector(3, 2, -3, false, &int, 7).unwrap()),
+        shape(&Datatype::vector(3, 2, -3, false, &int, DtypeId::new(7)).unwrap()),
         (24, -24, 32, -24, 32)
     );
     assert_eq!(
-        shape(&Datatype::indexed(&[0, 0], &[3, 5], false, &int, 7).unwrap()),
+        shape(&Datatype::indexed(&[0, 0], &[3, 5], false, &int, DtypeId::new(7)).unwrap()),
         (0, 0, 0, 0, 0)
     );
     let s = Datatype::structure(
         &[1, 0, 1],
         &[0, 100, 8],
-        &[(int.clone(), 7), (dbl.clone(), 12), (chr.clone(), 0)],
+        &[
+            (int.clone(), DtypeId::new(7)),
+            (dbl.clone(), DtypeId::new(12)),
+            (chr.clone(), DtypeId::new(0)),
+        ],
     )
     .unwrap();
     assert_eq!(shape(&s), (5, 0, 12, 0, 9));
     assert_eq!(
-        shape(&Datatype::contiguous(0, &int, 7).unwrap()),
+        shape(&Datatype::contiguous(0, &int, DtypeId::new(7)).unwrap()),
         (0, 0, 0, 0, 0)
     );
 }
 
 #[test]
 fn subarray_and_darray_follow_mpich() {
-    let r = Arc::new(Datatype::resized(&t("MPI_INT"), -2, 10, 7).unwrap());
-    let s = Datatype::subarray(&[4, 5], &[2, 3], &[1, 1], false, &r, 99, vec![]).unwrap();
+    let r = Arc::new(Datatype::resized(&t("MPI_INT"), -2, 10, DtypeId::new(7)).unwrap());
+    let s = Datatype::subarray(
+        &[4, 5],
+        &[2, 3],
+        &[1, 1],
+        false,
+        &r,
+        DtypeId::new(99),
+        vec![],
+    )
+    .unwrap();
     assert_eq!(shape(&s), (24, 0, 200, 60, 74));
     let s = Datatype::subarray(
         &[4, 5],
@@ -170,16 +192,43 @@ fn subarray_and_darray_follow_mpich() {
         &[1, 1],
         false,
         &t("MPI_DOUBLE_INT"),
-        18,
+        DtypeId::new(18),
         vec![],
     )
     .unwrap();
     assert_eq!(shape(&s), (72, 0, 320, 96, 124));
-    let s = Datatype::subarray(&[4, 5], &[2, 3], &[1, 1], true, &t("MPI_INT"), 7, vec![]).unwrap();
+    let s = Datatype::subarray(
+        &[4, 5],
+        &[2, 3],
+        &[1, 1],
+        true,
+        &t("MPI_INT"),
+        DtypeId::new(7),
+        vec![],
+    )
+    .unwrap();
     assert_eq!(shape(&s), (24, 0, 80, 20, 40));
-    let s = Datatype::subarray(&[4, 5], &[0, 3], &[1, 1], true, &t("MPI_INT"), 7, vec![]).unwrap();
+    let s = Datatype::subarray(
+        &[4, 5],
+        &[0, 3],
+        &[1, 1],
+        true,
+        &t("MPI_INT"),
+        DtypeId::new(7),
+        vec![],
+    )
+    .unwrap();
     assert_eq!(shape(&s), (0, 0, 80, 0, 0));
-    assert!(Datatype::subarray(&[4], &[3], &[2], true, &t("MPI_INT"), 7, vec![]).is_err());
+    assert!(Datatype::subarray(
+        &[4],
+        &[3],
+        &[2],
+        true,
+        &t("MPI_INT"),
+        DtypeId::new(7),
+        vec![]
+    )
+    .is_err());
     let dist = [Distrib::Block(None), Distrib::Cyclic(Some(2))];
     let want_c = [
         (60, 0, 700, 0, 344),
@@ -198,7 +247,18 @@ fn subarray_and_darray_follow_mpich() {
         (40, 0, 280, 180, 60),
     ];
     for rank in 0..6 {
-        let d = Datatype::darray(6, rank, &[10, 7], &dist, &[2, 3], false, &r, 99, vec![]).unwrap();
+        let d = Datatype::darray(
+            6,
+            rank,
+            &[10, 7],
+            &dist,
+            &[2, 3],
+            false,
+            &r,
+            DtypeId::new(99),
+            vec![],
+        )
+        .unwrap();
         assert_eq!(shape(&d), want_c[rank], "C rank {rank}");
         let d = Datatype::darray(
             6,
@@ -208,7 +268,7 @@ fn subarray_and_darray_follow_mpich() {
             &[2, 3],
             true,
             &t("MPI_INT"),
-            7,
+            DtypeId::new(7),
             vec![],
         )
         .unwrap();
@@ -222,7 +282,7 @@ fn subarray_and_darray_follow_mpich() {
         &[2, 3],
         false,
         &r,
-        99,
+        DtypeId::new(99),
         vec![]
     )
     .is_err());
@@ -232,7 +292,7 @@ fn subarray_and_darray_follow_mpich() {
 fn huge_vectors_are_one_run() {
     let dbl = t("MPI_DOUBLE");
     // A column of a 100000 x 100000 matrix of doubles, and a vector of a billion blocks.
-    let col = Datatype::vector(100_000, 1, 100_000, false, &dbl, 12).unwrap();
+    let col = Datatype::vector(100_000, 1, 100_000, false, &dbl, DtypeId::new(12)).unwrap();
     assert_eq!(
         &*col.ops,
         &[Op::Run {
@@ -242,15 +302,17 @@ fn huge_vectors_are_one_run() {
             stride: 800_000
         }]
     );
-    let big = Arc::new(Datatype::vector(1_000_000_000, 2, 3, false, &t("MPI_CHAR"), 0).unwrap());
+    let big = Arc::new(
+        Datatype::vector(1_000_000_000, 2, 3, false, &t("MPI_CHAR"), DtypeId::new(0)).unwrap(),
+    );
     assert_eq!(big.ops.len(), 1);
     assert_eq!(big.size, 2_000_000_000);
     // Nested: a vector of vectors is a loop over a run, not a million entries.
-    let nest = Datatype::vector(1000, 1, 2, false, &big, 99).unwrap();
+    let nest = Datatype::vector(1000, 1, 2, false, &big, DtypeId::new(99)).unwrap();
     assert!(nest.ops.len() <= 1 && nest.sig.len() <= 1);
     // A column of a matrix of structs: one loop.
     let s = st2(&dbl, 0, &t("MPI_INT"), 8);
-    let col = Datatype::vector(100_000, 1, 7, false, &s, 99).unwrap();
+    let col = Datatype::vector(100_000, 1, 7, false, &s, DtypeId::new(99)).unwrap();
     assert_eq!(
         &*col.ops,
         &[Op::Run {
@@ -261,15 +323,23 @@ fn huge_vectors_are_one_run() {
         }]
     );
     let s = st2(&dbl, 0, &t("MPI_INT"), 12);
-    let col = Datatype::vector(100_000, 1, 7, false, &s, 99).unwrap();
+    let col = Datatype::vector(100_000, 1, 7, false, &s, DtypeId::new(99)).unwrap();
     assert!(
         matches!(col.ops[..], [Op::Loop { count: 100_000, .. }]),
         "{:?}",
         col.ops
     );
-    assert!(Datatype::vector(usize::MAX / 2, 1, isize::MAX, false, &t("MPI_INT"), 7).is_err());
+    assert!(Datatype::vector(
+        usize::MAX / 2,
+        1,
+        isize::MAX,
+        false,
+        &t("MPI_INT"),
+        DtypeId::new(7)
+    )
+    .is_err());
     // Contiguous of a contiguous type is one block.
-    let c = Datatype::contiguous(1_000_000, &t("MPI_BYTE"), 3).unwrap();
+    let c = Datatype::contiguous(1_000_000, &t("MPI_BYTE"), DtypeId::new(3)).unwrap();
     assert!(c.contig && c.ops.len() == 1);
 }
 
@@ -312,7 +382,7 @@ fn external32_of_predefined() {
 
 #[test]
 fn large_contents() {
-    let v = Datatype::vector(3, 2, 5, true, &t("MPI_INT"), 7).unwrap();
+    let v = Datatype::vector(3, 2, 5, true, &t("MPI_INT"), DtypeId::new(7)).unwrap();
     let mut c = v.contents.clone();
     c.make_large(Combiner::Hvector);
     assert_eq!(
@@ -478,13 +548,13 @@ fn make(s: &Spec) -> (Arc<Datatype>, Naive) {
         Spec::Named(i) => (t(NAMES[*i]), basic_map(NAMES[*i])),
         Spec::Contig(c, inner) => {
             let (e, n) = make(inner);
-            let d = Datatype::contiguous(*c, &e, 99).unwrap();
+            let d = Datatype::contiguous(*c, &e, DtypeId::new(99)).unwrap();
             (Arc::new(d), naive_blocks(&n, &[(0, *c)], false))
         }
         Spec::Vector(c, l, st, inner) | Spec::Hvector(c, l, st, inner) => {
             let bytes = matches!(s, Spec::Hvector(..));
             let (e, n) = make(inner);
-            let d = Datatype::vector(*c, *l, *st, bytes, &e, 99).unwrap();
+            let d = Datatype::vector(*c, *l, *st, bytes, &e, DtypeId::new(99)).unwrap();
             let step = if bytes { *st } else { st * n.ext() };
             let blocks: Vec<_> = (0..*c as isize).map(|i| (i * step, *l)).collect();
             (Arc::new(d), naive_blocks(&n, &blocks, true))
@@ -494,7 +564,7 @@ fn make(s: &Spec) -> (Arc<Datatype>, Naive) {
             let (e, n) = make(inner);
             let bl: Vec<usize> = v.iter().map(|x| x.0).collect();
             let ds: Vec<isize> = v.iter().map(|x| x.1).collect();
-            let d = Datatype::indexed(&bl, &ds, bytes, &e, 99).unwrap();
+            let d = Datatype::indexed(&bl, &ds, bytes, &e, DtypeId::new(99)).unwrap();
             let blocks: Vec<_> = v
                 .iter()
                 .map(|&(l, x)| (if bytes { x } else { x * n.ext() }, l))
@@ -503,7 +573,7 @@ fn make(s: &Spec) -> (Arc<Datatype>, Naive) {
         }
         Spec::IndexedBlock(l, v, inner) => {
             let (e, n) = make(inner);
-            let d = Datatype::indexed_block(*l, v, false, &e, 99).unwrap();
+            let d = Datatype::indexed_block(*l, v, false, &e, DtypeId::new(99)).unwrap();
             let blocks: Vec<_> = v.iter().map(|&x| (x * n.ext(), *l)).collect();
             (Arc::new(d), naive_blocks(&n, &blocks, false))
         }
@@ -511,8 +581,10 @@ fn make(s: &Spec) -> (Arc<Datatype>, Naive) {
             let parts: Vec<_> = members.iter().map(|(l, x, s)| (*l, *x, make(s))).collect();
             let bl: Vec<usize> = parts.iter().map(|p| p.0).collect();
             let ds: Vec<isize> = parts.iter().map(|p| p.1).collect();
-            let ts: Vec<(Arc<Datatype>, u32)> =
-                parts.iter().map(|p| (p.2 .0.clone(), 99)).collect();
+            let ts: Vec<(Arc<Datatype>, DtypeId)> = parts
+                .iter()
+                .map(|p| (p.2 .0.clone(), DtypeId::new(99)))
+                .collect();
             let d = Datatype::structure(&bl, &ds, &ts).unwrap();
             let mut map = vec![];
             let (mut lb, mut ub) = (None::<isize>, None::<isize>);
@@ -535,7 +607,7 @@ fn make(s: &Spec) -> (Arc<Datatype>, Naive) {
         }
         Spec::Resized(lb, ext, inner) => {
             let (e, n) = make(inner);
-            let d = Datatype::resized(&e, *lb, *ext, 99).unwrap();
+            let d = Datatype::resized(&e, *lb, *ext, DtypeId::new(99)).unwrap();
             let mut n = n;
             n.lb = *lb;
             n.ub = lb + ext;
@@ -546,7 +618,16 @@ fn make(s: &Spec) -> (Arc<Datatype>, Naive) {
             let sizes: Vec<usize> = dims.iter().map(|d| d.0).collect();
             let subs: Vec<usize> = dims.iter().map(|d| d.1).collect();
             let starts: Vec<usize> = dims.iter().map(|d| d.2).collect();
-            let d = Datatype::subarray(&sizes, &subs, &starts, *fortran, &e, 99, vec![]).unwrap();
+            let d = Datatype::subarray(
+                &sizes,
+                &subs,
+                &starts,
+                *fortran,
+                &e,
+                DtypeId::new(99),
+                vec![],
+            )
+            .unwrap();
             // Every index of the subarray, in memory order of the whole array.
             let nd = dims.len();
             let order: Vec<usize> = if *fortran {
@@ -589,7 +670,7 @@ fn make(s: &Spec) -> (Arc<Datatype>, Naive) {
         }
         Spec::Dup(inner) => {
             let (e, n) = make(inner);
-            (Arc::new(Datatype::dup(&e, 99)), n)
+            (Arc::new(Datatype::dup(&e, DtypeId::new(99))), n)
         }
     }
 }
@@ -768,11 +849,11 @@ proptest! {
 fn description_stays_small_for_regular_types() {
     // An indexed type whose displacements are equally spaced is recognised as a vector.
     let disps: Vec<isize> = (0..100_000).map(|i| i * 3).collect();
-    let d = Datatype::indexed_block(2, &disps, false, &t("MPI_INT"), 7).unwrap();
+    let d = Datatype::indexed_block(2, &disps, false, &t("MPI_INT"), DtypeId::new(7)).unwrap();
     assert_eq!(d.ops.len(), 1);
     // A struct array column.
     let s = st2(&t("MPI_DOUBLE"), 0, &t("MPI_INT"), 8);
-    let v = Datatype::vector(1000, 2, 10, false, &s, 99).unwrap();
+    let v = Datatype::vector(1000, 2, 10, false, &s, DtypeId::new(99)).unwrap();
     assert!(v.ops.len() <= 2, "{:?}", v.ops);
     let _ = id("MPI_INT");
 }

@@ -4,12 +4,13 @@
 //! receiver is done with it.
 
 use super::*;
+use crate::ids::ReqId;
 
 /// A single-copy read waiting for its turn in [`Pml::flush`]: the receive in `slot` reads
 /// the message from `from` through the transport.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct GetJob {
-    pub(super) slot: u32,
+    pub(super) slot: ReqId,
     pub(super) from: Gpid,
     pub(super) sreq: u32,
     pub(super) region: Region,
@@ -84,7 +85,7 @@ impl Pml {
     /// A send is done with its exposed region (its receiver finished, or the send ended):
     /// the region is retracted at the next flush, before the transport may reuse what it held
     /// for it.
-    pub(super) fn release_region(&mut self, slot: u32) {
+    pub(super) fn release_region(&mut self, slot: ReqId) {
         let Some(r) = self.reqs.get_mut(slot) else {
             return;
         };

@@ -25,10 +25,12 @@ mod copy;
 mod recv;
 mod send;
 
+use crate::ids::{CommId, ReqId};
 use std::collections::VecDeque;
 
 use crate::error::{ErrorClass, MpiError};
 use crate::mem::BufCache;
+use crate::mpi::comm::COMM_WORLD;
 use crate::mpi::datatype::pool;
 use crate::profile::Counters;
 use crate::proto::frame::{self, Envelope, Frame, RndvInfo, HEADER_LEN};
@@ -114,7 +116,7 @@ struct Peer {
     /// Matchable frames that arrived ahead of their turn: (seq, header, payload).
     early: Vec<(u32, [u8; HEADER_LEN], Vec<u8>)>,
     /// Sends waiting to emit their first frame, in start order.
-    backlog: VecDeque<u32>,
+    backlog: VecDeque<ReqId>,
     lost: Option<String>,
 }
 
@@ -161,7 +163,7 @@ pub struct Pml {
     unexpected: VecDeque<Unexpected>,
     peers: Vec<Peer>,
     outbox: VecDeque<Ctrl>,
-    streaming: Vec<u32>,
+    streaming: Vec<ReqId>,
     /// Sends waiting in some peer's backlog.
     backlogged: usize,
     pub counters: Counters,
@@ -170,7 +172,7 @@ pub struct Pml {
     pub single_copy: bool,
     /// Sends whose buffer is exposed to their receiver for a direct read: (slot, peer,
     /// region), until the send ends.
-    exposed: Vec<(u32, Gpid, Region)>,
+    exposed: Vec<(ReqId, Gpid, Region)>,
     /// Regions to retract at the next flush (their sends ended).
     retracts: Vec<(Gpid, Region)>,
     /// Single-copy reads to start at the next flush.
@@ -252,12 +254,12 @@ impl Pml {
 
     /// Slot of the request every eagerly completed nonblocking send shares: a handle to a
     /// complete send with an empty status, which waiting and freeing leave in place.
-    pub const DONE_SEND: u32 = 0;
+    pub const DONE_SEND: ReqId = ReqId::new(0);
 
     pub fn new(me: Gpid, routes: Vec<Route>, policy: Policy, single_copy: bool) -> Pml {
         let peers = routes.into_iter().map(Peer::new).collect();
         let mut reqs = Slab::default();
-        let mut done = Request::new(Kind::Done, 0);
+        let mut done = Request::new(Kind::Done, COMM_WORLD);
         done.complete = true;
         done.permanent = true;
         let slot = reqs.insert(done);
@@ -384,7 +386,7 @@ impl Pml {
 
     /// Mark a request complete; release it if nobody will wait for it.
     #[inline]
-    fn finish(&mut self, slot: u32) {
+    fn finish(&mut self, slot: ReqId) {
         let r = self.reqs.get_mut(slot).expect("slot");
         r.complete = true;
         if r.kind == Kind::Recv {
@@ -403,7 +405,7 @@ impl Pml {
         }
     }
 
-    fn fail(&mut self, slot: u32, e: MpiError) {
+    fn fail(&mut self, slot: ReqId, e: MpiError) {
         self.release_region(slot);
         let r = self.reqs.get_mut(slot).expect("slot");
         r.status.error = Some(Box::new(e));
@@ -496,7 +498,7 @@ impl Pml {
     }
 
     /// Ask to cancel the request in `slot`. Returns true when it is now complete.
-    pub fn cancel(&mut self, slot: u32) -> bool {
+    pub fn cancel(&mut self, slot: ReqId) -> bool {
         let wire = self.reqs.wire_id(slot);
         let Some(r) = self.reqs.get_mut(slot) else {
             return false;
@@ -541,7 +543,7 @@ impl Pml {
     }
 
     /// Remove a completed-and-collected request.
-    pub fn release(&mut self, slot: u32) -> Option<Request> {
+    pub fn release(&mut self, slot: ReqId) -> Option<Request> {
         let r = self.reqs.get(slot)?;
         if r.permanent {
             let mut copy = Request::new(Kind::Done, r.comm);
@@ -555,7 +557,7 @@ impl Pml {
     /// [`Pml::release`] for a caller that has taken what it needs from the request: it is
     /// dropped in place. Moving a request out of the slab to drop it cost a Waitall of small
     /// messages a tenth of its time.
-    pub fn discard(&mut self, slot: u32) {
+    pub fn discard(&mut self, slot: ReqId) {
         if self.reqs.get(slot).is_some_and(|r| !r.permanent) {
             self.unpost(slot);
             self.reqs.discard(slot);
@@ -569,7 +571,7 @@ impl Pml {
     /// (`Engine::collect`). The completion calls of a window of small messages spent more on
     /// collecting (three lookups, the status moved through four results) than on matching.
     #[inline]
-    pub fn take_plain(&mut self, slot: u32) -> Option<(u32, Status)> {
+    pub fn take_plain(&mut self, slot: ReqId) -> Option<(CommId, Status)> {
         if Slab::is_sent(slot) {
             let rec = *self.reqs.sent(slot)?;
             if rec.promoted != 0 {
@@ -596,7 +598,7 @@ impl Pml {
     }
 
     /// A receive request that goes while posted leaves the posted queue.
-    fn unpost(&mut self, slot: u32) {
+    fn unpost(&mut self, slot: ReqId) {
         let r = self.reqs.get(slot).expect("live request");
         if r.kind == Kind::Recv && r.recv.state() == RecvState::Posted {
             self.posted.retain(|p| p.slot != slot);
@@ -823,7 +825,7 @@ impl Pml {
     /// its receiver or streaming, a receive whose message is arriving) ends with an error
     /// naming the peer and the reason, rather than waiting for bytes that will not come.
     fn fail_with(&mut self, peer: Gpid, why: &str) {
-        let slots: Vec<u32> = self
+        let slots: Vec<ReqId> = self
             .reqs
             .slots()
             .filter(|&s| {

@@ -3,6 +3,7 @@
 //! and payloads placed directly by a transport.
 
 use super::*;
+use crate::ids::ReqId;
 
 /// An eager message a transport is writing straight into memory of ours.
 #[derive(Debug)]
@@ -20,13 +21,13 @@ pub(super) struct Placing {
 #[derive(Debug)]
 pub(super) enum PlaceInto {
     /// The receive it matched: its slot, or DIRECT.
-    Receive(u32),
+    Receive(ReqId),
     /// No receive matched: the buffer it will wait in, unexpected.
     Unexpected(Vec<u8>),
 }
 
 /// Posted-queue marker of the blocking receive that waits without a request.
-pub(super) const DIRECT: u32 = u32::MAX;
+pub(super) const DIRECT: ReqId = ReqId::new(u32::MAX);
 
 /// Where the blocking receive without a request is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +35,7 @@ pub(super) enum DirectState {
     Waiting,
     Done(Status),
     /// A rendezvous message matched: the receive continues as a request in this slot.
-    Upgraded(u32),
+    Upgraded(ReqId),
 }
 
 /// A blocking receive of contiguous data posted without a request (MPI_Recv's common case):
@@ -65,7 +66,7 @@ pub enum DirectPost {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Posted {
     pub(super) spec: Envelope,
-    pub(super) slot: u32,
+    pub(super) slot: ReqId,
 }
 
 /// What an unexpected message brought with it.
@@ -238,7 +239,7 @@ impl Pml {
     }
 
     /// Take the finished blocking receive: its status, or the request slot it became.
-    pub fn take_direct(&mut self) -> Option<Result<Status, u32>> {
+    pub fn take_direct(&mut self) -> Option<Result<Status, ReqId>> {
         match self.direct.take()?.state {
             DirectState::Done(st) => Some(Ok(st)),
             DirectState::Upgraded(slot) => Some(Err(slot)),
@@ -248,7 +249,7 @@ impl Pml {
 
     /// Post the receive in `slot` (spec in `env`, buffer and capacity set). Returns true when
     /// it completed at once from the unexpected queue.
-    pub fn post_recv(&mut self, slot: u32) -> bool {
+    pub fn post_recv(&mut self, slot: ReqId) -> bool {
         let spec = self.reqs.get(slot).expect("recv slot").env;
         if let Some(i) = self.unexpected.iter().position(|u| matches(&spec, &u.env)) {
             let u = self.take_unexpected(i);
@@ -274,7 +275,7 @@ impl Pml {
     }
 
     /// Receive a message taken out of the unexpected queue (MPI_Mrecv, or a late post).
-    pub fn deliver_unexpected(&mut self, slot: u32, u: Unexpected) {
+    pub fn deliver_unexpected(&mut self, slot: ReqId, u: Unexpected) {
         match &u.data {
             UnexpectedData::Eager { data, sync } => {
                 self.eager_into(slot, u.from, u.env, data);
@@ -306,7 +307,7 @@ impl Pml {
 
     /// Copy an eager message into a matched receive and complete it.
     #[inline]
-    pub(super) fn eager_into(&mut self, slot: u32, from: Gpid, env: Envelope, data: &[u8]) {
+    pub(super) fn eager_into(&mut self, slot: ReqId, from: Gpid, env: Envelope, data: &[u8]) {
         let r = self.reqs.get_mut(slot).expect("recv slot");
         r.peer = from;
         if let Ok(RecvAction::Complete(_)) = r.recv.eager(data.len(), r.len) {
@@ -319,7 +320,7 @@ impl Pml {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rndv_into(
         &mut self,
-        slot: u32,
+        slot: ReqId,
         from: Gpid,
         env: Envelope,
         sreq: u32,
@@ -489,7 +490,7 @@ impl Pml {
                 return;
             }
             // A rendezvous needs request ids and state: continue as a request.
-            let mut r = Request::new(Kind::Recv, 0);
+            let mut r = Request::new(Kind::Recv, COMM_WORLD);
             r.env = d.spec;
             r.buf = d.buf;
             r.len = d.cap;

@@ -2,6 +2,7 @@
 //! data, and large non-contiguous sends packed piece by piece as they go.
 
 use super::*;
+use crate::ids::ReqId;
 
 /// Largest piece of a streamed non-contiguous send (one Data frame).
 pub(super) const STREAM_PIECE: usize = 64 * 1024;
@@ -68,7 +69,7 @@ impl Pml {
     /// Start the send in `slot` (its peer, envelope, buffer, length and mode are set).
     /// Returns true when it completed at once.
     #[inline]
-    pub fn start_send<I: Transport>(&mut self, slot: u32, io: &mut I) -> bool {
+    pub fn start_send<I: Transport>(&mut self, slot: ReqId, io: &mut I) -> bool {
         let peer = self.reqs.get(slot).expect("send slot").peer;
         let p = &mut self.peers[peer as usize];
         if let Some(why) = &p.lost {
@@ -117,7 +118,7 @@ impl Pml {
     #[inline]
     pub(super) fn emit_first<I: Transport>(
         &mut self,
-        slot: u32,
+        slot: ReqId,
         io: &mut I,
     ) -> Result<bool, SendError> {
         let wire = self.reqs.wire_id(slot);
@@ -247,7 +248,7 @@ impl Pml {
 
     /// Complete a send whose protocol is done and whose buffer no transport references.
     #[inline]
-    pub(super) fn maybe_complete_send(&mut self, slot: u32) -> bool {
+    pub(super) fn maybe_complete_send(&mut self, slot: ReqId) -> bool {
         let r = self.reqs.get_mut(slot).expect("slot");
         if r.send.is_done() && r.inflight == 0 {
             self.finish(slot);
@@ -258,7 +259,7 @@ impl Pml {
     }
 
     /// Send Data frames of a rendezvous send. Returns true when no more frames are needed.
-    pub(super) fn pump<I: Transport>(&mut self, slot: u32, io: &mut I) -> bool {
+    pub(super) fn pump<I: Transport>(&mut self, slot: ReqId, io: &mut I) -> bool {
         let wire = self.reqs.wire_id(slot);
         let Some(r) = self.reqs.get_mut(slot) else {
             return true;
@@ -332,7 +333,7 @@ impl Pml {
     /// Before the first frame of a streamed send (planned as `plan`): pack what that frame
     /// carries and lay out the staging area. Runs again if the frame has to be retried.
     #[cold]
-    pub(super) fn prepare_streamed(&mut self, slot: u32, plan: Plan) {
+    pub(super) fn prepare_streamed(&mut self, slot: ReqId, plan: Plan) {
         let r = self.reqs.get_mut(slot).expect("send slot");
         let route = self.peers[r.peer as usize].route;
         let Some(pk) = r.packed.as_mut() else {
@@ -372,7 +373,7 @@ impl Pml {
 
     /// Send Data frames of a streamed send, packing each piece just before it goes. Returns
     /// true when no more frames are needed.
-    pub(super) fn pump_packed<I: Transport>(&mut self, slot: u32, io: &mut I) -> bool {
+    pub(super) fn pump_packed<I: Transport>(&mut self, slot: ReqId, io: &mut I) -> bool {
         let r = self.reqs.get_mut(slot).expect("send slot");
         let peer = r.peer;
         // At least 8 pieces where the message allows, so that packing and unpacking overlap

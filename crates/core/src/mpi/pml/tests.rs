@@ -1,6 +1,7 @@
 //! The protocols driven by hand: two engines joined by a recording transport that can refuse
 //! frames (backpressure), hold them (pending tokens) and reorder them.
 
+use crate::ids::{ContextId, DtypeId, ReqId};
 use std::sync::Arc;
 
 use super::*;
@@ -182,10 +183,10 @@ impl Pair {
 
     /// b sends a an empty message with `tag` (nobody receives it), and it is delivered.
     fn reply(&mut self, tag: i32) {
-        let mut r = Request::new(Kind::Send, 0);
+        let mut r = Request::new(Kind::Send, COMM_WORLD);
         r.peer = 0;
         r.env = Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: 1,
             tag,
         };
@@ -206,14 +207,14 @@ impl Pair {
 
 fn env(tag: i32) -> Envelope {
     Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: 0,
         tag,
     }
 }
 
-fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (u32, bool) {
-    let mut r = Request::new(Kind::Send, 0);
+fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (ReqId, bool) {
+    let mut r = Request::new(Kind::Send, COMM_WORLD);
     r.peer = 1;
     r.env = env(tag);
     r.buf = data.as_ptr() as *mut u8;
@@ -224,9 +225,13 @@ fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (u32, 
     (slot, done)
 }
 
-fn recv(p: &mut Pml, buf: &mut [u8], src: i32, tag: i32) -> (u32, bool) {
-    let mut r = Request::new(Kind::Recv, 0);
-    r.env = Envelope { ctx: 0, src, tag };
+fn recv(p: &mut Pml, buf: &mut [u8], src: i32, tag: i32) -> (ReqId, bool) {
+    let mut r = Request::new(Kind::Recv, COMM_WORLD);
+    r.env = Envelope {
+        ctx: ContextId::new(0),
+        src,
+        tag,
+    };
     r.buf = buf.as_mut_ptr();
     r.len = buf.len();
     let slot = p.reqs.insert(r);
@@ -234,11 +239,11 @@ fn recv(p: &mut Pml, buf: &mut [u8], src: i32, tag: i32) -> (u32, bool) {
     (slot, done)
 }
 
-fn done(p: &Pml, slot: u32) -> bool {
+fn done(p: &Pml, slot: ReqId) -> bool {
     p.reqs.get(slot).unwrap().complete
 }
 
-fn status(p: &Pml, slot: u32) -> Status {
+fn status(p: &Pml, slot: ReqId) -> Status {
     p.reqs.get(slot).unwrap().status.clone()
 }
 
@@ -259,7 +264,7 @@ fn eager_preposted_and_unexpected_keep_order() {
     // The second one waits unexpected; a probe sees it; a late receive takes it.
     assert_eq!(
         t.b.probe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: 0,
             tag: ANY_TAG
         })
@@ -461,7 +466,7 @@ fn cancel_receive_and_unmatched_send() {
     assert!(t
         .b
         .probe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: ANY_SOURCE,
             tag: ANY_TAG
         })
@@ -494,7 +499,7 @@ fn cancel_eager_sends_that_are_complete_here() {
     // A send of the request-free path, cancelled by its sequence number; the one after it
     // (same tag) is untouched.
     assert!(t.a.try_eager(1, env(6), b"y1", &mut t.ab));
-    let mut r = Request::new(Kind::Send, 0);
+    let mut r = Request::new(Kind::Send, COMM_WORLD);
     r.send = Sender::sent();
     r.complete = true;
     r.peer = 1;
@@ -529,7 +534,7 @@ fn matched_probe_then_receive() {
     t.run();
     let (id, st) =
         t.b.mprobe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: 0,
             tag: 2,
         })
@@ -537,7 +542,7 @@ fn matched_probe_then_receive() {
     assert_eq!(st.bytes, 400);
     assert!(
         t.b.probe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: 0,
             tag: 2
         })
@@ -545,7 +550,7 @@ fn matched_probe_then_receive() {
         "taken out of the queue"
     );
     let mut buf = vec![0u8; 400];
-    let mut r = Request::new(Kind::Recv, 0);
+    let mut r = Request::new(Kind::Recv, COMM_WORLD);
     r.buf = buf.as_mut_ptr();
     r.len = 400;
     let slot = t.b.reqs.insert(r);
@@ -586,7 +591,7 @@ fn malformed_and_stale_frames_are_dropped() {
     assert!(t
         .b
         .probe(&Envelope {
-            ctx: 0,
+            ctx: ContextId::new(0),
             src: ANY_SOURCE,
             tag: ANY_TAG
         })
@@ -718,7 +723,7 @@ fn a_refused_single_copy_falls_back_to_data_frames() {
 fn blocking_receive_without_a_request() {
     let mut t = Pair::new(Protocol::Static, false);
     let any = Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: ANY_SOURCE,
         tag: ANY_TAG,
     };
@@ -809,7 +814,7 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
     // A blocking receive without a request can be the target too.
     let mut small = [0u8; 16];
     let any = Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: ANY_SOURCE,
         tag: ANY_TAG,
     };
@@ -847,7 +852,7 @@ fn eager_payload_placed_into_its_unexpected_buffer() {
     unsafe { std::ptr::write_bytes(p, 0x5a, 50) };
     // A receive posted meanwhile does not see it yet...
     let any = Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: 0,
         tag: 3,
     };
@@ -1036,8 +1041,8 @@ fn lone_messages_follow_their_own_boundary() {
 }
 
 /// A non-contiguous send of `count` elements of `dt` at `buf`, streamed (packed as it goes).
-fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> u32 {
-    let mut r = Request::new(Kind::Send, 0);
+fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> ReqId {
+    let mut r = Request::new(Kind::Send, COMM_WORLD);
     r.peer = 1;
     r.env = env(tag);
     r.len = dt.size * count;
@@ -1054,10 +1059,10 @@ fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag
 }
 
 /// A non-contiguous receive of `count` elements of `dt` into `buf` (packed copy as p2p makes).
-fn recv_packed(t: &mut Pair, buf: &mut [u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> u32 {
-    let mut r = Request::new(Kind::Recv, 0);
+fn recv_packed(t: &mut Pair, buf: &mut [u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> ReqId {
+    let mut r = Request::new(Kind::Recv, COMM_WORLD);
     r.env = Envelope {
-        ctx: 0,
+        ctx: ContextId::new(0),
         src: 0,
         tag,
     };
@@ -1080,8 +1085,8 @@ fn streamed_noncontiguous_sends_under_every_protocol() {
     let byte = Arc::new(predefined()[predefined_index("MPI_BYTE").unwrap()].clone());
     // Sender: blocks of 3 bytes, 5 apart; receiver: blocks of 7 bytes, 9 apart (same signature).
     let n = 3 * 7 * 40;
-    let st = Arc::new(Datatype::vector(n / 3, 3, 5, false, &byte, 0).unwrap());
-    let rt = Arc::new(Datatype::vector(n / 7, 7, 9, false, &byte, 0).unwrap());
+    let st = Arc::new(Datatype::vector(n / 3, 3, 5, false, &byte, DtypeId::new(0)).unwrap());
+    let rt = Arc::new(Datatype::vector(n / 7, 7, 9, false, &byte, DtypeId::new(0)).unwrap());
     let src: Vec<u8> = (0..5 * n / 3).map(|i| (i * 13 + 1) as u8).collect();
     let want: Vec<u8> = (0..n).map(|k| src[k / 3 * 5 + k % 3]).collect();
     for (protocol, refuse, pending, truncate) in [
@@ -1095,7 +1100,7 @@ fn streamed_noncontiguous_sends_under_every_protocol() {
         t.ab.pending = pending;
         let rcount = if truncate { 1 } else { n / 7 };
         let rt = if truncate {
-            Arc::new(Datatype::vector(n / 7 - 10, 7, 9, false, &byte, 0).unwrap())
+            Arc::new(Datatype::vector(n / 7 - 10, 7, 9, false, &byte, DtypeId::new(0)).unwrap())
         } else {
             rt.clone()
         };

@@ -20,6 +20,7 @@
 //! calls), on the element type named by a predefined datatype's engine id: the one basic type
 //! (or MINLOC/MAXLOC pair type) both the origin's and the target's datatype are made of.
 
+use crate::ids::DtypeId;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -43,8 +44,8 @@ fn predefined_table() -> &'static [Option<Arc<Datatype>>] {
 pub fn elem_id(e: Elem) -> Option<u16> {
     static T: OnceLock<Vec<(Elem, u16)>> = OnceLock::new();
     let t = T.get_or_init(|| {
-        (0..PREDEFINED_NAMES.len() as u32)
-            .filter_map(|id| elem_of(&[], id).map(|e| (e, id as u16)))
+        (0..PREDEFINED_NAMES.len())
+            .filter_map(|i| elem_of(&[], DtypeId::from_idx(i)).map(|e| (e, i as u16)))
             .collect()
     });
     t.iter().find(|(x, _)| *x == e).map(|(_, id)| *id)
@@ -119,12 +120,16 @@ impl Acc {
             return err!(Op, "one-sided operations take predefined operations only");
         }
         let b = Builtin::ALL[op as usize];
-        let red = Reducer::new(Op::Builtin(b), elem as u32, predefined_table())?;
+        let red = Reducer::new(
+            Op::Builtin(b),
+            DtypeId::new(elem as u32),
+            predefined_table(),
+        )?;
         let size = red.dt.size;
         if size == 0 {
             return err!(Type, "an accumulate needs a type with data");
         }
-        let fast = match (b, elem_of(&[], elem as u32)) {
+        let fast = match (b, elem_of(&[], DtypeId::new(elem as u32))) {
             (Builtin::Replace, _) => Fast::Swap,
             (Builtin::NoOp, _) => Fast::Load,
             (Builtin::Sum, Some(Elem::Basic(t))) if is_integer(t) => Fast::Add,
@@ -321,14 +326,14 @@ impl Cache {
 /// The accumulate element of a predefined datatype ([`elem_id`] of its [`elem_of`]), from a
 /// table made once: None for derived types and types without one.
 #[inline]
-pub fn predefined_elem(dt: u32) -> Option<u16> {
+pub fn predefined_elem(dt: DtypeId) -> Option<u16> {
     static T: OnceLock<Vec<Option<u16>>> = OnceLock::new();
     let t = T.get_or_init(|| {
-        (0..PREDEFINED_NAMES.len() as u32)
-            .map(|id| elem_of(&[], id).and_then(elem_id))
+        (0..PREDEFINED_NAMES.len())
+            .map(|i| elem_of(&[], DtypeId::from_idx(i)).and_then(elem_id))
             .collect()
     });
-    t.get(dt as usize).copied().flatten()
+    t.get(dt.idx()).copied().flatten()
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 
 use super::acc;
 use super::{Flavor, LockWait, State, Waiting};
+use crate::ids::ContextId;
 use crate::mpi::pml::Pml;
 use crate::proto::frame::{self, RmaHeader, RmaKind, HEADER_LEN, RMA_EXCLUSIVE, RMA_FETCH};
 use crate::transport::Gpid;
@@ -80,14 +81,14 @@ impl State {
     }
 
     /// Answer an operation that reads.
-    fn answer(&mut self, to: Gpid, win: u32, id: u32, data: Vec<u8>) {
+    fn answer(&mut self, to: Gpid, win: ContextId, id: u32, data: Vec<u8>) {
         let mut h = RmaHeader::new(RmaKind::Data, win);
         h.id = id;
         h.len = data.len() as u32;
         self.send(to, h, data);
     }
 
-    fn ack(&mut self, to: Gpid, win: u32, id: u32) {
+    fn ack(&mut self, to: Gpid, win: ContextId, id: u32) {
         let mut h = RmaHeader::new(RmaKind::Ack, win);
         h.id = id;
         self.send(to, h, Vec::new());

@@ -54,6 +54,7 @@ mod am;
 pub mod ops;
 pub mod sync;
 
+use crate::ids::{CommId, ContextId, ReqId};
 use std::collections::{HashMap, VecDeque};
 
 use crate::err;
@@ -138,8 +139,8 @@ pub(crate) struct Peer {
 /// A window.
 pub struct Win {
     /// The communicator the window's traffic uses (a duplicate of the user's).
-    pub comm: u32,
-    pub ctx: u32,
+    pub comm: CommId,
+    pub ctx: ContextId,
     pub rank: usize,
     pub flavor: Flavor,
     pub base: *mut u8,
@@ -265,7 +266,7 @@ pub(crate) struct Fetching {
     )>,
     pub left: usize,
     /// The request of an MPI_R* call.
-    pub request: Option<u32>,
+    pub request: Option<ReqId>,
     /// The target could not apply (a piece of) it.
     pub error: Option<MpiError>,
 }
@@ -282,7 +283,7 @@ struct LockWait {
 #[derive(Default)]
 pub struct State {
     wins: Vec<Option<Win>>,
-    by_ctx: HashMap<u32, u32>,
+    by_ctx: HashMap<ContextId, u32>,
     /// Frames for windows this process has not finished making yet.
     early: Vec<(Gpid, [u8; HEADER_LEN], Vec<u8>)>,
     early_bytes: usize,
@@ -552,7 +553,7 @@ pub unsafe fn create(
     size: i64,
     disp_unit: i64,
     info: Vec<(String, String)>,
-    comm: u32,
+    comm: CommId,
 ) -> Result<(u32, *mut u8)> {
     if size < 0 {
         return err!(Size, "negative window size {size}");
@@ -598,7 +599,7 @@ unsafe fn build(
     size: usize,
     disp_unit: usize,
     info: Vec<(String, String)>,
-    wcomm: u32,
+    wcomm: CommId,
 ) -> Result<(u32, *mut u8)> {
     // 1. Every member tells every other its size, unit and (for user memory) its region.
     let (n, me, group, card) = with(|e| -> Result<_> {
@@ -842,7 +843,7 @@ unsafe fn build(
 
 /// MPI_Win_free: collective; every epoch must be over.
 pub fn free(win: u32) -> Result<()> {
-    let comm = with(|e| -> Result<u32> {
+    let comm = with(|e| -> Result<CommId> {
         let w = e.rma.win(win)?;
         if w.lock_all || w.peers.iter().any(|p| p.lock.is_some()) {
             return err!(
@@ -1018,7 +1019,7 @@ fn shared_address(w: &Win, s: &HostMem, j: usize) -> Option<*mut u8> {
 
 impl Engine {
     /// Hand the frames that arrived for window `ctx` before it was made to it.
-    fn rma_replay(&mut self, ctx: u32) {
+    fn rma_replay(&mut self, ctx: ContextId) {
         if self.rma.early.is_empty() {
             return;
         }

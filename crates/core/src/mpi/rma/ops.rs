@@ -9,6 +9,7 @@
 //! or sent as frames (active messages) whose answers, for the operations that read, complete
 //! it later.
 
+use crate::ids::{DtypeId, ReqId};
 use std::sync::Arc;
 
 use super::acc::{self, Acc};
@@ -31,14 +32,14 @@ use crate::transport::{CopyError, Gpid, Span, Token, Transport};
 pub struct Buf {
     pub ptr: *mut u8,
     pub count: i64,
-    pub dt: u32,
+    pub dt: DtypeId,
 }
 
 impl Buf {
     pub const NONE: Buf = Buf {
         ptr: std::ptr::null_mut(),
         count: 0,
-        dt: 0,
+        dt: DtypeId::new(0),
     };
 }
 
@@ -49,7 +50,7 @@ pub struct Target {
     pub rank: i32,
     pub disp: i64,
     pub count: i64,
-    pub dt: u32,
+    pub dt: DtypeId,
 }
 
 /// Which operation.
@@ -115,7 +116,7 @@ pub(crate) fn segments(dt: &Datatype, count: usize, start: i64) -> Result<Vec<(u
     Ok(v)
 }
 
-fn committed<'a>(e: &'a Engine, dt: u32, what: &str) -> Result<&'a Arc<Datatype>> {
+fn committed<'a>(e: &'a Engine, dt: DtypeId, what: &str) -> Result<&'a Arc<Datatype>> {
     let d = e.dtype(dt)?;
     if !d.committed {
         return err!(
@@ -233,7 +234,7 @@ pub unsafe fn op(
     compare: *const u8,
     t: Target,
     request: bool,
-) -> Result<Option<u32>> {
+) -> Result<Option<ReqId>> {
     with(|e| {
         if e.cfg.rma_fastpath && !request && e.rma_fast(win, what, origin, result, compare, t) {
             return Ok(None);
@@ -315,7 +316,7 @@ impl Engine {
             return None;
         }
         let n = t.count as usize;
-        let d = self.dtypes.get(t.dt as usize)?.as_ref()?;
+        let d = self.dtypes.get(t.dt.idx())?.as_ref()?;
         // `contig` (one dense run whatever the count) answers the common case without a call.
         if !d.committed || d.size == 0 || !(d.contig || d.contiguous_span(n) == Some(0)) {
             return None;
@@ -373,7 +374,7 @@ impl Engine {
         Some(())
     }
 
-    fn rma_done_request(&mut self, win: u32, request: bool) -> Result<Option<u32>> {
+    fn rma_done_request(&mut self, win: u32, request: bool) -> Result<Option<ReqId>> {
         if !request {
             return Ok(None);
         }
@@ -394,7 +395,7 @@ impl Engine {
         compare: *const u8,
         t: Target,
         request: bool,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<ReqId>> {
         let w = self.rma.win(win)?;
         if t.rank == crate::mpi::request::PROC_NULL {
             return self.rma_done_request(win, request);
@@ -616,7 +617,7 @@ impl Engine {
         cmp: *const u8,
         sink: Option<Sinkhole>,
         request: bool,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<ReqId>> {
         match r.mech {
             Mech::Direct(base) => {
                 self.rma_direct(r, what, src, cmp, sink, |off| {
@@ -840,7 +841,7 @@ impl Engine {
         cmp: *const u8,
         sink: Option<Sinkhole>,
         request: bool,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<ReqId>> {
         let w = self.rma.win(r.win)?;
         let ctx = w.ctx;
         let comm = w.comm;

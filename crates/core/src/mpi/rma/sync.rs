@@ -13,6 +13,7 @@
 use super::{wait, Waiting, MODE_NOCHECK, MODE_NOSUCCEED};
 use crate::err;
 use crate::error::Result;
+use crate::ids::CommId;
 use crate::mpi::engine::Engine;
 use crate::mpi::global::with;
 use crate::proto::frame::{RmaHeader, RmaKind, RMA_EXCLUSIVE};
@@ -215,9 +216,9 @@ enum Step {
     /// Wait for the members to arrive at this fence count.
     Wait(u64),
     /// Barrier on the window's communicator.
-    Barrier(u32),
+    Barrier(CommId),
     /// Complete the operations by active messages first (communicator, `fence_shm`).
-    Settle(u32, bool),
+    Settle(CommId, bool),
 }
 
 /// Polls of the members' fence words before a waiting fence makes progress and yields.

@@ -1708,7 +1708,7 @@ mod tests {
         {
             for seed in 1..=6u64 {
                 let mut v = group(&format!("move{gi}s{seed}"), 4, g);
-                let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
+                let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
                 assert_eq!(v[0].channel_slots(), g.nfast);
                 assert!(
                     !v[1].has_fast_channel(0),
