@@ -185,18 +185,15 @@ static void exercise(int k, int server)
             reduce_scatter(cnt);
     }
     CHECK_MPI(MPI_Op_free(&first));
-    TU_LOG("round %d: errors();\n", k);
     errors();
     tu_form = TU_BLOCKING;
 
-    TU_LOG("round %d: New communicators from the\n", k);
     /* New communicators from the intercommunicator. */
     CHECK_MPI(MPI_Comm_dup(ic, &dup));
     x = lrank + 1;
     CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, dup));
     CHECK_EQ(y, rsize * (rsize + 1) / 2);
     CHECK_MPI(MPI_Comm_free(&dup));
-    TU_LOG("round %d: Split: even local ranks\n", k);
     /* Split: even local ranks of both sides (both have a rank 0). */
     color = lrank % 2 == 0 ? 0 : MPI_UNDEFINED;
     CHECK_MPI(MPI_Comm_split(ic, color, lrank, &sub));
@@ -211,7 +208,6 @@ static void exercise(int k, int server)
         CHECK(sub == MPI_COMM_NULL);
     }
 
-    TU_LOG("round %d: Merge, the client high\n", k);
     /* Merge, the client high: the server's ranks first. */
     CHECK_MPI(MPI_Intercomm_merge(ic, !server, &merged));
     CHECK_MPI(MPI_Comm_rank(merged, &mrank));
@@ -220,7 +216,6 @@ static void exercise(int k, int server)
     CHECK_EQ(mrank, server ? lrank : SERVER_NP + lrank);
     CHECK_MPI(MPI_Allreduce(&mrank, &y, 1, MPI_INT, MPI_SUM, merged));
     CHECK_EQ(y, msize * (msize - 1) / 2);
-    TU_LOG("round %d: A ring over the merged\n", k);
     /* A ring over the merged communicator: each to the next, across the jobs too. */
     CHECK_MPI(MPI_Sendrecv(&mrank, 1, MPI_INT, (mrank + 1) % msize, 50, &x, 1, MPI_INT,
                            (mrank + msize - 1) % msize, 50, merged, &st));
@@ -228,24 +223,20 @@ static void exercise(int k, int server)
     /* Two groups that mix both jobs, even and odd merged ranks (server 0, client 1, client 3
      * against server 1, client 2), joined with leaders in different jobs: the even group's
      * leader is server rank 0, the odd group's its last member, a client process. */
-    TU_LOG("round %d: color = mrank  2;\n", k);
     color = mrank % 2;
     CHECK_MPI(MPI_Comm_split(merged, color, mrank, &half));
     CHECK_MPI(MPI_Comm_size(half, &n));
     CHECK_MPI(MPI_Intercomm_create(half, color == 0 ? 0 : n - 1, merged, color == 0 ? 3 : 0,
                                    60 + k, &ic2));
-    TU_LOG("round %d: CHECK_MPI(MPI_Allreduce(&mrank\n", k);
     CHECK_MPI(MPI_Allreduce(&mrank, &y, 1, MPI_INT, MPI_SUM, ic2));
     want = 0;
     for (i = 0; i < msize; i++)
         if (i % 2 != color)
             want += i;
     CHECK_EQ(y, want);
-    TU_LOG("round %d: CHECK_MPI(MPI_Comm_disconnect(\n", k);
     CHECK_MPI(MPI_Comm_disconnect(&ic2));
     CHECK_MPI(MPI_Comm_free(&half));
     CHECK_MPI(MPI_Comm_disconnect(&merged));
-    TU_LOG("round %d: CHECK_MPI(MPI_Comm_disconnect(\n", k);
     CHECK_MPI(MPI_Comm_disconnect(&ic));
     CHECK(ic == MPI_COMM_NULL);
 }

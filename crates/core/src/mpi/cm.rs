@@ -1236,7 +1236,7 @@ impl Engine {
                     check_header(&mut r, MSG_LINK, op.round)?;
                     let mut rem = get_remote(&mut r, op.cap)?;
                     // A leader of an independent job names processes as its job does.
-                    rem.group = self.from_foreign(l.peer, rem.group)?;
+                    rem.group = self.group_from_peer(l.peer, rem.group)?;
                     op.remote = Some(rem);
                 }
                 Step::BSend(j) => {
@@ -1260,7 +1260,7 @@ impl Engine {
                     check_header(&mut r, MSG_BCAST, op.round)?;
                     let mut rem = get_remote(&mut r, op.cap)?;
                     // The leader may belong to an independent job (a group that mixes jobs).
-                    rem.group = self.from_foreign(op.party.members[j], rem.group)?;
+                    rem.group = self.group_from_peer(op.party.members[j], rem.group)?;
                     op.remote = Some(rem);
                 }
             }

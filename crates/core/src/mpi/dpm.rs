@@ -94,7 +94,7 @@ pub(crate) fn parse_peer(s: &str) -> Result<Remote> {
 /// job gave each (theirs, ours). Frames carry no gpid; what crosses between the jobs in their
 /// own numbering is the TCP hello (`transport::tcp`, which names each side as the other
 /// numbers it) and the groups that communicator-creating agreements send between leaders
-/// ([`Engine::from_foreign`]).
+/// ([`Engine::group_from_peer`]).
 #[derive(Debug, Clone)]
 pub struct Foreign {
     pub alias: Gpid,
@@ -178,7 +178,7 @@ impl Engine {
     /// A group that the leader `peer` of the other side sent in a communicator-creating
     /// agreement, in our numbering: unchanged from a process of our mpirun; translated
     /// through the aliases when `peer` belongs to an independent job.
-    pub(crate) fn from_foreign(&self, peer: Gpid, group: Vec<Gpid>) -> Result<Vec<Gpid>> {
+    pub(crate) fn group_from_peer(&self, peer: Gpid, group: Vec<Gpid>) -> Result<Vec<Gpid>> {
         let Some(f) = self.foreign.iter().find(|f| f.holds(peer)) else {
             return Ok(group);
         };

@@ -37,8 +37,11 @@
 //! table (`Engine::add_peers`: shared memory on one host, TCP otherwise), and after both
 //! groups said they are ready, the intercommunicator is made from the two groups
 //! (`cm::op_intercomm_from_groups`, the tag drawn from both nonces). Different keys mean
-//! independent jobs (separate mpiruns), whose process ids overlap: that case fails with
-//! MPI_ERR_UNSUPPORTED_OPERATION on both sides (docs/architecture.md designs it).
+//! independent jobs (separate mpiruns), whose process ids overlap: each side gives the other's
+//! processes aliases (`dpm::Foreign`), both derive a key for the pair of jobs from the port's
+//! secret and both nonces, their TCP connections prove that key, and the accepting side
+//! connects to every process of the other job at once so that a dead job is an error, not a
+//! hang (docs/architecture.md).
 //!
 //! # Timeouts
 //!
