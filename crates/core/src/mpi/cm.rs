@@ -1237,7 +1237,10 @@ impl Engine {
                     };
                     let mut r = Reader(&data);
                     check_header(&mut r, MSG_LINK, op.round)?;
-                    op.remote = Some(get_remote(&mut r, op.cap)?);
+                    let mut rem = get_remote(&mut r, op.cap)?;
+                    // A leader of an independent job names processes as its job does.
+                    rem.group = self.group_from_peer(l.peer, rem.group)?;
+                    op.remote = Some(rem);
                 }
                 Step::BSend(j) => {
                     let rem = op.remote.as_ref().ok_or_else(|| {
@@ -1258,7 +1261,10 @@ impl Engine {
                     };
                     let mut r = Reader(&data);
                     check_header(&mut r, MSG_BCAST, op.round)?;
-                    op.remote = Some(get_remote(&mut r, op.cap)?);
+                    let mut rem = get_remote(&mut r, op.cap)?;
+                    // The leader may belong to an independent job (a group that mixes jobs).
+                    rem.group = self.group_from_peer(op.party.members[j], rem.group)?;
+                    op.remote = Some(rem);
                 }
             }
             op.at += 1;

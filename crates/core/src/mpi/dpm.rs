@@ -88,7 +88,120 @@ pub(crate) fn parse_peer(s: &str) -> Result<Remote> {
     })
 }
 
+/// An independent job (another mpirun's) we are connected with. Both jobs number their
+/// processes from 0, so each side gives the other's processes *aliases*: gpids after every
+/// gpid its group knew (`alias..alias + theirs.len()`, `theirs[i]` being what that job calls
+/// alias `alias + i`). `ours` holds, for our processes in the connection, the alias the other
+/// job gave each (theirs, ours). Frames carry no gpid; what crosses between the jobs in their
+/// own numbering is the TCP hello (`transport::tcp`, which names each side as the other
+/// numbers it) and the groups that communicator-creating agreements send between leaders
+/// ([`Engine::group_from_peer`]).
+#[derive(Debug, Clone)]
+pub struct Foreign {
+    pub alias: Gpid,
+    pub theirs: Vec<Gpid>,
+    pub ours: Vec<(Gpid, Gpid)>,
+}
+
+impl Foreign {
+    fn holds(&self, g: Gpid) -> bool {
+        g >= self.alias && ((g - self.alias) as usize) < self.theirs.len()
+    }
+}
+
 impl Engine {
+    /// The first gpid after every process this one has in its table (reachable now): where
+    /// the aliases of an independent job's processes may start.
+    pub(crate) fn next_free_gpid(&self) -> Gpid {
+        let r = self.net.routes();
+        let last = r
+            .iter()
+            .rposition(|x| *x != Route::Unreachable)
+            .map_or(0, |i| i + 1);
+        let own = (self.base + self.size) as usize;
+        last.max(own) as Gpid
+    }
+
+    /// The processes of an independent job join our table under their aliases (`peers`'
+    /// gpids are ours for them): TCP only, authenticated with `key`, the pair of jobs' key;
+    /// `pair` records the numbering.
+    /// The accepting side connects to every process of the independent job at once (after
+    /// both sides added each other): each pair of processes then has a connection whose end
+    /// tells either side that the other died, also while nothing is sent to it (a mpirun
+    /// ends its whole job when one of its processes dies, so every connection to that job
+    /// ends). Without it a receive from a dead job that was never sent to would wait for ever.
+    pub(crate) fn connect_foreign(&mut self, peers: &[Gpid]) -> Result<()> {
+        for &g in peers {
+            self.net
+                .connect_now(g)
+                .map_err(|e| MpiError::new(ErrorClass::Port, e))?;
+        }
+        Ok(())
+    }
+
+    /// The processes of an independent job join our table under their aliases (`peers`'
+    /// gpids are ours for them): TCP only, authenticated with `key`, the pair of jobs' key;
+    /// `pair` records the numbering.
+    pub(crate) fn add_foreign(
+        &mut self,
+        peers: &[Remote],
+        key: [u8; 32],
+        me_there: Gpid,
+        pair: Foreign,
+    ) -> Result<()> {
+        self.dyn_card()?;
+        for r in peers {
+            if self.net.route(r.gpid) != Route::Unreachable {
+                return Err(MpiError::new(
+                    ErrorClass::Intern,
+                    format!(
+                        "alias {} for a process of an independent job is in use",
+                        r.gpid
+                    ),
+                ));
+            }
+            self.net
+                .set_foreign(r.gpid, key, me_there)
+                .map_err(|e| MpiError::new(ErrorClass::Port, e))?;
+        }
+        let tcp_only: Vec<Remote> = peers
+            .iter()
+            .map(|r| Remote {
+                shm_fd: -1,
+                ..r.clone()
+            })
+            .collect();
+        self.add_peers(&tcp_only)?;
+        self.foreign.push(pair);
+        Ok(())
+    }
+
+    /// A group that the leader `peer` of the other side sent in a communicator-creating
+    /// agreement, in our numbering: unchanged from a process of our mpirun; translated
+    /// through the aliases when `peer` belongs to an independent job.
+    pub(crate) fn group_from_peer(&self, peer: Gpid, group: Vec<Gpid>) -> Result<Vec<Gpid>> {
+        let Some(f) = self.foreign.iter().find(|f| f.holds(peer)) else {
+            return Ok(group);
+        };
+        group
+            .into_iter()
+            .map(|g| {
+                if let Some(i) = f.theirs.iter().position(|&t| t == g) {
+                    Ok(f.alias + i as Gpid)
+                } else if let Some(&(_, o)) = f.ours.iter().find(|(a, _)| *a == g) {
+                    Ok(o)
+                } else {
+                    Err(MpiError::new(
+                        ErrorClass::Group,
+                        format!(
+                            "the independent job's leader named its process {g}, which is                              neither of its processes in this connection nor one of ours                              (groups spanning a third job are not supported)"
+                        ),
+                    ))
+                }
+            })
+            .collect()
+    }
+
     /// The key for connections with other jobs: the job's, or one drawn now for a process
     /// alone in its job.
     pub(crate) fn dyn_key(&mut self) -> Result<[u8; 32]> {
@@ -149,6 +262,11 @@ impl Engine {
             let g = r.gpid;
             if g == self.me {
                 continue;
+            }
+            if self.foreign.iter().any(|f| f.holds(g)) {
+                return Err(spawn_err(format!(
+                    "process {g} of the other job has the number this process gave to a process                      of an independent job (connected by MPI_Comm_connect/accept): spawning                      while such a connection is open is not supported by Protean yet;                      disconnect first"
+                )));
             }
             let a = r.card.tcp.ok_or_else(|| {
                 spawn_err(format!("process {g} of the other job has no TCP address"))
@@ -247,6 +365,10 @@ impl Engine {
                 *n = false;
             }
         }
+        let net = &self.net;
+        self.foreign.retain(|f| {
+            (0..f.theirs.len()).any(|i| net.route(f.alias + i as Gpid) != Route::Unreachable)
+        });
     }
 
     fn pmi_mut(&mut self) -> Result<&mut protean_pmi::PmiClient> {

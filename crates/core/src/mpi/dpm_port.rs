@@ -37,8 +37,11 @@
 //! table (`Engine::add_peers`: shared memory on one host, TCP otherwise), and after both
 //! groups said they are ready, the intercommunicator is made from the two groups
 //! (`cm::op_intercomm_from_groups`, the tag drawn from both nonces). Different keys mean
-//! independent jobs (separate mpiruns), whose process ids overlap: that case fails with
-//! MPI_ERR_UNSUPPORTED_OPERATION on both sides (docs/architecture.md designs it).
+//! independent jobs (separate mpiruns), whose process ids overlap: each side gives the other's
+//! processes aliases (`dpm::Foreign`), both derive a key for the pair of jobs from the port's
+//! secret and both nonces, their TCP connections prove that key, and the accepting side
+//! connects to every process of the other job at once so that a dead job is an error, not a
+//! hang (docs/architecture.md).
 //!
 //! # Timeouts
 //!
@@ -65,7 +68,7 @@ use protean_pmi::proof::hmac;
 
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::cm;
-use crate::mpi::dpm::{parse_peer, peer_entry, Caller};
+use crate::mpi::dpm::{parse_peer, peer_entry, Caller, Foreign};
 use crate::mpi::global::{self, with};
 use crate::runtime::bootstrap::{hex, unhex};
 use crate::transport::{Gpid, Route};
@@ -75,6 +78,7 @@ const MAGIC: &[u8; 4] = b"PPT1";
 const ACCEPT: &[u8] = b"protean port accept v1";
 const CONNECT: &[u8] = b"protean port connect v1";
 const JOB: &[u8] = b"protean port job v1";
+const PAIR: &[u8] = b"protean port pair v1";
 /// How long an acceptor gives one connection to complete the handshake.
 const STEP: Duration = Duration::from_secs(10);
 /// The largest group description a root accepts from the other side.
@@ -185,6 +189,8 @@ struct Link {
     nc: [u8; 16],
     na: [u8; 16],
     acceptor: bool,
+    /// The port's secret (None for MPI_Comm_join).
+    secret: Option<[u8; 32]>,
     deadline: Option<Instant>,
     /// For MPI_Comm_join: the application's socket's O_NONBLOCK, restored at the end.
     restore: Option<bool>,
@@ -286,6 +292,7 @@ fn serve_handshake(mut s: TcpStream, secret: &[u8; 32], deadline: Option<Instant
         nc,
         na,
         acceptor: true,
+        secret: Some(*secret),
         deadline,
         restore: None,
     })
@@ -404,6 +411,7 @@ fn connect_link(port: &str, timeout: Duration) -> Result<Link> {
         nc,
         na,
         acceptor: false,
+        secret: Some(secret),
         deadline: Some(deadline),
         restore: None,
     })
@@ -457,6 +465,7 @@ fn join_link(fd: RawFd) -> Result<Link> {
         nc,
         na,
         acceptor,
+        secret: None,
         deadline: None,
         restore: Some(was_nonblocking),
     })
@@ -504,6 +513,18 @@ impl Link {
         Ok(hmac(key, &[JOB, &role(!self.acceptor), &self.nc, &self.na])
             .verify_slice(&theirs)
             .is_ok())
+    }
+
+    /// The key of the pair of independent jobs: HMAC(port secret, "pair" | nonce_c | nonce_a),
+    /// fresh for each connection and known to no one without the port's name.
+    fn pair_key(&self) -> Option<[u8; 32]> {
+        let s = self.secret?;
+        Some(
+            hmac(&s, &[PAIR, &self.nc, &self.na])
+                .finalize()
+                .into_bytes()
+                .into(),
+        )
     }
 
     fn tag(&self) -> String {
@@ -567,7 +588,8 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
                  with mpirun",
             ));
         }
-        Ok(peer_entry(&e.dyn_card()?))
+        let card = e.dyn_card()?;
+        Ok(format!("{}\n{}", e.next_free_gpid(), peer_entry(&card)))
     })?;
     let mut data = vec![Vec::new(); size];
     data[root_u] = match &mine {
@@ -580,9 +602,15 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
     let mut word = vec![Vec::new(); size];
     if me == root_u {
         let w = match root_meet(&entries, root, how) {
-            Ok((l, tag, leader, remote)) => {
+            Ok((l, tag, leader, remote, mode)) => {
+                let mode = match mode {
+                    None => "S".to_string(),
+                    Some((key, ours, theirs)) => {
+                        format!("F{} {ours} {theirs} {}", hex(&key), u8::from(l.acceptor))
+                    }
+                };
                 link = Some(l);
-                let mut w = format!("O{tag}\n{leader}");
+                let mut w = format!("O{tag}\n{leader}\n{mode}");
                 for r in remote {
                     w.push('\n');
                     w.push_str(&r);
@@ -605,14 +633,43 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
         .next()
         .and_then(|l| l.parse().ok())
         .ok_or_else(|| port_err("the other side named no leader"))?;
-    let remote = lines
+    let mode = lines.next().unwrap_or_default().to_string();
+    let mut remote = lines
         .map(|l| parse_peer(l).map_err(|e| port_err(e.msg)))
         .collect::<Result<Vec<_>>>()?;
+    // An independent job: its processes get our aliases (see `dpm::Foreign`).
+    let foreign = match mode.strip_prefix('F') {
+        None => None,
+        Some(f) => {
+            let bad = || port_err(format!("a malformed word from the root: {mode}"));
+            let mut it = f.split(' ');
+            let key: [u8; 32] = it.next().and_then(unhex).ok_or_else(bad)?;
+            let ours: Gpid = it.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
+            let theirs: Gpid = it.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
+            let acceptor = it.next() == Some("1");
+            let pair = Foreign {
+                alias: ours,
+                theirs: remote.iter().map(|r| r.gpid).collect(),
+                ours: group
+                    .iter()
+                    .enumerate()
+                    .map(|(i, g)| (theirs + i as Gpid, *g))
+                    .collect(),
+            };
+            for (i, r) in remote.iter_mut().enumerate() {
+                r.gpid = ours + i as Gpid;
+            }
+            Some((key, theirs + me as Gpid, pair, acceptor))
+        }
+    };
     // 3. Everyone adds the other group; the roots tell each other when their group is done,
     // and then their groups, so that nobody connects to a process that does not know it yet.
     // Processes already in our table (our own job's, or a job we spawned or were spawned
     // by) keep their routes and connections.
     let added = with(|e| {
+        if let Some((key, me_there, pair, _)) = foreign.clone() {
+            return e.add_foreign(&remote, key, me_there, pair);
+        }
         let new: Vec<_> = remote
             .iter()
             .filter(|r| e.net.route(r.gpid) == Route::Unreachable)
@@ -647,6 +704,10 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
     if g.first() != Some(&b'O') {
         return Err(decode_err(&g));
     }
+    if let Some((_, _, _, true)) = foreign {
+        let all: Vec<Gpid> = remote.iter().map(|r| r.gpid).collect();
+        with(|e| e.connect_foreign(&all))??;
+    }
     drop(link);
     let remote: Vec<Gpid> = remote.iter().map(|r| r.gpid).collect();
     let spec =
@@ -656,15 +717,32 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
 
 /// The root's part: gets the link, checks both sides are one mpirun, swaps the groups.
 /// Returns the link, the tag, the other group's leader and its entries.
+#[allow(clippy::type_complexity)]
 fn root_meet(
     entries: &[Vec<u8>],
     root: i32,
     how: Option<How>,
-) -> Result<(Link, String, i32, Vec<String>)> {
+) -> Result<(
+    Link,
+    String,
+    i32,
+    Vec<String>,
+    Option<([u8; 32], Gpid, Gpid)>,
+)> {
     let mut ours = Vec::with_capacity(entries.len());
+    // Where our aliases for an independent job's processes start: after every gpid any
+    // process of our group has in its table.
+    let mut next: Gpid = 0;
     for e in entries {
         match e.first() {
-            Some(b'O') => ours.push(String::from_utf8_lossy(&e[1..]).into_owned()),
+            Some(b'O') => {
+                let s = String::from_utf8_lossy(&e[1..]).into_owned();
+                let (n, entry) = s
+                    .split_once('\n')
+                    .ok_or_else(|| MpiError::new(ErrorClass::Intern, "a malformed entry"))?;
+                next = next.max(n.parse().unwrap_or(0));
+                ours.push(entry.to_string());
+            }
             _ => return Err(decode_err(e)),
         }
     }
@@ -675,28 +753,32 @@ fn root_meet(
         None => return Err(MpiError::new(ErrorClass::Intern, "the root has no port")),
     };
     let key = with(|e| e.dyn_key())??;
-    if !link.same_job(&key)? {
+    let same = link.same_job(&key)?;
+    let pair = if same { None } else { link.pair_key() };
+    if !same && pair.is_none() {
         return Err(MpiError::new(
             ErrorClass::UnsupportedOperation,
-            "the other side belongs to an independent job (started by another mpirun): \
-             connecting independent jobs is not implemented in Protean yet (processes of one \
-             mpirun, spawned jobs included, connect)",
+            "MPI_Comm_join: the other side belongs to an independent job (started by another \
+             mpirun): joining independent jobs over a socket is not implemented in Protean \
+             yet (MPI_Comm_connect/MPI_Comm_accept connect them)",
         ));
     }
-    let body = format!("{root}\n{}", ours.join("\n"));
+    let body = format!("{root} {next}\n{}", ours.join("\n"));
     let theirs = link.swap(body.as_bytes())?;
     let text = String::from_utf8_lossy(&theirs).into_owned();
     let mut lines = text.split('\n');
-    let leader: i32 = lines
+    let (leader, base) = lines
         .next()
-        .and_then(|l| l.parse().ok())
+        .and_then(|l| l.split_once(' '))
+        .and_then(|(l, b)| Some((l.parse::<i32>().ok()?, b.parse::<Gpid>().ok()?)))
         .ok_or_else(|| port_err("the other side sent a malformed group"))?;
     let remote: Vec<String> = lines.map(str::to_string).collect();
     if remote.is_empty() || leader < 0 || leader as usize >= remote.len() {
         return Err(port_err("the other side sent a malformed group"));
     }
     let tag = link.tag();
-    Ok((link, tag, leader, remote))
+    let mode = pair.map(|k| (k, next, base));
+    Ok((link, tag, leader, remote, mode))
 }
 
 /// The timeout for `info`'s `timeout` value, else the tunable (seconds; 0: none).

@@ -78,6 +78,9 @@ pub struct Engine {
     pub spawns: u32,
     /// Processes of other jobs counted in `node_procs` (on this machine), by gpid.
     pub dyn_nodes: Vec<bool>,
+    /// The independent jobs we are connected with (`mpi::dpm::Foreign`: our aliases for
+    /// their processes and how they name ours).
+    pub foreign: Vec<crate::mpi::dpm::Foreign>,
     pub jobid: String,
     pub hostname: String,
     pub hosts: Vec<String>,
@@ -202,6 +205,7 @@ impl Engine {
             universe,
             spawns: 0,
             dyn_nodes: Vec::new(),
+            foreign: Vec::new(),
             jobid: boot.jobid,
             hostname: boot.hostname,
             hosts,

@@ -545,6 +545,35 @@ impl Net {
         Ok(())
     }
 
+    /// Process `peer` (our alias for it) belongs to an independent job: TCP connections with
+    /// it prove `key`, the key of the pair of jobs, and name us `me_there`, our alias in its
+    /// job ([`Tcp::set_foreign`]). Call before [`Net::add_peers`]; such peers are reached by
+    /// TCP only. Err when there is no TCP transport.
+    pub fn set_foreign(
+        &mut self,
+        peer: Gpid,
+        key: [u8; 32],
+        me_there: Gpid,
+    ) -> std::result::Result<(), String> {
+        let t = self
+            .tcp
+            .as_mut()
+            .ok_or("processes of independent jobs are reached over TCP, and it is not open")?;
+        t.set_foreign(peer, key, me_there);
+        Ok(())
+    }
+
+    /// Open the TCP connection to `peer` now rather than at the first frame
+    /// ([`Tcp::connect_now`]).
+    pub fn connect_now(&mut self, peer: Gpid) -> std::result::Result<(), String> {
+        match self.tcp.as_mut() {
+            Some(t) => t
+                .connect_now(peer)
+                .map_err(|e| format!("cannot connect to process {peer}: {e}")),
+            None => Err("no TCP transport".into()),
+        }
+    }
+
     /// Processes of another job join the table: each reached over TCP at its address (the
     /// listener must be open, [`Net::ensure_tcp`]), unless already routed by shared memory
     /// ([`Net::add_shm_peer`]). The table grows to the largest gpid.

@@ -190,6 +190,13 @@ impl Conn {
     }
 }
 
+/// A process of an independent job: the key of the pair of jobs, and our gpid in its job.
+#[derive(Clone, Copy)]
+struct Foreign {
+    key: Key,
+    me_there: Gpid,
+}
+
 /// Our side of a connection we opened, until the acceptor proved it holds the key.
 struct Connecting {
     /// The TCP connection itself is still being set up (a lane opened without waiting).
@@ -280,6 +287,10 @@ pub struct Tcp {
     /// the number of processes a hello may name.
     keys: Option<Keys>,
     nprocs: usize,
+    /// By gpid, the processes of independent jobs (connected with MPI_Comm_connect/accept):
+    /// the key of the pair of jobs and the gpid by which that job knows us (ours are aliases
+    /// there, theirs here; see [`Tcp::set_foreign`]).
+    foreign: Vec<Option<Foreign>>,
     /// Largest frame payload we accept (`tcp_frame_max`, announced in the handshake).
     frame_max: usize,
     /// By peer, a bit per lane: an authenticated connection it opened to us for that lane
@@ -449,6 +460,7 @@ impl Tcp {
             frag: frag.clamp(1, frame_max.clamp(1, MAX_PAYLOAD)),
             keys: None,
             nprocs: 0,
+            foreign: Vec::new(),
             frame_max: frame_max.clamp(1, MAX_PAYLOAD),
             accepted: Vec::new(),
             rejected: 0,
@@ -482,6 +494,34 @@ impl Tcp {
         if nprocs > self.nprocs {
             self.nprocs = nprocs;
             self.accepted.resize(nprocs, 0);
+        }
+    }
+
+    /// Process `gpid` (our alias for it) belongs to an independent job: connections with it
+    /// authenticate with `key`, the key of the pair of jobs, and name us `me_there`, our
+    /// alias in that job (both in the hello we send and in the challenge we answer with), so
+    /// that each side's hello names the connector as the acceptor numbers it.
+    pub fn set_foreign(&mut self, gpid: Gpid, key: Key, me_there: Gpid) {
+        let i = gpid as usize;
+        if self.foreign.len() <= i {
+            self.foreign.resize(i + 1, None);
+        }
+        self.foreign[i] = Some(Foreign { key, me_there });
+    }
+
+    /// The key for `peer`: the pair of jobs' for a process of an independent job, else ours.
+    fn key_of(foreign: &[Option<Foreign>], keys: &mut Keys, peer: Gpid) -> Option<Key> {
+        match foreign.get(peer as usize) {
+            Some(Some(f)) => Some(f.key),
+            _ => keys.pair(peer),
+        }
+    }
+
+    /// The gpid by which `peer` knows us.
+    fn me_for(&self, peer: Gpid) -> Gpid {
+        match self.foreign.get(peer as usize) {
+            Some(Some(f)) => f.me_there,
+            _ => self.me,
         }
     }
 
@@ -521,6 +561,9 @@ impl Tcp {
         }
         if let Some(a) = self.accepted.get_mut(i) {
             *a = 0;
+        }
+        if let Some(f) = self.foreign.get_mut(i) {
+            *f = None;
         }
     }
 
@@ -709,7 +752,7 @@ impl Tcp {
             }
         }
         // The hello goes at once; frames wait until the acceptor proved the key.
-        let hello = self.hello(0);
+        let hello = self.hello(peer, 0);
         let mut sent = 0;
         while sent < HELLO_LEN {
             match s.send(&hello[sent..]) {
@@ -735,9 +778,9 @@ impl Tcp {
         Ok(self.add_conn(s, peer, 0, Some(hs)))
     }
 
-    fn hello(&self, lane: u8) -> [u8; HELLO_LEN] {
+    fn hello(&self, peer: Gpid, lane: u8) -> [u8; HELLO_LEN] {
         Hello {
-            gpid: self.me,
+            gpid: self.me_for(peer),
             lane,
             max_frame: self.frame_max as u32,
             nonce: hello::nonce(),
@@ -769,12 +812,19 @@ impl Tcp {
         }
         let hs = Box::new(Connecting {
             tcp_pending: true,
-            hello: self.hello(lane),
+            hello: self.hello(peer, lane),
             hello_sent: 0,
             challenge: [0; CHALLENGE_LEN],
             got: 0,
         });
         Ok(self.add_conn(s, peer, lane, Some(hs)))
+    }
+
+    /// Open the connection to `peer` now (it completes in later progress passes), rather than
+    /// at the first frame: a peer that dies is then noticed by the end of its connection even
+    /// while nothing is sent to it.
+    pub fn connect_now(&mut self, peer: Gpid) -> io::Result<()> {
+        self.conn_for(peer).map(|_| ())
     }
 
     fn conn_for(&mut self, peer: Gpid) -> io::Result<usize> {
@@ -878,15 +928,21 @@ impl Tcp {
                     }
                     // The key of our pair with the process the hello names (derived once per
                     // peer under the pair-key scheme, then remembered).
-                    inc.key = keys.pair(h.gpid).ok_or_else(|| {
+                    // A process of an independent job names itself by our alias for it and
+                    // proves the key of the pair of jobs; we answer with its job's name for us.
+                    inc.key = Self::key_of(&self.foreign, keys, h.gpid).ok_or_else(|| {
                         format!("a hello from process {} (no key for it)", h.gpid)
                     })?;
+                    let me_there = match self.foreign.get(h.gpid as usize) {
+                        Some(Some(f)) => f.me_there,
+                        _ => me,
+                    };
                     inc.peer = h.gpid;
                     inc.lane = h.lane;
                     inc.challenge = hello::challenge(
                         &inc.key,
                         &inc.hello,
-                        me,
+                        me_there,
                         frame_max as u32,
                         hello::nonce(),
                     );
@@ -1185,11 +1241,11 @@ impl Tcp {
     /// frames; a failed proof loses the peer (the address its card gave is not the peer).
     fn finish_connect<S: FrameSink>(&mut self, ci: usize, sink: &mut S) -> bool {
         let peer = self.conns[ci].peer;
-        let key = self
-            .keys
-            .as_mut()
-            .expect("connections start with the keys")
-            .pair(peer);
+        let key = Self::key_of(
+            &self.foreign,
+            self.keys.as_mut().expect("connections start with the keys"),
+            peer,
+        );
         let c = &mut self.conns[ci];
         let Some(hs) = c.connecting.as_mut() else {
             return true;
