@@ -926,7 +926,7 @@ mod tests {
     #[test]
     fn a_flood_from_one_address_does_not_lock_out_another() {
         let limits = Limits {
-            handshake: Duration::from_millis(1500),
+            handshake: Duration::from_secs(4),
             ..Limits::default()
         };
         let (ns, addr) = server(limits, NameTable::default());
@@ -960,13 +960,12 @@ mod tests {
         // time out.
         let t = Instant::now();
         ask(&addr, &publish("genuine", "p"), D).unwrap();
-        assert!(
-            t.elapsed() < Duration::from_millis(1000),
-            "{:?}",
-            t.elapsed()
-        );
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        // The flood's 4 still wait (the genuine connection's thread may still be ending).
+        wait_for(|| ns.open.load(Ordering::Acquire) == 4);
         assert_eq!(closed, 60);
         // The flood's pending connections are closed by the handshake's deadline.
+        std::thread::sleep(Duration::from_secs(2));
         wait_for(|| ns.open.load(Ordering::Acquire) == 0);
         assert_eq!(ns.refused(), 64);
         assert!(ns.pending.lock().unwrap().is_empty());
