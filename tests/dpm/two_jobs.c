@@ -19,13 +19,16 @@
  * (included from there) and the erroneous ones, MPI_Comm_dup and MPI_Comm_split of it,
  * MPI_Intercomm_merge (the client high: server ranks first), MPI_Intercomm_create from the
  * merged communicator between groups that mix both jobs with leaders in different jobs (the
- * leaders' groups cross between the jobs' numberings), then MPI_Comm_disconnect. Round 2: the
+ * leaders' groups cross between the jobs' numberings), then MPI_Comm_disconnect. Round 3: the
  * client job connects and dies (every client process kills itself); the server gets an error
  * on the intercommunicator, not a hang, and finishes normally, while the client's mpirun
- * reports the killed rank. The name service (publish, lookup from the other job, a name
- * published twice, unpublish) is checked along the way.
+ * reports the killed rank. Between them, round 2: the client job, connected, spawns two
+ * children (numbered past the aliases it gave the server's processes), and the three groups
+ * talk pairwise: server-client, client-children, and server-children over a connection the
+ * children make with a port name passed on by their parents. The name service (publish,
+ * lookup from the other job, a name published twice, unpublish) is checked along the way.
  *
- * argv: MPIRUN NAMESERVER [server|client SERVICE]
+ * argv: MPIRUN NAMESERVER [server|client SERVICE | child]
  */
 #define main coll_inter_main
 #include "../coll/inter.c"
@@ -36,9 +39,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ROUNDS 3 /* the last one: the client job dies */
+#define ROUNDS 4 /* the last one: the client job dies */
+#define SPAWN_ROUND 2 /* the client job spawns while connected */
 #define SERVER_NP 2
 #define CLIENT_NP 3
+#define NCHILD 2
 
 static double now(void)
 {
@@ -244,7 +249,115 @@ static void exercise(int k, int server)
     CHECK(ic == MPI_COMM_NULL);
 }
 
-static int server(const char *service)
+/* Round SPAWN_ROUND: connected to the server job, the client job spawns NCHILD children (its
+ * mpirun, which knows nothing of the server job, must not number them onto the aliases the
+ * client job gave the server's processes); then the three groups talk: server and client over
+ * `ic`, client and children over the spawn's intercommunicator, server and children over a
+ * third connection (the server's port name travels server -> client -> children). */
+static void spawn_round(int server, const char *self, char **argv)
+{
+    char port[MPI_MAX_PORT_NAME];
+    MPI_Comm kids;
+    MPI_Info info;
+    int x, y, i, errs[NCHILD];
+    CHECK_MPI(MPI_Info_create(&info));
+    CHECK_MPI(MPI_Info_set(info, "timeout", "60"));
+    if (!server) {
+        char *cargs[] = {argv[1], argv[2], "child", NULL};
+        CHECK_MPI(MPI_Comm_spawn(self, cargs, NCHILD, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &kids,
+                                 errs));
+        for (i = 0; i < NCHILD && tu_rank == 0; i++)
+            CHECK_EQ(errs[i], MPI_SUCCESS);
+        CHECK_MPI(MPI_Comm_remote_size(kids, &x));
+        CHECK_EQ(x, NCHILD);
+    }
+    /* Server and client, after the spawn. */
+    x = tu_rank + (server ? 100 : 1000);
+    CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, ic));
+    CHECK_EQ(y, server ? 1000 * CLIENT_NP + CLIENT_NP * (CLIENT_NP - 1) / 2
+                       : 100 * SERVER_NP + SERVER_NP * (SERVER_NP - 1) / 2);
+    for (i = 0; i < (server ? CLIENT_NP : SERVER_NP); i++) {
+        CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 82, &y, 1, MPI_INT, i, 82, ic,
+                               MPI_STATUS_IGNORE));
+        CHECK_EQ(y, i + (server ? 1000 : 100));
+    }
+    if (server) {
+        /* A port for the children, its name sent to the client's rank 0. */
+        if (tu_rank == 0) {
+            CHECK_MPI(MPI_Open_port(MPI_INFO_NULL, port));
+            CHECK_MPI(MPI_Send(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 80, ic));
+        }
+        CHECK_MPI(MPI_Comm_accept(port, info, 0, MPI_COMM_WORLD, &kids));
+        if (tu_rank == 0)
+            CHECK_MPI(MPI_Close_port(port));
+        CHECK_MPI(MPI_Comm_remote_size(kids, &x));
+        CHECK_EQ(x, NCHILD);
+        x = tu_rank + 100;
+        CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, kids));
+        CHECK_EQ(y, 10000 * NCHILD + NCHILD * (NCHILD - 1) / 2);
+        for (i = 0; i < NCHILD; i++) {
+            CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 83, &y, 1, MPI_INT, i, 83, kids,
+                                   MPI_STATUS_IGNORE));
+            CHECK_EQ(y, 10000 + i);
+        }
+    } else {
+        if (tu_rank == 0) {
+            CHECK_MPI(MPI_Recv(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 80, ic, MPI_STATUS_IGNORE));
+            CHECK_MPI(MPI_Send(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 81, kids));
+        }
+        /* Client and children. */
+        x = tu_rank + 1000;
+        CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, kids));
+        CHECK_EQ(y, 10000 * NCHILD + NCHILD * (NCHILD - 1) / 2);
+        for (i = 0; i < NCHILD; i++) {
+            CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 84, &y, 1, MPI_INT, i, 84, kids,
+                                   MPI_STATUS_IGNORE));
+            CHECK_EQ(y, 10000 + i);
+        }
+    }
+    CHECK_MPI(MPI_Comm_disconnect(&kids));
+    CHECK_MPI(MPI_Comm_disconnect(&ic));
+    CHECK_MPI(MPI_Info_free(&info));
+}
+
+/* A child of the client job (round SPAWN_ROUND): connects to the server job with the port
+ * name its parents pass on, then talks with the server job and with its parents. */
+static int child(void)
+{
+    char port[MPI_MAX_PORT_NAME];
+    MPI_Comm parent, srv;
+    MPI_Info info;
+    int x, y, i;
+    CHECK_MPI(MPI_Comm_get_parent(&parent));
+    CHECK(parent != MPI_COMM_NULL);
+    CHECK_MPI(MPI_Info_create(&info));
+    CHECK_MPI(MPI_Info_set(info, "timeout", "60"));
+    if (tu_rank == 0)
+        CHECK_MPI(MPI_Recv(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 81, parent, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Comm_connect(port, info, 0, MPI_COMM_WORLD, &srv));
+    x = tu_rank + 10000;
+    CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, srv));
+    CHECK_EQ(y, 100 * SERVER_NP + SERVER_NP * (SERVER_NP - 1) / 2);
+    for (i = 0; i < SERVER_NP; i++) {
+        CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 83, &y, 1, MPI_INT, i, 83, srv,
+                               MPI_STATUS_IGNORE));
+        CHECK_EQ(y, 100 + i);
+    }
+    CHECK_MPI(MPI_Comm_disconnect(&srv));
+    CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, parent));
+    CHECK_EQ(y, 1000 * CLIENT_NP + CLIENT_NP * (CLIENT_NP - 1) / 2);
+    for (i = 0; i < CLIENT_NP; i++) {
+        CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 84, &y, 1, MPI_INT, i, 84, parent,
+                               MPI_STATUS_IGNORE));
+        CHECK_EQ(y, 1000 + i);
+    }
+    CHECK_MPI(MPI_Comm_disconnect(&parent));
+    CHECK_MPI(MPI_Info_free(&info));
+    CHECK_MPI(MPI_Finalize());
+    return 0;
+}
+
+static int server(const char *service, char **argv)
 {
     char port[MPI_MAX_PORT_NAME], name[128];
     MPI_Info info;
@@ -265,6 +378,10 @@ static int server(const char *service)
         if (tu_rank == root) {
             CHECK_MPI(MPI_Unpublish_name(name, MPI_INFO_NULL, port));
             CHECK_MPI(MPI_Close_port(port));
+        }
+        if (k == SPAWN_ROUND) {
+            spawn_round(1, NULL, argv);
+            continue;
         }
         if (k < ROUNDS - 1) {
             exercise(k, 1);
@@ -291,7 +408,7 @@ static int server(const char *service)
     return tu_finish();
 }
 
-static int client(const char *service)
+static int client(const char *service, const char *self, char **argv)
 {
     char port[MPI_MAX_PORT_NAME], name[128];
     MPI_Info info;
@@ -312,6 +429,10 @@ static int client(const char *service)
         }
         ic = MPI_COMM_NULL;
         CHECK_MPI(MPI_Comm_connect(port, info, root, MPI_COMM_WORLD, &ic));
+        if (k == SPAWN_ROUND) {
+            spawn_round(0, self, argv);
+            continue;
+        }
         if (k < ROUNDS - 1) {
             exercise(k, 0);
             continue;
@@ -334,10 +455,12 @@ int main(int argc, char **argv)
     tu_init(&argc, &argv);
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CHECK_MSG(argc >= 3, "usage: two_jobs MPIRUN NAMESERVER [server|client SERVICE]");
+    if (argc >= 4 && strcmp(argv[3], "child") == 0)
+        return child();
     if (argc >= 5 && strcmp(argv[3], "server") == 0)
-        return server(argv[4]);
+        return server(argv[4], argv);
     if (argc >= 5 && strcmp(argv[3], "client") == 0)
-        return client(argv[4]);
+        return client(argv[4], argv[0], argv);
     if (tu_rank == 0) {
         char *nsargv[] = {argv[2], "--bind", "127.0.0.1", "--report-uri", file, NULL};
         signal(SIGINT, on_signal);
