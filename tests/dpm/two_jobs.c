@@ -19,14 +19,16 @@
  * (included from there) and the erroneous ones, MPI_Comm_dup and MPI_Comm_split of it,
  * MPI_Intercomm_merge (the client high: server ranks first), MPI_Intercomm_create from the
  * merged communicator between groups that mix both jobs with leaders in different jobs (the
- * leaders' groups cross between the jobs' numberings), then MPI_Comm_disconnect. Round 3: the
+ * leaders' groups cross between the jobs' numberings), then MPI_Comm_disconnect. Round 4: the
  * client job connects and dies (every client process kills itself); the server gets an error
  * on the intercommunicator, not a hang, and finishes normally, while the client's mpirun
- * reports the killed rank. Between them, round 2: the client job, connected, spawns two
- * children (numbered past the aliases it gave the server's processes), and the three groups
- * talk pairwise: server-client, client-children, and server-children over a connection the
- * children make with a port name passed on by their parents. The name service (publish,
- * lookup from the other job, a name published twice, unpublish) is checked along the way.
+ * reports the killed rank. Round 2: the client job, connected, spawns two children (numbered
+ * past the aliases it gave the server's processes), and the three groups talk pairwise:
+ * server-client, client-children, and server-children over a connection the children make
+ * with a port name passed on by their parents. Round 3: MPI_Comm_join between the jobs' rank
+ * 0s over a loopback socket (its port number passed through the name server). The name
+ * service (publish, lookup from the other job, a name published twice, unpublish) is checked
+ * along the way.
  *
  * argv: MPIRUN NAMESERVER [server|client SERVICE | child]
  */
@@ -34,13 +36,17 @@
 #include "../coll/inter.c"
 #undef main
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#define ROUNDS 4 /* the last one: the client job dies */
+#define ROUNDS 5 /* the last one: the client job dies */
 #define SPAWN_ROUND 2 /* the client job spawns while connected */
+#define JOIN_ROUND 3  /* MPI_Comm_join between the two rank 0s, no port */
 #define SERVER_NP 2
 #define CLIENT_NP 3
 #define NCHILD 2
@@ -320,6 +326,59 @@ static void spawn_round(int server, const char *self, char **argv)
     CHECK_MPI(MPI_Info_free(&info));
 }
 
+/* Round JOIN_ROUND: the server's rank 0 listens on a loopback TCP socket and publishes
+ * "join:PORT" under `name`; the client's rank 0 looks it up and connects; both call
+ * MPI_Comm_join on their ends (two independent jobs: the pair key comes from an X25519
+ * exchange over the socket), then talk over the 1x1 intercommunicator and disconnect. */
+static void join_round(int server, const char *name)
+{
+    char port[MPI_MAX_PORT_NAME];
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof a;
+    MPI_Comm j;
+    int fd, lfd, x, y, rc;
+    double t0 = now();
+    if (tu_rank != 0)
+        return;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (server) {
+        lfd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(lfd >= 0);
+        CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0);
+        CHECK(listen(lfd, 1) == 0);
+        CHECK(getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+        snprintf(port, sizeof port, "join:%d", ntohs(a.sin_port));
+        CHECK_MPI(MPI_Publish_name(name, MPI_INFO_NULL, port));
+        fd = accept(lfd, NULL, NULL);
+        CHECK(fd >= 0);
+        close(lfd);
+        CHECK_MPI(MPI_Unpublish_name(name, MPI_INFO_NULL, port));
+    } else {
+        while ((rc = MPI_Lookup_name(name, MPI_INFO_NULL, port)) != MPI_SUCCESS) {
+            CHECK_CLASS(rc, MPI_ERR_NAME);
+            CHECK_MSG(now() - t0 < 60, "%s was not published within 60 s", name);
+            tu_sleep_ms(20);
+        }
+        CHECK(strncmp(port, "join:", 5) == 0);
+        a.sin_port = htons(atoi(port + 5));
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(fd >= 0);
+        CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    }
+    CHECK_MPI(MPI_Comm_join(fd, &j));
+    CHECK_MPI(MPI_Comm_test_inter(j, &x));
+    CHECK(x);
+    CHECK_MPI(MPI_Comm_remote_size(j, &x));
+    CHECK_EQ(x, 1);
+    x = server ? 7 : 11;
+    CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, 0, 90, &y, 1, MPI_INT, 0, 90, j, MPI_STATUS_IGNORE));
+    CHECK_EQ(y, server ? 11 : 7);
+    CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, j));
+    CHECK_EQ(y, server ? 11 : 7);
+    CHECK_MPI(MPI_Comm_disconnect(&j));
+    close(fd);
+}
+
 /* A child of the client job (round SPAWN_ROUND): connects to the server job with the port
  * name its parents pass on, then talks with the server job and with its parents. */
 static int child(void)
@@ -368,6 +427,10 @@ static int server(const char *service, char **argv)
     for (k = 0; k < ROUNDS; k++) {
         root = k % tu_size;
         snprintf(name, sizeof name, "%s-%d", service, k);
+        if (k == JOIN_ROUND) {
+            join_round(1, name);
+            continue;
+        }
         if (tu_rank == root) {
             CHECK_MPI(MPI_Open_port(MPI_INFO_NULL, port));
             CHECK_MPI(MPI_Publish_name(name, MPI_INFO_NULL, port));
@@ -420,6 +483,10 @@ static int client(const char *service, const char *self, char **argv)
     for (k = 0; k < ROUNDS; k++) {
         root = (k + 1) % tu_size;
         snprintf(name, sizeof name, "%s-%d", service, k);
+        if (k == JOIN_ROUND) {
+            join_round(0, name);
+            continue;
+        }
         if (tu_rank == root) {
             while ((rc = MPI_Lookup_name(name, MPI_INFO_NULL, port)) != MPI_SUCCESS) {
                 CHECK_CLASS(rc, MPI_ERR_NAME);
