@@ -19,26 +19,37 @@
  * (included from there) and the erroneous ones, MPI_Comm_dup and MPI_Comm_split of it,
  * MPI_Intercomm_merge (the client high: server ranks first), MPI_Intercomm_create from the
  * merged communicator between groups that mix both jobs with leaders in different jobs (the
- * leaders' groups cross between the jobs' numberings), then MPI_Comm_disconnect. Round 2: the
+ * leaders' groups cross between the jobs' numberings), then MPI_Comm_disconnect. Round 4: the
  * client job connects and dies (every client process kills itself); the server gets an error
  * on the intercommunicator, not a hang, and finishes normally, while the client's mpirun
- * reports the killed rank. The name service (publish, lookup from the other job, a name
- * published twice, unpublish) is checked along the way.
+ * reports the killed rank. Round 2: the client job, connected, spawns two children (numbered
+ * past the aliases it gave the server's processes), and the three groups talk pairwise:
+ * server-client, client-children, and server-children over a connection the children make
+ * with a port name passed on by their parents. Round 3: MPI_Comm_join between the jobs' rank
+ * 0s over a loopback socket (its port number passed through the name server). The name
+ * service (publish, lookup from the other job, a name published twice, unpublish) is checked
+ * along the way.
  *
- * argv: MPIRUN NAMESERVER [server|client SERVICE]
+ * argv: MPIRUN NAMESERVER [server|client SERVICE | child]
  */
 #define main coll_inter_main
 #include "../coll/inter.c"
 #undef main
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#define ROUNDS 3 /* the last one: the client job dies */
+#define ROUNDS 5 /* the last one: the client job dies */
+#define SPAWN_ROUND 2 /* the client job spawns while connected */
+#define JOIN_ROUND 3  /* MPI_Comm_join between the two rank 0s, no port */
 #define SERVER_NP 2
 #define CLIENT_NP 3
+#define NCHILD 2
 
 static double now(void)
 {
@@ -244,7 +255,168 @@ static void exercise(int k, int server)
     CHECK(ic == MPI_COMM_NULL);
 }
 
-static int server(const char *service)
+/* Round SPAWN_ROUND: connected to the server job, the client job spawns NCHILD children (its
+ * mpirun, which knows nothing of the server job, must not number them onto the aliases the
+ * client job gave the server's processes); then the three groups talk: server and client over
+ * `ic`, client and children over the spawn's intercommunicator, server and children over a
+ * third connection (the server's port name travels server -> client -> children). */
+static void spawn_round(int server, const char *self, char **argv)
+{
+    char port[MPI_MAX_PORT_NAME];
+    MPI_Comm kids;
+    MPI_Info info;
+    int x, y, i, errs[NCHILD];
+    CHECK_MPI(MPI_Info_create(&info));
+    CHECK_MPI(MPI_Info_set(info, "timeout", "60"));
+    if (!server) {
+        char *cargs[] = {argv[1], argv[2], "child", NULL};
+        CHECK_MPI(MPI_Comm_spawn(self, cargs, NCHILD, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &kids,
+                                 errs));
+        for (i = 0; i < NCHILD && tu_rank == 0; i++)
+            CHECK_EQ(errs[i], MPI_SUCCESS);
+        CHECK_MPI(MPI_Comm_remote_size(kids, &x));
+        CHECK_EQ(x, NCHILD);
+    }
+    /* Server and client, after the spawn. */
+    x = tu_rank + (server ? 100 : 1000);
+    CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, ic));
+    CHECK_EQ(y, server ? 1000 * CLIENT_NP + CLIENT_NP * (CLIENT_NP - 1) / 2
+                       : 100 * SERVER_NP + SERVER_NP * (SERVER_NP - 1) / 2);
+    for (i = 0; i < (server ? CLIENT_NP : SERVER_NP); i++) {
+        CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 82, &y, 1, MPI_INT, i, 82, ic,
+                               MPI_STATUS_IGNORE));
+        CHECK_EQ(y, i + (server ? 1000 : 100));
+    }
+    if (server) {
+        /* A port for the children, its name sent to the client's rank 0. */
+        if (tu_rank == 0) {
+            CHECK_MPI(MPI_Open_port(MPI_INFO_NULL, port));
+            CHECK_MPI(MPI_Send(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 80, ic));
+        }
+        CHECK_MPI(MPI_Comm_accept(port, info, 0, MPI_COMM_WORLD, &kids));
+        if (tu_rank == 0)
+            CHECK_MPI(MPI_Close_port(port));
+        CHECK_MPI(MPI_Comm_remote_size(kids, &x));
+        CHECK_EQ(x, NCHILD);
+        x = tu_rank + 100;
+        CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, kids));
+        CHECK_EQ(y, 10000 * NCHILD + NCHILD * (NCHILD - 1) / 2);
+        for (i = 0; i < NCHILD; i++) {
+            CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 83, &y, 1, MPI_INT, i, 83, kids,
+                                   MPI_STATUS_IGNORE));
+            CHECK_EQ(y, 10000 + i);
+        }
+    } else {
+        if (tu_rank == 0) {
+            CHECK_MPI(MPI_Recv(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 80, ic, MPI_STATUS_IGNORE));
+            CHECK_MPI(MPI_Send(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 81, kids));
+        }
+        /* Client and children. */
+        x = tu_rank + 1000;
+        CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, kids));
+        CHECK_EQ(y, 10000 * NCHILD + NCHILD * (NCHILD - 1) / 2);
+        for (i = 0; i < NCHILD; i++) {
+            CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 84, &y, 1, MPI_INT, i, 84, kids,
+                                   MPI_STATUS_IGNORE));
+            CHECK_EQ(y, 10000 + i);
+        }
+    }
+    CHECK_MPI(MPI_Comm_disconnect(&kids));
+    CHECK_MPI(MPI_Comm_disconnect(&ic));
+    CHECK_MPI(MPI_Info_free(&info));
+}
+
+/* Round JOIN_ROUND: the server's rank 0 listens on a loopback TCP socket and publishes
+ * "join:PORT" under `name`; the client's rank 0 looks it up and connects; both call
+ * MPI_Comm_join on their ends (two independent jobs: the pair key comes from an X25519
+ * exchange over the socket), then talk over the 1x1 intercommunicator and disconnect. */
+static void join_round(int server, const char *name)
+{
+    char port[MPI_MAX_PORT_NAME];
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof a;
+    MPI_Comm j;
+    int fd, lfd, x, y, rc;
+    double t0 = now();
+    if (tu_rank != 0)
+        return;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (server) {
+        lfd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(lfd >= 0);
+        CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0);
+        CHECK(listen(lfd, 1) == 0);
+        CHECK(getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+        snprintf(port, sizeof port, "join:%d", ntohs(a.sin_port));
+        CHECK_MPI(MPI_Publish_name(name, MPI_INFO_NULL, port));
+        fd = accept(lfd, NULL, NULL);
+        CHECK(fd >= 0);
+        close(lfd);
+        CHECK_MPI(MPI_Unpublish_name(name, MPI_INFO_NULL, port));
+    } else {
+        while ((rc = MPI_Lookup_name(name, MPI_INFO_NULL, port)) != MPI_SUCCESS) {
+            CHECK_CLASS(rc, MPI_ERR_NAME);
+            CHECK_MSG(now() - t0 < 60, "%s was not published within 60 s", name);
+            tu_sleep_ms(20);
+        }
+        CHECK(strncmp(port, "join:", 5) == 0);
+        a.sin_port = htons(atoi(port + 5));
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(fd >= 0);
+        CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    }
+    CHECK_MPI(MPI_Comm_join(fd, &j));
+    CHECK_MPI(MPI_Comm_test_inter(j, &x));
+    CHECK(x);
+    CHECK_MPI(MPI_Comm_remote_size(j, &x));
+    CHECK_EQ(x, 1);
+    x = server ? 7 : 11;
+    CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, 0, 90, &y, 1, MPI_INT, 0, 90, j, MPI_STATUS_IGNORE));
+    CHECK_EQ(y, server ? 11 : 7);
+    CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, j));
+    CHECK_EQ(y, server ? 11 : 7);
+    CHECK_MPI(MPI_Comm_disconnect(&j));
+    close(fd);
+}
+
+/* A child of the client job (round SPAWN_ROUND): connects to the server job with the port
+ * name its parents pass on, then talks with the server job and with its parents. */
+static int child(void)
+{
+    char port[MPI_MAX_PORT_NAME];
+    MPI_Comm parent, srv;
+    MPI_Info info;
+    int x, y, i;
+    CHECK_MPI(MPI_Comm_get_parent(&parent));
+    CHECK(parent != MPI_COMM_NULL);
+    CHECK_MPI(MPI_Info_create(&info));
+    CHECK_MPI(MPI_Info_set(info, "timeout", "60"));
+    if (tu_rank == 0)
+        CHECK_MPI(MPI_Recv(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 81, parent, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Comm_connect(port, info, 0, MPI_COMM_WORLD, &srv));
+    x = tu_rank + 10000;
+    CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, srv));
+    CHECK_EQ(y, 100 * SERVER_NP + SERVER_NP * (SERVER_NP - 1) / 2);
+    for (i = 0; i < SERVER_NP; i++) {
+        CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 83, &y, 1, MPI_INT, i, 83, srv,
+                               MPI_STATUS_IGNORE));
+        CHECK_EQ(y, 100 + i);
+    }
+    CHECK_MPI(MPI_Comm_disconnect(&srv));
+    CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, parent));
+    CHECK_EQ(y, 1000 * CLIENT_NP + CLIENT_NP * (CLIENT_NP - 1) / 2);
+    for (i = 0; i < CLIENT_NP; i++) {
+        CHECK_MPI(MPI_Sendrecv(&x, 1, MPI_INT, i, 84, &y, 1, MPI_INT, i, 84, parent,
+                               MPI_STATUS_IGNORE));
+        CHECK_EQ(y, 1000 + i);
+    }
+    CHECK_MPI(MPI_Comm_disconnect(&parent));
+    CHECK_MPI(MPI_Info_free(&info));
+    CHECK_MPI(MPI_Finalize());
+    return 0;
+}
+
+static int server(const char *service, char **argv)
 {
     char port[MPI_MAX_PORT_NAME], name[128];
     MPI_Info info;
@@ -255,6 +427,10 @@ static int server(const char *service)
     for (k = 0; k < ROUNDS; k++) {
         root = k % tu_size;
         snprintf(name, sizeof name, "%s-%d", service, k);
+        if (k == JOIN_ROUND) {
+            join_round(1, name);
+            continue;
+        }
         if (tu_rank == root) {
             CHECK_MPI(MPI_Open_port(MPI_INFO_NULL, port));
             CHECK_MPI(MPI_Publish_name(name, MPI_INFO_NULL, port));
@@ -265,6 +441,10 @@ static int server(const char *service)
         if (tu_rank == root) {
             CHECK_MPI(MPI_Unpublish_name(name, MPI_INFO_NULL, port));
             CHECK_MPI(MPI_Close_port(port));
+        }
+        if (k == SPAWN_ROUND) {
+            spawn_round(1, NULL, argv);
+            continue;
         }
         if (k < ROUNDS - 1) {
             exercise(k, 1);
@@ -291,7 +471,7 @@ static int server(const char *service)
     return tu_finish();
 }
 
-static int client(const char *service)
+static int client(const char *service, const char *self, char **argv)
 {
     char port[MPI_MAX_PORT_NAME], name[128];
     MPI_Info info;
@@ -303,6 +483,10 @@ static int client(const char *service)
     for (k = 0; k < ROUNDS; k++) {
         root = (k + 1) % tu_size;
         snprintf(name, sizeof name, "%s-%d", service, k);
+        if (k == JOIN_ROUND) {
+            join_round(0, name);
+            continue;
+        }
         if (tu_rank == root) {
             while ((rc = MPI_Lookup_name(name, MPI_INFO_NULL, port)) != MPI_SUCCESS) {
                 CHECK_CLASS(rc, MPI_ERR_NAME);
@@ -312,6 +496,10 @@ static int client(const char *service)
         }
         ic = MPI_COMM_NULL;
         CHECK_MPI(MPI_Comm_connect(port, info, root, MPI_COMM_WORLD, &ic));
+        if (k == SPAWN_ROUND) {
+            spawn_round(0, self, argv);
+            continue;
+        }
         if (k < ROUNDS - 1) {
             exercise(k, 0);
             continue;
@@ -334,10 +522,12 @@ int main(int argc, char **argv)
     tu_init(&argc, &argv);
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CHECK_MSG(argc >= 3, "usage: two_jobs MPIRUN NAMESERVER [server|client SERVICE]");
+    if (argc >= 4 && strcmp(argv[3], "child") == 0)
+        return child();
     if (argc >= 5 && strcmp(argv[3], "server") == 0)
-        return server(argv[4]);
+        return server(argv[4], argv);
     if (argc >= 5 && strcmp(argv[3], "client") == 0)
-        return client(argv[4]);
+        return client(argv[4], argv[0], argv);
     if (tu_rank == 0) {
         char *nsargv[] = {argv[2], "--bind", "127.0.0.1", "--report-uri", file, NULL};
         signal(SIGINT, on_signal);

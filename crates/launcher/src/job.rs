@@ -130,9 +130,17 @@ struct Job {
     np: usize,
     /// Jobs started by MPI_Comm_spawn so far.
     spawns: usize,
+    /// The first global process id not given to any process of this mpirun yet: where the
+    /// next spawned job's ids start, unless its parents ask for a later start
+    /// ([`GPID_MIN_KEY`]).
+    next_gpid: usize,
     /// The standalone name server the processes' name-service requests go to (`--nameserver`).
     nameserver: Option<protean_pmi::names::Address>,
 }
+
+/// The pre-put key in which a spawning root names the first global process id its children
+/// may have (the core's `mpi::dpm`: every id below it may be in use in the parents' tables).
+pub const GPID_MIN_KEY: &str = "protean-dpm-gpid-min";
 
 /// A job identifier unique on this machine: `<mpirun pid>x<8 random hex digits>`.
 pub fn new_jobid() -> String {
@@ -279,6 +287,7 @@ pub fn run(opts: Options) -> i32 {
         launch_opts: None,
         np: opts.np,
         spawns: 0,
+        next_gpid: 0,
         nameserver: opts.nameserver.clone(),
     };
     let remote: Vec<usize> = (0..job.hosts.len())
@@ -479,10 +488,19 @@ impl Job {
             }
         };
         // Global process ids continue after every process started so far (see the core's
-        // bootstrap): the server's client numbers are exactly that.
+        // bootstrap and dynamic processes), and after the ids the parents ask to keep free:
+        // those they gave as aliases to the processes of an independent job they are
+        // connected with, which this mpirun does not number.
+        let min = commands
+            .first()
+            .and_then(|c| c.preput.iter().find(|(k, _)| k == GPID_MIN_KEY))
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        let base = self.next_gpid.max(self.np).max(min);
+        self.next_gpid = base + total;
         for p in &mut plans {
             p.env
-                .push(("PROTEAN_GPID_BASE".into(), first.to_string().into()));
+                .push(("PROTEAN_GPID_BASE".into(), base.to_string().into()));
         }
         let mut started = Vec::new();
         let mut rank = 0;

@@ -18,7 +18,9 @@
 //! 2. the root spawns with pre-put values in the children's KVS: the job key (the children
 //!    adopt it, so TCP connections between the jobs authenticate as within one job: see
 //!    `transport::tcp::hello`), the parents' KVS name, a tag naming this spawn, the parents'
-//!    gpids and cards, and the root's rank;
+//!    gpids and cards, the root's rank, and the first gpid the children may take (after every
+//!    gpid in a parent's table, so not an alias a parent gave to a process of an independent
+//!    job: mpirun numbers the children from the larger of that and its own count);
 //! 3. each child, in MPI_Init, adds the parents to its process table (TCP routes), and puts its
 //!    own gpid and card into the parents' KVS under the spawn's tag;
 //! 4. the root reads every child's card and hands the list to the other parents, which add
@@ -47,6 +49,9 @@ const KEY_KVS: &str = "protean-dpm-kvs";
 const KEY_TAG: &str = "protean-dpm-tag";
 const KEY_NPARENTS: &str = "protean-dpm-np";
 const KEY_LEADER: &str = "protean-dpm-leader";
+/// The first gpid the children may have: after every gpid in a parent's table, aliases of an
+/// independent job's processes included (our mpirun reads it: `launcher::job::GPID_MIN_KEY`).
+const KEY_GPID_MIN: &str = "protean-dpm-gpid-min";
 
 /// One command of a spawn (one of MPI_Comm_spawn_multiple's).
 #[derive(Debug, Clone)]
@@ -194,7 +199,9 @@ impl Engine {
                     Err(MpiError::new(
                         ErrorClass::Group,
                         format!(
-                            "the independent job's leader named its process {g}, which is                              neither of its processes in this connection nor one of ours                              (groups spanning a third job are not supported)"
+                            "the independent job's leader named its process {g}, which is \
+                             neither of its processes in this connection nor one of ours \
+                             (groups spanning a third job are not supported)"
                         ),
                     ))
                 }
@@ -265,7 +272,10 @@ impl Engine {
             }
             if self.foreign.iter().any(|f| f.holds(g)) {
                 return Err(spawn_err(format!(
-                    "process {g} of the other job has the number this process gave to a process                      of an independent job (connected by MPI_Comm_connect/accept): spawning                      while such a connection is open is not supported by Protean yet;                      disconnect first"
+                    "process {g} of the other job has the number this process gave to a process \
+                     of an independent job (connected by MPI_Comm_connect/accept): the aliases \
+                     were chosen without knowing that process of this mpirun, which was not in \
+                     the connecting group; disconnect from the independent job first"
                 )));
             }
             let a = r.card.tcp.ok_or_else(|| {
@@ -446,7 +456,8 @@ pub fn spawn(comm: CommId, root: i32, commands: &[Command]) -> Result<(CommId, u
     // manager, no TCP) still answers, so that the others fail with it rather than wait.
     let mine = with(|e| -> Result<String> {
         e.pmi_mut()?;
-        Ok(peer_entry(&e.dyn_card()?))
+        let entry = peer_entry(&e.dyn_card()?);
+        Ok(format!("{}\n{entry}", e.next_free_gpid()))
     })?;
     let mut data = vec![Vec::new(); size];
     data[root] = match &mine {
@@ -519,10 +530,20 @@ fn root_spawn(
     commands: &[Command],
 ) -> Result<(String, Vec<String>)> {
     let mut parents = Vec::new();
+    // The children's gpids start after every gpid a parent knows, so that none is an alias a
+    // parent gave to a process of an independent job (our mpirun knows only its own).
+    let mut gpid_min: Gpid = 0;
     for c in cards {
         let s = String::from_utf8_lossy(c);
         match s.strip_prefix('O') {
-            Some(p) => parents.push(p.to_string()),
+            Some(p) => {
+                let (next, entry) = p
+                    .split_once('\n')
+                    .and_then(|(n, e)| Some((n.parse::<Gpid>().ok()?, e)))
+                    .ok_or_else(|| spawn_err(format!("a malformed parent entry: {p}")))?;
+                gpid_min = gpid_min.max(next);
+                parents.push(entry.to_string());
+            }
             None => return Err(spawn_err(s.strip_prefix('E').unwrap_or(&s).to_string())),
         }
     }
@@ -552,6 +573,7 @@ fn root_spawn(
         (KEY_TAG.to_string(), tag.clone()),
         (KEY_NPARENTS.to_string(), parents.len().to_string()),
         (KEY_LEADER.to_string(), root.to_string()),
+        (KEY_GPID_MIN.to_string(), gpid_min.to_string()),
     ];
     for (i, p) in parents.iter().enumerate() {
         preput.push((format!("protean-dpm-p{i}"), p.clone()));

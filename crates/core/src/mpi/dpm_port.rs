@@ -53,8 +53,21 @@
 //!
 //! # MPI_Comm_join
 //!
-//! Over a socket the application connected, there is no secret: both sides send a nonce, the
-//! larger one plays the acceptor, and the rest is as above with MPI_COMM_SELF as the group.
+//! Over a socket the application connected, there is no port secret: both sides send a nonce
+//! and an ephemeral X25519 public key (`PJN2`, nonce, key), the larger nonce plays the
+//! acceptor, and the rest is as above with MPI_COMM_SELF as the group. Two processes of one
+//! mpirun recognise each other by the job key's proof; two independent jobs use as the link's
+//! secret `HMAC(X25519(ours, theirs), "join" | nonce_c | nonce_a)`, from which the pair of
+//! jobs' key derives as for a port.
+//!
+//! The trust model is the socket's: MPI_Comm_join trusts whoever is at the other end of the
+//! descriptor the application hands it (as in other MPIs, which send their port names over it
+//! in the clear). The exchange keeps the pair key from anyone who only observes the socket,
+//! and no one outside the two processes can then prove it to their TCP transports; it does
+//! not authenticate the other end, so an active attacker on the path of an unprotected
+//! socket could stand in the middle. An application that needs more protects its socket
+//! (TLS, a local socket) or uses MPI_Comm_connect/MPI_Comm_accept, whose port name is a
+//! capability.
 
 use crate::ids::CommId;
 use std::io::{ErrorKind, Read, Write};
@@ -79,6 +92,9 @@ const ACCEPT: &[u8] = b"protean port accept v1";
 const CONNECT: &[u8] = b"protean port connect v1";
 const JOB: &[u8] = b"protean port job v1";
 const PAIR: &[u8] = b"protean port pair v1";
+/// MPI_Comm_join's hello (magic, nonce, X25519 public key) and the label of its secret.
+const JOIN_MAGIC: &[u8; 4] = b"PJN2";
+const JOIN_SECRET: &[u8] = b"protean join x25519 v1";
 /// How long an acceptor gives one connection to complete the handshake.
 const STEP: Duration = Duration::from_secs(10);
 /// The largest group description a root accepts from the other side.
@@ -189,7 +205,7 @@ struct Link {
     nc: [u8; 16],
     na: [u8; 16],
     acceptor: bool,
-    /// The port's secret (None for MPI_Comm_join).
+    /// The port's secret, or for MPI_Comm_join the one agreed over the socket.
     secret: Option<[u8; 32]>,
     deadline: Option<Instant>,
     /// For MPI_Comm_join: the application's socket's O_NONBLOCK, restored at the end.
@@ -438,21 +454,33 @@ fn join_link(fd: RawFd) -> Result<Link> {
     s.set_nonblocking(true)
         .map_err(|e| MpiError::new(ErrorClass::Arg, format!("fd {fd} is not a socket: {e}")))?;
     let mine = random::<16>()?;
-    let mut m = Vec::from(&MAGIC[..]);
+    // An ephemeral X25519 key pair: the secret both sides agree on over the socket, used
+    // only when they turn out to be independent jobs (the pair of jobs' key derives from it).
+    let eph = x25519_dalek::StaticSecret::from(random::<32>()?);
+    let public = x25519_dalek::PublicKey::from(&eph);
+    let mut m = Vec::from(&JOIN_MAGIC[..]);
     m.extend_from_slice(&mine);
+    m.extend_from_slice(public.as_bytes());
     write_all(&mut s, &m)?;
-    let mut theirs = [0u8; 20];
+    let mut theirs = [0u8; 52];
     read_exact(&mut s, &mut theirs, None, &|| {
         "MPI_Comm_join: waiting for the other side".into()
     })?;
-    if &theirs[..4] != MAGIC {
+    if &theirs[..4] != JOIN_MAGIC {
         return Err(port_err(
             "the other end of the socket is not in MPI_Comm_join",
         ));
     }
-    let other: [u8; 16] = theirs[4..].try_into().expect("16 bytes");
+    let other: [u8; 16] = theirs[4..20].try_into().expect("16 bytes");
     if other == mine {
         return Err(port_err("MPI_Comm_join: both sides drew the same nonce"));
+    }
+    let their_public: [u8; 32] = theirs[20..].try_into().expect("32 bytes");
+    let shared = eph.diffie_hellman(&x25519_dalek::PublicKey::from(their_public));
+    if !shared.was_contributory() {
+        return Err(port_err(
+            "MPI_Comm_join: the other side sent a degenerate X25519 public key",
+        ));
     }
     let acceptor = mine > other;
     let (nc, na) = if acceptor {
@@ -460,12 +488,17 @@ fn join_link(fd: RawFd) -> Result<Link> {
     } else {
         (mine, other)
     };
+    // The socket's secret, bound to both nonces (so the pair key below is fresh per join).
+    let secret: [u8; 32] = hmac(shared.as_bytes(), &[JOIN_SECRET, &nc, &na])
+        .finalize()
+        .into_bytes()
+        .into();
     Ok(Link {
         s,
         nc,
         na,
         acceptor,
-        secret: None,
+        secret: Some(secret),
         deadline: None,
         restore: Some(was_nonblocking),
     })
@@ -757,10 +790,8 @@ fn root_meet(
     let pair = if same { None } else { link.pair_key() };
     if !same && pair.is_none() {
         return Err(MpiError::new(
-            ErrorClass::UnsupportedOperation,
-            "MPI_Comm_join: the other side belongs to an independent job (started by another \
-             mpirun): joining independent jobs over a socket is not implemented in Protean \
-             yet (MPI_Comm_connect/MPI_Comm_accept connect them)",
+            ErrorClass::Intern,
+            "the link to an independent job has no secret to derive the pair's key from",
         ));
     }
     let body = format!("{root} {next}\n{}", ours.join("\n"));
