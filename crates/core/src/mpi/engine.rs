@@ -328,10 +328,7 @@ impl Engine {
             "never" => false,
             _ => self.node_procs > self.ncpus,
         };
-        global::set_yield(
-            self.yield_wait,
-            YIELD_MODES[self.cfg.progress_yield] == "never",
-        );
+        global::set_yield(self.yield_wait);
         Ok(())
     }
 
