@@ -7,7 +7,8 @@
 //! 12  kind   u8   1: data, 2: an acknowledgement alone
 //! 13  flags  u8   bit 0 ([`FLAG_CLEAR`]): the payload is in clear and the tag covers the
 //!                 headers only (loopback, see below); the other bits are zero
-//! 14  zero   [u8; 2]
+//! 14  len    u16  with [`FLAG_CLEAR`]: the payload's length in bytes (so that the tag covers
+//!                 it); zero otherwise (the sealed payload's length is part of its tag)
 //! 16  pn     u64  the sender's datagram number: every datagram a process sends, to any peer,
 //!                 first transmissions and acknowledgements, has its own, from 1
 //! 24  the reliability header (proto::reliable, its own length)
@@ -26,7 +27,8 @@
 //! headers are authenticated, the payload is authenticated and encrypted. The nonce is the
 //! sender's gpid and its datagram number, so no two datagrams under one key share one (a
 //! retransmission is the same datagram, byte for byte, sent again). A receiver trusts nothing before the tag
-//! checks, and never looks at the source address (it answers the address in the peer's card).
+//! checks, and never trusts the source address (it answers the address in the peer's card;
+//! it checks the source of a datagram in clear, below, only to refuse more).
 //! So a process outside the job cannot:
 //! - inject a datagram, or forge one that claims to come from a process of the job (it fails
 //!   the tag, is dropped and counted; it never touches a peer's state);
@@ -43,7 +45,11 @@
 //! runs at 4-6 GB/s on the development machine, where TCP moves 5 GB/s over loopback), so a
 //! job whose processes all sit on one host (the sockets bind loopback) sends its payloads in
 //! clear, as TCP does, and the tag covers the outer and reliability headers only
-//! ([`FLAG_CLEAR`]; about 0.1 us a datagram). A receiver accepts such a datagram only when it
+//! ([`FLAG_CLEAR`]; about 0.1 us a datagram): everything the transport and the reliability
+//! machine act on (source, destination, datagram number, sequence numbers, acknowledgements,
+//! selective acknowledgements, the receiver's limit, and the payload's length, `len`), but not
+//! the stream's bytes themselves (frame lengths and frame headers travel in the payload, as
+//! on TCP, which carries no per-frame MAC either). A receiver accepts such a datagram only when it
 //! binds loopback itself and the datagram comes from one of the sending peer's sockets
 //! (its card's addresses; `Udp`'s receive path checks the source the kernel reports). What
 //! this keeps: a process of another user still cannot inject a datagram or forge one's
@@ -155,8 +161,14 @@ impl Outer {
             clear: b[13] & FLAG_CLEAR != 0,
             pn: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
         };
+        let len = u16::from_le_bytes([b[14], b[15]]) as usize;
+        let want = if o.clear {
+            b.len() - OUTER_LEN - rel_len - TAG_LEN
+        } else {
+            0
+        };
         if b[13] & !FLAG_CLEAR != 0
-            || b[14..16] != [0, 0]
+            || len != want
             || !matches!(o.kind, KIND_DATA | KIND_ACK)
             || o.pn == 0
         {
@@ -198,8 +210,8 @@ impl Seal {
     /// Seal `d`: its first `head` bytes (outer and reliability headers) are authenticated,
     /// the bytes after them up to the last [`TAG_LEN`] encrypted (left in clear, and not
     /// covered, when the outer header says [`FLAG_CLEAR`]), and the tag written into those
-    /// last bytes. The outer header must be in place (its source, number and flags make the
-    /// nonce and say how to seal).
+    /// last bytes. The outer header must be in place (its source and number make the nonce,
+    /// its flags say how to seal; in clear, the payload's length is written into it first).
     pub fn seal(&self, d: &mut [u8], head: usize) {
         let o = (
             u32_at(d, 4),
@@ -207,6 +219,10 @@ impl Seal {
         );
         let clear = d[13] & FLAG_CLEAR != 0;
         let end = d.len() - TAG_LEN;
+        if clear {
+            let len = u16::try_from(end - head).expect("a datagram's payload fits 16 bits");
+            d[14..16].copy_from_slice(&len.to_le_bytes());
+        }
         let (aad, rest) = d.split_at_mut(head);
         let (body, tag_out) = rest.split_at_mut(end - head);
         let body = if clear { &mut body[..0] } else { body };
@@ -330,8 +346,36 @@ mod tests {
         }
         let mut t = d.clone();
         t[13] = 0;
+        assert_eq!(Outer::decode(&t, 32), Err(Refused::BadField), "len left");
+        t[14..16].fill(0);
         let o2 = Outer::decode(&t, 32).unwrap();
         assert_eq!(seal.open(&o2, &mut t, OUTER_LEN + 32), Err(Refused::BadTag));
+        // The payload's length is covered: a payload cut short or made longer is refused,
+        // also with the length field rewritten to match.
+        let p = OUTER_LEN + 32;
+        for cut in [0usize, 1, 11] {
+            for grow in [0usize, 1, 7] {
+                if cut == grow {
+                    continue; // the same length: the payload is not covered
+                }
+                let mut t = d[..p + 11 - cut].to_vec();
+                t.extend(std::iter::repeat(b'x').take(grow));
+                t.extend_from_slice(&d[d.len() - TAG_LEN..]);
+                assert_eq!(
+                    Outer::decode(&t, 32),
+                    Err(Refused::BadField),
+                    "-{cut}+{grow}"
+                );
+                let len = (11 - cut + grow) as u16;
+                t[14..16].copy_from_slice(&len.to_le_bytes());
+                let o3 = Outer::decode(&t, 32).unwrap();
+                assert_eq!(
+                    seal.open(&o3, &mut t, p),
+                    Err(Refused::BadTag),
+                    "-{cut}+{grow}"
+                );
+            }
+        }
         let other = Seal::new(&[8u8; 32]);
         let mut t = d.clone();
         assert_eq!(other.open(&o, &mut t, OUTER_LEN + 32), Err(Refused::BadTag));
