@@ -359,7 +359,7 @@ mod tests {
                     continue; // the same length: the payload is not covered
                 }
                 let mut t = d[..p + 11 - cut].to_vec();
-                t.extend(std::iter::repeat(b'x').take(grow));
+                t.resize(t.len() + grow, b'x');
                 t.extend_from_slice(&d[d.len() - TAG_LEN..]);
                 assert_eq!(
                     Outer::decode(&t, 32),
