@@ -320,6 +320,24 @@ fn datagrams_in_clear_are_taken_only_from_the_senders_socket_on_loopback() {
     }
 }
 
+/// Memory per peer: under the job's key every peer's datagram key is one and the same (an
+/// AES-GCM key with its tables, over 500 bytes, made once rather than once per peer).
+#[test]
+fn the_jobs_key_makes_one_datagram_key_for_every_peer() {
+    let mut ps = job(4, &settings(0, 1, None), params());
+    let seals: Vec<_> = [1, 2, 3].map(|g| ps[0].seal_for(g).unwrap()).into();
+    assert!(seals.iter().all(|s| std::sync::Arc::ptr_eq(s, &seals[0])));
+    let mut sinks: Vec<Sink> = (0..4).map(|_| Sink::default()).collect();
+    for g in 1..4 {
+        ps[0]
+            .send(g, &msg(1, g), &[], b"shared", Token::NONE)
+            .unwrap();
+    }
+    run(&mut ps, &mut sinks, 10, |s| {
+        s[1..].iter().all(|s| s.frames.len() == 1)
+    });
+}
+
 #[test]
 fn pair_keys_seal_each_pair_apart_and_another_pairs_key_opens_nothing() {
     use crate::runtime::keys::Pairs;
@@ -353,6 +371,9 @@ fn pair_keys_seal_each_pair_apart_and_another_pairs_key_opens_nothing() {
             u.set_addrs(g as Gpid, a);
         }
     }
+    // Each pair its own datagram key (not one shared as under the job's key).
+    let (a, b) = (ps[1].seal_for(0).unwrap(), ps[1].seal_for(2).unwrap());
+    assert!(!std::sync::Arc::ptr_eq(&a, &b));
     let mut sinks = vec![Sink::default(), Sink::default(), Sink::default()];
     ps[0]
         .send(1, &msg(1, 0), &[], b"zero", Token::NONE)

@@ -59,6 +59,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Instant;
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -249,7 +250,11 @@ pub struct Udp {
     keys: Option<Keys>,
     /// By peer, the datagram key of our pair: made from `keys` when first needed, kept after,
     /// so a datagram costs the same under the job's key and under pair keys.
-    seals: Vec<Option<Seal>>,
+    seals: Vec<Option<Arc<Seal>>>,
+    /// Under the shared key scheme every pair's datagram key is the same: made once, and
+    /// every peer's entry in `seals` points to it (an AES-GCM key with its tables is over
+    /// 500 bytes; memory per peer).
+    shared_seal: Option<Arc<Seal>>,
     /// Largest datagram we send.
     dgram: usize,
     /// Payloads go in clear, and datagrams in clear from peers' addresses are accepted
@@ -356,6 +361,7 @@ impl Udp {
             rel_len,
             keys: None,
             seals: Vec::new(),
+            shared_seal: None,
             dgram,
             clear: settings.clear_on_loopback && bind.is_loopback(),
             pn: 0,
@@ -385,6 +391,7 @@ impl Udp {
 
     /// Datagrams may flow: the keys and the job's number of processes (from the bootstrap).
     pub fn start(&mut self, keys: Keys, nprocs: usize) {
+        self.shared_seal = keys.shared().map(|k| Arc::new(Seal::new(&k)));
         self.keys = Some(keys);
         self.seals.clear();
         self.seals.resize_with(nprocs, || None);
@@ -399,14 +406,27 @@ impl Udp {
         if matches!(self.seals.get(i), Some(Some(_))) {
             return true;
         }
-        let Some(k) = self.keys.as_mut().and_then(|k| k.pair(peer)) else {
-            return false;
+        let seal = match &self.shared_seal {
+            Some(s) => s.clone(),
+            None => {
+                let Some(k) = self.keys.as_mut().and_then(|k| k.pair(peer)) else {
+                    return false;
+                };
+                Arc::new(Seal::new(&k))
+            }
         };
         if self.seals.len() <= i {
             self.seals.resize_with(i + 1, || None);
         }
-        self.seals[i] = Some(Seal::new(&k));
+        self.seals[i] = Some(seal);
         true
+    }
+
+    /// Our datagram key with `peer` (made now if need be), for tests.
+    #[cfg(test)]
+    pub(crate) fn seal_for(&mut self, peer: Gpid) -> Option<Arc<Seal>> {
+        self.has_seal(peer)
+            .then(|| self.seals[peer as usize].clone().expect("made"))
     }
 
     /// Where peer `gpid` receives (its card's addresses).
