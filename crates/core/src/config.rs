@@ -235,7 +235,14 @@ pub const PROTOCOLS: &[&str] = &[
 /// Choices for `progress_yield`.
 pub const YIELD_MODES: &[&str] = &["auto", "always", "never"];
 /// Collective algorithms, by collective (`auto`: the decision table chooses).
-pub const BARRIER_ALGS: &[&str] = &["auto", "dissemination", "two_level", "linear", "shm"];
+pub const BARRIER_ALGS: &[&str] = &[
+    "auto",
+    "dissemination",
+    "two_level",
+    "linear",
+    "shm",
+    "two_level_shm",
+];
 pub const BCAST_ALGS: &[&str] = &[
     "auto",
     "binomial",
@@ -244,8 +251,16 @@ pub const BCAST_ALGS: &[&str] = &[
     "two_level",
     "linear",
     "shm",
+    "two_level_shm",
 ];
-pub const REDUCE_ALGS: &[&str] = &["auto", "binomial", "linear", "two_level", "shm"];
+pub const REDUCE_ALGS: &[&str] = &[
+    "auto",
+    "binomial",
+    "linear",
+    "two_level",
+    "shm",
+    "two_level_shm",
+];
 pub const ALLREDUCE_ALGS: &[&str] = &[
     "auto",
     "recursive_doubling",
@@ -255,6 +270,7 @@ pub const ALLREDUCE_ALGS: &[&str] = &[
     "reduce_bcast",
     "two_level",
     "shm",
+    "two_level_shm",
 ];
 pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm"];
 pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm"];
@@ -394,19 +410,19 @@ tunables! {
     rma_fastpath: bool = "1", Kind::Bool, writable = true,
         "One-sided operations on contiguous data at targets whose window memory is mapped here (MPI_Win_allocate and MPI_Win_allocate_shared on one host), and flushes with nothing in flight, take a short path that skips the general one (datatype flattening, staging, progress); 0 sends every operation through the general path (for comparison). Writable at run time.";
     progress_yield: usize = "auto", Kind::Choice(YIELD_MODES), writable = true,
-        "Waiting ranks yield the CPU: auto (when ranks on this host outnumber its cores), always, or never (busy poll).";
+        "Waiting ranks yield the CPU: auto (every pass when ranks on this host outnumber its cores; otherwise only once one wait has lasted 1024 passes, about 0.1-0.3 ms, so that other programs sharing the cores cannot keep the awaited process off the CPU for a time slice), always, or never (busy poll, also in long waits).";
     hostname: String = "", Kind::Str, writable = false,
         "Host identity used to decide which ranks share memory (default: the kernel's host name). Tests set it per rank to emulate several hosts.";
     verbose: i64 = "0", Kind::Int { min: 0, max: 9 }, writable = true,
         "Diagnostic output to stderr: 0 none, 1 connections and reconfigurations, 2+ more.";
     coll_barrier: usize = "auto", Kind::Choice(BARRIER_ALGS), writable = true,
-        "MPI_Barrier algorithm: auto (decision file, then the built-in table), dissemination, two_level (gather within each host, dissemination among hosts, release), linear, shm (through a region the members on one host share; communicators within one host).";
+        "MPI_Barrier algorithm: auto (decision file, then the built-in table), dissemination, two_level (gather within each host, dissemination among hosts, release), linear, shm (through a region the members on one host share; communicators within one host), two_level_shm (blocking calls on communicators spanning hosts: the members of each host meet in a region they share, the hosts' leaders exchange point-to-point; by name or a decision file, auto keeps two_level).";
     coll_bcast: usize = "auto", Kind::Choice(BCAST_ALGS), writable = true,
-        "MPI_Bcast algorithm: auto, binomial, scatter_allgather (binomial scatter then ring allgather), chain (pipelined in coll_segment pieces), two_level (among hosts, then within each), linear, shm (through a region the members on one host share; communicators within one host).";
+        "MPI_Bcast algorithm: auto, binomial, scatter_allgather (binomial scatter then ring allgather), chain (pipelined in coll_segment pieces), two_level (among hosts, then within each), linear, shm (through a region the members on one host share; communicators within one host), two_level_shm (blocking calls on communicators spanning hosts: the members of each host meet in a region they share, the hosts' leaders exchange point-to-point; by name or a decision file, auto keeps two_level).";
     coll_reduce: usize = "auto", Kind::Choice(REDUCE_ALGS), writable = true,
-        "MPI_Reduce algorithm: auto, binomial, linear, two_level (commutative operations), shm (through a region the members on one host share; communicators within one host).";
+        "MPI_Reduce algorithm: auto, binomial, linear, two_level (commutative operations), shm (through a region the members on one host share; communicators within one host), two_level_shm (blocking calls on communicators spanning hosts: the members of each host meet in a region they share, the hosts' leaders exchange point-to-point; by name or a decision file, auto keeps two_level).";
     coll_allreduce: usize = "auto", Kind::Choice(ALLREDUCE_ALGS), writable = true,
-        "MPI_Allreduce algorithm: auto, recursive_doubling, rabenseifner (reduce-scatter by recursive halving + allgather by recursive doubling), ring, reduce_bcast, two_level (reduce within each host, allreduce among hosts, bcast within each), shm (through a region the members on one host share; communicators within one host).";
+        "MPI_Allreduce algorithm: auto, recursive_doubling, rabenseifner (reduce-scatter by recursive halving + allgather by recursive doubling), ring, reduce_bcast, two_level (reduce within each host, allreduce among hosts, bcast within each), shm (through a region the members on one host share; communicators within one host), two_level_shm (blocking calls on communicators spanning hosts: the members of each host meet in a region they share, the hosts' leaders exchange point-to-point; by name or a decision file, auto keeps two_level).";
     coll_gather: usize = "auto", Kind::Choice(GATHER_ALGS), writable = true,
         "MPI_Gather(v) algorithm: auto, linear, binomial (not the v form), shm (through a region the members on one host share; communicators within one host).";
     coll_scatter: usize = "auto", Kind::Choice(SCATTER_ALGS), writable = true,

@@ -16,14 +16,14 @@
 //! sealed with ChaCha20-Poly1305 under a key per direction (HMAC of the secret over the
 //! direction's name and both nonces) and a counter nonce, so a frame cannot be read, forged,
 //! replayed or reordered by anyone on the network. A frame that fails to open ends the channel.
+//! The sealing itself is `protean_pmi::seal`, shared with the name server's connections.
 //! Frames are at most [`MAX_FRAME`] bytes; a longer announced length is an error before anything
 //! is allocated for it.
 
 use std::io::{self, Read, Write};
 
-use chacha20poly1305::aead::{Aead, KeyInit};
-use chacha20poly1305::{ChaCha20Poly1305, Nonce};
 use hmac::{Hmac, Mac};
+pub use protean_pmi::seal::Session;
 use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -169,87 +169,20 @@ impl Handshake<'_> {
 
     /// The sealing state of mpirun's end.
     pub fn mpirun_session(&self) -> Session {
-        Session::new(&self.key(b"mpirun->proxy"), &self.key(b"proxy->mpirun"))
+        Session::new(
+            &self.key(b"mpirun->proxy"),
+            &self.key(b"proxy->mpirun"),
+            MAX_FRAME,
+        )
     }
 
     /// The sealing state of the proxy's end.
     pub fn proxy_session(&self) -> Session {
-        Session::new(&self.key(b"proxy->mpirun"), &self.key(b"mpirun->proxy"))
-    }
-}
-
-/// Seals outgoing and opens incoming frames of one connection.
-pub struct Session {
-    tx: ChaCha20Poly1305,
-    rx: ChaCha20Poly1305,
-    tx_count: u64,
-    rx_count: u64,
-    /// Bytes received and not yet a whole frame.
-    inbuf: Vec<u8>,
-}
-
-fn counter_nonce(n: u64) -> Nonce {
-    let mut b = [0u8; 12];
-    b[4..].copy_from_slice(&n.to_be_bytes());
-    Nonce::from(b)
-}
-
-impl Session {
-    fn new(tx_key: &[u8; 32], rx_key: &[u8; 32]) -> Session {
-        Session {
-            tx: ChaCha20Poly1305::new(tx_key.into()),
-            rx: ChaCha20Poly1305::new(rx_key.into()),
-            tx_count: 0,
-            rx_count: 0,
-            inbuf: Vec::new(),
-        }
-    }
-
-    /// A sealed frame, length included, ready to be written.
-    pub fn seal(&mut self, plain: &[u8]) -> Vec<u8> {
-        let ct = self
-            .tx
-            .encrypt(&counter_nonce(self.tx_count), plain)
-            .expect("ChaCha20-Poly1305 seals any length below 256 GiB");
-        self.tx_count += 1;
-        let mut out = Vec::with_capacity(4 + ct.len());
-        out.extend_from_slice(&(ct.len() as u32).to_be_bytes());
-        out.extend_from_slice(&ct);
-        out
-    }
-
-    /// Adds received bytes.
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.inbuf.extend_from_slice(bytes);
-    }
-
-    /// The next opened frame: None until one is whole; an error when the length is out of
-    /// bounds or the frame does not open (forged, replayed, reordered or damaged).
-    pub fn next_frame(&mut self) -> Option<io::Result<Vec<u8>>> {
-        if self.inbuf.len() < 4 {
-            return None;
-        }
-        let len = u32::from_be_bytes(self.inbuf[..4].try_into().expect("4 bytes")) as usize;
-        if !(16..=MAX_FRAME).contains(&len) {
-            return Some(Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("frame of {len} bytes announced (at most {MAX_FRAME})"),
-            )));
-        }
-        if self.inbuf.len() < 4 + len {
-            return None;
-        }
-        let opened = self
-            .rx
-            .decrypt(&counter_nonce(self.rx_count), &self.inbuf[4..4 + len]);
-        self.inbuf.drain(..4 + len);
-        self.rx_count += 1;
-        Some(opened.map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a frame failed authentication (forged or damaged)",
-            )
-        }))
+        Session::new(
+            &self.key(b"proxy->mpirun"),
+            &self.key(b"mpirun->proxy"),
+            MAX_FRAME,
+        )
     }
 }
 

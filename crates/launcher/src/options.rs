@@ -137,7 +137,8 @@ Options:
                           file), so that independent jobs find each other; the URI itself,
                           protean-ns:SECRET:HOST:PORT, is taken too, but a command line is
                           visible to every user (also: PROTEAN_NAMESERVER=URI or file:PATH;
-                          also --ompi-server); without it mpirun serves its own jobs' names
+                          also --ompi-server); without it mpirun serves its own jobs' names.
+                          Every request proves the server's secret and travels sealed
   --stdin 0|none          forward mpirun's standard input to rank 0 (default), or to nobody
                           (then every rank reads /dev/null and mpirun does not touch its input)
   -h, --help              print this help and exit

@@ -304,11 +304,12 @@ fn main() -> ExitCode {
     let mut report = String::new();
     let rank_ranges = cover(&o.ranks, 2, false);
     for &c in &o.colls {
-        // two_level needs several hosts; the oversubscription and host rules of `auto` stay.
+        // two_level and two_level_shm need several hosts; the oversubscription and host rules
+        // of `auto` stay.
         let algs: Vec<&'static str> = c.algorithms()[1..]
             .iter()
             .copied()
-            .filter(|a| *a != "two_level")
+            .filter(|a| *a != "two_level" && *a != "two_level_shm")
             .collect();
         for (ri, &n) in o.ranks.iter().enumerate() {
             // Launches interleaved across algorithms (run 1 of each, then run 2, ...), so that a

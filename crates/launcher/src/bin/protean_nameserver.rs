@@ -14,13 +14,16 @@ use protean_pmi::NameTable;
 
 const HELP: &str = "\
 Usage: protean-nameserver --report-uri FILE|- [--port N] [--bind ADDR] [--max-names N]
-                          [--max-connections N]
+                          [--max-connections N] [--max-pending N]
 
 Serves published MPI service names to jobs started with mpirun --nameserver file:FILE.
 Draws a secret, listens, writes its URI (protean-ns:SECRET:HOST:PORT) into FILE, then runs
 until it is killed (SIGTERM or SIGINT: it prints how many requests it answered and refused).
 Every connection must prove the secret (HMAC over both sides' nonces); one that does not is
-closed, logged on standard error and counted, and never reads or changes a name.
+closed, logged on standard error and counted, and never reads or changes a name. After that
+proof every request and answer is sealed (ChaCha20-Poly1305, a key per connection and
+direction, a counter per frame): names and ports never cross the network readable, and a
+forged, altered, replayed or reflected request is refused, counted and ends its connection.
 
   --report-uri FILE    write the URI into FILE, readable by its owner only (mode 0600);
                        '-': to standard output (the URI is a capability: whoever has it may
@@ -29,10 +32,13 @@ closed, logged on standard error and counted, and never reads or changes a name.
   --bind ADDR          the address to listen on (default 0.0.0.0: every interface)
   --max-names N        names held at once (default 65536)
   --max-connections N  connections open at once (default 64)
+  --max-pending N      connections from one address still in their handshake at once
+                       (default 4; more are closed at once), so a flood of idle connections
+                       from one address cannot take every slot
   -h, --help           print this help
 
 Limits: service names of at most 255 bytes, port names of at most 1024, requests of at most
-4096 bytes, 5 s to complete the handshake, 30 s idle after it; a request beyond a limit is
+4096 bytes, 2 s to complete the whole handshake, 30 s idle after it; a request beyond a limit is
 answered with an error naming it.
 ";
 
@@ -90,6 +96,7 @@ fn main() {
             "report-uri" => report_to = Some(val("a file name or -")),
             "max-names" => max_names = count(val("a number")),
             "max-connections" => limits.connections = count(val("a number")),
+            "max-pending" => limits.pending_per_address = count(val("a number")),
             "h" | "help" => {
                 print!("{HELP}");
                 return;

@@ -167,7 +167,9 @@ fn build_barrier(e: &mut Engine, b: &Builder) -> Result<Sched> {
     let mut s = b.sched(e);
     let (alg, auto) = e.coll_choose::<BarrierAlg>(t.size(), 0);
     match alg {
-        _ if b.multi() && (alg == BarrierAlg::TwoLevel || auto) => {
+        _ if b.multi()
+            && (matches!(alg, BarrierAlg::TwoLevel | BarrierAlg::TwoLevelShm) || auto) =>
+        {
             bcast::barrier_two_level(&mut s, t, nodes)
         }
         BarrierAlg::Linear => bcast::barrier_linear(&mut s, t),
@@ -227,7 +229,7 @@ pub(super) fn bcast_body(
     seg: usize,
 ) {
     let multi = nodes.count() > 1 && t.bit == 0;
-    if multi && (alg == BcastAlg::TwoLevel || auto) {
+    if multi && (matches!(alg, BcastAlg::TwoLevel | BcastAlg::TwoLevelShm) || auto) {
         return bcast::bcast_two_level(s, t, nodes, buf, count, d, root);
     }
     match alg {
@@ -294,7 +296,10 @@ unsafe fn build_reduce(
     s.red = Some(red);
     let (alg, auto) = e.coll_choose::<ReduceAlg>(n, count * d.size);
     match alg {
-        _ if b.multi() && commutative && (alg == ReduceAlg::TwoLevel || auto) => {
+        _ if b.multi()
+            && commutative
+            && (matches!(alg, ReduceAlg::TwoLevel | ReduceAlg::TwoLevelShm) || auto) =>
+        {
             reduce::reduce_two_level(&mut s, t, &b.views.nodes, sbuf, rbuf, count, root)
         }
         ReduceAlg::Linear => reduce::reduce_linear(&mut s, t, sbuf, rbuf, count, root),
@@ -351,7 +356,10 @@ fn allreduce_body(
     bytes: usize,
 ) {
     let multi = nodes.count() > 1 && t.bit == 0;
-    if multi && commutative && (alg == AllreduceAlg::TwoLevel || auto) {
+    if multi
+        && commutative
+        && (matches!(alg, AllreduceAlg::TwoLevel | AllreduceAlg::TwoLevelShm) || auto)
+    {
         return reduce::allreduce_two_level(s, t, nodes, sbuf, rbuf, count, bytes > 4096);
     }
     match alg {

@@ -94,6 +94,12 @@ impl Coll {
         self.algorithms().iter().position(|a| *a == "shm")
     }
 
+    /// The index of this collective's hierarchical shared-memory algorithm (`two_level_shm`),
+    /// if it has one.
+    pub fn hier_index(self) -> Option<usize> {
+        self.algorithms().iter().position(|a| *a == "two_level_shm")
+    }
+
     /// The override tunable's current value (index into [`Coll::algorithms`]).
     pub fn configured(self, cfg: &crate::config::Config) -> usize {
         match self {
@@ -176,16 +182,17 @@ macro_rules! algorithms {
 
 algorithms! {
     /// MPI_Barrier.
-    BarrierAlg: Barrier = BARRIER_ALGS { Auto, Dissemination, TwoLevel, Linear, Shm }
+    BarrierAlg: Barrier = BARRIER_ALGS { Auto, Dissemination, TwoLevel, Linear, Shm, TwoLevelShm }
     /// MPI_Bcast.
     BcastAlg: Bcast = BCAST_ALGS {
-        Auto, Binomial, ScatterAllgather, Chain, TwoLevel, Linear, Shm,
+        Auto, Binomial, ScatterAllgather, Chain, TwoLevel, Linear, Shm, TwoLevelShm,
     }
     /// MPI_Reduce.
-    ReduceAlg: Reduce = REDUCE_ALGS { Auto, Binomial, Linear, TwoLevel, Shm }
+    ReduceAlg: Reduce = REDUCE_ALGS { Auto, Binomial, Linear, TwoLevel, Shm, TwoLevelShm }
     /// MPI_Allreduce.
     AllreduceAlg: Allreduce = ALLREDUCE_ALGS {
         Auto, RecursiveDoubling, AllgatherReduce, Rabenseifner, Ring, ReduceBcast, TwoLevel, Shm,
+        TwoLevelShm,
     }
     /// MPI_Gather(v).
     GatherAlg: Gather = GATHER_ALGS { Auto, Linear, Binomial, Shm }

@@ -156,6 +156,15 @@ impl Nodes {
         self.members.len()
     }
 
+    /// Does every node hold a run of consecutive ranks? Nodes are numbered in the order of
+    /// their lowest member, so they are then in rank order too (reductions over the nodes'
+    /// leaders keep MPI's order for non-commutative operations).
+    pub fn consecutive(&self) -> bool {
+        self.members
+            .iter()
+            .all(|m| m.windows(2).all(|w| w[1] == w[0] + 1))
+    }
+
     fn leader(&self, k: usize, root: Option<usize>) -> usize {
         match root {
             Some(r) if self.node_of[r] == k => r,
@@ -390,10 +399,36 @@ impl Engine {
         (A::from_index(i), auto)
     }
 
-    /// Does the choice for a call of `coll` fall on its shared-memory algorithm?
+    /// Does the choice for a call of `coll` (on a communicator within one host) fall on its
+    /// shared-memory algorithm? `two_level_shm` named for such a communicator is `shm` (one
+    /// host, one level).
     pub(super) fn coll_choose_shm(&self, coll: Coll, ranks: usize, bytes: usize) -> bool {
         let (i, _) = self.coll_choose_index(coll, ranks, bytes, true);
-        Some(i) == coll.shm_index()
+        Some(i) == coll.shm_index() || Some(i) == coll.hier_index()
+    }
+
+    /// Does the choice for a call of `coll` on a communicator spanning hosts fall on its
+    /// hierarchical shared-memory algorithm (`two_level_shm`, `shm/hier.rs`)? An override or
+    /// a decision-file rule naming another algorithm says no (a rule naming `shm` is passed
+    /// over: it cannot serve several hosts); with neither, no: `auto` keeps `two_level` there,
+    /// since two_level_shm was not measurably faster across emulated hosts on the 2-core
+    /// machine (two runs disagreed in direction; docs/collectives.md).
+    pub(super) fn coll_choose_hier(&self, coll: Coll, ranks: usize, bytes: usize) -> bool {
+        let Some(h) = coll.hier_index() else {
+            return false;
+        };
+        let i = coll.configured(&self.cfg);
+        if i != 0 {
+            return i == h;
+        }
+        match self
+            .coll
+            .file
+            .lookup_except(coll, ranks, bytes, coll.shm_index())
+        {
+            Some(a) => a == h,
+            None => false,
+        }
     }
 
     /// One progress pass over the running nonblocking and persistent collectives.
@@ -529,11 +564,21 @@ impl Engine {
 /// Run the user reductions that nonblocking collectives deferred, and the poll hook of the
 /// layer above ([`crate::mpi::global::poll_hook`]). Called by waiting loops and test calls,
 /// outside the engine.
+///
+/// Every pass of every waiting loop calls it, nearly always with nothing to do: the two loads
+/// are inline, the work is out of line (as one function it pushed and popped six registers per
+/// pass, 22 instructions for nothing).
+#[inline]
 pub fn run_deferred() {
     crate::mpi::global::poll_hook();
-    if !DEFERRED.load(Ordering::Acquire) {
-        return;
+    if DEFERRED.load(Ordering::Acquire) {
+        run_deferred_now();
     }
+}
+
+#[cold]
+#[inline(never)]
+fn run_deferred_now() {
     DEFERRED.store(false, Ordering::Release);
     let Ok(items) = with(|e| std::mem::take(&mut e.coll.deferred)) else {
         return;
@@ -902,6 +947,9 @@ impl Rooted {
 pub unsafe fn blocking(comm: CommId, a: &Args) -> Result<()> {
     Engine::collective_mark(comm, matches!(a, Args::Barrier))?;
     if let Some(r) = shm::try_blocking(comm, a) {
+        return r;
+    }
+    if let Some(r) = shm::hier::try_blocking(comm, a) {
         return r;
     }
     if let Some(r) = fast::try_blocking(comm, a) {

@@ -84,8 +84,11 @@ impl std::fmt::Debug for ShmCell {
 /// The region of one communicator, or the agreed fact that there is none.
 pub struct ShmComm {
     region: Option<NodeRegion>,
-    /// The last generation used (counted identically by every member).
+    /// The last generation used (counted identically by every member of the region).
     gen: AtomicU64,
+    /// Our index among the region's members (this host's members of the communicator, in
+    /// rank order).
+    me: usize,
 }
 
 impl ShmComm {
@@ -94,20 +97,35 @@ impl ShmComm {
     }
 }
 
-/// The region of intracommunicator `comm` (whose `n` members share this host), made and
-/// mapped at the first call. Collective: every member calls it at the same collective.
+/// The region of intracommunicator `comm`'s members on this host (all of them for a
+/// communicator within one host; the members of this host for the hierarchical algorithms of
+/// `hier.rs`), made and mapped at the first call. Collective over the whole communicator:
+/// every member calls it at the same collective, the lowest member of each host makes its
+/// host's region, and all agree whether every member mapped one (else none is used).
 fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
-    let (cached, n, me, jobid, gpid, serial, depth) = with(|e| -> Result<_> {
+    let (cached, n, local, me, jobid, gpid, serial, depth) = with(|e| -> Result<_> {
         let depth = e.cfg.coll_shm_depth as usize;
-        let c = e.live_comm(comm)?;
-        if let Some(s) = &c.coll.shm.0 {
-            return Ok((Some(s.clone()), 0, 0, String::new(), 0, 0, depth));
+        if let Some(s) = &e.live_comm(comm)?.coll.shm.0 {
+            return Ok((
+                Some(s.clone()),
+                0,
+                Vec::new(),
+                0,
+                String::new(),
+                0,
+                0,
+                depth,
+            ));
         }
+        let views = e.coll_views(comm)?;
+        let c = e.live_comm(comm)?;
         let (n, me) = (c.size(), c.rank as usize);
+        let local = views.nodes.members[views.nodes.my_node].clone();
         e.coll.shm_serial = e.coll.shm_serial.wrapping_add(1);
         Ok((
             None,
             n,
+            local,
             me,
             e.jobid.clone(),
             e.rank as Gpid,
@@ -118,28 +136,30 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
     if let Some(s) = cached {
         return Ok(s.region.is_some().then_some(s));
     }
+    let nl = local.len();
+    let lead = local[0];
     let mut region = None;
     let mut msgs = vec![Vec::new(); n];
-    if me == 0 {
-        if let Ok(r) = NodeRegion::create(&jobid, gpid, serial, n, AREA, depth) {
-            // The description, then the depth (rank 0's choice is everyone's).
+    if me == lead {
+        if let Ok(r) = NodeRegion::create(&jobid, gpid, serial, nl, AREA, depth) {
+            // The description, then the depth (the maker's choice is its host's).
             let mut d = r.desc().unwrap_or(Region::NONE).0.to_vec();
             d.push(depth as u8);
-            for m in msgs.iter_mut().skip(1) {
-                m.clone_from(&d);
+            for &m in &local[1..] {
+                msgs[m].clone_from(&d);
             }
             region = Some(r);
         }
     }
     let got = crate::mpi::cm::exchange_all(comm, msgs)?;
-    if me != 0 {
-        if let Some((&depth, d)) = got[0].split_last() {
+    if me != lead {
+        if let Some((&depth, d)) = got[lead].split_last() {
             if let Ok(d) = <[u8; REGION_LEN]>::try_from(d) {
-                region = NodeRegion::open(&jobid, &Region(d), n, AREA, depth as usize).ok();
+                region = NodeRegion::open(&jobid, &Region(d), nl, AREA, depth as usize).ok();
             }
         }
     }
-    // Everyone says whether it mapped the region; this is also the point after which the
+    // Everyone says whether it mapped its region; this is also the point after which the
     // name may go.
     let ok = vec![vec![region.is_some() as u8]; n];
     let all = crate::mpi::cm::exchange_all(comm, ok)?
@@ -151,6 +171,7 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
     let s = Arc::new(ShmComm {
         region: if all { region } else { None },
         gen: AtomicU64::new(0),
+        me: local.iter().position(|&m| m == me).unwrap_or(0),
     });
     with(|e| {
         if let Some(Some(c)) = e.comms.get_mut(comm.idx()) {
@@ -171,7 +192,7 @@ fn idler() -> Result<impl FnMut() -> Result<()>> {
             with(|e| e.progress())?;
             super::run_deferred();
         }
-        global::idle();
+        global::idle_pass(k);
         Ok(())
     })
 }
@@ -307,6 +328,8 @@ macro_rules! region_or_decline {
     };
 }
 
+pub mod hier;
+
 unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
     let me = prepared!(with(|e| {
         let (n, me) = eligible(e, comm)?;
@@ -348,27 +371,44 @@ unsafe fn bcast(
     .and_then(|x| x));
     let s = region_or_decline!(comm);
     Some((|| {
-        let r = s.region.as_ref().expect("checked");
         let mut idle = idler()?;
-        let total = count * d.size;
-        let mut off = 0;
-        while off < total {
-            let len = AREA.min(total - off);
-            let g = s.next();
-            let area = r.area(root, g);
-            if me == root {
-                r.wait_free(g, &mut idle)?;
-                pack_part(&d, buf, count, off, area, len);
-                r.set(me, Flag::Published, g);
-            } else {
-                r.wait(|r| r.reached(root, Flag::Published, g), &mut idle)?;
-                unpack_part(&d, buf, count, off, area, len);
-            }
-            r.set(me, Flag::Done, g);
-            off += len;
-        }
-        Ok(())
+        bcast_chunks(&s, me, root, buf, count, &d, &mut idle)
     })())
+}
+
+/// Broadcast `count` elements of `d` at `buf` from region member `root` to the region's
+/// other members, an area per generation (packed for a non-contiguous type).
+///
+/// # Safety
+/// `buf` holds `count` elements of `d` at every member.
+unsafe fn bcast_chunks(
+    s: &ShmComm,
+    me: usize,
+    root: usize,
+    buf: *mut u8,
+    count: usize,
+    d: &Datatype,
+    idle: &mut impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let r = s.region.as_ref().expect("checked");
+    let total = count * d.size;
+    let mut off = 0;
+    while off < total {
+        let len = AREA.min(total - off);
+        let g = s.next();
+        let area = r.area(root, g);
+        if me == root {
+            r.wait_free(g, idle)?;
+            pack_part(d, buf, count, off, area, len);
+            r.set(me, Flag::Published, g);
+        } else {
+            r.wait(|r| r.reached(root, Flag::Published, g), idle)?;
+            unpack_part(d, buf, count, off, area, len);
+        }
+        r.set(me, Flag::Done, g);
+        off += len;
+    }
+    Ok(())
 }
 
 /// `dst = a[0] op a[1] op ... op a[n-1]` over `count` elements, in rank order.
@@ -397,6 +437,54 @@ unsafe fn reduce_all(
     }
 }
 
+/// Check the arguments of MPI_Reduce (`root` Some) or MPI_Allreduce (None) at member `me` of
+/// `n`: the root, the count, the reducer, and where the input is (the receive buffer under
+/// MPI_IN_PLACE).
+#[allow(clippy::too_many_arguments)]
+fn reduce_args(
+    e: &mut crate::mpi::engine::Engine,
+    n: usize,
+    me: usize,
+    sbuf: *const u8,
+    rbuf: *mut u8,
+    count: i64,
+    dt: DtypeId,
+    op: u32,
+    root: Option<i32>,
+) -> Result<(Option<usize>, usize, Reducer, *const u8)> {
+    let count = count_of(count, "count")?;
+    let red = e.coll_reducer(op, dt)?;
+    let d = red.dt.clone();
+    let root = match root {
+        Some(r) => Some(check_root(r, n)?),
+        None => None,
+    };
+    // The receive buffer matters at the root of a reduce and everywhere in an allreduce.
+    let receives = root.is_none_or(|r| r == me);
+    let input = if in_place(sbuf) {
+        if !receives {
+            return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
+        }
+        rbuf as *const u8
+    } else {
+        if receives {
+            no_alias(sbuf, rbuf, count * d.size)?;
+        }
+        sbuf
+    };
+    check_buf(input, count, &d, "send buffer")?;
+    if receives {
+        check_buf(rbuf, count, &d, "receive buffer")?;
+    }
+    Ok((root, count, red, input))
+}
+
+/// Can a region reduce `count` elements with `red`: some bytes, of a contiguous datatype (the
+/// same at every member, so all decide alike) whose element fits an area?
+fn reducible(red: &Reducer, count: usize) -> bool {
+    count > 0 && contiguous_from_zero(&red.dt, count) && red.dt.size <= AREA && red.dt.size > 0
+}
+
 /// MPI_Reduce (`root` Some) and MPI_Allreduce (None).
 #[allow(clippy::too_many_arguments)]
 unsafe fn reduce(
@@ -417,36 +505,8 @@ unsafe fn reduce(
         let Some((n, me)) = eligible(e, comm) else {
             return Ok(None);
         };
-        let count = count_of(count, "count")?;
-        let red = e.coll_reducer(op, dt)?;
-        let d = red.dt.clone();
-        let root = match root {
-            Some(r) => Some(check_root(r, n)?),
-            None => None,
-        };
-        // The receive buffer matters at the root of a reduce and everywhere in an allreduce.
-        let receives = root.is_none_or(|r| r == me);
-        let input = if in_place(sbuf) {
-            if !receives {
-                return err!(Buffer, "MPI_IN_PLACE is only valid at the root");
-            }
-            rbuf as *const u8
-        } else {
-            if receives {
-                no_alias(sbuf, rbuf, count * d.size)?;
-            }
-            sbuf
-        };
-        check_buf(input, count, &d, "send buffer")?;
-        if receives {
-            check_buf(rbuf, count, &d, "receive buffer")?;
-        }
-        let bytes = count * d.size;
-        if bytes == 0
-            || !contiguous_from_zero(&d, count)
-            || d.size > AREA
-            || !e.coll_choose_shm(coll, n, bytes)
-        {
+        let (root, count, red, input) = reduce_args(e, n, me, sbuf, rbuf, count, dt, op, root)?;
+        if !reducible(&red, count) || !e.coll_choose_shm(coll, n, count * red.dt.size) {
             return Ok(None);
         }
         Ok(Some((n, me, root, count, red, input)))
@@ -454,42 +514,65 @@ unsafe fn reduce(
     .and_then(|x| x));
     let s = region_or_decline!(comm);
     Some((|| {
-        let r = s.region.as_ref().expect("checked");
         let mut idle = idler()?;
-        let ext = red.dt.size;
-        let per = AREA / ext;
-        let receives = root.is_none_or(|x| x == me);
-        let mut e0 = 0;
-        while e0 < count {
-            let c = per.min(count - e0);
-            let bytes = c * ext;
-            let g = s.next();
-            let out = rbuf.add(e0 * ext);
-            r.wait_free(g, &mut idle)?;
-            crate::mem::copy(input.add(e0 * ext), r.area(me, g), bytes);
-            r.set(me, Flag::Published, g);
-            if bytes >= PARTS_FROM && c >= n {
-                // Member k reduces part k of the chunk into the result area.
-                let (lo, hi) = (c * me / n, c * (me + 1) / n);
-                r.wait_all(Flag::Published, g, &mut idle)?;
-                if hi > lo {
-                    let at = |i: usize| r.area(i, g).add(lo * ext) as *const u8;
-                    reduce_all(&red, at, n, r.result(g).add(lo * ext), hi - lo);
-                }
-                r.set(me, Flag::Reduced, g);
-                if receives {
-                    r.wait_all(Flag::Reduced, g, &mut idle)?;
-                    crate::mem::copy(r.result(g), out, bytes);
-                }
-            } else if receives {
-                r.wait_all(Flag::Published, g, &mut idle)?;
-                reduce_all(&red, |i| r.area(i, g) as *const u8, n, out, c);
-            }
-            r.set(me, Flag::Done, g);
-            e0 += c;
-        }
-        Ok(())
+        reduce_chunks(&s, n, me, root, input, rbuf, count, &red, &mut idle)
     })())
+}
+
+/// Reduce `count` elements at `input` of the region's `n` members, in rank order, into
+/// `rbuf` at member `root` (Some) or at every member (None), a chunk of one area per
+/// generation. `rbuf` may be `input` (MPI_IN_PLACE): a chunk's input is copied into the
+/// member's area before any of its result is written.
+///
+/// # Safety
+/// `input` holds `count` elements of the reducer's contiguous datatype, and so does `rbuf`
+/// where it receives.
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_chunks(
+    s: &ShmComm,
+    n: usize,
+    me: usize,
+    root: Option<usize>,
+    input: *const u8,
+    rbuf: *mut u8,
+    count: usize,
+    red: &Reducer,
+    idle: &mut impl FnMut() -> Result<()>,
+) -> Result<()> {
+    let r = s.region.as_ref().expect("checked");
+    let ext = red.dt.size;
+    let per = AREA / ext;
+    let receives = root.is_none_or(|x| x == me);
+    let mut e0 = 0;
+    while e0 < count {
+        let c = per.min(count - e0);
+        let bytes = c * ext;
+        let g = s.next();
+        let out = rbuf.wrapping_add(e0 * ext);
+        r.wait_free(g, idle)?;
+        crate::mem::copy(input.add(e0 * ext), r.area(me, g), bytes);
+        r.set(me, Flag::Published, g);
+        if bytes >= PARTS_FROM && c >= n {
+            // Member k reduces part k of the chunk into the result area.
+            let (lo, hi) = (c * me / n, c * (me + 1) / n);
+            r.wait_all(Flag::Published, g, idle)?;
+            if hi > lo {
+                let at = |i: usize| r.area(i, g).add(lo * ext) as *const u8;
+                reduce_all(red, at, n, r.result(g).add(lo * ext), hi - lo);
+            }
+            r.set(me, Flag::Reduced, g);
+            if receives {
+                r.wait_all(Flag::Reduced, g, idle)?;
+                crate::mem::copy(r.result(g), out, bytes);
+            }
+        } else if receives {
+            r.wait_all(Flag::Published, g, idle)?;
+            reduce_all(red, |i| r.area(i, g) as *const u8, n, out, c);
+        }
+        r.set(me, Flag::Done, g);
+        e0 += c;
+    }
+    Ok(())
 }
 
 /// `count` elements of `d` are `count * size` bytes from the buffer's address itself.

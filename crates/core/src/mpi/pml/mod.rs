@@ -384,11 +384,20 @@ impl Pml {
             || !self.retracts.is_empty()
     }
 
-    /// Mark a request complete; release it if nobody will wait for it.
+    /// Mark a request complete; release it if nobody will wait for it. Inline for the common
+    /// case (nothing to unpack, not freed by the user), the rest out of line.
     #[inline]
     fn finish(&mut self, slot: ReqId) {
         let r = self.reqs.get_mut(slot).expect("slot");
         r.complete = true;
+        if r.packed.is_some() || r.user_freed {
+            self.finish_rest(slot);
+        }
+    }
+
+    #[inline(never)]
+    fn finish_rest(&mut self, slot: ReqId) {
+        let r = self.reqs.get_mut(slot).expect("slot");
         if r.kind == Kind::Recv {
             if let Some(pk) = r.packed.take() {
                 // Bytes from `unpacked_from` on were unpacked as their frames arrived.
