@@ -291,6 +291,7 @@ pub const CHAN_POLICIES: &[&str] = &["online", "static"];
 pub const CHAN_PHASES: &[&str] = &["auto", "pcontrol", "barrier", "collective"];
 pub const JOB_KEYS: &[&str] = &["auto", "shared", "pairs"];
 pub const SCAN_ALGS: &[&str] = &["auto", "recursive_doubling", "linear"];
+pub const UDP_SEAL: &[&str] = &["auto", "full"];
 
 const SIZE: Kind = Kind::Int {
     min: 0,
@@ -380,6 +381,8 @@ tunables! {
         "Socket send and receive buffer size for TCP connections (0: kernel default).";
     udp_dgram_bytes: i64 = "0", Kind::Int { min: 0, max: 65507 }, writable = false,
         "Largest UDP datagram (bytes of UDP payload, headers included) a process sends: 0 (auto) is 65507 when it binds loopback (the whole job on one node) and 1472 (a 1500-byte Ethernet frame) otherwise; other values are raised to at least 576. Larger frames are cut into datagrams and put together again.";
+    udp_seal: usize = "auto", Kind::Choice(UDP_SEAL), writable = false,
+        "How UDP datagrams between processes are protected: full (every datagram authenticated with AES-256-GCM under the pair's or job's key and its payload encrypted), or auto: full across hosts, and on loopback (the whole job on one host) the headers authenticated and the payload in clear as on TCP, taken only from the sending peer's own socket (AES-GCM over every byte costs more than the kernel's copy of it; on loopback only root can read or alter datagrams in flight).";
     udp_sockets: i64 = "1", Kind::Int { min: 1, max: 16 }, writable = false,
         "UDP sockets per process: datagrams to a peer are striped over them (and over the peer's), in turn.";
     udp_sockbuf: i64 = "4194304", SIZE, writable = false,

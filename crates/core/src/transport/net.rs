@@ -205,6 +205,7 @@ impl Net {
                 dgram: cfg.udp_dgram_bytes as usize,
                 buffer_max: cfg.udp_buffer_max as usize,
                 faults,
+                clear_on_loopback: crate::config::UDP_SEAL[cfg.udp_seal] == "auto",
                 verbose: cfg.verbose > 0,
             };
             let rel = Box::new(R::new(cfg, nprocs));

@@ -55,6 +55,7 @@ fn settings(dgram: usize, sockets: usize, faults: Option<Faults>) -> Settings {
         dgram,
         buffer_max: 64 << 20,
         faults,
+        clear_on_loopback: true,
         verbose: false,
     }
 }
@@ -166,6 +167,15 @@ fn frames_of_any_size_arrive_in_order_over_loopback_datagrams() {
 }
 
 #[test]
+fn frames_arrive_sealed_whole_when_payloads_may_not_go_in_clear() {
+    let s = Settings {
+        clear_on_loopback: false,
+        ..settings(0, 1, None)
+    };
+    stream(&s, 100, 200_000);
+}
+
+#[test]
 fn small_datagrams_cut_and_join_frames() {
     stream(&settings(1472, 1, None), 200, 50_000);
 }
@@ -213,6 +223,37 @@ fn try_send_takes_only_what_fits_one_datagram_now() {
     run(&mut ps, &mut sinks, 10, |s| s[1].frames.len() == 1);
 }
 
+/// A datagram from `src` to `dst` sealed with `key` (in clear or not), data sequence 1, that
+/// carries a whole eager frame with the payload "forged!!".
+fn forged(key: &[u8; 32], src: u32, dst: u32, clear: bool) -> Vec<u8> {
+    let mut d = Outer {
+        src,
+        dst,
+        kind: KIND_DATA,
+        clear,
+        pn: 1,
+    }
+    .encode()
+    .to_vec();
+    let mut h = [0u8; super::HEADER_LEN];
+    Header {
+        seq: 1,
+        ack: 1,
+        sack: [(0, 0); SACK_BLOCKS],
+        limit: 64,
+        delay_us: 0,
+    }
+    .encode(&mut h);
+    d.extend_from_slice(&h);
+    let mut frame = 8u32.to_le_bytes().to_vec();
+    frame.extend_from_slice(&msg(1, 666));
+    frame.extend_from_slice(b"forged!!");
+    d.extend_from_slice(&frame);
+    d.resize(d.len() + TAG_LEN, 0);
+    Seal::new(key).seal(&mut d, OUTER_LEN + super::HEADER_LEN);
+    d
+}
+
 #[test]
 fn forged_garbage_and_replayed_datagrams_are_dropped_and_counted() {
     let mut ps = job(2, &settings(0, 1, None), params());
@@ -222,33 +263,7 @@ fn forged_garbage_and_replayed_datagrams_are_dropped_and_counted() {
     // Garbage, a datagram claiming to come from process 0 sealed with another key, one to a
     // process outside the job, and a short one.
     spy.send_to(b"hello there", to).unwrap();
-    let forged = |key: &[u8; 32], src: u32, dst: u32| {
-        let mut d = Outer {
-            src,
-            dst,
-            kind: KIND_DATA,
-            pn: 1,
-        }
-        .encode()
-        .to_vec();
-        let mut h = [0u8; super::HEADER_LEN];
-        Header {
-            seq: 1,
-            ack: 1,
-            sack: [(0, 0); SACK_BLOCKS],
-            limit: 64,
-            delay_us: 0,
-        }
-        .encode(&mut h);
-        d.extend_from_slice(&h);
-        let mut frame = 8u32.to_le_bytes().to_vec();
-        frame.extend_from_slice(&msg(1, 666));
-        frame.extend_from_slice(b"forged!!");
-        d.extend_from_slice(&frame);
-        d.resize(d.len() + TAG_LEN, 0);
-        Seal::new(key).seal(&mut d, OUTER_LEN + super::HEADER_LEN);
-        d
-    };
+    let forged = |key: &[u8; 32], src: u32, dst: u32| forged(key, src, dst, false);
     spy.send_to(&forged(&[1u8; 32], 0, 1), to).unwrap();
     spy.send_to(&forged(&KEY, 0, 9), to).unwrap();
     spy.send_to(&forged(&KEY, 7, 1), to).unwrap();
@@ -273,6 +288,54 @@ fn forged_garbage_and_replayed_datagrams_are_dropped_and_counted() {
     assert_eq!(sinks[1].frames.len(), 2);
     assert!(sinks[1].frames.iter().all(|f| f.2 == b"real"));
     assert!(sinks.iter().all(|s| s.lost.is_empty()));
+}
+
+#[test]
+fn datagrams_in_clear_are_taken_only_from_the_senders_socket_on_loopback() {
+    for clear in [true, false] {
+        let s = Settings {
+            clear_on_loopback: clear,
+            ..settings(0, 1, None)
+        };
+        let mut ps = job(2, &s, params());
+        let mut sinks = vec![Sink::default(), Sink::default()];
+        // Sealed with the job's key, so its tag checks; but it comes from another socket
+        // than process 0's (or, sealed only, from anywhere to a process that takes nothing
+        // in clear).
+        let spy = UdpSocket::bind("127.0.0.1:0").unwrap();
+        spy.send_to(&forged(&KEY, 0, 1, true), ps[1].addrs()[0])
+            .unwrap();
+        ps[0]
+            .send(1, &msg(1, 0), &[], b"real", Token::NONE)
+            .unwrap();
+        run(&mut ps, &mut sinks, 10, |s| s[1].frames.len() == 1);
+        for _ in 0..1000 {
+            for (u, s) in ps.iter_mut().zip(sinks.iter_mut()) {
+                u.progress(s);
+            }
+        }
+        assert_eq!(ps[1].stats().rejected_datagrams, 1, "clear={clear}");
+        assert_eq!(sinks[1].frames.len(), 1);
+        assert_eq!(sinks[1].frames[0].2, b"real");
+    }
+}
+
+/// Memory per peer: under the job's key every peer's datagram key is one and the same (an
+/// AES-GCM key with its tables, over 500 bytes, made once rather than once per peer).
+#[test]
+fn the_jobs_key_makes_one_datagram_key_for_every_peer() {
+    let mut ps = job(4, &settings(0, 1, None), params());
+    let seals: Vec<_> = [1, 2, 3].map(|g| ps[0].seal_for(g).unwrap()).into();
+    assert!(seals.iter().all(|s| std::sync::Arc::ptr_eq(s, &seals[0])));
+    let mut sinks: Vec<Sink> = (0..4).map(|_| Sink::default()).collect();
+    for g in 1..4 {
+        ps[0]
+            .send(g, &msg(1, g), &[], b"shared", Token::NONE)
+            .unwrap();
+    }
+    run(&mut ps, &mut sinks, 10, |s| {
+        s[1..].iter().all(|s| s.frames.len() == 1)
+    });
 }
 
 #[test]
@@ -308,6 +371,9 @@ fn pair_keys_seal_each_pair_apart_and_another_pairs_key_opens_nothing() {
             u.set_addrs(g as Gpid, a);
         }
     }
+    // Each pair its own datagram key (not one shared as under the job's key).
+    let (a, b) = (ps[1].seal_for(0).unwrap(), ps[1].seal_for(2).unwrap());
+    assert!(!std::sync::Arc::ptr_eq(&a, &b));
     let mut sinks = vec![Sink::default(), Sink::default(), Sink::default()];
     ps[0]
         .send(1, &msg(1, 0), &[], b"zero", Token::NONE)
@@ -324,6 +390,7 @@ fn pair_keys_seal_each_pair_apart_and_another_pairs_key_opens_nothing() {
         src: 0,
         dst: 1,
         kind: KIND_DATA,
+        clear: false,
         pn: 1 << 40,
     }
     .encode()

@@ -15,7 +15,9 @@
 //! reported, as on TCP) and are written as one stream of bytes, `payload_len: u32`, header,
 //! payload, cut into datagrams of at most `udp_dgram_bytes` ([`rx`]). A datagram is built
 //! once (outer header, reliability header from the machine, the stream's next bytes), sealed
-//! ([`wire`]: authenticated with the job's key and encrypted), sent, and handed to the
+//! ([`wire`]: authenticated with the job's key and encrypted; on loopback, under
+//! `udp_seal=auto`, the payload goes in clear as on TCP and only the headers are
+//! authenticated), sent, and handed to the
 //! machine, which keeps it until the peer acknowledges it and hands it back for
 //! retransmission byte for byte. New datagrams go as the machine's window allows; while it is
 //! closed, frames wait (`queued`), and the protocol layer holds eager messages back as on TCP
@@ -28,7 +30,8 @@
 //!
 //! Every progress pass reads each socket until it is dry (at most [`RX_BATCH`] datagrams
 //! each), checks a datagram's outer header and tag before anything else (a datagram that
-//! fails is dropped and counted: `protean_rejected_datagrams`), gives its reliability header
+//! fails is dropped and counted: `protean_rejected_datagrams`; one in clear must also come
+//! from the sending peer's address, as the kernel reports it), gives its reliability header
 //! to the machine, and feeds the data of the datagrams it says are next to the peer's stream
 //! parser ([`rx::Rx`]), which delivers frames in place, places large payloads where the
 //! protocol layer wants them, or gathers frames that span datagrams. Acknowledgements ride on
@@ -56,6 +59,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Instant;
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -99,6 +103,17 @@ struct Peer {
     /// In `Udp::pending` (frames wait) / `Udp::touched` (heard from this pass).
     pending: bool,
     touched: bool,
+}
+
+impl Peer {
+    /// Is `from` one of the peer's sockets?
+    fn sent_from(&self, from: Option<&libc::sockaddr_in>) -> bool {
+        from.is_some_and(|f| {
+            self.addrs
+                .iter()
+                .any(|a| a.sin_port == f.sin_port && a.sin_addr.s_addr == f.sin_addr.s_addr)
+        })
+    }
 }
 
 fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
@@ -235,9 +250,16 @@ pub struct Udp {
     keys: Option<Keys>,
     /// By peer, the datagram key of our pair: made from `keys` when first needed, kept after,
     /// so a datagram costs the same under the job's key and under pair keys.
-    seals: Vec<Option<Seal>>,
+    seals: Vec<Option<Arc<Seal>>>,
+    /// Under the shared key scheme every pair's datagram key is the same: made once, and
+    /// every peer's entry in `seals` points to it (an AES-GCM key with its tables is over
+    /// 500 bytes; memory per peer).
+    shared_seal: Option<Arc<Seal>>,
     /// Largest datagram we send.
     dgram: usize,
+    /// Payloads go in clear, and datagrams in clear from peers' addresses are accepted
+    /// (`udp_seal=auto` on loopback; see `wire`).
+    clear: bool,
     /// Our datagram numbers (the nonce's counter): the last one used.
     pn: u64,
     clock: Instant,
@@ -266,6 +288,8 @@ pub struct Settings {
     pub dgram: usize,
     pub buffer_max: usize,
     pub faults: Option<Faults>,
+    /// `udp_seal=auto`: payloads in clear when the sockets bind loopback (see `wire`).
+    pub clear_on_loopback: bool,
     pub verbose: bool,
 }
 
@@ -337,7 +361,9 @@ impl Udp {
             rel_len,
             keys: None,
             seals: Vec::new(),
+            shared_seal: None,
             dgram,
+            clear: settings.clear_on_loopback && bind.is_loopback(),
             pn: 0,
             clock: Instant::now(),
             pool: Pool::default(),
@@ -365,6 +391,7 @@ impl Udp {
 
     /// Datagrams may flow: the keys and the job's number of processes (from the bootstrap).
     pub fn start(&mut self, keys: Keys, nprocs: usize) {
+        self.shared_seal = keys.shared().map(|k| Arc::new(Seal::new(&k)));
         self.keys = Some(keys);
         self.seals.clear();
         self.seals.resize_with(nprocs, || None);
@@ -379,14 +406,27 @@ impl Udp {
         if matches!(self.seals.get(i), Some(Some(_))) {
             return true;
         }
-        let Some(k) = self.keys.as_mut().and_then(|k| k.pair(peer)) else {
-            return false;
+        let seal = match &self.shared_seal {
+            Some(s) => s.clone(),
+            None => {
+                let Some(k) = self.keys.as_mut().and_then(|k| k.pair(peer)) else {
+                    return false;
+                };
+                Arc::new(Seal::new(&k))
+            }
         };
         if self.seals.len() <= i {
             self.seals.resize_with(i + 1, || None);
         }
-        self.seals[i] = Some(Seal::new(&k));
+        self.seals[i] = Some(seal);
         true
+    }
+
+    /// Our datagram key with `peer` (made now if need be), for tests.
+    #[cfg(test)]
+    pub(crate) fn seal_for(&mut self, peer: Gpid) -> Option<Arc<Seal>> {
+        self.has_seal(peer)
+            .then(|| self.seals[peer as usize].clone().expect("made"))
     }
 
     /// Where peer `gpid` receives (its card's addresses).
@@ -496,6 +536,7 @@ impl Udp {
                     src: self.me,
                     dst: peer,
                     kind: KIND_DATA,
+                    clear: self.clear,
                     pn: self.pn,
                 }
                 .encode(),
@@ -523,6 +564,7 @@ impl Udp {
                     src: self.me,
                     dst: peer,
                     kind: KIND_ACK,
+                    clear: false,
                     pn: self.pn,
                 }
                 .encode(),
@@ -547,14 +589,28 @@ impl Udp {
         for s in 0..self.wire.socks.len() {
             let fd = self.wire.socks[s].as_raw_fd();
             for _ in 0..RX_BATCH {
-                // SAFETY: reading into our own buffer of that length.
+                // SAFETY: all zeros is a valid sockaddr_in.
+                let mut from: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+                let mut flen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+                // SAFETY: reading into our own buffer of that length, the source into `from`
+                // of the size given.
                 let r = unsafe {
-                    libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
+                    libc::recvfrom(
+                        fd,
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                        libc::MSG_DONTWAIT,
+                        (&mut from as *mut libc::sockaddr_in).cast(),
+                        &mut flen,
+                    )
                 };
                 if r < 0 {
                     break;
                 }
-                n += self.on_datagram(&mut buf[..r as usize], sink, now);
+                let from = (flen as usize == std::mem::size_of::<libc::sockaddr_in>()
+                    && from.sin_family == libc::AF_INET as libc::sa_family_t)
+                    .then_some(from);
+                n += self.on_datagram(&mut buf[..r as usize], from.as_ref(), sink, now);
             }
         }
         self.rxbuf = buf;
@@ -571,8 +627,14 @@ impl Udp {
         }
     }
 
-    /// One datagram from the socket: check it, and deliver what it brings.
-    fn on_datagram<S: FrameSink>(&mut self, d: &mut [u8], sink: &mut S, now: Nanos) -> usize {
+    /// One datagram from the socket (sent from `from`): check it, and deliver what it brings.
+    fn on_datagram<S: FrameSink>(
+        &mut self,
+        d: &mut [u8],
+        from: Option<&libc::sockaddr_in>,
+        sink: &mut S,
+        now: Nanos,
+    ) -> usize {
         let rl = self.rel_len;
         let hl = OUTER_LEN + rl;
         let o = match Outer::decode(d, rl) {
@@ -587,6 +649,10 @@ impl Udp {
             return 0;
         }
         if self.keys.is_none() {
+            return 0;
+        }
+        if o.clear && !(self.clear && self.peers[o.src as usize].sent_from(from)) {
+            self.refuse(Refused::Clear);
             return 0;
         }
         if !self.has_seal(o.src) {
@@ -902,6 +968,7 @@ pub mod fuzzing {
             dgram: 0,
             buffer_max: 1 << 20,
             faults: None,
+            clear_on_loopback: false,
             verbose: false,
         };
         let mut u = Udp::new(0, Ipv4Addr::LOCALHOST, &settings, Box::new(rel))
@@ -909,7 +976,7 @@ pub mod fuzzing {
         u.start(Keys::Shared(key), 4);
         let mut sink = Sink;
         let mut raw = bytes.to_vec();
-        u.on_datagram(&mut raw, &mut sink, 0);
+        u.on_datagram(&mut raw, None, &mut sink, 0);
         // Sealed: from process 1 (the first bytes choose the kind), then fed in pieces.
         let rl = u.rel_len;
         let hl = OUTER_LEN + rl;
@@ -923,6 +990,7 @@ pub mod fuzzing {
                 src: 1,
                 dst: 0,
                 kind,
+                clear: false,
                 pn: k as u64 + 1,
             }
             .encode()
@@ -935,7 +1003,7 @@ pub mod fuzzing {
             }
             d.resize(d.len() + TAG_LEN, 0);
             Seal::new(&key).seal(&mut d, hl);
-            u.on_datagram(&mut d, &mut sink, k as u64 * 1000);
+            u.on_datagram(&mut d, None, &mut sink, k as u64 * 1000);
         }
     }
 }
