@@ -53,7 +53,7 @@
 //! operation is enough; every message still carries its kind and round, which are checked.
 
 use crate::err;
-use crate::error::{MpiError, Result};
+use crate::error::{ErrorClass, MpiError, Result};
 use crate::ids::{CommId, ContextId, ReqId};
 use crate::mpi::comm::{
     Comm, Errhandler, COMM_WORLD, CTX_FROM_GROUP, CTX_RESERVED_BLOCKS, CTX_STRIDE,
@@ -210,6 +210,9 @@ struct Remote {
     group: Vec<Gpid>,
     /// The other leader's flag (MPI_Intercomm_merge's `high`).
     flag: i32,
+    /// Our leader lost its connection to the other side before that side's data came: the
+    /// broadcast carries only this, and every member fails the operation.
+    lost: bool,
 }
 
 const MSG_EXCHANGE: u32 = 1;
@@ -313,9 +316,10 @@ fn get_contrib(r: &mut Reader, limit: usize) -> Result<Contrib> {
     })
 }
 
-fn put_remote(w: &mut Writer, c: &Contrib, group: &[Gpid], flag: i32) {
+fn put_remote(w: &mut Writer, c: &Contrib, group: &[Gpid], flag: i32, lost: bool) {
     put_contrib(w, c);
     w.i32(flag);
+    w.u32(u32::from(lost));
     w.u32(group.len() as u32);
     for g in group {
         w.u32(*g);
@@ -325,12 +329,14 @@ fn put_remote(w: &mut Writer, c: &Contrib, group: &[Gpid], flag: i32) {
 fn get_remote(r: &mut Reader, limit: usize) -> Result<Remote> {
     let contrib = get_contrib(r, limit)?;
     let flag = r.i32()?;
+    let lost = r.u32()? != 0;
     let n = r.count(limit)?;
     let group = (0..n).map(|_| r.u32()).collect::<Result<Vec<_>>>()?;
     Ok(Remote {
         contrib,
         group,
         flag,
+        lost,
     })
 }
 
@@ -415,6 +421,8 @@ pub struct Op {
     owns_eager: bool,
     contrib: Contrib,
     remote: Option<Remote>,
+    /// The leader's link broke (see [`Remote::lost`]): the error it ends with.
+    lost: Option<MpiError>,
     /// First-round data (entries of both sides, the other side's group and flag).
     gathered: Option<(Vec<Entry>, Option<Remote>)>,
     recv: Option<(ReqId, Box<[u8]>)>,
@@ -952,6 +960,7 @@ impl Engine {
                 entries: s.first,
             },
             remote: None,
+            lost: None,
             gathered: None,
             recv: None,
             sends: Vec::new(),
@@ -1194,7 +1203,8 @@ impl Engine {
                         src: j as i32,
                         ..party_env
                     };
-                    let Some(data) = self.mgmt_take(&mut op.recv, spec, op.cap)? else {
+                    let from = op.party.members[j];
+                    let Some(data) = self.mgmt_take(&mut op.recv, spec, op.cap, from)? else {
                         return Ok(());
                     };
                     let mut r = Reader(&data);
@@ -1214,7 +1224,7 @@ impl Engine {
                     let mut w = Writer(Vec::new());
                     header(&mut w, MSG_LINK, op.round);
                     let g: &[Gpid] = if op.round == 0 { &op.link_group } else { &[] };
-                    put_remote(&mut w, &op.contrib, g, op.flag);
+                    put_remote(&mut w, &op.contrib, g, op.flag, false);
                     let env = Envelope {
                         ctx: l.ctx,
                         src: l.my_src,
@@ -1232,8 +1242,23 @@ impl Engine {
                         src: l.peer_src,
                         tag: l.tag,
                     };
-                    let Some(data) = self.mgmt_take(&mut op.recv, spec, op.cap)? else {
-                        return Ok(());
+                    let data = match self.mgmt_take(&mut op.recv, spec, op.cap, l.peer) {
+                        Ok(Some(d)) => d,
+                        Ok(None) => return Ok(()),
+                        Err(e) if self.pml.peer_lost(l.peer).is_some() => {
+                            // The other side is gone: our members wait for our broadcast,
+                            // which tells them so; we fail once it is out.
+                            op.remote = Some(Remote {
+                                contrib: op.contrib.clone(),
+                                group: Vec::new(),
+                                flag: 0,
+                                lost: true,
+                            });
+                            op.lost = Some(e);
+                            op.at += 1;
+                            continue;
+                        }
+                        Err(e) => return Err(e),
                     };
                     let mut r = Reader(&data);
                     check_header(&mut r, MSG_LINK, op.round)?;
@@ -1248,7 +1273,7 @@ impl Engine {
                     })?;
                     let mut w = Writer(Vec::new());
                     header(&mut w, MSG_BCAST, op.round);
-                    put_remote(&mut w, &rem.contrib, &rem.group, rem.flag);
+                    put_remote(&mut w, &rem.contrib, &rem.group, rem.flag, rem.lost);
                     self.mgmt_send(op.party.members[j], party_env, w.0, &mut op.sends);
                 }
                 Step::BRecv(j) => {
@@ -1256,12 +1281,20 @@ impl Engine {
                         src: j as i32,
                         ..party_env
                     };
-                    let Some(data) = self.mgmt_take(&mut op.recv, spec, op.cap)? else {
+                    let from = op.party.members[j];
+                    let Some(data) = self.mgmt_take(&mut op.recv, spec, op.cap, from)? else {
                         return Ok(());
                     };
                     let mut r = Reader(&data);
                     check_header(&mut r, MSG_BCAST, op.round)?;
                     let mut rem = get_remote(&mut r, op.cap)?;
+                    if rem.lost {
+                        return Err(MpiError::new(
+                            ErrorClass::Other,
+                            "the group's leader lost its connection to the other group before \
+                             the intercommunicator was made",
+                        ));
+                    }
                     // The leader may belong to an independent job (a group that mixes jobs).
                     rem.group = self.group_from_peer(op.party.members[j], rem.group)?;
                     op.remote = Some(rem);
@@ -1274,6 +1307,9 @@ impl Engine {
     /// End of a round: the operation finishes, or a new round begins (its first steps are
     /// taken at the next progress pass).
     fn decide(&mut self, id: u32, op: &mut Op) -> Result<()> {
+        if let Some(e) = op.lost.take() {
+            return Err(e);
+        }
         let mut mask = op.contrib.mask.clone();
         let mut owned = op.contrib.owned;
         if op.inter {
@@ -1558,16 +1594,20 @@ impl Engine {
 
     /// Receive the message matching `spec` (posting the receive the first time): its bytes
     /// when it has arrived.
+    /// `from`: the process it comes from, so that the receive fails when the connection to it
+    /// breaks (or has broken) rather than waiting for ever.
     fn mgmt_take(
         &mut self,
         pending: &mut Option<(ReqId, Box<[u8]>)>,
         spec: Envelope,
         cap: usize,
+        from: Gpid,
     ) -> Result<Option<Vec<u8>>> {
         if pending.is_none() {
             let mut buf = vec![0u8; cap].into_boxed_slice();
             let mut r = Request::new(Kind::Recv, COMM_WORLD);
             r.env = spec;
+            r.peer = from;
             r.buf = buf.as_mut_ptr();
             r.len = buf.len();
             let slot = self.pml.reqs.insert(r);
@@ -1579,6 +1619,16 @@ impl Engine {
         }
         let slot = pending.as_ref().expect("posted").0;
         if !self.pml.reqs.get(slot).is_some_and(|r| r.complete) {
+            if let Some(why) = self.pml.peer_lost(from) {
+                // Lost before the receive was posted (the loss fails only what is posted).
+                let e = MpiError::new(
+                    ErrorClass::Other,
+                    format!("the connection to process {from} broke: {why}"),
+                );
+                let (slot, _) = pending.take().expect("posted");
+                self.pml.release(slot);
+                return Err(e);
+            }
             return Ok(None);
         }
         let (slot, buf) = pending.take().expect("posted");
