@@ -410,7 +410,7 @@ tunables! {
     rma_fastpath: bool = "1", Kind::Bool, writable = true,
         "One-sided operations on contiguous data at targets whose window memory is mapped here (MPI_Win_allocate and MPI_Win_allocate_shared on one host), and flushes with nothing in flight, take a short path that skips the general one (datatype flattening, staging, progress); 0 sends every operation through the general path (for comparison). Writable at run time.";
     progress_yield: usize = "auto", Kind::Choice(YIELD_MODES), writable = true,
-        "Waiting ranks yield the CPU: auto (when ranks on this host outnumber its cores), always, or never (busy poll).";
+        "Waiting ranks yield the CPU: auto (every pass when ranks on this host outnumber its cores; otherwise only once one wait has lasted 1024 passes, about 0.1-0.3 ms, so that other programs sharing the cores cannot keep the awaited process off the CPU for a time slice), always, or never (busy poll, also in long waits).";
     hostname: String = "", Kind::Str, writable = false,
         "Host identity used to decide which ranks share memory (default: the kernel's host name). Tests set it per rank to emulate several hosts.";
     verbose: i64 = "0", Kind::Int { min: 0, max: 9 }, writable = true,

@@ -328,7 +328,10 @@ impl Engine {
             "never" => false,
             _ => self.node_procs > self.ncpus,
         };
-        global::set_yield(self.yield_wait);
+        global::set_yield(
+            self.yield_wait,
+            YIELD_MODES[self.cfg.progress_yield] == "never",
+        );
         Ok(())
     }
 

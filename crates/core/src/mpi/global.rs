@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::engine::Engine;
+use crate::config::YIELD_MODES;
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::runtime::global::Global;
 pub use crate::runtime::global::Phase;
@@ -65,6 +66,8 @@ pub fn try_with<R>(f: impl FnOnce(&mut Engine) -> R) -> Option<R> {
 /// Install the engine (MPI_Init). `multi`: the thread level provided is MPI_THREAD_MULTIPLE.
 pub fn install(e: Engine, multi: bool) {
     let yield_wait = e.yield_wait;
+    let spin_only = YIELD_MODES[e.cfg.progress_yield] == "never";
+    ENGINE.set_spin_only(spin_only);
     ENGINE.install(e, multi, yield_wait);
 }
 
@@ -73,9 +76,11 @@ pub fn uninstall() -> Option<Box<Engine>> {
     ENGINE.uninstall()
 }
 
-/// Change whether waiting loops yield (run time reconfiguration of `progress_yield`).
-pub fn set_yield(y: bool) {
+/// Change whether waiting loops yield (run time reconfiguration of `progress_yield`), and
+/// whether long waits only spin (`never`).
+pub fn set_yield(y: bool, spin_only: bool) {
     ENGINE.set_yield(y);
+    ENGINE.set_spin_only(spin_only);
 }
 
 /// What a waiting loop does between progress passes.
@@ -84,9 +89,17 @@ pub fn idle() {
     ENGINE.idle();
 }
 
+/// What the `pass`-th pass of one wait does (see [`Global::idle_pass`]): spin or yield as
+/// [`idle`], and yield once the wait is long.
+#[inline]
+pub fn idle_pass(pass: u32) {
+    ENGINE.idle_pass(pass);
+}
+
 /// Progress the engine until `done` holds.
 #[inline]
 pub fn wait_until(mut done: impl FnMut(&mut Engine) -> bool) -> Result<()> {
+    let mut pass = 0u32;
     loop {
         let d = with(|e| {
             if done(e) {
@@ -100,6 +113,7 @@ pub fn wait_until(mut done: impl FnMut(&mut Engine) -> bool) -> Result<()> {
         }
         // Nonblocking collectives may wait for a user reduction that only runs out here.
         crate::mpi::coll::run_deferred();
-        idle();
+        idle_pass(pass);
+        pass = pass.saturating_add(1);
     }
 }

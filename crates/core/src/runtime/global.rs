@@ -25,6 +25,11 @@ pub enum Phase {
     Finalized = 2,
 }
 
+/// Passes of one wait that only spin (when ranks do not outnumber the cores) before each
+/// further pass yields: about 100-300 us, far above a message's latency on one host, so
+/// latency-bound waits never yield, and far below a scheduler time slice.
+pub const SPIN_PASSES: u32 = 1024;
+
 /// The process-wide state `T`, absent before initialisation and after finalisation.
 pub struct Global<T> {
     cell: UnsafeCell<Option<Box<T>>>,
@@ -32,6 +37,8 @@ pub struct Global<T> {
     multi: AtomicBool,
     phase: AtomicU8,
     yield_wait: AtomicBool,
+    /// `progress_yield=never`: even long waits only spin.
+    spin_only: AtomicBool,
 }
 
 // SAFETY: access to `cell` follows the rule in the module doc: either one application thread
@@ -46,6 +53,7 @@ impl<T> Global<T> {
             multi: AtomicBool::new(false),
             phase: AtomicU8::new(0),
             yield_wait: AtomicBool::new(false),
+            spin_only: AtomicBool::new(false),
         }
     }
 
@@ -98,6 +106,11 @@ impl<T> Global<T> {
         self.yield_wait.store(y, Ordering::Relaxed);
     }
 
+    /// Whether long waits only spin (`progress_yield=never`) rather than yield.
+    pub fn set_spin_only(&self, s: bool) {
+        self.spin_only.store(s, Ordering::Relaxed);
+    }
+
     /// What a waiting loop does between progress passes.
     #[inline]
     pub fn idle(&self) {
@@ -105,6 +118,31 @@ impl<T> Global<T> {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();
+        }
+    }
+
+    /// What a waiting loop does between progress passes once its wait has lasted
+    /// [`SPIN_PASSES`]: yield, unless told to spin only. A rank that has its core to itself
+    /// by the placement may still share it with other programs; spinning on then keeps the
+    /// processes it waits for off the CPU for a scheduler time slice (milliseconds), while a
+    /// yield with nobody else runnable returns at once.
+    #[inline]
+    pub fn idle_long(&self) {
+        if self.spin_only.load(Ordering::Relaxed) && !self.multi.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+
+    /// [`Global::idle`] for the `pass`-th pass of one wait (counted from 0), and
+    /// [`Global::idle_long`] from [`SPIN_PASSES`] on.
+    #[inline]
+    pub fn idle_pass(&self, pass: u32) {
+        if pass < SPIN_PASSES {
+            self.idle();
+        } else {
+            self.idle_long();
         }
     }
 }

@@ -601,6 +601,7 @@ pub unsafe fn post_recv(
 
 /// Run a schedule to completion (blocking collectives).
 pub fn run(s: &mut Sched) -> Result<()> {
+    let mut pass = 0u32;
     loop {
         let a = with(|e| match s.advance(e) {
             Adv::Pending => {
@@ -619,7 +620,8 @@ pub fn run(s: &mut Sched) -> Result<()> {
             }
             Adv::Pending => {
                 super::run_deferred();
-                global::idle();
+                global::idle_pass(pass);
+                pass = pass.saturating_add(1);
             }
         }
     }

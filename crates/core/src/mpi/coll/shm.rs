@@ -192,7 +192,7 @@ fn idler() -> Result<impl FnMut() -> Result<()>> {
             with(|e| e.progress())?;
             super::run_deferred();
         }
-        global::idle();
+        global::idle_pass(k);
         Ok(())
     })
 }
