@@ -1918,13 +1918,19 @@ mod tests {
         };
         let mut w = Writer(Vec::new());
         header(&mut w, MSG_LINK, 2);
-        put_remote(&mut w, &c, &[9, 4, 1], -1);
+        put_remote(&mut w, &c, &[9, 4, 1], -1, false);
         let mut r = Reader(&w.0);
         check_header(&mut r, MSG_LINK, 2).unwrap();
         let rem = get_remote(&mut r, 100).unwrap();
         assert_eq!(rem.contrib, c);
         assert_eq!(rem.group, vec![9, 4, 1]);
         assert_eq!(rem.flag, -1);
+        assert!(!rem.lost);
+        // The broadcast of a leader that lost the other group says so.
+        let mut w2 = Writer(Vec::new());
+        put_remote(&mut w2, &c, &[], 0, true);
+        let rem = get_remote(&mut Reader(&w2.0), 100).unwrap();
+        assert!(rem.lost && rem.group.is_empty());
         // Wrong kind or round, truncation, absurd counts.
         let mut r = Reader(&w.0);
         assert!(check_header(&mut r, MSG_BCAST, 2).is_err());
