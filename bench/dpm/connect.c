@@ -24,68 +24,14 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int main(int argc, char **argv)
+/* Accept (or connect) over MPI_COMM_SELF, a barrier and a disconnect, reps times: the time of
+ * each cycle in ms into t. */
+static void cycles(const char *port, int accepting, int reps, double *t)
 {
-    int reps = argc > 1 ? atoi(argv[1]) : 20, rank, i;
-    char port[MPI_MAX_PORT_NAME];
-    double *t;
     MPI_Comm ic;
-
-    const char *mode = argc > 2 ? argv[2] : "";
-    int jobs = !strcmp(mode, "server") || !strcmp(mode, "client");
-
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (reps < 1)
-        reps = 1;
-    t = malloc(sizeof(double) * (size_t)reps);
-    if (jobs) {
-        int server = !strcmp(mode, "server"), tries = 0;
-        if (server) {
-            MPI_Open_port(MPI_INFO_NULL, port);
-            MPI_Publish_name(SERVICE, MPI_INFO_NULL, port);
-        } else {
-            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-            MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
-            while (MPI_Lookup_name(SERVICE, MPI_INFO_NULL, port) != MPI_SUCCESS) {
-                if (++tries > 3000) {
-                    fprintf(stderr, "connect: %s was never published\n", SERVICE);
-                    MPI_Abort(MPI_COMM_WORLD, 1);
-                }
-                usleep(10000);
-            }
-            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-            MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
-        }
-        for (i = 0; i < reps; i++) {
-            double t0 = MPI_Wtime();
-            if (server)
-                MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &ic);
-            else
-                MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &ic);
-            MPI_Barrier(ic);
-            MPI_Comm_disconnect(&ic);
-            t[i] = (MPI_Wtime() - t0) * 1e3;
-        }
-        if (server) {
-            MPI_Unpublish_name(SERVICE, MPI_INFO_NULL, port);
-            MPI_Close_port(port);
-            qsort(t, (size_t)reps, sizeof(double), cmp);
-            printf("jobs %d %.3f %.3f %.3f\n", reps, t[reps / 2], t[0], t[reps - 1]);
-        }
-        free(t);
-        MPI_Finalize();
-        return 0;
-    }
-    if (rank == 0) {
-        MPI_Open_port(MPI_INFO_NULL, port);
-        MPI_Send(port, MPI_MAX_PORT_NAME, MPI_CHAR, 1, 0, MPI_COMM_WORLD);
-    } else if (rank == 1) {
-        MPI_Recv(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    }
-    for (i = 0; i < reps && rank < 2; i++) {
+    for (int i = 0; i < reps; i++) {
         double t0 = MPI_Wtime();
-        if (rank == 0)
+        if (accepting)
             MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &ic);
         else
             MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &ic);
@@ -93,10 +39,54 @@ int main(int argc, char **argv)
         MPI_Comm_disconnect(&ic);
         t[i] = (MPI_Wtime() - t0) * 1e3;
     }
-    if (rank == 0) {
+}
+
+int main(int argc, char **argv)
+{
+    int reps = argc > 1 ? atoi(argv[1]) : 20, rank, tries = 0;
+    char port[MPI_MAX_PORT_NAME];
+    double *t;
+    const char *mode = argc > 2 ? argv[2] : "";
+    int server = !strcmp(mode, "server"), client = !strcmp(mode, "client");
+    int accepting, active;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (reps < 1)
+        reps = 1;
+    t = malloc(sizeof(double) * (size_t)reps);
+    if (server) {
+        MPI_Open_port(MPI_INFO_NULL, port);
+        MPI_Publish_name(SERVICE, MPI_INFO_NULL, port);
+    } else if (client) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+        while (MPI_Lookup_name(SERVICE, MPI_INFO_NULL, port) != MPI_SUCCESS) {
+            if (++tries > 3000) {
+                fprintf(stderr, "connect: %s was never published\n", SERVICE);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            usleep(10000);
+        }
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+    } else if (rank == 0) {
+        MPI_Open_port(MPI_INFO_NULL, port);
+        MPI_Send(port, MPI_MAX_PORT_NAME, MPI_CHAR, 1, 0, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+        MPI_Recv(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    accepting = server || (!client && rank == 0);
+    active = server || client || rank < 2;
+    if (active)
+        cycles(port, accepting, reps, t);
+    if (accepting) {
+        if (server)
+            MPI_Unpublish_name(SERVICE, MPI_INFO_NULL, port);
         MPI_Close_port(port);
         qsort(t, (size_t)reps, sizeof(double), cmp);
-        printf("connect %d %.3f %.3f %.3f\n", reps, t[reps / 2], t[0], t[reps - 1]);
+        printf("%s %d %.3f %.3f %.3f\n", server ? "jobs" : "connect", reps, t[reps / 2], t[0],
+               t[reps - 1]);
     }
     free(t);
     MPI_Finalize();
