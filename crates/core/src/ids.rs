@@ -26,10 +26,14 @@
 //! (`mpi::request::Slab::wire_id`; a remote request id in a frame is a wire value, not one of
 //! our slots), and the tables themselves (`comms[id.idx()]`, the Slab's own methods).
 //!
-//! Still aliases under their names:
-//! - `Gpid`: not converted yet. It is the busiest of the ids (the transports, the runtime,
-//!   the routes, the process table, dynamic processes); it is next.
-//! - `Tag` and `Rank` stay aliases by choice: they are MPI's own integer values, not ids of
+//! `Gpid`, the process id, crosses the most modules (the transports, the runtime, the routes,
+//! the process table, dynamic processes). Besides the common API it has what a block of
+//! processes needs: `offset(k)` (the id `k` past one), `since(base)` (the position in a block),
+//! `block(n)` (the `n` ids from one on), `Gpid::NONE` (no process) and `FromStr` (mpirun writes
+//! ids into the environment). It has no arithmetic operators: adding two process ids means
+//! nothing, and a wire value (a frame's source, a hello's sender) becomes one with `new`.
+//!
+//! `Tag` and `Rank` stay aliases by choice: they are MPI's own integer values, not ids of
 //!   an engine table. They carry sentinels the user passes (MPI_ANY_TAG, MPI_ANY_SOURCE,
 //!   MPI_PROC_NULL) and the engine's internal negative tags, are compared with them and
 //!   computed with everywhere (`(rank + 1) % size` in every collective), and a newtype would
@@ -78,9 +82,64 @@ macro_rules! id_type {
     };
 }
 
-/// Global process id: index into the engine's process table (world ranks first, then the
-/// processes of other jobs this one connected to).
-pub type Gpid = u32;
+id_type!(
+    /// Global process id: index into the engine's process table (world ranks first, then the
+    /// processes of other jobs this one connected to, and spawned children).
+    Gpid
+);
+
+impl Gpid {
+    /// No process (a sentinel where a slot has no process yet).
+    pub const NONE: Self = Self(u32::MAX);
+
+    /// The process id `k` past this one: the processes of one job, one spawn or one
+    /// connected group are numbered in a block.
+    #[inline(always)]
+    pub const fn offset(self, k: u32) -> Self {
+        Self(self.0 + k)
+    }
+
+    /// The `n` process ids from this one on (a job's or a group's block).
+    pub fn block(self, n: u32) -> impl Iterator<Item = Self> + Clone {
+        (self.0..self.0 + n).map(Self)
+    }
+
+    /// How far this id lies past `base`, the first of its block (`base.offset(k).since(base) == k`).
+    #[inline(always)]
+    pub const fn since(self, base: Self) -> u32 {
+        self.0 - base.0
+    }
+}
+
+impl Default for Gpid {
+    /// Process 0 (a job's first rank), as the plain integer was.
+    fn default() -> Self {
+        Self(0)
+    }
+}
+
+/// Tests compare process ids with literals (`assert_eq!(group, vec![5, 1, 3])`).
+#[cfg(test)]
+impl PartialEq<u32> for Gpid {
+    fn eq(&self, n: &u32) -> bool {
+        self.0 == *n
+    }
+}
+
+/// The process ids with these numbers (tests).
+#[cfg(test)]
+pub fn gpids(v: &[u32]) -> Vec<Gpid> {
+    v.iter().copied().map(Gpid::new).collect()
+}
+
+impl std::str::FromStr for Gpid {
+    type Err = std::num::ParseIntError;
+
+    /// A process id as mpirun writes it into the environment and business cards (the number).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Self)
+    }
+}
 
 id_type!(
     /// A communicator: index into the engine's communicator table (`Engine::comms`).

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use protean_core::config::Config;
+use protean_core::ids::Gpid;
 use protean_core::proto::policy::{
     Costs, Feedback, Plan, Policy, Protocol, Route, RxStats, Streak,
 };
@@ -651,7 +652,7 @@ fn choice(c: &Costs, route: Route, max_payload: usize, pt: &Point) -> usize {
         _ => pol.costs_shm = *c,
     }
     match pol
-        .limits(Protocol::Adaptive, 1, route, max_payload, pt.fb)
+        .limits(Protocol::Adaptive, Gpid::new(1), route, max_payload, pt.fb)
         .plan(pt.size, pt.lone)
     {
         Plan::Eager => 0,

@@ -322,7 +322,7 @@ fn put_remote(w: &mut Writer, c: &Contrib, group: &[Gpid], flag: i32, lost: bool
     w.u32(u32::from(lost));
     w.u32(group.len() as u32);
     for g in group {
-        w.u32(*g);
+        w.u32(g.get());
     }
 }
 
@@ -331,7 +331,9 @@ fn get_remote(r: &mut Reader, limit: usize) -> Result<Remote> {
     let flag = r.i32()?;
     let lost = r.u32()? != 0;
     let n = r.count(limit)?;
-    let group = (0..n).map(|_| r.u32()).collect::<Result<Vec<_>>>()?;
+    let group = (0..n)
+        .map(|_| r.u32().map(Gpid::new))
+        .collect::<Result<Vec<_>>>()?;
     Ok(Remote {
         contrib,
         group,
@@ -1642,7 +1644,7 @@ impl Engine {
 
     /// The color of process `p` for MPI_COMM_TYPE_SHARED: the lowest world rank on its host.
     pub fn host_color(&self, p: Gpid) -> i32 {
-        let h = &self.hosts[p as usize];
+        let h = &self.hosts[p.idx()];
         self.hosts.iter().position(|x| x == h).unwrap_or(0) as i32
     }
 }
@@ -1918,7 +1920,13 @@ mod tests {
         };
         let mut w = Writer(Vec::new());
         header(&mut w, MSG_LINK, 2);
-        put_remote(&mut w, &c, &[9, 4, 1], -1, false);
+        put_remote(
+            &mut w,
+            &c,
+            &[Gpid::new(9), Gpid::new(4), Gpid::new(1)],
+            -1,
+            false,
+        );
         let mut r = Reader(&w.0);
         check_header(&mut r, MSG_LINK, 2).unwrap();
         let rem = get_remote(&mut r, 100).unwrap();

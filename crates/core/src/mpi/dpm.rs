@@ -110,7 +110,7 @@ pub struct Foreign {
 
 impl Foreign {
     fn holds(&self, g: Gpid) -> bool {
-        g >= self.alias && ((g - self.alias) as usize) < self.theirs.len()
+        g >= self.alias && (g.since(self.alias) as usize) < self.theirs.len()
     }
 }
 
@@ -123,8 +123,8 @@ impl Engine {
             .iter()
             .rposition(|x| *x != Route::Unreachable)
             .map_or(0, |i| i + 1);
-        let own = (self.base + self.size) as usize;
-        last.max(own) as Gpid
+        let own = self.base.offset(self.size).idx();
+        Gpid::from_idx(last.max(own))
     }
 
     /// The processes of an independent job join our table under their aliases (`peers`'
@@ -192,7 +192,7 @@ impl Engine {
             .into_iter()
             .map(|g| {
                 if let Some(i) = f.theirs.iter().position(|&t| t == g) {
-                    Ok(f.alias + i as Gpid)
+                    Ok(f.alias.offset(i as u32))
                 } else if let Some(&(_, o)) = f.ours.iter().find(|(a, _)| *a == g) {
                     Ok(o)
                 } else {
@@ -240,7 +240,7 @@ impl Engine {
         let addr = self.net.ensure_tcp(&self.cfg, key, n)?;
         let shm_fd = self.net.ensure_shm(&self.cfg, &self.jobid, n).unwrap_or(-1);
         let card = Card {
-            host: self.hosts[self.me as usize].clone(),
+            host: self.hosts[self.me.idx()].clone(),
             node: crate::runtime::bootstrap::machine_id(),
             pid: std::process::id(),
             tcp: Some(addr),
@@ -316,7 +316,7 @@ impl Engine {
         // does ours, so that both sides of a communicator choose alike.
         let node = crate::runtime::bootstrap::machine_id();
         for r in peers {
-            let g = r.gpid as usize;
+            let g = r.gpid.idx();
             let new = self.hosts[g].is_empty();
             self.hosts[g] = r.card.host.clone();
             if new && r.card.node == node && r.gpid != self.me {
@@ -332,7 +332,7 @@ impl Engine {
 
     /// Does communicator `id` include processes of another job?
     pub fn reaches_other_jobs(&self, id: CommId) -> bool {
-        let own = self.base..self.base + self.size;
+        let own = self.base..self.base.offset(self.size);
         self.comms
             .get(id.idx())
             .and_then(Option::as_ref)
@@ -351,14 +351,14 @@ impl Engine {
         let mut used = vec![false; self.net.routes().len()];
         for c in self.comms.iter().flatten() {
             for g in c.group.iter().chain(c.remote.iter().flatten()) {
-                if let Some(u) = used.get_mut(*g as usize) {
+                if let Some(u) = used.get_mut(g.idx()) {
                     *u = true;
                 }
             }
         }
-        let own = self.base..self.base + self.size;
+        let own = self.base..self.base.offset(self.size);
         for (g, u) in used.into_iter().enumerate() {
-            let gp = g as Gpid;
+            let gp = Gpid::from_idx(g);
             if u || own.contains(&gp) || self.net.route(gp) == Route::Unreachable {
                 continue;
             }
@@ -377,7 +377,7 @@ impl Engine {
         }
         let net = &self.net;
         self.foreign.retain(|f| {
-            (0..f.theirs.len()).any(|i| net.route(f.alias + i as Gpid) != Route::Unreachable)
+            (0..f.theirs.len()).any(|i| net.route(f.alias.offset(i as u32)) != Route::Unreachable)
         });
     }
 
@@ -532,7 +532,7 @@ fn root_spawn(
     let mut parents = Vec::new();
     // The children's gpids start after every gpid a parent knows, so that none is an alias a
     // parent gave to a process of an independent job (our mpirun knows only its own).
-    let mut gpid_min: Gpid = 0;
+    let mut gpid_min = Gpid::new(0);
     for c in cards {
         let s = String::from_utf8_lossy(c);
         match s.strip_prefix('O') {

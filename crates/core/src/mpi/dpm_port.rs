@@ -686,13 +686,13 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
                 ours: group
                     .iter()
                     .enumerate()
-                    .map(|(i, g)| (theirs + i as Gpid, *g))
+                    .map(|(i, g)| (theirs.offset(i as u32), *g))
                     .collect(),
             };
             for (i, r) in remote.iter_mut().enumerate() {
-                r.gpid = ours + i as Gpid;
+                r.gpid = ours.offset(i as u32);
             }
-            Some((key, theirs + me as Gpid, pair, acceptor))
+            Some((key, theirs.offset(me as u32), pair, acceptor))
         }
     };
     // 3. Everyone adds the other group; the roots tell each other when their group is done,
@@ -765,7 +765,7 @@ fn root_meet(
     let mut ours = Vec::with_capacity(entries.len());
     // Where our aliases for an independent job's processes start: after every gpid any
     // process of our group has in its table.
-    let mut next: Gpid = 0;
+    let mut next = Gpid::new(0);
     for e in entries {
         match e.first() {
             Some(b'O') => {
@@ -773,7 +773,7 @@ fn root_meet(
                 let (n, entry) = s
                     .split_once('\n')
                     .ok_or_else(|| MpiError::new(ErrorClass::Intern, "a malformed entry"))?;
-                next = next.max(n.parse().unwrap_or(0));
+                next = next.max(n.parse().unwrap_or(Gpid::new(0)));
                 ours.push(entry.to_string());
             }
             _ => return Err(decode_err(e)),

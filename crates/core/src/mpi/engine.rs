@@ -138,7 +138,7 @@ impl Engine {
         let base = boot.base;
         // Host identity by gpid: the processes of earlier jobs are unknown ("") until a spawn
         // or a connection introduces them.
-        let mut hosts = vec![String::new(); base as usize];
+        let mut hosts = vec![String::new(); base.idx()];
         hosts.extend(boot.hosts.iter().cloned());
         let local = boot.local();
         let (node_procs, ncpus) = boot.placement();
@@ -171,7 +171,7 @@ impl Engine {
             ..Comm::new(
                 CTX_WORLD,
                 rank as i32,
-                (base..base + size).collect(),
+                base.block(size).collect(),
                 "MPI_COMM_WORLD",
             )
         };
@@ -189,8 +189,8 @@ impl Engine {
 
         pml.refresh_limits(&net);
         let mut net = net;
-        let chan = channel_manager(&cfg, me, base + size, &mut net)?;
-        let conn = conn_manager(&cfg, me, base + size, &net);
+        let chan = channel_manager(&cfg, me, base.offset(size).get(), &mut net)?;
+        let conn = conn_manager(&cfg, me, base.offset(size).get(), &net);
         let coll = crate::mpi::coll::State::new(&cfg)?;
         Ok(Engine {
             cfg,
@@ -582,7 +582,8 @@ fn conn_settings(cfg: &Config, slots: usize) -> Settings {
 
 /// The manager of the TCP connections of hybrid channels, when any peer is on them.
 fn conn_manager(cfg: &Config, me: Gpid, size: u32, net: &Net) -> Option<Manager> {
-    let candidates: Vec<Gpid> = (0..size)
+    let candidates: Vec<Gpid> = Gpid::new(0)
+        .block(size)
         .filter(|&g| g != me && net.hybrid_covers(g))
         .collect();
     if candidates.is_empty() {
@@ -624,8 +625,9 @@ fn channel_manager(cfg: &Config, me: Gpid, size: u32, net: &mut Net) -> Result<M
     let candidates = if slots == 0 {
         Vec::new()
     } else {
-        (0..size)
-            .filter(|&g| g != me && net.routes().get(g as usize) == Some(&Route::Shm))
+        Gpid::new(0)
+            .block(size)
+            .filter(|&g| g != me && net.routes().get(g.idx()) == Some(&Route::Shm))
             .collect()
     };
     let mut m = Manager::new(me, size, candidates, chan_settings(cfg, slots));

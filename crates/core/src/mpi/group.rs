@@ -30,16 +30,16 @@ fn positions(g: &[Gpid], other: &[Gpid]) -> Vec<i32> {
         .chain(other)
         .copied()
         .max()
-        .map_or(0, |m| m as usize + 1);
+        .map_or(0, |m| m.idx() + 1);
     let mut pos = vec![-1i32; max];
     for (i, &p) in g.iter().enumerate() {
-        pos[p as usize] = i as i32;
+        pos[p.idx()] = i as i32;
     }
     pos
 }
 
 fn member(pos: &[i32], p: Gpid) -> bool {
-    pos.get(p as usize).is_some_and(|&i| i >= 0)
+    pos.get(p.idx()).is_some_and(|&i| i >= 0)
 }
 
 /// MPI_Group_union: the members of `a`, then those of `b` not in `a`.
@@ -159,7 +159,7 @@ pub fn translate(a: &[Gpid], ranks: &[i32], b: &[Gpid]) -> Result<Vec<i32>> {
                 );
             }
             let p = a[r as usize];
-            Ok(match pos.get(p as usize) {
+            Ok(match pos.get(p.idx()) {
                 Some(&j) if j >= 0 => j,
                 _ => UNDEFINED,
             })
@@ -233,11 +233,12 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::gpids;
 
     #[test]
     fn set_operations_keep_order() {
-        let a = [5, 1, 3];
-        let b = [3, 7, 5, 9];
+        let a = gpids(&[5, 1, 3]);
+        let b = gpids(&[3, 7, 5, 9]);
         assert_eq!(union(&a, &b), vec![5, 1, 3, 7, 9]);
         assert_eq!(intersection(&a, &b), vec![5, 3]);
         assert_eq!(difference(&a, &b), vec![1]);
@@ -248,7 +249,7 @@ mod tests {
 
     #[test]
     fn incl_excl_and_ranges() {
-        let g = [10, 11, 12, 13, 14, 15];
+        let g = gpids(&[10, 11, 12, 13, 14, 15]);
         assert_eq!(incl(&g, &[4, 0]).unwrap(), vec![14, 10]);
         assert!(incl(&g, &[0, 0]).is_err());
         assert!(incl(&g, &[6]).is_err());
@@ -258,7 +259,7 @@ mod tests {
             vec![10, 12, 14, 15, 13]
         );
         assert_eq!(range_incl(&g, &[[3, 3, 1]]).unwrap(), vec![13]);
-        assert_eq!(range_incl(&g, &[[4, 1, 1]]).unwrap(), vec![]);
+        assert!(range_incl(&g, &[[4, 1, 1]]).unwrap().is_empty());
         assert!(range_incl(&g, &[[0, 2, 0]]).is_err());
         assert!(range_incl(&g, &[[0, 6, 1]]).is_err());
         assert!(range_incl(&g, &[[0, 2, 1], [2, 3, 1]]).is_err());
@@ -267,17 +268,26 @@ mod tests {
 
     #[test]
     fn translate_and_compare() {
-        let a = [4, 2, 0];
-        let b = [0, 1, 2];
+        let a = gpids(&[4, 2, 0]);
+        let b = gpids(&[0, 1, 2]);
         assert_eq!(
             translate(&a, &[0, 1, 2, PROC_NULL], &b).unwrap(),
             vec![UNDEFINED, 2, 0, PROC_NULL]
         );
         assert!(translate(&a, &[3], &b).is_err());
         assert_eq!(compare(&a, &a), IDENT);
-        assert_eq!(compare(&[1, 2], &[2, 1]), SIMILAR);
-        assert_eq!(compare(&[1, 2], &[2, 3]), UNEQUAL);
-        assert_eq!(compare(&[1], &[1, 2]), UNEQUAL);
+        assert_eq!(
+            compare(&[Gpid::new(1), Gpid::new(2)], &[Gpid::new(2), Gpid::new(1)]),
+            SIMILAR
+        );
+        assert_eq!(
+            compare(&[Gpid::new(1), Gpid::new(2)], &[Gpid::new(2), Gpid::new(3)]),
+            UNEQUAL
+        );
+        assert_eq!(
+            compare(&[Gpid::new(1)], &[Gpid::new(1), Gpid::new(2)]),
+            UNEQUAL
+        );
         assert_eq!(compare(&[], &[]), IDENT);
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::err;
 use crate::error::{ErrorClass, MpiError, Result};
-use crate::ids::{CommId, DtypeId, Rank, ReqId, Tag};
+use crate::ids::{CommId, DtypeId, Gpid, Rank, ReqId, Tag};
 use crate::mpi::comm::COMM_WORLD;
 use crate::mpi::datatype::{pool, Datatype};
 use crate::mpi::engine::{BsendBuffer, Engine};
@@ -156,7 +156,7 @@ impl Engine {
 
     /// Resolve a destination rank to a process; None for MPI_PROC_NULL.
     #[inline]
-    fn dest_gpid(&self, comm: CommId, rank: i32) -> Result<Option<u32>> {
+    fn dest_gpid(&self, comm: CommId, rank: i32) -> Result<Option<Gpid>> {
         let c = self.comm(comm)?;
         if rank == PROC_NULL {
             return Ok(None);
@@ -397,7 +397,7 @@ impl Engine {
         tag: Tag,
         comm: CommId,
         ctx_offset: u32,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Option<Gpid>> {
         let (Ok(count), Some(Some(d)), Some(Some(c))) = (
             usize::try_from(count),
             self.dtypes.get(dt.idx()),

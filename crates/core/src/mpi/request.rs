@@ -102,7 +102,7 @@ impl Drop for Packed {
 }
 
 /// `Request::peer` of a receive whose source process is not known (yet).
-pub const UNKNOWN_PEER: Gpid = Gpid::MAX;
+pub const UNKNOWN_PEER: Gpid = Gpid::NONE;
 
 #[derive(Debug)]
 pub struct Request {
@@ -443,7 +443,7 @@ mod tests {
         let mut s = Slab::default();
         let a = s.insert(Request::new(Kind::Send, COMM_WORLD));
         let rec = SentRec {
-            peer: 3,
+            peer: Gpid::new(3),
             seq: 9,
             comm: CommId::new(1),
             promoted: 0,

@@ -56,7 +56,7 @@ struct PeerStat {
 /// `PHASE PEER MESSAGES BYTES` per phase and peer with traffic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Profile {
-    pub rank: u32,
+    pub rank: Gpid,
     pub size: u32,
     pub phases: Vec<Vec<(Gpid, u64, u64)>>,
 }
@@ -109,7 +109,7 @@ impl Profile {
             while p.phases.len() <= k as usize {
                 p.phases.push(Vec::new());
             }
-            p.phases[k as usize].push((peer as Gpid, f, b));
+            p.phases[k as usize].push((Gpid::new(peer as u32), f, b));
         }
         Ok(p)
     }
@@ -144,12 +144,12 @@ impl Schedule {
         // Transpose: incoming[i][k] = (j, messages, bytes) that j sent to i in phase k.
         let mut incoming: Vec<Vec<Vec<(Gpid, u64, u64)>>> = vec![Vec::new(); size as usize];
         for p in profiles {
-            if p.rank >= size {
+            if p.rank.get() >= size {
                 return Err(format!("rank {} in a run of {size}", p.rank));
             }
             for (k, ph) in p.phases.iter().enumerate() {
                 for &(to, f, b) in ph {
-                    let inc = &mut incoming[to as usize];
+                    let inc = &mut incoming[to.idx()];
                     while inc.len() <= k {
                         inc.push(Vec::new());
                     }
@@ -239,7 +239,7 @@ impl Schedule {
                 Vec::new()
             } else {
                 list.split(',')
-                    .map(|p| p.parse::<Gpid>().ok().filter(|&p| p < size))
+                    .map(|p| p.parse::<Gpid>().ok().filter(|&p| p.get() < size))
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(bad)?
             };
@@ -254,19 +254,19 @@ impl Schedule {
 
     /// The peers of `rank` (of `size`) in `phase`, mapped from the schedule's run by relative
     /// position when the sizes differ; None where the schedule has nothing for that phase.
-    pub fn peers_for(&self, rank: u32, size: u32, phase: usize) -> Option<Vec<Gpid>> {
+    pub fn peers_for(&self, rank: Gpid, size: u32, phase: usize) -> Option<Vec<Gpid>> {
         let ss = self.size as u64;
-        let (r, n) = (rank as u64, size as u64);
+        let (r, n) = (u64::from(rank.get()), u64::from(size));
         let rs = if ss == n { r } else { r * ss / n };
         let list = self.ranks.get(rs as usize)?.get(phase)?;
         let mut out = Vec::with_capacity(list.len());
         for &ps in list {
             // The peer's distance from rs, wrapped into -ss/2..ss/2, kept from us.
-            let mut d = (ps as i64 - rs as i64).rem_euclid(ss as i64);
+            let mut d = (ps.get() as i64 - rs as i64).rem_euclid(ss as i64);
             if d > ss as i64 / 2 {
                 d -= ss as i64;
             }
-            let p = (r as i64 + d).rem_euclid(n as i64) as Gpid;
+            let p = Gpid::new((r as i64 + d).rem_euclid(n as i64) as u32);
             if p != rank && !out.contains(&p) {
                 out.push(p);
             }
@@ -347,7 +347,7 @@ impl Manager {
                 self.pending = true;
             }
         }
-        self.grow(self.candidates.last().map_or(0, |&p| p + 1));
+        self.grow(self.candidates.last().map_or(0, |&p| p.offset(1).get()));
     }
 
     /// A process of another job left: it competes no more (its channel, if it held one, is
@@ -356,7 +356,7 @@ impl Manager {
         if let Ok(i) = self.candidates.binary_search(&p) {
             self.candidates.remove(i);
             self.pinned.retain(|&q| q != p);
-            if let Some(s) = self.stats.get_mut(p as usize) {
+            if let Some(s) = self.stats.get_mut(p.idx()) {
                 *s = PeerStat::default();
             }
             self.pending = true;
@@ -403,9 +403,9 @@ impl Manager {
             return;
         };
         let mut ph = Vec::new();
-        for p in 0..self.size {
+        for p in Gpid::new(0).block(self.size) {
             let (m, bytes) = sent(p);
-            let s = &mut self.stats[p as usize];
+            let s = &mut self.stats[p.idx()];
             let (f, b) = (m - s.phase_start.0, bytes - s.phase_start.1);
             s.phase_start = (m, bytes);
             if f > 0 && p != self.me {
@@ -457,7 +457,7 @@ impl Manager {
             }
             if st == ChannelState::Connected {
                 let f = io.usage(p).fast_frames;
-                let s = &mut self.stats[p as usize];
+                let s = &mut self.stats[p.idx()];
                 if f != s.fast_seen {
                     s.fast_seen = f;
                     s.last_active = now;
@@ -500,7 +500,7 @@ impl Manager {
                 continue;
             }
             let u = io.usage(p).shared_frames;
-            let s = &mut self.stats[p as usize];
+            let s = &mut self.stats[p.idx()];
             if s.base > u {
                 s.base = u;
             }
@@ -512,7 +512,7 @@ impl Manager {
         if let Some((_, p)) = best {
             if held < self.set.max {
                 if io.connect(p) {
-                    self.stats[p as usize].last_active = now;
+                    self.stats[p.idx()].last_active = now;
                     changing = true;
                 }
             } else if !changing {
@@ -527,7 +527,7 @@ impl Manager {
         if now - self.window_start >= self.set.window.max(1) {
             self.window_start = now;
             for &p in &self.candidates {
-                self.stats[p as usize].base = io.usage(p).shared_frames;
+                self.stats[p.idx()].base = io.usage(p).shared_frames;
             }
         }
         self.pending = changing;
@@ -540,10 +540,8 @@ impl Manager {
             .iter()
             .copied()
             .filter(|&p| io.channel(p) == ChannelState::Connected && !self.pinned.contains(&p))
-            .filter(|&p| {
-                !idle || now - self.stats[p as usize].last_active >= self.set.window.max(1)
-            })
-            .min_by_key(|&p| self.stats[p as usize].last_active)
+            .filter(|&p| !idle || now - self.stats[p.idx()].last_active >= self.set.window.max(1))
+            .min_by_key(|&p| self.stats[p.idx()].last_active)
     }
 }
 
@@ -620,25 +618,25 @@ mod tests {
             self.slots
         }
         fn channel(&self, p: Gpid) -> ChannelState {
-            self.state[p as usize]
+            self.state[p.idx()]
         }
         fn connect(&mut self, p: Gpid) -> bool {
             let used = self.state.iter().filter(|s| s.holds_slot()).count();
-            if used >= self.slots || self.state[p as usize] != ChannelState::Shared {
+            if used >= self.slots || self.state[p.idx()] != ChannelState::Shared {
                 return false;
             }
-            self.state[p as usize] = ChannelState::Connecting;
+            self.state[p.idx()] = ChannelState::Connecting;
             true
         }
         fn quiesce(&mut self, p: Gpid) -> bool {
-            if self.state[p as usize] != ChannelState::Connected {
+            if self.state[p.idx()] != ChannelState::Connected {
                 return false;
             }
-            self.state[p as usize] = ChannelState::Quiesce;
+            self.state[p.idx()] = ChannelState::Quiesce;
             true
         }
         fn usage(&self, p: Gpid) -> Usage {
-            self.usage[p as usize]
+            self.usage[p.idx()]
         }
         fn shared_arrivals(&self) -> u64 {
             self.arrivals
@@ -666,7 +664,12 @@ mod tests {
     #[test]
     fn online_promotes_busy_peers_and_moves_channels_when_they_change() {
         let mut io = Fake::new(8, 2);
-        let mut m = Manager::new(0, 8, (1..8).collect(), online(2, 4, 64));
+        let mut m = Manager::new(
+            Gpid::new(0),
+            8,
+            Gpid::new(1).block(7).collect(),
+            online(2, 4, 64),
+        );
         // Peers 1 and 2 talk: they get the two channels; a peer below the threshold does not.
         io.arrive(1, 10);
         io.arrive(2, 5);
@@ -694,7 +697,12 @@ mod tests {
     fn processes_of_another_job_compete_once_added_and_stop_once_removed() {
         // A job of 3 (gpids 0-2); a spawned job's processes 3 and 4 join later.
         let mut io = Fake::new(5, 2);
-        let mut m = Manager::new(0, 3, vec![1, 2], online(2, 4, 64));
+        let mut m = Manager::new(
+            Gpid::new(0),
+            3,
+            vec![Gpid::new(1), Gpid::new(2)],
+            online(2, 4, 64),
+        );
         io.arrive(3, 50);
         run(&mut m, &mut io);
         assert_eq!(
@@ -702,12 +710,12 @@ mod tests {
             Vec::<usize>::new(),
             "not a candidate before it joins"
         );
-        m.add_candidates([4, 3, 0, 3]);
+        m.add_candidates(crate::ids::gpids(&[4, 3, 0, 3]));
         io.arrive(3, 50);
         run(&mut m, &mut io);
         assert_eq!(io.held(), vec![3]);
         // It leaves (the transport reclaims its channel): never promoted again.
-        m.remove_candidate(3);
+        m.remove_candidate(Gpid::new(3));
         io.state[3] = ChannelState::Shared;
         io.arrive(3, 50);
         io.arrive(4, 50);
@@ -718,7 +726,12 @@ mod tests {
     #[test]
     fn lowering_max_gives_channels_back_and_static_changes_nothing() {
         let mut io = Fake::new(4, 3);
-        let mut m = Manager::new(0, 4, vec![1, 2, 3], online(3, 1, 8));
+        let mut m = Manager::new(
+            Gpid::new(0),
+            4,
+            vec![Gpid::new(1), Gpid::new(2), Gpid::new(3)],
+            online(3, 1, 8),
+        );
         for p in 1..4 {
             io.arrive(p, 2);
             run(&mut m, &mut io);
@@ -729,9 +742,9 @@ mod tests {
         run(&mut m, &mut io);
         assert_eq!(io.held().len(), 1);
         let mut s = Manager::new(
-            0,
+            Gpid::new(0),
             4,
-            vec![1, 2, 3],
+            vec![Gpid::new(1), Gpid::new(2), Gpid::new(3)],
             Settings {
                 policy: 1,
                 ..online(3, 1, 8)
@@ -757,7 +770,12 @@ mod tests {
         let sched = Schedule::parse(text).unwrap();
         assert_eq!(Schedule::parse(&sched.to_text()).unwrap(), sched);
         let mut io = Fake::new(4, 2);
-        let mut m = Manager::new(0, 4, vec![1, 2, 3], online(2, 1000, 1 << 20));
+        let mut m = Manager::new(
+            Gpid::new(0),
+            4,
+            vec![Gpid::new(1), Gpid::new(2), Gpid::new(3)],
+            online(2, 1000, 1 << 20),
+        );
         m.use_schedule(sched);
         run(&mut m, &mut io);
         assert_eq!(io.held(), vec![1]);
@@ -780,10 +798,13 @@ mod tests {
         // What each rank sent: 1 and 2 to 0 in phase 0 (100 and 1 messages), 2 and 3 to 0 in
         // phase 1 (60 and 50), 0 to 1 in phase 0.
         let profs = vec![
-            mk(0, vec![vec![(1, 5, 5)]]),
-            mk(1, vec![vec![(0, 100, 1000)]]),
-            mk(2, vec![vec![(0, 1, 10)], vec![(0, 60, 0)]]),
-            mk(3, vec![vec![], vec![(0, 50, 0)]]),
+            mk(Gpid::new(0), vec![vec![(Gpid::new(1), 5, 5)]]),
+            mk(Gpid::new(1), vec![vec![(Gpid::new(0), 100, 1000)]]),
+            mk(
+                Gpid::new(2),
+                vec![vec![(Gpid::new(0), 1, 10)], vec![(Gpid::new(0), 60, 0)]],
+            ),
+            mk(Gpid::new(3), vec![vec![], vec![(Gpid::new(0), 50, 0)]]),
         ];
         for p in &profs {
             assert_eq!(&Profile::parse(&p.to_text()).unwrap(), p);
@@ -801,9 +822,18 @@ mod tests {
         );
         // Same size: as written. Twice the size: rank 2 plays rank 1, rank 0 keeps its
         // neighbours at their distances (+1 -> +1, +2 and +3=-1 -> +2 and -1).
-        assert_eq!(s.peers_for(0, 4, 1), Some(vec![2, 3]));
-        assert_eq!(s.peers_for(0, 8, 1), Some(vec![2, 7]));
-        assert_eq!(s.peers_for(2, 8, 0), Some(vec![1]));
-        assert_eq!(s.peers_for(0, 4, 5), None);
+        assert_eq!(
+            s.peers_for(Gpid::new(0), 4, 1),
+            Some(crate::ids::gpids(&[2, 3]))
+        );
+        assert_eq!(
+            s.peers_for(Gpid::new(0), 8, 1),
+            Some(crate::ids::gpids(&[2, 7]))
+        );
+        assert_eq!(
+            s.peers_for(Gpid::new(2), 8, 0),
+            Some(crate::ids::gpids(&[1]))
+        );
+        assert_eq!(s.peers_for(Gpid::new(0), 4, 5), None);
     }
 }

@@ -32,6 +32,7 @@
 //! eager under `static` and `adaptive` alike: messages up to it go eager, larger ones by
 //! rendezvous (as every static MPI's eager limit; no eager prefix either).
 
+use crate::ids::Gpid;
 use std::fmt;
 
 /// How a message travels.
@@ -597,10 +598,10 @@ impl Policy {
     }
 
     /// The pinned eager limit for `peer`, if any.
-    fn pinned(&self, peer: u32) -> Option<usize> {
+    fn pinned(&self, peer: Gpid) -> Option<usize> {
         self.peer_limits
             .iter()
-            .find(|(s, _)| s.contains(peer))
+            .find(|(s, _)| s.contains(peer.get()))
             .map(|(_, l)| *l)
             .or(self.eager_limit)
     }
@@ -616,7 +617,7 @@ impl Policy {
     pub fn limits(
         &self,
         protocol: Protocol,
-        peer: u32,
+        peer: Gpid,
         route: Route,
         max_payload: usize,
         fb: Feedback,
@@ -654,7 +655,7 @@ impl Policy {
 
     fn adaptive(
         &self,
-        peer: u32,
+        peer: Gpid,
         route: Route,
         max_payload: usize,
         prefix: usize,
@@ -798,7 +799,7 @@ mod tests {
     }
 
     fn plan(pol: &Policy, route: Route, len: usize, max: usize) -> Plan {
-        pol.limits(pol.protocol, 7, route, max, Feedback::INITIAL)
+        pol.limits(pol.protocol, Gpid::new(7), route, max, Feedback::INITIAL)
             .plan(len, false)
     }
 
@@ -826,7 +827,7 @@ mod tests {
                 streak,
                 ..Feedback::INITIAL
             };
-            pol.limits(Protocol::Adaptive, 1, Route::Tcp, 1 << 30, f)
+            pol.limits(Protocol::Adaptive, Gpid::new(1), Route::Tcp, 1 << 30, f)
                 .eager_max
                 .unwrap_or(0)
         };
@@ -840,12 +841,12 @@ mod tests {
             ..fb(0.95, 0.0)
         };
         let partial = pol
-            .limits(Protocol::Adaptive, 1, Route::Tcp, 1 << 30, f)
+            .limits(Protocol::Adaptive, Gpid::new(1), Route::Tcp, 1 << 30, f)
             .eager_max;
         pol.costs_tcp.lag = 0.0;
         assert_eq!(at(&pol, 0.0), at(&pol, 1e5));
         assert_eq!(
-            pol.limits(Protocol::Adaptive, 1, Route::Tcp, 1 << 30, f)
+            pol.limits(Protocol::Adaptive, Gpid::new(1), Route::Tcp, 1 << 30, f)
                 .eager_max,
             partial
         );
@@ -870,12 +871,30 @@ mod tests {
         })
         .unwrap();
         assert_eq!(plan(&s, Route::Shm, 51, 1 << 20), Plan::Rendezvous);
-        let l = s.limits(Protocol::Static, 3, Route::Shm, 1 << 20, Feedback::INITIAL);
+        let l = s.limits(
+            Protocol::Static,
+            Gpid::new(3),
+            Route::Shm,
+            1 << 20,
+            Feedback::INITIAL,
+        );
         assert_eq!(l.plan(15000, false), Plan::Eager);
-        let l = s.limits(Protocol::Static, 11, Route::Shm, 1 << 20, Feedback::INITIAL);
+        let l = s.limits(
+            Protocol::Static,
+            Gpid::new(11),
+            Route::Shm,
+            1 << 20,
+            Feedback::INITIAL,
+        );
         assert_eq!(l.plan(1001, false), Plan::Rendezvous);
         // The same pin holds under adaptive.
-        let l = s.limits(Protocol::Adaptive, 7, Route::Shm, 1 << 20, fb(0.0, 1e9));
+        let l = s.limits(
+            Protocol::Adaptive,
+            Gpid::new(7),
+            Route::Shm,
+            1 << 20,
+            fb(0.0, 1e9),
+        );
         assert_eq!(l.plan(50, false), Plan::Eager);
         assert_ne!(l.plan(51, false), Plan::Eager);
     }
@@ -930,7 +949,7 @@ mod tests {
             for share in [0.0, 0.1, 0.5, 0.9, 1.0] {
                 for vol in [0.0, 1e5, 1e7] {
                     let f = fb(share, vol);
-                    let l = pol.limits(Protocol::Adaptive, 1, Route::Shm, 1 << 22, f);
+                    let l = pol.limits(Protocol::Adaptive, Gpid::new(1), Route::Shm, 1 << 22, f);
                     for s in (0..23).map(|k| 1usize << k).chain([3, 1000, 20000, 77777]) {
                         let e = c.eager_ns(s as f64, f);
                         let r = c.rndv_ns(s as f64, f);
@@ -971,9 +990,15 @@ mod tests {
     fn adaptive_moves_the_eager_boundary_with_preposting() {
         let pol = Policy::default();
         let at = |share, vol| {
-            pol.limits(Protocol::Adaptive, 1, Route::Shm, 1 << 20, fb(share, vol))
-                .eager_max
-                .unwrap_or(0)
+            pol.limits(
+                Protocol::Adaptive,
+                Gpid::new(1),
+                Route::Shm,
+                1 << 20,
+                fb(share, vol),
+            )
+            .eager_max
+            .unwrap_or(0)
         };
         // Receives posted: eager until a single copy pays for its handshake (~20 KB with the
         // shared-memory costs); nothing posted and data piling up: rendezvous much earlier.
@@ -988,7 +1013,7 @@ mod tests {
         };
         let l = pinned.limits(
             Protocol::Adaptive,
-            1,
+            Gpid::new(1),
             Route::Shm,
             1 << 20,
             Feedback::INITIAL,
@@ -1003,7 +1028,7 @@ mod tests {
         split.costs_shm.hide = 1e6;
         let l = split.limits(
             Protocol::Adaptive,
-            1,
+            Gpid::new(1),
             Route::Shm,
             1 << 20,
             Feedback::INITIAL,
@@ -1016,7 +1041,7 @@ mod tests {
         };
         let l = unpinned.limits(
             Protocol::Adaptive,
-            1,
+            Gpid::new(1),
             Route::Shm,
             1 << 20,
             Feedback::INITIAL,
@@ -1037,7 +1062,13 @@ mod tests {
     fn lone_messages_weigh_latency() {
         let pol = Policy::default();
         let at = |route, share| {
-            let l = pol.limits(Protocol::Adaptive, 1, route, 1 << 20, fb(share, 0.0));
+            let l = pol.limits(
+                Protocol::Adaptive,
+                Gpid::new(1),
+                route,
+                1 << 20,
+                fb(share, 0.0),
+            );
             (l.eager_max.unwrap_or(0), l.lone_eager_max.unwrap_or(0))
         };
         let (stream, lone) = at(Route::Shm, 1.0);
@@ -1045,7 +1076,7 @@ mod tests {
         assert!(stream >= 16 << 10, "{stream}");
         let l = pol.limits(
             Protocol::Adaptive,
-            1,
+            Gpid::new(1),
             Route::Shm,
             1 << 20,
             Feedback::INITIAL,
@@ -1067,7 +1098,13 @@ mod tests {
             .unwrap();
         assert_eq!((c.lone_eager, c.lone_rndv), (c.eager, c.rndv));
         for protocol in [Protocol::Static, Protocol::Eager, Protocol::Rendezvous] {
-            let l = pol.limits(protocol, 1, Route::Shm, 1 << 20, Feedback::INITIAL);
+            let l = pol.limits(
+                protocol,
+                Gpid::new(1),
+                Route::Shm,
+                1 << 20,
+                Feedback::INITIAL,
+            );
             assert_eq!(l.eager_max, l.lone_eager_max, "{protocol:?}");
         }
     }

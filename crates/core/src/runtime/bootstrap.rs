@@ -182,14 +182,14 @@ impl Boot {
                 .trim()
                 .parse::<Gpid>()
                 .ok()
-                .filter(|b| b.checked_add(size).is_some())
+                .filter(|b| b.get().checked_add(size).is_some())
                 .ok_or_else(|| {
                     MpiError::new(
                         ErrorClass::Other,
                         format!("PROTEAN_GPID_BASE={b} is not a process number"),
                     )
                 })?,
-            _ => 0,
+            _ => Gpid::new(0),
         };
         let spawned = pmi.as_ref().is_some_and(|p| p.spawned());
         let mut pmi = pmi;
@@ -316,7 +316,7 @@ impl Boot {
                         format!("rank {r} published no public key in its business card, and this process (rank {}) uses pair keys: set job_keys alike on every process", self.rank),
                     )
                 })?;
-                pairs.set_peer(self.base + r, public);
+                pairs.set_peer(self.base.offset(r), public);
             }
             self.hosts[r as usize] = c.host.clone();
             self.cards[r as usize] = Some(c);
@@ -351,18 +351,18 @@ impl Boot {
     pub fn local(&self) -> Vec<Gpid> {
         (0..self.size)
             .filter(|&r| self.hosts[r as usize] == self.host_id)
-            .map(|r| self.base + r)
+            .map(|r| self.base.offset(r))
             .collect()
     }
 
     /// Our global process id.
     pub fn me(&self) -> Gpid {
-        self.base + self.rank
+        self.base.offset(self.rank)
     }
 
     /// Length of the process table: every job's processes up to the end of ours.
     pub fn nprocs(&self) -> usize {
-        (self.base + self.size) as usize
+        self.base.offset(self.size).idx()
     }
 
     /// Does any host hold several processes of the job?

@@ -130,7 +130,7 @@ impl Pairs {
 
     /// The public key of process `gpid` (from its card).
     pub fn set_peer(&mut self, gpid: Gpid, public: Key) {
-        let i = gpid as usize;
+        let i = gpid.idx();
         if self.peers.len() <= i {
             self.peers.resize(i + 1, None);
             self.derived.resize(i + 1, None);
@@ -140,7 +140,7 @@ impl Pairs {
     }
 
     fn pair(&mut self, peer: Gpid) -> Option<Key> {
-        let i = peer as usize;
+        let i = peer.idx();
         if let Some(Some(k)) = self.derived.get(i) {
             return Some(*k);
         }
@@ -206,7 +206,7 @@ fn derive(secret: &StaticSecret, me: (Gpid, Key), peer: (Gpid, Key), jobid: &str
     info.extend_from_slice(&(jobid.len() as u32).to_le_bytes());
     info.extend_from_slice(jobid.as_bytes());
     for (g, pk) in [lo, hi] {
-        info.extend_from_slice(&g.to_le_bytes());
+        info.extend_from_slice(&g.get().to_le_bytes());
         info.extend_from_slice(&pk);
     }
     let mut out = [0u8; 32];
@@ -226,54 +226,84 @@ mod tests {
 
     #[test]
     fn both_sides_of_a_pair_agree_and_other_pairs_differ() {
-        let (mut a, mut b, mut c) = (pairs(0, 1), pairs(1, 2), pairs(2, 3));
+        let (mut a, mut b, mut c) = (
+            pairs(Gpid::new(0), 1),
+            pairs(Gpid::new(1), 2),
+            pairs(Gpid::new(2), 3),
+        );
         for (x, y) in [(&mut a, b.public()), (&mut c, b.public())] {
-            x.set_peer(1, y);
+            x.set_peer(Gpid::new(1), y);
         }
-        a.set_peer(2, c.public());
-        b.set_peer(0, a.public());
-        b.set_peer(2, c.public());
-        c.set_peer(0, a.public());
-        let ab = a.pair(1).unwrap();
-        assert_eq!(b.pair(0), Some(ab));
-        assert_eq!(a.pair(1), Some(ab), "remembered");
-        let bc = b.pair(2).unwrap();
-        assert_eq!(c.pair(1), Some(bc));
-        let ac = a.pair(2).unwrap();
-        assert_eq!(c.pair(0), Some(ac));
+        a.set_peer(Gpid::new(2), c.public());
+        b.set_peer(Gpid::new(0), a.public());
+        b.set_peer(Gpid::new(2), c.public());
+        c.set_peer(Gpid::new(0), a.public());
+        let ab = a.pair(Gpid::new(1)).unwrap();
+        assert_eq!(b.pair(Gpid::new(0)), Some(ab));
+        assert_eq!(a.pair(Gpid::new(1)), Some(ab), "remembered");
+        let bc = b.pair(Gpid::new(2)).unwrap();
+        assert_eq!(c.pair(Gpid::new(1)), Some(bc));
+        let ac = a.pair(Gpid::new(2)).unwrap();
+        assert_eq!(c.pair(Gpid::new(0)), Some(ac));
         assert!(ab != bc && bc != ac && ab != ac);
         // Nothing for ourselves, nor for a process whose key we do not know.
-        assert_eq!(a.pair(0), None);
-        assert_eq!(a.pair(9), None);
+        assert_eq!(a.pair(Gpid::new(0)), None);
+        assert_eq!(a.pair(Gpid::new(9)), None);
         // Fresh key pairs: a new run of the same processes gets new keys.
         let (mut a2, b2) = (
-            Pairs::new(0, "job7").unwrap(),
-            Pairs::new(1, "job7").unwrap(),
+            Pairs::new(Gpid::new(0), "job7").unwrap(),
+            Pairs::new(Gpid::new(1), "job7").unwrap(),
         );
         assert_ne!(a2.public(), b2.public());
-        a2.set_peer(1, b2.public());
-        assert_ne!(a2.pair(1), Some(ab));
+        a2.set_peer(Gpid::new(1), b2.public());
+        assert_ne!(a2.pair(Gpid::new(1)), Some(ab));
     }
 
     #[test]
     fn the_key_is_bound_to_the_gpids_and_the_job() {
-        let (a, b) = (pairs(0, 1), pairs(1, 2));
-        let k = derive(&a.secret, (0, a.public), (1, b.public), "job7").unwrap();
+        let (a, b) = (pairs(Gpid::new(0), 1), pairs(Gpid::new(1), 2));
+        let k = derive(
+            &a.secret,
+            (Gpid::new(0), a.public),
+            (Gpid::new(1), b.public),
+            "job7",
+        )
+        .unwrap();
         // The same key pairs under other gpids, or in another job, give another key.
         assert_ne!(
-            derive(&a.secret, (0, a.public), (2, b.public), "job7"),
+            derive(
+                &a.secret,
+                (Gpid::new(0), a.public),
+                (Gpid::new(2), b.public),
+                "job7"
+            ),
             Some(k)
         );
         assert_ne!(
-            derive(&a.secret, (3, a.public), (1, b.public), "job7"),
+            derive(
+                &a.secret,
+                (Gpid::new(3), a.public),
+                (Gpid::new(1), b.public),
+                "job7"
+            ),
             Some(k)
         );
         assert_ne!(
-            derive(&a.secret, (0, a.public), (1, b.public), "job8"),
+            derive(
+                &a.secret,
+                (Gpid::new(0), a.public),
+                (Gpid::new(1), b.public),
+                "job8"
+            ),
             Some(k)
         );
         assert_eq!(
-            derive(&b.secret, (1, b.public), (0, a.public), "job7"),
+            derive(
+                &b.secret,
+                (Gpid::new(1), b.public),
+                (Gpid::new(0), a.public),
+                "job7"
+            ),
             Some(k)
         );
     }
@@ -283,12 +313,12 @@ mod tests {
         let path = std::env::temp_dir().join(format!("protean-keylog-{}", std::process::id()));
         let path = path.to_str().unwrap();
         let _ = std::fs::remove_file(path);
-        let (mut a, b) = (pairs(0, 1), pairs(1, 2));
+        let (mut a, b) = (pairs(Gpid::new(0), 1), pairs(Gpid::new(1), 2));
         a.log_to(path);
-        a.set_peer(1, b.public());
-        let k = a.pair(1).unwrap();
-        a.pair(1);
-        log_job_key(path, "job7", 0, &[7; 32]);
+        a.set_peer(Gpid::new(1), b.public());
+        let k = a.pair(Gpid::new(1)).unwrap();
+        a.pair(Gpid::new(1));
+        log_job_key(path, "job7", Gpid::new(0), &[7; 32]);
         let log = std::fs::read_to_string(path).unwrap();
         let _ = std::fs::remove_file(path);
         assert_eq!(
@@ -304,7 +334,7 @@ mod tests {
 
     #[test]
     fn low_order_public_keys_are_refused() {
-        let mut a = pairs(0, 1);
+        let mut a = pairs(Gpid::new(0), 1);
         // The identity and a point of order 8: the shared secret would be all zero.
         let mut p8 = [0u8; 32];
         p8.copy_from_slice(
@@ -315,10 +345,10 @@ mod tests {
             ][..],
         );
         for bad in [[0u8; 32], p8] {
-            a.set_peer(1, bad);
-            assert_eq!(a.pair(1), None);
+            a.set_peer(Gpid::new(1), bad);
+            assert_eq!(a.pair(Gpid::new(1)), None);
         }
-        assert_eq!(Keys::Shared([4; 32]).pair(5), Some([4; 32]));
+        assert_eq!(Keys::Shared([4; 32]).pair(Gpid::new(5)), Some([4; 32]));
         assert_eq!(Keys::Shared([4; 32]).shared(), Some([4; 32]));
         assert_eq!(Keys::Pairs(a).shared(), None);
     }

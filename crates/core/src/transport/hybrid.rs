@@ -140,7 +140,7 @@ impl Hybrid {
     /// Does the hybrid scheme cover `peer`?
     #[inline]
     pub fn covers(&self, peer: Gpid) -> bool {
-        self.eligible.get(peer as usize).copied().unwrap_or(false)
+        self.eligible.get(peer.idx()).copied().unwrap_or(false)
     }
 
     pub fn slots(&self) -> usize {
@@ -149,7 +149,7 @@ impl Hybrid {
 
     /// The path our frames to `peer` take.
     pub fn tx(&self, peer: Gpid) -> Path {
-        self.tx.get(peer as usize).copied().unwrap_or_default()
+        self.tx.get(peer.idx()).copied().unwrap_or_default()
     }
 
     /// The actions the last frames asked for, to carry out now.
@@ -165,18 +165,18 @@ impl Hybrid {
 
     /// The dispatcher carried out `Switch(peer, to)`.
     pub fn switched(&mut self, peer: Gpid, to: Path) {
-        if let Some(t) = self.tx.get_mut(peer as usize) {
+        if let Some(t) = self.tx.get_mut(peer.idx()) {
             *t = to;
         }
     }
 
     fn link(&mut self, peer: Gpid) -> &mut Link {
-        self.links[peer as usize].get_or_insert_with(Box::default)
+        self.links[peer.idx()].get_or_insert_with(Box::default)
     }
 
     fn rx_on(&self, peer: Gpid) -> Path {
         self.links
-            .get(peer as usize)
+            .get(peer.idx())
             .and_then(|l| l.as_ref())
             .map_or(Path::Dgram, |l| l.rx_on)
     }
@@ -233,7 +233,7 @@ impl Hybrid {
     fn count(&mut self, path: Path, from: Gpid, len: usize) {
         match path {
             Path::Dgram => {
-                self.dgram_frames[from as usize] += 1;
+                self.dgram_frames[from.idx()] += 1;
                 self.dgram_total += 1;
                 self.dgram_bytes += len as u64;
             }
@@ -321,7 +321,7 @@ impl Hybrid {
 
     pub fn channel(&self, peer: Gpid) -> ChannelState {
         self.links
-            .get(peer as usize)
+            .get(peer.idx())
             .and_then(|l| l.as_ref())
             .map_or(ChannelState::Shared, |l| l.state)
     }
@@ -361,11 +361,11 @@ impl Hybrid {
     pub fn usage(&self, peer: Gpid) -> Usage {
         let (ff, fb) = self
             .links
-            .get(peer as usize)
+            .get(peer.idx())
             .and_then(|l| l.as_ref())
             .map_or((0, 0), |l| (l.fast_frames, l.fast_bytes));
         Usage {
-            shared_frames: self.dgram_frames.get(peer as usize).copied().unwrap_or(0),
+            shared_frames: self.dgram_frames.get(peer.idx()).copied().unwrap_or(0),
             shared_bytes: 0,
             fast_frames: ff,
             fast_bytes: fb,
@@ -496,7 +496,7 @@ mod tests {
         while got.0.len() < frames as usize || !wire[0].is_empty() || !wire[1].is_empty() {
             match rng.below(10) {
                 0..=3 if sent < frames => {
-                    let p = snd.tx(1);
+                    let p = snd.tx(Gpid::new(1));
                     wire[idx(p)].push_back(data(sent));
                     sent += 1;
                 }
@@ -508,7 +508,7 @@ mod tests {
                         } else {
                             n.to_le_bytes().to_vec()
                         };
-                        rcv.on_frame(Path::Dgram, 0, &h, &pl, &mut got);
+                        rcv.on_frame(Path::Dgram, Gpid::new(0), &h, &pl, &mut got);
                     }
                 }
                 6 | 7 => {
@@ -519,38 +519,38 @@ mod tests {
                         } else {
                             n.to_le_bytes().to_vec()
                         };
-                        rcv.on_frame(Path::Conn, 0, &h, &pl, &mut got);
+                        rcv.on_frame(Path::Conn, Gpid::new(0), &h, &pl, &mut got);
                     }
                 }
                 8 => {
                     // The manager on 1 changes its mind.
-                    if !rcv.connect(0) {
-                        rcv.quiesce(0);
+                    if !rcv.connect(Gpid::new(0)) {
+                        rcv.quiesce(Gpid::new(0));
                     }
                 }
                 _ => {
                     if let Some(h) = back.pop_front() {
-                        snd.on_frame(Path::Dgram, 1, &h, &[], &mut quiet);
+                        snd.on_frame(Path::Dgram, Gpid::new(1), &h, &[], &mut quiet);
                     }
                 }
             }
             for a in rcv.take_actions() {
                 match a {
-                    Action::Send(0, k) => back.push_back(record(k)),
+                    Action::Send(p, k) if p == Gpid::new(0) => back.push_back(record(k)),
                     a => panic!("unexpected action {a:?}"),
                 }
             }
             for a in snd.take_actions() {
                 match a {
-                    Action::Switch(1, to) => {
-                        wire[idx(snd.tx(1))].push_back(record(SWITCH));
-                        snd.switched(1, to);
+                    Action::Switch(p, to) if p == Gpid::new(1) => {
+                        wire[idx(snd.tx(Gpid::new(1)))].push_back(record(SWITCH));
+                        snd.switched(Gpid::new(1), to);
                     }
                     a => panic!("unexpected action {a:?}"),
                 }
             }
         }
-        let want: Vec<(Gpid, u64)> = (0..frames).map(|n| (0, n)).collect();
+        let want: Vec<(Gpid, u64)> = (0..frames).map(|n| (Gpid::new(0), n)).collect();
         assert_eq!(got.0, want, "seed {seed}");
         assert_eq!(rcv.held(), 0);
         assert!(quiet.0.is_empty());
@@ -577,44 +577,68 @@ mod tests {
     #[test]
     fn states_slots_and_placement() {
         let mut h = Hybrid::new(1, vec![false, true, true, false]);
-        assert!(!h.connect(3), "a peer not covered gets nothing");
-        assert!(h.connect(1));
-        assert_eq!(h.channel(1), ChannelState::Connecting);
-        assert!(!h.connect(2), "one slot");
-        assert!(!h.quiesce(1), "not connected yet");
-        assert_eq!(h.take_actions(), vec![Action::Send(1, OFFER)]);
+        assert!(!h.connect(Gpid::new(3)), "a peer not covered gets nothing");
+        assert!(h.connect(Gpid::new(1)));
+        assert_eq!(h.channel(Gpid::new(1)), ChannelState::Connecting);
+        assert!(!h.connect(Gpid::new(2)), "one slot");
+        assert!(!h.quiesce(Gpid::new(1)), "not connected yet");
+        assert_eq!(h.take_actions(), vec![Action::Send(Gpid::new(1), OFFER)]);
         // A frame by TCP before the SWITCH is held, and not placed.
-        assert!(!h.may_place(Path::Conn, 1) && h.may_place(Path::Dgram, 1));
+        assert!(!h.may_place(Path::Conn, Gpid::new(1)) && h.may_place(Path::Dgram, Gpid::new(1)));
         let mut got = Got::default();
-        h.on_frame(Path::Conn, 1, &data(1), &1u64.to_le_bytes(), &mut got);
-        h.on_frame(Path::Dgram, 1, &data(0), &0u64.to_le_bytes(), &mut got);
-        assert_eq!(got.0, vec![(1, 0)]);
+        h.on_frame(
+            Path::Conn,
+            Gpid::new(1),
+            &data(1),
+            &1u64.to_le_bytes(),
+            &mut got,
+        );
+        h.on_frame(
+            Path::Dgram,
+            Gpid::new(1),
+            &data(0),
+            &0u64.to_le_bytes(),
+            &mut got,
+        );
+        assert_eq!(got.0, vec![(Gpid::new(1), 0)]);
         assert_eq!(h.held(), 1);
-        h.on_frame(Path::Dgram, 1, &record(SWITCH), &[], &mut got);
-        assert_eq!(got.0, vec![(1, 0), (1, 1)]);
-        assert_eq!(h.channel(1), ChannelState::Connected);
-        assert!(h.may_place(Path::Conn, 1) && !h.may_place(Path::Dgram, 1));
-        assert!(h.quiesce(1));
-        assert_eq!(h.channel(1), ChannelState::Quiesce);
-        assert_eq!(h.take_actions(), vec![Action::Send(1, TAKEBACK)]);
-        assert!(!h.connect(2), "the slot is still held while draining");
-        h.on_frame(Path::Conn, 1, &record(SWITCH), &[], &mut got);
-        assert_eq!(h.channel(1), ChannelState::Shared);
-        assert!(h.connect(2));
+        h.on_frame(Path::Dgram, Gpid::new(1), &record(SWITCH), &[], &mut got);
+        assert_eq!(got.0, vec![(Gpid::new(1), 0), (Gpid::new(1), 1)]);
+        assert_eq!(h.channel(Gpid::new(1)), ChannelState::Connected);
+        assert!(h.may_place(Path::Conn, Gpid::new(1)) && !h.may_place(Path::Dgram, Gpid::new(1)));
+        assert!(h.quiesce(Gpid::new(1)));
+        assert_eq!(h.channel(Gpid::new(1)), ChannelState::Quiesce);
+        assert_eq!(h.take_actions(), vec![Action::Send(Gpid::new(1), TAKEBACK)]);
+        assert!(
+            !h.connect(Gpid::new(2)),
+            "the slot is still held while draining"
+        );
+        h.on_frame(Path::Conn, Gpid::new(1), &record(SWITCH), &[], &mut got);
+        assert_eq!(h.channel(Gpid::new(1)), ChannelState::Shared);
+        assert!(h.connect(Gpid::new(2)));
         let c = h.counters();
         assert_eq!((c.conn_promotions, c.conn_demotions), (1, 1));
-        assert_eq!(h.usage(1).shared_frames, 2);
-        assert_eq!(h.usage(1).fast_frames, 2);
+        assert_eq!(h.usage(Gpid::new(1)).shared_frames, 2);
+        assert_eq!(h.usage(Gpid::new(1)).fast_frames, 2);
         // Frames of peers the scheme does not cover pass straight through.
-        h.on_frame(Path::Conn, 3, &data(9), &9u64.to_le_bytes(), &mut got);
-        assert_eq!(got.0.last(), Some(&(3, 9)));
+        h.on_frame(
+            Path::Conn,
+            Gpid::new(3),
+            &data(9),
+            &9u64.to_le_bytes(),
+            &mut got,
+        );
+        assert_eq!(got.0.last(), Some(&(Gpid::new(3), 9)));
         // Requests from a peer: switch our frames to it, once.
-        h.on_frame(Path::Dgram, 2, &record(OFFER), &[], &mut got);
-        h.on_frame(Path::Dgram, 2, &record(OFFER), &[], &mut got);
+        h.on_frame(Path::Dgram, Gpid::new(2), &record(OFFER), &[], &mut got);
+        h.on_frame(Path::Dgram, Gpid::new(2), &record(OFFER), &[], &mut got);
         let a = h.take_actions();
         assert_eq!(
             a,
-            vec![Action::Send(2, OFFER), Action::Switch(2, Path::Conn)]
+            vec![
+                Action::Send(Gpid::new(2), OFFER),
+                Action::Switch(Gpid::new(2), Path::Conn)
+            ]
         );
     }
 }

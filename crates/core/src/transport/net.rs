@@ -44,7 +44,7 @@ pub struct Net {
 /// that reaches `peer`, or `unreachable` when none does.
 macro_rules! on_route {
     ($net:expr, $peer:expr, $t:ident => $e:expr, $none:expr) => {
-        match $net.routes.get($peer as usize).copied() {
+        match $net.routes.get(($peer).idx()).copied() {
             Some(Route::Shm) => match $net.shm.as_mut() {
                 Some($t) => $e,
                 None => $none,
@@ -69,7 +69,7 @@ macro_rules! on_route {
 /// The same for `&self` methods.
 macro_rules! on_route_ref {
     ($net:expr, $peer:expr, $t:ident => $e:expr, $none:expr) => {
-        match $net.routes.get($peer as usize).copied() {
+        match $net.routes.get(($peer).idx()).copied() {
             Some(Route::Shm) => match $net.shm.as_ref() {
                 Some($t) => $e,
                 None => $none,
@@ -164,7 +164,7 @@ impl Net {
         let allowed_for = |r: Gpid| -> &[&str] {
             peer_rules
                 .iter()
-                .find(|(s, _)| s.contains(me) || s.contains(r))
+                .find(|(s, _)| s.contains(me.get()) || s.contains(r.get()))
                 .map_or(&allowed[..], |(_, l)| &l[..])
         };
         let any_allows =
@@ -273,7 +273,7 @@ impl Net {
         let mut eligible = vec![false; nprocs];
         for rank_r in 0..size {
             let i = rank_r as usize;
-            let r = base + rank_r;
+            let r = base.offset(rank_r);
             let pair = allowed_for(r);
             // Every peer with a card is reachable by each transport it publishes, whichever
             // route it gets (a channel manager may move it later).
@@ -290,7 +290,7 @@ impl Net {
                 "udp" if udp.as_ref().is_some_and(|u| u.reaches(r)) => Some(Route::Udp),
                 _ => None,
             });
-            routes[r as usize] = if rank_r == rank {
+            routes[r.idx()] = if rank_r == rank {
                 Route::SelfLoop
             } else if pair.contains(&"shm") && shm.as_ref().is_some_and(|s| s.reaches(r)) {
                 Route::Shm
@@ -298,12 +298,12 @@ impl Net {
                 net_route.unwrap_or(Route::Unreachable)
             };
             let pos = |t: &str| pair.iter().position(|x| *x == t);
-            eligible[r as usize] = routes[r as usize] == Route::Udp
+            eligible[r.idx()] = routes[r.idx()] == Route::Udp
                 && cfg.udp_max_connections > 0
                 && matches!((pos("udp"), pos("tcp")), (Some(u), Some(t)) if u < t)
                 && tcp.as_ref().is_some_and(|t| t.reaches(r));
         }
-        if let Some(r) = routes[base as usize..]
+        if let Some(r) = routes[base.idx()..]
             .iter()
             .position(|r| *r == Route::Unreachable)
         {
@@ -388,7 +388,7 @@ impl Net {
                     if self.send(p, &sw, &[], &[], Token::NONE).is_err() {
                         continue;
                     }
-                    self.routes[p as usize] = match to {
+                    self.routes[p.idx()] = match to {
                         Path::Conn => Route::Tcp,
                         Path::Dgram => Route::Udp,
                     };
@@ -415,7 +415,7 @@ impl Net {
     #[inline]
     pub fn route(&self, peer: Gpid) -> Route {
         self.routes
-            .get(peer as usize)
+            .get(peer.idx())
             .copied()
             .unwrap_or(Route::Unreachable)
     }
@@ -537,12 +537,12 @@ impl Net {
         pid: u32,
         fd: i32,
     ) -> std::result::Result<(), String> {
-        let n = self.routes.len().max(peer as usize + 1);
+        let n = self.routes.len().max(peer.idx() + 1);
         let s = self.shm.as_mut().ok_or("no shared-memory transport")?;
         s.attach_dynamic(peer, pid, fd, n)
             .map_err(|e| format!("cannot map the segment of process {peer} (pid {pid}): {e}"))?;
         self.routes.resize(n, Route::Unreachable);
-        self.routes[peer as usize] = Route::Shm;
+        self.routes[peer.idx()] = Route::Shm;
         Ok(())
     }
 
@@ -581,7 +581,7 @@ impl Net {
     pub fn add_peers(&mut self, peers: &[(Gpid, SocketAddr)]) {
         let n = peers
             .iter()
-            .map(|(g, _)| *g as usize + 1)
+            .map(|(g, _)| g.idx() + 1)
             .max()
             .unwrap_or(0)
             .max(self.routes.len());
@@ -591,8 +591,8 @@ impl Net {
             for &(g, a) in peers {
                 if g != self.me {
                     t.set_addr(g, a);
-                    if self.routes[g as usize] == Route::Unreachable {
-                        self.routes[g as usize] = Route::Tcp;
+                    if self.routes[g.idx()] == Route::Unreachable {
+                        self.routes[g.idx()] = Route::Tcp;
                     }
                 }
             }
@@ -608,7 +608,7 @@ impl Net {
         if let Some(t) = self.tcp.as_mut() {
             t.drop_peer(peer);
         }
-        if let Some(r) = self.routes.get_mut(peer as usize) {
+        if let Some(r) = self.routes.get_mut(peer.idx()) {
             *r = Route::Unreachable;
         }
     }

@@ -165,42 +165,57 @@ mod tests {
 
     #[test]
     fn frames_come_back_in_order_at_the_next_pass() {
-        let mut t = SelfLoop::new(3);
-        assert!(t.reaches(3) && !t.reaches(2));
+        let mut t = SelfLoop::new(Gpid::new(3));
+        assert!(t.reaches(Gpid::new(3)) && !t.reaches(Gpid::new(2)));
         let h = [1u8; HEADER_LEN];
-        t.send(3, &h, b"ab", b"cd", Token::NONE).unwrap();
-        t.send(3, &h, b"", b"e", Token::NONE).unwrap();
+        t.send(Gpid::new(3), &h, b"ab", b"cd", Token::NONE).unwrap();
+        t.send(Gpid::new(3), &h, b"", b"e", Token::NONE).unwrap();
         assert!(matches!(
-            t.send(2, &h, b"", b"", Token::NONE),
+            t.send(Gpid::new(2), &h, b"", b"", Token::NONE),
             Err(SendError::Failed(_))
         ));
         assert!(t.has_work());
         let mut s = Sink(Vec::new());
         assert_eq!(t.progress(&mut s), 2);
-        assert_eq!(s.0, vec![(3, b"abcd".to_vec()), (3, b"e".to_vec())]);
+        assert_eq!(
+            s.0,
+            vec![
+                (Gpid::new(3), b"abcd".to_vec()),
+                (Gpid::new(3), b"e".to_vec())
+            ]
+        );
         assert!(!t.has_work());
     }
 
     #[test]
     fn direct_copies_stay_inside_the_region() {
-        let mut t = SelfLoop::new(0);
+        let mut t = SelfLoop::new(Gpid::new(0));
         let src = *b"0123456789";
-        let r = t.expose(0, unsafe { Span::of(&src) }).unwrap();
+        let r = t.expose(Gpid::new(0), unsafe { Span::of(&src) }).unwrap();
         let mut dst = [0u8; 4];
         let d = unsafe { Span::new(dst.as_mut_ptr(), 4) };
-        assert_eq!(t.get(0, &r, 3, d, Token::NONE), Ok(Copied::Done));
+        assert_eq!(t.get(Gpid::new(0), &r, 3, d, Token::NONE), Ok(Copied::Done));
         assert_eq!(&dst, b"3456");
-        assert_eq!(t.get(0, &r, 8, d, Token::NONE), Err(CopyError::BadRegion));
         assert_eq!(
-            t.get(0, &Region::NONE, 0, d, Token::NONE),
+            t.get(Gpid::new(0), &r, 8, d, Token::NONE),
+            Err(CopyError::BadRegion)
+        );
+        assert_eq!(
+            t.get(Gpid::new(0), &Region::NONE, 0, d, Token::NONE),
             Err(CopyError::BadRegion)
         );
         let mut target = [0u8; 6];
         let r = t
-            .expose(0, unsafe { Span::new(target.as_mut_ptr(), 6) })
+            .expose(Gpid::new(0), unsafe { Span::new(target.as_mut_ptr(), 6) })
             .unwrap();
-        t.put(0, &r, 1, unsafe { Span::of(b"xyz") }, Token::NONE)
-            .unwrap();
+        t.put(
+            Gpid::new(0),
+            &r,
+            1,
+            unsafe { Span::of(b"xyz") },
+            Token::NONE,
+        )
+        .unwrap();
         assert_eq!(&target, b"\0xyz\0\0");
     }
 }

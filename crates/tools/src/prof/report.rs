@@ -45,16 +45,16 @@ impl Report {
         let mut matrix = vec![vec![vec![0u64; size]; size]; phases];
         let mut bytes = vec![0u64; phases];
         for p in profiles {
-            let j = p.rank as usize;
+            let j = p.rank.idx();
             if j >= size {
                 return Err(format!("rank {j} in a run of {size}"));
             }
             for (k, ph) in p.phases.iter().enumerate() {
                 for &(to, m, b) in ph {
-                    if to as usize >= size {
+                    if to.idx() >= size {
                         return Err(format!("rank {j} sent to {to} in a run of {size}"));
                     }
-                    matrix[k][to as usize][j] += m;
+                    matrix[k][to.idx()][j] += m;
                     bytes[k] += b;
                 }
             }
@@ -64,7 +64,7 @@ impl Report {
                 (0..phases)
                     .map(|k| {
                         sched
-                            .peers_for(i as u32, size as u32, k)
+                            .peers_for(Gpid::new(i as u32), size as u32, k)
                             .unwrap_or_default()
                     })
                     .collect()
@@ -78,7 +78,7 @@ impl Report {
                 for (i, row) in matrix[k].iter().enumerate() {
                     for (j, &m) in row.iter().enumerate() {
                         total += m;
-                        if channels[i][k].contains(&(j as Gpid)) {
+                        if channels[i][k].contains(&Gpid::from_idx(j)) {
                             sched_fast += m;
                         }
                     }
@@ -221,7 +221,7 @@ impl Report {
                     s,
                     "<rect x=\"{x}\" y=\"{y}\" width=\"{cell}\" height=\"{cell}\" fill=\"{fill}\"><title>{j} to {i}: {m} messages</title></rect>"
                 );
-                if self.channels[i][k].contains(&(j as Gpid)) {
+                if self.channels[i][k].contains(&Gpid::from_idx(j)) {
                     let _ = write!(
                         s,
                         "<rect class=\"chan\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>",
@@ -417,9 +417,12 @@ mod tests {
     fn ring() -> Vec<Profile> {
         (0..4u32)
             .map(|r| Profile {
-                rank: r,
+                rank: Gpid::new(r),
                 size: 4,
-                phases: vec![vec![((r + 1) % 4, 10, 1000)], vec![((r + 3) % 4, 5, 80)]],
+                phases: vec![
+                    vec![(Gpid::new((r + 1) % 4), 10, 1000)],
+                    vec![(Gpid::new((r + 3) % 4), 5, 80)],
+                ],
             })
             .collect()
     }
@@ -433,7 +436,7 @@ mod tests {
         // Process 1 receives from 0 in phase 0 and from 2 in phase 1.
         assert_eq!(r.matrix[0][1][0], 10);
         assert_eq!(r.matrix[1][1][2], 5);
-        assert_eq!(r.channels[1], vec![vec![0], vec![2]]);
+        assert_eq!(r.channels[1], vec![vec![Gpid::new(0)], vec![Gpid::new(2)]]);
         // Every message goes through a scheduled channel; the static rule (3 peers, 1
         // channel) gives none.
         assert_eq!(r.share, vec![(40, 40, 0), (20, 20, 0)]);

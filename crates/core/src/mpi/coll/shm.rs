@@ -112,7 +112,7 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
                 Vec::new(),
                 0,
                 String::new(),
-                0,
+                Gpid::NONE,
                 0,
                 depth,
             ));
@@ -128,7 +128,7 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
             local,
             me,
             e.jobid.clone(),
-            e.rank as Gpid,
+            Gpid::new(e.rank),
             e.coll.shm_serial,
             depth,
         ))

@@ -240,14 +240,14 @@ impl Pml {
             } else {
                 continue;
             }
-            let caps = io.caps(g as Gpid);
-            self.on_caps(g as Gpid, caps);
+            let caps = io.caps(Gpid::from_idx(g));
+            self.on_caps(Gpid::from_idx(g), caps);
         }
     }
 
     /// A process of another job left the table (disconnected): forget its state.
     pub fn drop_peer(&mut self, peer: Gpid) {
-        if let Some(p) = self.peers.get_mut(peer as usize) {
+        if let Some(p) = self.peers.get_mut(peer.idx()) {
             *p = Peer::new(Route::Unreachable);
         }
     }
@@ -298,7 +298,7 @@ impl Pml {
     /// boundaries).
     pub fn sent_to(&self, peer: Gpid) -> (u64, u64) {
         self.peers
-            .get(peer as usize)
+            .get(peer.idx())
             .map_or((0, 0), |p| (p.sent_msgs, p.sent_bytes))
     }
 
@@ -307,20 +307,20 @@ impl Pml {
     /// [`FrameSink::on_caps`]).
     pub fn refresh_limits<T: Transport>(&mut self, io: &T) {
         for g in 0..self.peers.len() {
-            let caps = io.caps(g as Gpid);
-            self.on_caps(g as Gpid, caps);
+            let caps = io.caps(Gpid::from_idx(g));
+            self.on_caps(Gpid::from_idx(g), caps);
         }
     }
 
     fn update_limits(&mut self, peer: Gpid) {
-        let p = &self.peers[peer as usize];
+        let p = &self.peers[peer.idx()];
         let limits = p.limits_under(&self.policy, self.policy.protocol, peer);
-        self.peers[peer as usize].limits = limits;
+        self.peers[peer.idx()].limits = limits;
     }
 
     /// The limits in use for messages to `peer` (protean-info, tests).
     pub fn limits(&self, peer: Gpid) -> Option<Limits> {
-        self.peers.get(peer as usize).map(|p| p.limits)
+        self.peers.get(peer.idx()).map(|p| p.limits)
     }
 
     /// A header arrived from `from`: take in the feedback it carries.
@@ -330,7 +330,7 @@ impl Pml {
         if w == 0 {
             return;
         }
-        let Some(p) = self.peers.get_mut(from as usize) else {
+        let Some(p) = self.peers.get_mut(from.idx()) else {
             return;
         };
         if p.fb_in != w {
@@ -346,7 +346,7 @@ impl Pml {
     /// A matchable message from `from` arrived; `preposted`: its receive was waiting.
     #[inline(always)]
     fn note_arrival(&mut self, from: Gpid, preposted: bool, bytes: usize) {
-        let p = &mut self.peers[from as usize];
+        let p = &mut self.peers[from.idx()];
         p.replied = true;
         if let Some((share, level)) = p.rx.note(preposted, bytes) {
             p.fb_out = frame::feedback_word(share, level);
@@ -370,7 +370,7 @@ impl Pml {
 
     pub fn route(&self, peer: Gpid) -> Route {
         self.peers
-            .get(peer as usize)
+            .get(peer.idx())
             .map_or(Route::Unreachable, |p| p.route)
     }
 
@@ -487,7 +487,7 @@ impl Pml {
     /// Ok: sent and taken off the outbox.
     fn send_ctrl<I: Transport>(&mut self, io: &mut I) -> Result<(), SendError> {
         let c = self.outbox.front_mut().expect("outbox not empty");
-        let p = &mut self.peers[c.peer as usize];
+        let p = &mut self.peers[c.peer.idx()];
         frame::set_feedback(&mut c.hdr, p.fb_out);
         io.send(c.peer, &c.hdr, &[], &[], Token::NONE)?;
         p.sent_since = true;
@@ -530,7 +530,7 @@ impl Pml {
             }
             Kind::Send => match r.send.on(SendEvent::Cancel) {
                 Ok(SendAction::Unbacklog) => {
-                    let peer = r.peer as usize;
+                    let peer = r.peer.idx();
                     r.status.cancelled = true;
                     let before = self.peers[peer].backlog.len();
                     self.peers[peer].backlog.retain(|s| *s != slot);
@@ -617,17 +617,17 @@ impl Pml {
     /// The sequence number of the last matchable frame sent to `peer` (that of a send
     /// [`Pml::try_eager`] just made, for the request that stands for it).
     pub fn sent_seq(&self, peer: Gpid) -> u32 {
-        self.peers[peer as usize].send_seq.wrapping_sub(1)
+        self.peers[peer.idx()].send_seq.wrapping_sub(1)
     }
 
     /// Sends still waiting for their first frame to go out, for a peer (diagnostics).
     pub fn backlog_len(&self, peer: Gpid) -> usize {
-        self.peers.get(peer as usize).map_or(0, |p| p.backlog.len())
+        self.peers.get(peer.idx()).map_or(0, |p| p.backlog.len())
     }
 
     /// Describe why `peer` is unusable, if it is.
     pub fn peer_lost(&self, peer: Gpid) -> Option<&str> {
-        self.peers.get(peer as usize)?.lost.as_deref()
+        self.peers.get(peer.idx())?.lost.as_deref()
     }
 }
 
@@ -638,11 +638,11 @@ impl FrameSink for Pml {
             Ok(f) => f,
             Err(e) => return self.bad_frame(from, &e.to_string()),
         };
-        if from as usize >= self.peers.len() {
+        if from.idx() >= self.peers.len() {
             return self.bad_frame(from, "frame from an unknown process");
         }
         self.take_feedback(from, hdr);
-        let p = &mut self.peers[from as usize];
+        let p = &mut self.peers[from.idx()];
         p.sent_since = false;
         match f {
             Frame::Feedback => {}
@@ -654,7 +654,7 @@ impl FrameSink for Pml {
                 }
                 p.recv_seq = seq.wrapping_add(1);
                 self.on_matchable(from, f, payload);
-                if !self.peers[from as usize].early.is_empty() {
+                if !self.peers[from.idx()].early.is_empty() {
                     self.drain_early(from);
                 }
             }
@@ -756,7 +756,7 @@ impl FrameSink for Pml {
             } => {
                 let ptr = self.eager_target(from, env, seq, sreq, sync, len)?;
                 self.take_feedback(from, hdr);
-                let p = &mut self.peers[from as usize];
+                let p = &mut self.peers[from.idx()];
                 let stream = !std::mem::take(&mut p.sent_since);
                 Some(Placement {
                     // SAFETY: eager_target names a receive buffer of at least `len` bytes, or
@@ -804,7 +804,7 @@ impl FrameSink for Pml {
 
     /// A dedicated channel to `peer` was gained or given back: later frames follow its caps.
     fn on_caps(&mut self, peer: Gpid, caps: Caps) {
-        let Some(p) = self.peers.get_mut(peer as usize) else {
+        let Some(p) = self.peers.get_mut(peer.idx()) else {
             return;
         };
         p.max_payload = caps.max_payload;
@@ -817,7 +817,7 @@ impl FrameSink for Pml {
         if self.finalizing {
             return;
         }
-        if let Some(p) = self.peers.get_mut(peer as usize) {
+        if let Some(p) = self.peers.get_mut(peer.idx()) {
             if p.lost.is_none() {
                 p.lost = Some(why.to_string());
                 if self.verbose {
@@ -854,7 +854,7 @@ impl Pml {
                 })
             })
             .collect();
-        let p = &mut self.peers[peer as usize];
+        let p = &mut self.peers[peer.idx()];
         self.backlogged -= p.backlog.len();
         p.backlog.clear();
         if let Some(d) = self.direct.as_mut() {

@@ -197,12 +197,7 @@ impl Pml {
         cap: usize,
     ) -> DirectPost {
         // Busy, or a source that is gone (the request path reports it).
-        if self.direct.is_some()
-            || self
-                .peers
-                .get(from as usize)
-                .is_some_and(|p| p.lost.is_some())
-        {
+        if self.direct.is_some() || self.peers.get(from.idx()).is_some_and(|p| p.lost.is_some()) {
             return DirectPost::UseRequest;
         }
         if let Some(i) = self.unexpected.iter().position(|u| matches(&spec, &u.env)) {
@@ -260,7 +255,7 @@ impl Pml {
         // now rather than wait for it.
         let from = self.reqs.get(slot).expect("slot").peer;
         if spec.src >= 0 {
-            if let Some(why) = self.peers.get(from as usize).and_then(|p| p.lost.clone()) {
+            if let Some(why) = self.peers.get(from.idx()).and_then(|p| p.lost.clone()) {
                 let e = MpiError::new(ErrorClass::Other, format!("process {from} is gone: {why}"));
                 self.fail(slot, e);
                 return true;
@@ -520,7 +515,7 @@ impl Pml {
     /// long as the next one in sequence is among them.
     pub(super) fn drain_early(&mut self, from: Gpid) {
         loop {
-            let p = &mut self.peers[from as usize];
+            let p = &mut self.peers[from.idx()];
             if p.early.is_empty() {
                 return;
             }
@@ -593,7 +588,7 @@ impl Pml {
         sync: bool,
         len: usize,
     ) -> Option<*mut u8> {
-        let p = self.peers.get(from as usize)?;
+        let p = self.peers.get(from.idx())?;
         if seq != p.recv_seq || !p.early.is_empty() {
             return None;
         }
@@ -625,7 +620,7 @@ impl Pml {
             }
         };
         let preposted = matches!(into, PlaceInto::Receive(_));
-        self.peers[from as usize].recv_seq = seq.wrapping_add(1);
+        self.peers[from.idx()].recv_seq = seq.wrapping_add(1);
         let c = self.counters.on(self.route(from));
         if preposted {
             c.preposted += 1;

@@ -26,7 +26,7 @@ impl Pml {
         data: &[u8],
         io: &mut I,
     ) -> bool {
-        let Some(p) = self.peers.get_mut(peer as usize) else {
+        let Some(p) = self.peers.get_mut(peer.idx()) else {
             return false;
         };
         if !p.backlog.is_empty() || p.lost.is_some() || self.eager_unpolled >= POLL_EVERY {
@@ -71,7 +71,7 @@ impl Pml {
     #[inline]
     pub fn start_send<I: Transport>(&mut self, slot: ReqId, io: &mut I) -> bool {
         let peer = self.reqs.get(slot).expect("send slot").peer;
-        let p = &mut self.peers[peer as usize];
+        let p = &mut self.peers[peer.idx()];
         if let Some(why) = &p.lost {
             let e = MpiError::new(ErrorClass::Other, format!("process {peer} is gone: {why}"));
             self.fail(slot, e);
@@ -91,7 +91,7 @@ impl Pml {
         match self.emit_first(slot, io) {
             Ok(done) => done,
             Err(SendError::NotNow) => {
-                self.peers[peer as usize].backlog.push_back(slot);
+                self.peers[peer.idx()].backlog.push_back(slot);
                 self.backlogged += 1;
                 let _ = self
                     .reqs
@@ -124,7 +124,7 @@ impl Pml {
         let wire = self.reqs.wire_id(slot);
         let r = self.reqs.get_mut(slot).expect("send slot");
         let (peer, len) = (r.peer, r.len);
-        let p = &mut self.peers[peer as usize];
+        let p = &mut self.peers[peer.idx()];
         // The limits were computed for the channel in use (refresh_limits runs when it
         // changes), so the plan's frames fit it.
         let plan = match r.protocol {
@@ -138,7 +138,7 @@ impl Pml {
             self.prepare_streamed(slot, plan);
         }
         let r = self.reqs.get_mut(slot).expect("send slot");
-        let p = &mut self.peers[peer as usize];
+        let p = &mut self.peers[peer.idx()];
         let seq = p.send_seq;
         r.seq = seq;
         let fb = p.fb_out;
@@ -271,7 +271,7 @@ impl Pml {
             return self.pump_packed(slot, io);
         }
         let peer = r.peer;
-        let max = self.peers[peer as usize].max_payload.max(1);
+        let max = self.peers[peer.idx()].max_payload.max(1);
         // Striped over several lanes: pieces small enough for every lane to carry a few, so a
         // slow lane holds back less of the message.
         let lanes = io.caps(peer).lanes.max(1) as usize;
@@ -280,8 +280,8 @@ impl Pml {
         } else {
             max
         };
-        let fb = self.peers[peer as usize].fb_out;
-        self.peers[peer as usize].sent_since = true;
+        let fb = self.peers[peer.idx()].fb_out;
+        self.peers[peer.idx()].sent_since = true;
         while r.off < r.len {
             let n = frag.min(r.len - r.off);
             let mut hdr = Frame::Data {
@@ -335,7 +335,7 @@ impl Pml {
     #[cold]
     pub(super) fn prepare_streamed(&mut self, slot: ReqId, plan: Plan) {
         let r = self.reqs.get_mut(slot).expect("send slot");
-        let route = self.peers[r.peer as usize].route;
+        let route = self.peers[r.peer.idx()].route;
         let Some(pk) = r.packed.as_mut() else {
             r.streamed = false;
             return;
@@ -380,10 +380,10 @@ impl Pml {
         // also for messages of a few pieces.
         let piece = (r.len / 8)
             .clamp(STREAM_PIECE_MIN, STREAM_PIECE)
-            .min(self.peers[peer as usize].max_payload)
+            .min(self.peers[peer.idx()].max_payload)
             .max(1);
-        let fb = self.peers[peer as usize].fb_out;
-        self.peers[peer as usize].sent_since = true;
+        let fb = self.peers[peer.idx()].fb_out;
+        self.peers[peer.idx()].sent_since = true;
         let Request {
             packed: Some(pk),
             off,

@@ -114,7 +114,7 @@ impl Transport for Wire {
 /// What a transport reading a stream does with a large payload: ask where it goes, write it
 /// there, say it is placed. Returns the place, if the engine gave one.
 fn place(p: &mut Pml, hdr: &[u8; HEADER_LEN], len: usize) -> Option<*mut u8> {
-    p.place(0, hdr, len).map(|pl| pl.to.ptr())
+    p.place(Gpid::new(0), hdr, len).map(|pl| pl.to.ptr())
 }
 
 struct Pair {
@@ -138,8 +138,8 @@ fn policy(protocol: Protocol) -> Policy {
 impl Pair {
     fn new(protocol: Protocol, single_copy: bool) -> Pair {
         let routes = vec![Route::Shm, Route::Shm];
-        let mut a = Pml::new(0, routes.clone(), policy(protocol), single_copy);
-        let mut b = Pml::new(1, routes, policy(protocol), single_copy);
+        let mut a = Pml::new(Gpid::new(0), routes.clone(), policy(protocol), single_copy);
+        let mut b = Pml::new(Gpid::new(1), routes, policy(protocol), single_copy);
         a.verbose = false;
         b.verbose = false;
         let ab = Wire {
@@ -160,11 +160,11 @@ impl Pair {
         for _ in 0..10_000 {
             let mut moved = false;
             while let Some((h, p)) = self.ab.frames.pop_front() {
-                self.b.on_frame(0, &h, &p);
+                self.b.on_frame(Gpid::new(0), &h, &p);
                 moved = true;
             }
             while let Some((h, p)) = self.ba.frames.pop_front() {
-                self.a.on_frame(1, &h, &p);
+                self.a.on_frame(Gpid::new(1), &h, &p);
                 moved = true;
             }
             self.a.flush(&mut self.ab);
@@ -184,7 +184,7 @@ impl Pair {
     /// b sends a an empty message with `tag` (nobody receives it), and it is delivered.
     fn reply(&mut self, tag: i32) {
         let mut r = Request::new(Kind::Send, COMM_WORLD);
-        r.peer = 0;
+        r.peer = Gpid::new(0);
         r.env = Envelope {
             ctx: ContextId::new(0),
             src: 1,
@@ -215,7 +215,7 @@ fn env(tag: i32) -> Envelope {
 
 fn send(p: &mut Pml, io: &mut Wire, data: &[u8], tag: i32, mode: Mode) -> (ReqId, bool) {
     let mut r = Request::new(Kind::Send, COMM_WORLD);
-    r.peer = 1;
+    r.peer = Gpid::new(1);
     r.env = env(tag);
     r.buf = data.as_ptr() as *mut u8;
     r.len = data.len();
@@ -420,7 +420,7 @@ fn backpressure_keeps_send_order() {
         let (s, _) = send(&mut t.a, &mut t.ab, b, 9, Mode::Standard);
         slots.push(s);
     }
-    assert!(t.a.backlog_len(1) > 0);
+    assert!(t.a.backlog_len(Gpid::new(1)) > 0);
     t.run();
     for s in &slots {
         assert!(done(&t.a, *s));
@@ -498,12 +498,12 @@ fn cancel_eager_sends_that_are_complete_here() {
     assert!(t.b.probe(&env(5)).is_none(), "the message is gone");
     // A send of the request-free path, cancelled by its sequence number; the one after it
     // (same tag) is untouched.
-    assert!(t.a.try_eager(1, env(6), b"y1", &mut t.ab));
+    assert!(t.a.try_eager(Gpid::new(1), env(6), b"y1", &mut t.ab));
     let mut r = Request::new(Kind::Send, COMM_WORLD);
     r.send = Sender::sent();
     r.complete = true;
-    r.peer = 1;
-    r.seq = t.a.sent_seq(1);
+    r.peer = Gpid::new(1);
+    r.seq = t.a.sent_seq(Gpid::new(1));
     let s2 = t.a.reqs.insert(r);
     let (s3, _) = send(&mut t.a, &mut t.ab, b"y2", 6, Mode::Standard);
     t.run();
@@ -565,8 +565,8 @@ fn matched_probe_then_receive() {
 #[test]
 fn malformed_and_stale_frames_are_dropped() {
     let mut t = Pair::new(Protocol::Static, false);
-    t.b.on_frame(0, &[0xee; HEADER_LEN], &[]);
-    t.b.on_frame(7, &Frame::Fin { sreq: 1 }.encode(), &[]);
+    t.b.on_frame(Gpid::new(0), &[0xee; HEADER_LEN], &[]);
+    t.b.on_frame(Gpid::new(7), &Frame::Fin { sreq: 1 }.encode(), &[]);
     // Rts with a payload too short for its info.
     let rts = Frame::Rts {
         env: env(1),
@@ -575,10 +575,10 @@ fn malformed_and_stale_frames_are_dropped() {
         len: 10,
     }
     .encode();
-    t.b.on_frame(0, &rts, &[1, 2]);
+    t.b.on_frame(Gpid::new(0), &rts, &[1, 2]);
     // Frames for requests that do not exist.
     t.b.on_frame(
-        0,
+        Gpid::new(0),
         &Frame::Data {
             rreq: 12345,
             offset: 0,
@@ -586,7 +586,11 @@ fn malformed_and_stale_frames_are_dropped() {
         .encode(),
         b"x",
     );
-    t.a.on_frame(1, &Frame::Cts { sreq: 999, rreq: 1 }.encode(), &[]);
+    t.a.on_frame(
+        Gpid::new(1),
+        &Frame::Cts { sreq: 999, rreq: 1 }.encode(),
+        &[],
+    );
     assert_eq!(t.b.counters.bad_frames, 3);
     assert!(t
         .b
@@ -619,14 +623,14 @@ fn zero_length_messages_every_protocol() {
 #[test]
 fn eager_without_request_keeps_order_with_queued_sends() {
     let mut t = Pair::new(Protocol::Static, false);
-    assert!(t.a.try_eager(1, env(1), b"a", &mut t.ab));
+    assert!(t.a.try_eager(Gpid::new(1), env(1), b"a", &mut t.ab));
     // Too big for eager: refused, nothing sent.
-    assert!(!t.a.try_eager(1, env(1), &[0u8; 200], &mut t.ab));
+    assert!(!t.a.try_eager(Gpid::new(1), env(1), &[0u8; 200], &mut t.ab));
     t.ab.refuse = 1;
     let b = *b"b";
     send(&mut t.a, &mut t.ab, &b, 1, Mode::Standard);
     // Something is backlogged: the fast path must not overtake it.
-    assert!(!t.a.try_eager(1, env(1), b"c", &mut t.ab));
+    assert!(!t.a.try_eager(Gpid::new(1), env(1), b"c", &mut t.ab));
     assert!(t.a.busy());
     t.run();
     for want in [b'a', b'b'] {
@@ -648,7 +652,7 @@ fn single_copy_reads_through_the_transport_and_retracts_after_fin() {
     // The request-to-send matches; the read waits for the receiver's flush (a transport
     // cannot be called from inside its own delivery).
     let (h, p) = t.ab.frames.pop_front().unwrap();
-    t.b.on_frame(0, &h, &p);
+    t.b.on_frame(Gpid::new(0), &h, &p);
     assert!(!done(&t.b, r) && t.b.busy());
     t.b.flush(&mut t.ba);
     assert!(done(&t.b, r));
@@ -804,7 +808,7 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
     assert_eq!(p, buf.as_mut_ptr());
     unsafe { std::ptr::write_bytes(p, 0xab, 60) };
     assert!(!done(&t.b, r));
-    t.b.placed(0, &hdr(0, true), 60);
+    t.b.placed(Gpid::new(0), &hdr(0, true), 60);
     assert!(done(&t.b, r));
     let st = status(&t.b, r);
     assert_eq!((st.source, st.tag, st.bytes), (0, 3, 60));
@@ -824,7 +828,7 @@ fn eager_payload_placed_straight_into_a_posted_receive() {
     ));
     let p = place(&mut t.b, &hdr(1, false), 16).unwrap();
     unsafe { std::ptr::write_bytes(p, 7, 16) };
-    t.b.placed(0, &hdr(1, false), 16);
+    t.b.placed(Gpid::new(0), &hdr(1, false), 16);
     let st = t.b.take_direct().unwrap().unwrap();
     assert_eq!(st.bytes, 16);
     assert_eq!(small, [7u8; 16]);
@@ -861,7 +865,7 @@ fn eager_payload_placed_into_its_unexpected_buffer() {
     let (r, d) = recv(&mut t.b, &mut buf, 0, 3);
     assert!(!d);
     // ...and takes it once it is complete.
-    t.b.placed(0, &hdr(0, 3), 50);
+    t.b.placed(Gpid::new(0), &hdr(0, 3), 50);
     assert!(done(&t.b, r));
     assert_eq!(status(&t.b, r).bytes, 50);
     assert!(buf[..50].iter().all(|b| *b == 0x5a) && buf[50] == 0);
@@ -870,7 +874,7 @@ fn eager_payload_placed_into_its_unexpected_buffer() {
     // queues behind it.
     let p = place(&mut t.b, &hdr(1, 4), 40).expect("in turn");
     unsafe { std::ptr::write_bytes(p, 0x11, 40) };
-    t.b.placed(0, &hdr(1, 4), 40);
+    t.b.placed(Gpid::new(0), &hdr(1, 4), 40);
     let second = [0x22u8; 8];
     send(&mut t.a, &mut t.ab, &second, 4, Mode::Standard);
     // a's own sequence numbers start at 0: feed b the frame as if it were the third.
@@ -888,7 +892,7 @@ fn eager_payload_placed_into_its_unexpected_buffer() {
         sync,
     }
     .encode();
-    t.b.on_frame(0, &h, &pl);
+    t.b.on_frame(Gpid::new(0), &h, &pl);
     for (n, fill) in [(40usize, 0x11u8), (8, 0x22)] {
         let mut b = vec![0u8; 64];
         let (r, d) = recv(&mut t.b, &mut b, 0, 4);
@@ -913,7 +917,7 @@ fn adaptive_sender_follows_the_receivers_reports() {
     t.a.refresh_limits(&t.ab);
     t.b.refresh_limits(&t.ba);
     assert_eq!(
-        t.a.limits(1).unwrap().eager_max,
+        t.a.limits(Gpid::new(1)).unwrap().eager_max,
         Some(100),
         "before any report"
     );
@@ -926,7 +930,10 @@ fn adaptive_sender_follows_the_receivers_reports() {
     assert_eq!(t.a.counters.on(Route::Shm).eager_sent, 64);
     // The receiver told the sender (on a frame of its own: nothing else went that way).
     // (at 5 bytes eager and rendezvous cost the same, bar the unexpected data's pressure)
-    assert!(matches!(t.a.limits(1).unwrap().eager_max, Some(4 | 5)));
+    assert!(matches!(
+        t.a.limits(Gpid::new(1)).unwrap().eager_max,
+        Some(4 | 5)
+    ));
     let (s, _) = send(&mut t.a, &mut t.ab, &data, 64, Mode::Standard);
     t.run();
     assert!(!done(&t.a, s));
@@ -940,7 +947,7 @@ fn adaptive_sender_follows_the_receivers_reports() {
     }
     assert!(done(&t.a, s));
     let mut rounds = 0;
-    while t.a.limits(1).unwrap().eager_max != Some(100) {
+    while t.a.limits(Gpid::new(1)).unwrap().eager_max != Some(100) {
         rounds += 1;
         assert!(rounds < 200, "the sender never went back to eager");
         let mut b = [0u8; 50];
@@ -957,7 +964,7 @@ fn adaptive_sender_follows_the_receivers_reports() {
         send(&mut s.a, &mut s.ab, &data[..8], i, Mode::Standard);
     }
     s.run();
-    assert_eq!(s.a.limits(1).unwrap().eager_max, Some(64));
+    assert_eq!(s.a.limits(Gpid::new(1)).unwrap().eager_max, Some(64));
 }
 
 /// A send the transport did not take waits in the backlog unplanned: when it leaves, it goes
@@ -969,16 +976,16 @@ fn backlogged_sends_follow_the_report_that_came_meanwhile() {
         .unwrap();
     t.a.policy.costs_shm = costs;
     t.a.refresh_limits(&t.ab);
-    assert_eq!(t.a.limits(1).unwrap().eager_max, Some(100));
+    assert_eq!(t.a.limits(Gpid::new(1)).unwrap().eager_max, Some(100));
     let data = [7u8; 50];
     t.ab.refuse = 1;
     let (s, _) = send(&mut t.a, &mut t.ab, &data, 0, Mode::Standard);
-    assert!(t.ab.frames.is_empty() && t.a.backlog_len(1) == 1);
+    assert!(t.ab.frames.is_empty() && t.a.backlog_len(Gpid::new(1)) == 1);
     // The receiver reports that no receive was posted for a while.
     let mut h = Frame::Feedback.encode();
     frame::set_feedback(&mut h, frame::feedback_word(0, 20));
-    t.a.on_frame(1, &h, &[]);
-    assert_eq!(t.a.limits(1).unwrap().eager_max, Some(4));
+    t.a.on_frame(Gpid::new(1), &h, &[]);
+    assert_eq!(t.a.limits(Gpid::new(1)).unwrap().eager_max, Some(4));
     t.a.flush(&mut t.ab);
     let c = t.a.counters.on(Route::Shm);
     assert_eq!((c.eager_sent, c.rndv_sent), (0, 1));
@@ -1008,7 +1015,7 @@ fn lone_messages_follow_their_own_boundary() {
     }
     t.a.refresh_limits(&t.ab);
     t.b.refresh_limits(&t.ba);
-    let l = t.a.limits(1).unwrap();
+    let l = t.a.limits(Gpid::new(1)).unwrap();
     assert_eq!((l.eager_max, l.lone_eager_max), (Some(100), Some(30)));
     let data = [7u8; 40];
     let sent = |t: &mut Pair| {
@@ -1026,14 +1033,14 @@ fn lone_messages_follow_their_own_boundary() {
     assert_eq!(sent(&mut t), (1, 1));
     // A reply makes the next send lone again, on the requestless path too.
     t.reply(99);
-    assert!(!t.a.try_eager(1, env(2), &data, &mut t.ab));
+    assert!(!t.a.try_eager(Gpid::new(1), env(2), &data, &mut t.ab));
     send(&mut t.a, &mut t.ab, &data, 2, Mode::Standard);
-    assert!(t.a.try_eager(1, env(3), &data, &mut t.ab));
+    assert!(t.a.try_eager(Gpid::new(1), env(3), &data, &mut t.ab));
     t.run();
     assert_eq!(sent(&mut t), (2, 2));
     // Small lone messages still go eagerly.
     t.reply(99);
-    assert!(t.a.try_eager(1, env(4), &data[..30], &mut t.ab));
+    assert!(t.a.try_eager(Gpid::new(1), env(4), &data[..30], &mut t.ab));
     t.run();
     for (i, b) in bufs.iter().enumerate().take(5) {
         assert_eq!(b[..30], data[..30], "message {i}");
@@ -1043,7 +1050,7 @@ fn lone_messages_follow_their_own_boundary() {
 /// A non-contiguous send of `count` elements of `dt` at `buf`, streamed (packed as it goes).
 fn send_streamed(t: &mut Pair, buf: &[u8], count: usize, dt: &Arc<Datatype>, tag: i32) -> ReqId {
     let mut r = Request::new(Kind::Send, COMM_WORLD);
-    r.peer = 1;
+    r.peer = Gpid::new(1);
     r.env = env(tag);
     r.len = dt.size * count;
     r.packed = Some(Box::new(Packed {
@@ -1158,7 +1165,7 @@ fn a_receiver_tells_a_change_of_phase_at_once() {
     for i in 0..24 {
         send(&mut t.a, &mut t.ab, &data, 1000 + i, Mode::Standard);
         while let Some((h, p)) = t.ab.frames.pop_front() {
-            t.b.on_frame(0, &h, &p);
+            t.b.on_frame(Gpid::new(0), &h, &p);
         }
         t.b.flush(&mut t.ba);
         while let Some((h, _)) = t.ba.frames.pop_front() {
@@ -1182,14 +1189,14 @@ fn eager_without_request_declines_after_a_megabyte_unpolled() {
     let mut t = Pair::new(Protocol::Eager, false);
     let chunk = [3u8; 100];
     let mut sent = 0;
-    while t.a.try_eager(1, env(1), &chunk, &mut t.ab) {
+    while t.a.try_eager(Gpid::new(1), env(1), &chunk, &mut t.ab) {
         sent += chunk.len();
         assert!(sent <= POLL_EVERY + chunk.len(), "never declined");
     }
     assert!(sent >= POLL_EVERY);
     assert!(t.a.eager_unpolled >= POLL_EVERY);
     t.a.eager_unpolled = 0; // what Engine::progress_p2p does
-    assert!(t.a.try_eager(1, env(1), &chunk, &mut t.ab));
+    assert!(t.a.try_eager(Gpid::new(1), env(1), &chunk, &mut t.ab));
 }
 
 /// A transport asks where large payloads go and whether to await them whole: rendezvous data
@@ -1211,24 +1218,24 @@ fn placement_waits_whole_for_streams_and_not_for_lone_messages() {
     let mut buf = vec![0u8; n];
     let (r0, _) = recv(&mut t.b, &mut buf, 0, 3);
     // A small frame from a first: b has sent nothing since, so what follows is a stream.
-    t.b.on_frame(0, &Frame::Feedback.encode(), &[]);
-    let pl = t.b.place(0, &hdr(0), n).expect("posted");
+    t.b.on_frame(Gpid::new(0), &Frame::Feedback.encode(), &[]);
+    let pl = t.b.place(Gpid::new(0), &hdr(0), n).expect("posted");
     assert_eq!(pl.wait, Await::Whole);
-    t.b.placed(0, &hdr(0), n);
+    t.b.placed(Gpid::new(0), &hdr(0), n);
     assert!(done(&t.b, r0));
     // Smaller payloads in a stream are read as they come.
     let mut small = vec![0u8; n / 2];
     let (r1, _) = recv(&mut t.b, &mut small, 0, 3);
-    let pl = t.b.place(0, &hdr(1), n / 2).expect("posted");
+    let pl = t.b.place(Gpid::new(0), &hdr(1), n / 2).expect("posted");
     assert_eq!(pl.wait, Await::AsItComes);
-    t.b.placed(0, &hdr(1), n / 2);
+    t.b.placed(Gpid::new(0), &hdr(1), n / 2);
     assert!(done(&t.b, r1));
     // b answers a: the next large payload from a is lone.
     t.reply(9);
     let (r2, _) = recv(&mut t.b, &mut buf, 0, 3);
-    let pl = t.b.place(0, &hdr(2), n).expect("posted");
+    let pl = t.b.place(Gpid::new(0), &hdr(2), n).expect("posted");
     assert_eq!(pl.wait, Await::AsItComes);
-    t.b.placed(0, &hdr(2), n);
+    t.b.placed(Gpid::new(0), &hdr(2), n);
     assert!(done(&t.b, r2));
     // Rendezvous data is awaited whole.
     let data: Vec<u8> = (0..500u32).map(|i| i as u8).collect();
@@ -1237,16 +1244,18 @@ fn placement_waits_whole_for_streams_and_not_for_lone_messages() {
     let (r, _) = recv(&mut t.b, &mut dst, 0, 1);
     let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
     let (h, p) = t.ab.frames.pop_front().unwrap();
-    t.b.on_frame(0, &h, &p);
+    t.b.on_frame(Gpid::new(0), &h, &p);
     t.b.flush(&mut t.ba);
     let (h, p) = t.ba.frames.pop_front().unwrap();
-    t.a.on_frame(1, &h, &p); // clear to send
+    t.a.on_frame(Gpid::new(1), &h, &p); // clear to send
     t.a.flush(&mut t.ab);
     let (h, p) = t.ab.frames.pop_front().unwrap();
-    let pl = t.b.place(0, &h, p.len()).expect("a receive waits for it");
+    let pl =
+        t.b.place(Gpid::new(0), &h, p.len())
+            .expect("a receive waits for it");
     assert_eq!(pl.wait, Await::Whole);
     pl.to.write(&p);
-    t.b.placed(0, &h, p.len());
+    t.b.placed(Gpid::new(0), &h, p.len());
     t.run();
     assert!(done(&t.b, r) && done(&t.a, s));
     assert_eq!(dst, data);
@@ -1263,9 +1272,9 @@ fn a_lost_peer_fails_what_is_under_way_with_it() {
     let (s, _) = send(&mut t.a, &mut t.ab, &data, 1, Mode::Standard);
     // The request-to-send arrives and is matched; its data never comes.
     let (h, p) = t.ab.frames.pop_front().unwrap();
-    t.b.on_frame(0, &h, &p);
+    t.b.on_frame(Gpid::new(0), &h, &p);
     assert!(!done(&t.b, r));
-    t.b.on_peer_lost(0, "lane 2 reset");
+    t.b.on_peer_lost(Gpid::new(0), "lane 2 reset");
     assert!(done(&t.b, r));
     let e = status(&t.b, r).error.unwrap();
     assert!(
@@ -1273,7 +1282,7 @@ fn a_lost_peer_fails_what_is_under_way_with_it() {
         "{e:?}"
     );
     // The sender, waiting for its clear-to-send, ends too; a later send fails at once.
-    t.a.on_peer_lost(1, "connection reset");
+    t.a.on_peer_lost(Gpid::new(1), "connection reset");
     assert!(done(&t.a, s));
     assert!(status(&t.a, s).error.is_some());
     let (s2, d2) = send(&mut t.a, &mut t.ab, &data, 2, Mode::Standard);

@@ -571,13 +571,13 @@ pub unsafe fn create(
             return err!(Comm, "windows are made over intracommunicators");
         }
         if flavor == Flavor::Shared {
-            let h = &e.hosts[e.me as usize];
-            if let Some(g) = c.group.iter().find(|g| &e.hosts[**g as usize] != h) {
+            let h = &e.hosts[e.me.idx()];
+            if let Some(g) = c.group.iter().find(|g| &e.hosts[(**g).idx()] != h) {
                 return err!(
                     RmaShared,
                     "MPI_Win_allocate_shared needs every process of the communicator on one host (rank {} is on {}, this one on {h})",
                     c.group.iter().position(|x| x == g).unwrap_or(0),
-                    e.hosts[*g as usize]
+                    e.hosts[g.idx()]
                 );
             }
         }
@@ -638,9 +638,9 @@ unsafe fn build(
         (
             group
                 .iter()
-                .map(|g| e.hosts[*g as usize].clone())
+                .map(|g| e.hosts[g.idx()].clone())
                 .collect::<Vec<_>>(),
-            e.hosts[e.me as usize].clone(),
+            e.hosts[e.me.idx()].clone(),
         )
     })?;
     let local: Vec<usize> = (0..n).filter(|&j| hosts[j] == my_host).collect();

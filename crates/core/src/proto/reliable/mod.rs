@@ -1164,12 +1164,12 @@ impl Links {
     /// The link to `peer` (made on first use); None for a process outside the job.
     pub fn link(&mut self, peer: Gpid) -> Option<&mut Link<Vec<u8>>> {
         let p = self.p;
-        let slot = self.links.get_mut(peer as usize)?;
+        let slot = self.links.get_mut(peer.idx())?;
         Some(slot.get_or_insert_with(|| Box::new(Link::new(p))))
     }
 
     fn get(&self, peer: Gpid) -> Option<&Link<Vec<u8>>> {
-        self.links.get(peer as usize)?.as_deref()
+        self.links.get(peer.idx())?.as_deref()
     }
 
     /// When `tick` next has something to do, if ever (a lower bound).
@@ -1182,7 +1182,7 @@ impl Links {
 
     /// `peer`'s link has something pending: visit it in `tick`, and from `when` on.
     fn activate(&mut self, peer: Gpid) {
-        let i = peer as usize;
+        let i = peer.idx();
         if let Some(l) = self.links.get(i).and_then(|l| l.as_deref()) {
             if let Some(t) = l.next_timer() {
                 self.next_due = self.next_due.min(t);
@@ -1241,14 +1241,14 @@ impl Reliability for Links {
     }
 
     fn retransmit(&mut self, now: Nanos, peer: Gpid) -> Option<&[u8]> {
-        let l = self.links.get_mut(peer as usize)?.as_deref_mut()?;
+        let l = self.links.get_mut(peer.idx())?.as_deref_mut()?;
         l.retransmit(now).map(|b| &b[..])
     }
 
     fn stamp_ack(&mut self, now: Nanos, peer: Gpid, hdr: &mut [u8]) -> bool {
         let Some(l) = self
             .links
-            .get_mut(peer as usize)
+            .get_mut(peer.idx())
             .and_then(|l| l.as_deref_mut())
         else {
             return false;
@@ -1301,7 +1301,7 @@ impl Reliability for Links {
         let mut i = 0;
         while i < self.active.len() {
             let peer = self.active[i];
-            let Some(l) = self.links[peer as usize].as_deref_mut() else {
+            let Some(l) = self.links[peer.idx()].as_deref_mut() else {
                 i += 1;
                 continue;
             };
@@ -1319,7 +1319,7 @@ impl Reliability for Links {
             if l.busy() {
                 i += 1;
             } else {
-                self.is_active[peer as usize] = false;
+                self.is_active[peer.idx()] = false;
                 self.active.swap_remove(i);
             }
         }
@@ -1353,7 +1353,7 @@ impl Reliability for Links {
         let mut scratch = std::mem::take(&mut self.scratch);
         if let Some(l) = self
             .links
-            .get_mut(peer as usize)
+            .get_mut(peer.idx())
             .and_then(|l| l.as_deref_mut())
         {
             l.clear(&mut scratch);

@@ -69,10 +69,10 @@ fn params() -> Params {
 
 /// `n` processes of a job, on loopback.
 fn job(n: usize, s: &Settings, p: Params) -> Vec<Udp> {
-    let mut v: Vec<Udp> = (0..n as Gpid)
+    let mut v: Vec<Udp> = (0..n as u32)
         .map(|me| {
             Udp::new(
-                me,
+                Gpid::new(me),
                 Ipv4Addr::LOCALHOST,
                 s,
                 Box::new(Links::with_params(p, n)),
@@ -84,7 +84,7 @@ fn job(n: usize, s: &Settings, p: Params) -> Vec<Udp> {
     for u in &mut v {
         u.start(Keys::Shared(KEY), n);
         for (g, a) in addrs.iter().enumerate() {
-            u.set_addrs(g as Gpid, a);
+            u.set_addrs(Gpid::from_idx(g), a);
         }
     }
     v
@@ -128,7 +128,7 @@ fn stream(s: &Settings, count: u32, sizes: usize) -> (Vec<Udp>, Vec<Sink>) {
         .map(|i| payload(i, (i as usize * 7919) % sizes))
         .collect();
     for (i, b) in bodies.iter().enumerate() {
-        match ps[0].send(1, &msg(1, i as u32), b"sm", b, Token::NONE) {
+        match ps[0].send(Gpid::new(1), &msg(1, i as u32), b"sm", b, Token::NONE) {
             Ok(Sent::Done) => {}
             r => panic!("{r:?}"),
         }
@@ -136,13 +136,13 @@ fn stream(s: &Settings, count: u32, sizes: usize) -> (Vec<Udp>, Vec<Sink>) {
         ps[1].progress(&mut sinks[1]);
     }
     ps[1]
-        .send(0, &msg(2, 0), &[], b"back", Token::NONE)
+        .send(Gpid::new(0), &msg(2, 0), &[], b"back", Token::NONE)
         .unwrap();
     run(&mut ps, &mut sinks, 60, |s| {
         s[1].frames.len() == count as usize && !s[0].frames.is_empty()
     });
     for (i, (from, h, p)) in sinks[1].frames.iter().enumerate() {
-        assert_eq!((*from, idx(h)), (0, i as u32));
+        assert_eq!((*from, idx(h)), (Gpid::new(0), i as u32));
         assert_eq!(&p[..2], b"sm");
         assert!(p[2..] == bodies[i][..], "frame {i} intact");
     }
@@ -156,7 +156,7 @@ fn stream(s: &Settings, count: u32, sizes: usize) -> (Vec<Udp>, Vec<Sink>) {
             u.progress(s);
         }
     }
-    assert!(ps[0].quiet(1) && ps[1].quiet(0));
+    assert!(ps[0].quiet(Gpid::new(1)) && ps[1].quiet(Gpid::new(0)));
     assert!(sinks.iter().all(|s| s.lost.is_empty()));
     (ps, sinks)
 }
@@ -201,7 +201,9 @@ fn large_payloads_are_placed_and_pending_tokens_reported() {
     sinks[1].target = Some(Vec::new());
     let src = payload(9, 1 << 20);
     // The body is lent until its token is reported.
-    let r = ps[0].send(1, &msg(3, 0), &[], &src, Token(7)).unwrap();
+    let r = ps[0]
+        .send(Gpid::new(1), &msg(3, 0), &[], &src, Token(7))
+        .unwrap();
     assert_eq!(r, Sent::Pending, "a megabyte does not fit the first window");
     run(&mut ps, &mut sinks, 60, |s| {
         s[1].placed == 1 && s[0].sent == [Token(7)]
@@ -214,12 +216,12 @@ fn large_payloads_are_placed_and_pending_tokens_reported() {
 fn try_send_takes_only_what_fits_one_datagram_now() {
     let mut ps = job(2, &settings(1472, 1, None), params());
     let mut sinks = vec![Sink::default(), Sink::default()];
-    assert!(ps[0].try_send(1, &msg(1, 0), &[1u8; 1000]));
+    assert!(ps[0].try_send(Gpid::new(1), &msg(1, 0), &[1u8; 1000]));
     assert!(
-        !ps[0].try_send(1, &msg(1, 1), &[1u8; 2000]),
+        !ps[0].try_send(Gpid::new(1), &msg(1, 1), &[1u8; 2000]),
         "two datagrams"
     );
-    assert_eq!(ps[0].queued(1), 0, "nothing taken");
+    assert_eq!(ps[0].queued(Gpid::new(1)), 0, "nothing taken");
     run(&mut ps, &mut sinks, 10, |s| s[1].frames.len() == 1);
 }
 
@@ -227,8 +229,8 @@ fn try_send_takes_only_what_fits_one_datagram_now() {
 /// carries a whole eager frame with the payload "forged!!".
 fn forged(key: &[u8; 32], src: u32, dst: u32, clear: bool) -> Vec<u8> {
     let mut d = Outer {
-        src,
-        dst,
+        src: Gpid::new(src),
+        dst: Gpid::new(dst),
         kind: KIND_DATA,
         clear,
         pn: 1,
@@ -271,12 +273,12 @@ fn forged_garbage_and_replayed_datagrams_are_dropped_and_counted() {
     // A real message, then the spy replays a genuine datagram (sealed with the job's key:
     // as if it had recorded one) after the real sequence moved on.
     ps[0]
-        .send(1, &msg(1, 0), &[], b"real", Token::NONE)
+        .send(Gpid::new(1), &msg(1, 0), &[], b"real", Token::NONE)
         .unwrap();
     run(&mut ps, &mut sinks, 10, |s| s[1].frames.len() == 1);
     spy.send_to(&forged(&KEY, 0, 1), to).unwrap();
     ps[0]
-        .send(1, &msg(1, 1), &[], b"real", Token::NONE)
+        .send(Gpid::new(1), &msg(1, 1), &[], b"real", Token::NONE)
         .unwrap();
     run(&mut ps, &mut sinks, 10, |s| s[1].frames.len() == 2);
     for _ in 0..1000 {
@@ -306,7 +308,7 @@ fn datagrams_in_clear_are_taken_only_from_the_senders_socket_on_loopback() {
         spy.send_to(&forged(&KEY, 0, 1, true), ps[1].addrs()[0])
             .unwrap();
         ps[0]
-            .send(1, &msg(1, 0), &[], b"real", Token::NONE)
+            .send(Gpid::new(1), &msg(1, 0), &[], b"real", Token::NONE)
             .unwrap();
         run(&mut ps, &mut sinks, 10, |s| s[1].frames.len() == 1);
         for _ in 0..1000 {
@@ -325,12 +327,14 @@ fn datagrams_in_clear_are_taken_only_from_the_senders_socket_on_loopback() {
 #[test]
 fn the_jobs_key_makes_one_datagram_key_for_every_peer() {
     let mut ps = job(4, &settings(0, 1, None), params());
-    let seals: Vec<_> = [1, 2, 3].map(|g| ps[0].seal_for(g).unwrap()).into();
+    let seals: Vec<_> = [1, 2, 3]
+        .map(|g| ps[0].seal_for(Gpid::new(g)).unwrap())
+        .into();
     assert!(seals.iter().all(|s| std::sync::Arc::ptr_eq(s, &seals[0])));
     let mut sinks: Vec<Sink> = (0..4).map(|_| Sink::default()).collect();
     for g in 1..4 {
         ps[0]
-            .send(g, &msg(1, g), &[], b"shared", Token::NONE)
+            .send(Gpid::new(g), &msg(1, g), &[], b"shared", Token::NONE)
             .unwrap();
     }
     run(&mut ps, &mut sinks, 10, |s| {
@@ -344,10 +348,10 @@ fn pair_keys_seal_each_pair_apart_and_another_pairs_key_opens_nothing() {
     // Three processes with key pairs of their own (the pair-key scheme, `runtime::keys`).
     let n = 3;
     let s = settings(0, 1, None);
-    let mut ps: Vec<Udp> = (0..n as Gpid)
+    let mut ps: Vec<Udp> = (0..n as u32)
         .map(|me| {
             Udp::new(
-                me,
+                Gpid::new(me),
                 Ipv4Addr::LOCALHOST,
                 &s,
                 Box::new(Links::with_params(params(), n)),
@@ -355,40 +359,47 @@ fn pair_keys_seal_each_pair_apart_and_another_pairs_key_opens_nothing() {
             .unwrap()
         })
         .collect();
-    let mut keys: Vec<Pairs> = (0..n as Gpid)
-        .map(|g| Pairs::new(g, "j").unwrap())
+    let mut keys: Vec<Pairs> = (0..n as u32)
+        .map(|g| Pairs::new(Gpid::new(g), "j").unwrap())
         .collect();
     let publics: Vec<[u8; 32]> = keys.iter().map(Pairs::public).collect();
     for k in &mut keys {
         for (g, p) in publics.iter().enumerate() {
-            k.set_peer(g as Gpid, *p);
+            k.set_peer(Gpid::from_idx(g), *p);
         }
     }
     let addrs: Vec<Vec<SocketAddr>> = ps.iter().map(|u| u.addrs().to_vec()).collect();
     for (u, k) in ps.iter_mut().zip(keys.iter()) {
         u.start(Keys::Pairs(k.clone()), n);
         for (g, a) in addrs.iter().enumerate() {
-            u.set_addrs(g as Gpid, a);
+            u.set_addrs(Gpid::from_idx(g), a);
         }
     }
     // Each pair its own datagram key (not one shared as under the job's key).
-    let (a, b) = (ps[1].seal_for(0).unwrap(), ps[1].seal_for(2).unwrap());
+    let (a, b) = (
+        ps[1].seal_for(Gpid::new(0)).unwrap(),
+        ps[1].seal_for(Gpid::new(2)).unwrap(),
+    );
     assert!(!std::sync::Arc::ptr_eq(&a, &b));
     let mut sinks = vec![Sink::default(), Sink::default(), Sink::default()];
     ps[0]
-        .send(1, &msg(1, 0), &[], b"zero", Token::NONE)
+        .send(Gpid::new(1), &msg(1, 0), &[], b"zero", Token::NONE)
         .unwrap();
-    ps[2].send(1, &msg(1, 1), &[], b"two", Token::NONE).unwrap();
-    ps[1].send(0, &msg(1, 2), &[], b"one", Token::NONE).unwrap();
+    ps[2]
+        .send(Gpid::new(1), &msg(1, 1), &[], b"two", Token::NONE)
+        .unwrap();
+    ps[1]
+        .send(Gpid::new(0), &msg(1, 2), &[], b"one", Token::NONE)
+        .unwrap();
     run(&mut ps, &mut sinks, 10, |s| {
         s[1].frames.len() == 2 && s[0].frames.len() == 1
     });
     // Process 2 seals a datagram to process 1 with the key of its pair with process 0, and
     // claims to be process 0: process 1 opens datagrams from 0 with the key of (0, 1) only.
-    let k20 = Keys::Pairs(keys[2].clone()).pair(0).unwrap();
+    let k20 = Keys::Pairs(keys[2].clone()).pair(Gpid::new(0)).unwrap();
     let mut d = Outer {
-        src: 0,
-        dst: 1,
+        src: Gpid::new(0),
+        dst: Gpid::new(1),
         kind: KIND_DATA,
         clear: false,
         pn: 1 << 40,
@@ -414,9 +425,9 @@ fn pair_keys_seal_each_pair_apart_and_another_pairs_key_opens_nothing() {
     // A public key that contributes nothing (all zero) gives no key: sending fails at once,
     // naming the process, rather than leaving the frame queued.
     let mut bad = keys[0].clone();
-    bad.set_peer(1, [0u8; 32]);
+    bad.set_peer(Gpid::new(1), [0u8; 32]);
     ps[0].start(Keys::Pairs(bad), n);
-    match ps[0].send(1, &msg(1, 9), &[], b"x", Token::NONE) {
+    match ps[0].send(Gpid::new(1), &msg(1, 9), &[], b"x", Token::NONE) {
         Err(crate::transport::SendError::Failed(why)) => {
             assert!(why.contains("no key for process 1"), "{why}")
         }
@@ -434,13 +445,19 @@ fn a_peer_that_stops_answering_is_lost_with_its_name_and_sends_then_fail() {
     };
     let mut ps = job(3, &settings(0, 1, None), p);
     let mut sinks = vec![Sink::default(), Sink::default(), Sink::default()];
-    ps[0].send(2, &msg(1, 0), &[], b"x", Token::NONE).unwrap();
+    ps[0]
+        .send(Gpid::new(2), &msg(1, 0), &[], b"x", Token::NONE)
+        .unwrap();
     run(&mut ps, &mut sinks, 10, |s| s[2].frames.len() == 1);
     // Process 2 dies (its transport is gone); 0 keeps sending to it, and to 1.
     drop(ps.pop());
     sinks.pop();
-    ps[0].send(2, &msg(1, 1), &[], b"y", Token::NONE).unwrap();
-    ps[0].send(1, &msg(1, 0), &[], b"z", Token::NONE).unwrap();
+    ps[0]
+        .send(Gpid::new(2), &msg(1, 1), &[], b"y", Token::NONE)
+        .unwrap();
+    ps[0]
+        .send(Gpid::new(1), &msg(1, 0), &[], b"z", Token::NONE)
+        .unwrap();
     let t0 = Instant::now();
     run(&mut ps, &mut sinks, 20, |s| !s[0].lost.is_empty());
     assert!(
@@ -448,8 +465,10 @@ fn a_peer_that_stops_answering_is_lost_with_its_name_and_sends_then_fail() {
         "not before the bound"
     );
     let (peer, why) = &sinks[0].lost[0];
-    assert_eq!(*peer, 2);
+    assert_eq!(*peer, Gpid::new(2));
     assert!(why.contains("process 2 stopped answering"), "{why}");
-    assert!(ps[0].send(2, &msg(1, 2), &[], b"w", Token::NONE).is_err());
+    assert!(ps[0]
+        .send(Gpid::new(2), &msg(1, 2), &[], b"w", Token::NONE)
+        .is_err());
     assert_eq!(sinks[1].frames.len(), 1, "the other peer is not disturbed");
 }

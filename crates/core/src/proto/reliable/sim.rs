@@ -144,10 +144,10 @@ impl Sim {
 
     /// Process `from`'s application sends `count` more messages to `to`.
     pub fn send(&mut self, from: Gpid, to: Gpid, count: u64) {
-        let p = &mut self.procs[from as usize];
-        let base = p.issued[to as usize];
-        p.outbox[to as usize].extend(base..base + count);
-        p.issued[to as usize] += count;
+        let p = &mut self.procs[from.idx()];
+        let base = p.issued[to.idx()];
+        p.outbox[to.idx()].extend(base..base + count);
+        p.issued[to.idx()] += count;
     }
 
     fn put(&mut self, from: Gpid, to: Gpid, bytes: Vec<u8>) {
@@ -177,7 +177,7 @@ impl Sim {
         // Through the bottleneck: wait behind what it holds, or be dropped when it is full.
         let mut start = self.now;
         let n = self.procs.len();
-        let busy = &mut self.busy[from as usize * n + to as usize];
+        let busy = &mut self.busy[from.idx() * n + to.idx()];
         if let Some(waiting) = busy.saturating_sub(self.now).checked_div(self.faults.rate) {
             if waiting >= self.faults.queue {
                 self.wire_dropped += 1;
@@ -209,15 +209,15 @@ impl Sim {
         let now = self.now;
         let mut out = Vec::new();
         {
-            let p = &mut self.procs[me as usize];
+            let p = &mut self.procs[me.idx()];
             while let Some(d) = Reliability::retransmit(&mut p.links, now, peer) {
                 out.push(d.to_vec());
             }
-            while !p.outbox[peer as usize].is_empty() && p.links.may_send(peer) {
-                let m = p.outbox[peer as usize].pop_front().expect("non-empty");
+            while !p.outbox[peer.idx()].is_empty() && p.links.may_send(peer) {
+                let m = p.outbox[peer.idx()].pop_front().expect("non-empty");
                 let mut d = vec![0u8; HEADER_LEN + PAYLOAD];
                 let seq = p.links.stamp(now, peer, &mut d[..HEADER_LEN]);
-                d[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&me.to_le_bytes());
+                d[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&me.get().to_le_bytes());
                 d[HEADER_LEN + 4..].copy_from_slice(&m.to_le_bytes());
                 out.push(d.clone());
                 p.links.sent(now, peer, seq, d, true);
@@ -234,19 +234,19 @@ impl Sim {
 
     fn deliver(&mut self, d: Datagram) {
         let now = self.now;
-        let p = &mut self.procs[d.to as usize];
+        let p = &mut self.procs[d.to.idx()];
         let take = |got: &mut Vec<u64>, bytes: &[u8]| {
             let from = u32::from_le_bytes(bytes[HEADER_LEN..HEADER_LEN + 4].try_into().unwrap());
-            assert_eq!(from, d.from, "data from the sender it claims");
+            assert_eq!(from, d.from.get(), "data from the sender it claims");
             got.push(u64::from_le_bytes(
                 bytes[HEADER_LEN + 4..].try_into().unwrap(),
             ));
         };
         match p.links.arrived(now, d.from, &d.bytes[..HEADER_LEN]) {
             Arrival::Next => {
-                take(&mut p.got[d.from as usize], &d.bytes);
+                take(&mut p.got[d.from.idx()], &d.bytes);
                 while let Some(b) = p.links.ready(d.from) {
-                    take(&mut p.got[d.from as usize], &b);
+                    take(&mut p.got[d.from.idx()], &b);
                 }
             }
             Arrival::Early(seq) => p.links.keep(d.from, seq, d.bytes),
@@ -260,12 +260,12 @@ impl Sim {
     /// Run until everything was delivered and acknowledged, or `limit` of virtual time.
     /// True when it finished.
     pub fn run(&mut self, limit: Nanos) -> bool {
-        let n = self.procs.len() as Gpid;
+        let n = self.procs.len() as u32;
         loop {
             for me in 0..n {
                 for peer in 0..n {
                     if peer != me && !self.procs[me as usize].outbox[peer as usize].is_empty() {
-                        self.service(me, peer);
+                        self.service(Gpid::new(me), Gpid::new(peer));
                     }
                 }
             }
@@ -285,17 +285,17 @@ impl Sim {
             }
             let mut due = Vec::new();
             for me in 0..n {
-                if self.stalled(me).is_some() {
+                if self.stalled(Gpid::new(me)).is_some() {
                     continue;
                 }
                 due.clear();
                 self.procs[me as usize].links.tick(self.now, &mut due);
                 while let Some((peer, why)) = self.procs[me as usize].links.failed() {
-                    self.failures.push((me, peer, why));
-                    self.procs[me as usize].outbox[peer as usize].clear();
+                    self.failures.push((Gpid::new(me), peer, why));
+                    self.procs[me as usize].outbox[peer.idx()].clear();
                 }
                 for &peer in &due.clone() {
-                    self.service(me, peer);
+                    self.service(Gpid::new(me), peer);
                 }
             }
             let idle = self
@@ -334,7 +334,7 @@ impl Sim {
 
     /// Exactly once and in order: what `to` got from `from` is 0..count.
     pub fn check(&self, from: Gpid, to: Gpid, count: u64) -> Result<(), String> {
-        let got = &self.procs[to as usize].got[from as usize];
+        let got = &self.procs[to.idx()].got[from.idx()];
         if got.len() as u64 != count {
             return Err(format!(
                 "{to} got {} messages from {from}, expected {count}",
@@ -348,10 +348,7 @@ impl Sim {
     }
 
     pub fn link(&self, me: Gpid, peer: Gpid) -> &Link<Vec<u8>> {
-        self.procs[me as usize]
-            .links
-            .get(peer)
-            .expect("a link in use")
+        self.procs[me.idx()].links.get(peer).expect("a link in use")
     }
 
     pub fn now(&self) -> Nanos {
@@ -369,8 +366,8 @@ fn params() -> Params {
 /// Every pair sends `per_pair` messages; check delivery and that everything ends.
 fn all_to_all(n: usize, per_pair: u64, faults: Faults, seed: u64) -> Result<Sim, String> {
     let mut sim = Sim::new(n, params(), faults, seed);
-    for a in 0..n as Gpid {
-        for b in 0..n as Gpid {
+    for a in Gpid::new(0).block(n as u32) {
+        for b in Gpid::new(0).block(n as u32) {
             if a != b {
                 sim.send(a, b, per_pair);
             }
@@ -385,8 +382,8 @@ fn all_to_all(n: usize, per_pair: u64, faults: Faults, seed: u64) -> Result<Sim,
     if !sim.failures.is_empty() {
         return Err(format!("failures: {:?}", sim.failures));
     }
-    for a in 0..n as Gpid {
-        for b in 0..n as Gpid {
+    for a in Gpid::new(0).block(n as u32) {
+        for b in Gpid::new(0).block(n as u32) {
             if a != b {
                 sim.check(a, b, per_pair)?;
             }
@@ -414,7 +411,7 @@ fn a_clean_network_delivers_everything_once_without_retransmissions() {
     for a in 0..4 {
         for b in 0..4 {
             if a != b {
-                let l = sim.link(a, b);
+                let l = sim.link(Gpid::new(a), Gpid::new(b));
                 assert_eq!(l.stats.retransmitted, 0);
                 assert_eq!(l.stats.duplicates, 0);
                 assert_eq!(l.stats.beyond, 0, "the sender keeps within the credit");
@@ -426,7 +423,7 @@ fn a_clean_network_delivers_everything_once_without_retransmissions() {
 #[test]
 fn five_percent_loss_duplication_and_reordering() {
     let sim = all_to_all(4, 2000, lossy(0.05, 0.01, 0.01), 7).unwrap();
-    let l = sim.link(0, 1);
+    let l = sim.link(Gpid::new(0), Gpid::new(1));
     assert!(
         l.stats.retransmitted > 0 && l.stats.losses > 0,
         "{:?}",
@@ -458,11 +455,15 @@ fn bottleneck(rate: Nanos, queue: u64, delay: Nanos, drop: f64) -> Faults {
 /// sender's counters.
 fn stream(p: Params, f: Faults, n: u64, seed: u64) -> (Nanos, Stats, u64) {
     let mut sim = Sim::new(2, p, f, seed);
-    sim.send(0, 1, n);
+    sim.send(Gpid::new(0), Gpid::new(1), n);
     assert!(sim.run(600 * S), "finished");
-    sim.check(0, 1, n).unwrap();
+    sim.check(Gpid::new(0), Gpid::new(1), n).unwrap();
     assert!(sim.failures.is_empty());
-    (sim.now(), sim.link(0, 1).stats, sim.queue_dropped)
+    (
+        sim.now(),
+        sim.link(Gpid::new(0), Gpid::new(1)).stats,
+        sim.queue_dropped,
+    )
 }
 
 #[test]
@@ -534,14 +535,14 @@ fn a_receiver_not_scheduled_for_a_while_costs_a_probe_not_the_window() {
     let (clean, _, _) = stream(p, f, n, 4);
     let mut sim = Sim::new(2, p, f, 4);
     sim.stalls = vec![
-        (1, 50 * MS, 58 * MS),
-        (1, 100 * MS, 108 * MS),
-        (1, 150 * MS, 158 * MS),
+        (Gpid::new(1), 50 * MS, 58 * MS),
+        (Gpid::new(1), 100 * MS, 108 * MS),
+        (Gpid::new(1), 150 * MS, 158 * MS),
     ];
-    sim.send(0, 1, n);
+    sim.send(Gpid::new(0), Gpid::new(1), n);
     assert!(sim.run(600 * S));
-    sim.check(0, 1, n).unwrap();
-    let st = sim.link(0, 1).stats;
+    sim.check(Gpid::new(0), Gpid::new(1), n).unwrap();
+    let st = sim.link(Gpid::new(0), Gpid::new(1)).stats;
     eprintln!(
         "loss-free {:.1} ms, with 24 ms of stalls {:.1} ms; {st:?}",
         clean as f64 / 1e6,
@@ -587,14 +588,14 @@ fn random_loss_behind_a_standing_queue_or_heavy_loss_alone_keeps_the_window() {
 #[test]
 fn a_receiver_that_vanishes_is_reported_and_nothing_hangs() {
     let mut sim = Sim::new(3, params(), Faults::NONE, 5);
-    sim.send(0, 1, 100);
-    sim.send(0, 2, 100);
-    sim.cut = Some((0, 2));
+    sim.send(Gpid::new(0), Gpid::new(1), 100);
+    sim.send(Gpid::new(0), Gpid::new(2), 100);
+    sim.cut = Some((Gpid::new(0), Gpid::new(2)));
     assert!(sim.run(120 * S), "the run ends");
-    sim.check(0, 1, 100).unwrap();
+    sim.check(Gpid::new(0), Gpid::new(1), 100).unwrap();
     assert_eq!(sim.failures.len(), 1, "{:?}", sim.failures);
     let (who, peer, why) = &sim.failures[0];
-    assert_eq!((*who, *peer), (0, 2));
+    assert_eq!((*who, *peer), (Gpid::new(0), Gpid::new(2)));
     assert!(why.contains("acknowledged nothing"), "{why}");
     assert!(sim.now() >= params().dead_after, "not before the bound");
 }
@@ -604,9 +605,9 @@ fn round_trips_set_the_timeout() {
     let mut f = Faults::NONE;
     f.delay = 3 * MS;
     let mut sim = Sim::new(2, params(), f, 9);
-    sim.send(0, 1, 200);
+    sim.send(Gpid::new(0), Gpid::new(1), 200);
     assert!(sim.run(60 * S));
-    let rto = sim.link(0, 1).rto();
+    let rto = sim.link(Gpid::new(0), Gpid::new(1)).rto();
     // A 6 ms round trip (plus the delayed acknowledgement): the timeout follows it, above
     // the floor and far below the initial guess's backoff.
     assert!((6 * MS..40 * MS).contains(&rto), "rto {} us", rto / US);
@@ -730,7 +731,7 @@ fn the_automatic_window_follows_the_datagram_size() {
     let window = |cfg: &Config, dgram: usize| {
         let mut l = <Links as Reliability>::new(cfg, 4);
         l.datagram_size(dgram);
-        l.link(1).map(|l| l.p.window)
+        l.link(Gpid::new(1)).map(|l| l.p.window)
     };
     assert_eq!(window(&cfg, 65507), Some(64));
     assert_eq!(window(&cfg, 1472), Some(1424));
@@ -813,15 +814,18 @@ fn a_lost_tail_is_repaired_by_a_probe_before_the_timeout() {
     };
     let mut sim = Sim::new(2, p, f, 7);
     // Round trips measured first.
-    sim.send(0, 1, 40);
+    sim.send(Gpid::new(0), Gpid::new(1), 40);
     assert!(sim.run(10 * S));
-    let (t0, sent0) = (sim.now(), sim.link(0, 1).stats.sent);
+    let (t0, sent0) = (sim.now(), sim.link(Gpid::new(0), Gpid::new(1)).stats.sent);
     // A burst of 8 whose last two datagrams are lost: nothing after them can tell.
-    sim.drop_once = vec![(0, 1, sent0 + 7), (0, 1, sent0 + 8)];
-    sim.send(0, 1, 8);
+    sim.drop_once = vec![
+        (Gpid::new(0), Gpid::new(1), sent0 + 7),
+        (Gpid::new(0), Gpid::new(1), sent0 + 8),
+    ];
+    sim.send(Gpid::new(0), Gpid::new(1), 8);
     assert!(sim.run(10 * S));
-    sim.check(0, 1, 48).unwrap();
-    let st = sim.link(0, 1).stats;
+    sim.check(Gpid::new(0), Gpid::new(1), 48).unwrap();
+    let st = sim.link(Gpid::new(0), Gpid::new(1)).stats;
     let took = sim.now() - t0;
     eprintln!("tail repaired in {:.2} ms; {st:?}", took as f64 / 1e6);
     assert!(sim.drop_once.is_empty(), "both were dropped");

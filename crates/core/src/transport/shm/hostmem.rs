@@ -30,7 +30,7 @@ pub struct HostMemDesc {
 impl HostMemDesc {
     pub fn encode(&self) -> Region {
         let mut b = [0u8; REGION_LEN];
-        b[0..4].copy_from_slice(&self.gpid.to_le_bytes());
+        b[0..4].copy_from_slice(&self.gpid.get().to_le_bytes());
         b[4..8].copy_from_slice(&self.serial.to_le_bytes());
         b[8..16].copy_from_slice(&self.len.to_le_bytes());
         Region(b)
@@ -39,7 +39,7 @@ impl HostMemDesc {
     pub fn decode(r: &Region) -> Option<HostMemDesc> {
         let b = &r.0;
         let d = HostMemDesc {
-            gpid: u32::from_le_bytes(b[0..4].try_into().expect("4")),
+            gpid: Gpid::new(u32::from_le_bytes(b[0..4].try_into().expect("4"))),
             serial: u32::from_le_bytes(b[4..8].try_into().expect("4")),
             len: u64::from_le_bytes(b[8..16].try_into().expect("8")),
         };
@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn created_segments_are_mapped_twice_and_unlinked() {
         let job = format!("t{}", std::process::id());
-        let mut a = HostMem::create(&job, 3, 7, 10000).unwrap();
+        let mut a = HostMem::create(&job, Gpid::new(3), 7, 10000).unwrap();
         let b = HostMem::open(&job, &a.desc()).unwrap();
         assert_eq!(b.len(), 10000);
         // SAFETY: both mappings are 10000 bytes of the same shared memory.

@@ -206,7 +206,7 @@ fn create_segment(
             let c = m.base.add(g.channel_off(k));
             ring::init_channel(c, g.ring_bytes);
             if let Some(Some(o)) = owners.get(k) {
-                ring::owner(c).store(o + 1, Ordering::Relaxed);
+                ring::owner(c).store(o.get() + 1, Ordering::Relaxed);
             }
         }
         std::sync::atomic::fence(Ordering::Release);
@@ -580,7 +580,7 @@ impl Shm {
             cold: false,
             counters: ChannelCounters::default(),
             bad_records: 0,
-            keys: ring::new_key() ^ (u64::from(me) << 20),
+            keys: ring::new_key() ^ (u64::from(me.get()) << 20),
         })
     }
 
@@ -636,7 +636,7 @@ impl Shm {
     /// (MPI_Comm_disconnect completed all communication first), and a channel is rekeyed
     /// before it is granted again, so a late record of the old sender cannot be read.
     pub fn detach(&mut self, peer: Gpid) {
-        if let Some(p) = self.peers.get_mut(peer as usize) {
+        if let Some(p) = self.peers.get_mut(peer.idx()) {
             *p = None;
         }
         for k in 0..self.slots.len() {
@@ -676,7 +676,7 @@ impl Shm {
         let mut slot = 0;
         for k in 0..g.nfast {
             let c = unsafe { m.base.add(g.channel_off(k)) };
-            if unsafe { ring::owner(c) }.load(Ordering::Acquire) == self.me + 1 {
+            if unsafe { ring::owner(c) }.load(Ordering::Acquire) == self.me.get() + 1 {
                 tx = Some(unsafe { ring::Tx::new(c, g.ring_bytes) });
                 slot = k as u32;
                 break;
@@ -689,7 +689,7 @@ impl Shm {
             .slots
             .iter()
             .position(|s| s.state == SlotState::Connected(p));
-        self.peers[p as usize] = Some(Peer {
+        self.peers[p.idx()] = Some(Peer {
             map: m,
             g,
             pid,
@@ -726,7 +726,7 @@ impl Shm {
     }
 
     pub fn peer_pid(&self, peer: Gpid) -> Option<u32> {
-        self.peers.get(peer as usize)?.as_ref().map(|p| p.pid)
+        self.peers.get(peer.idx())?.as_ref().map(|p| p.pid)
     }
 
     /// Cooperative copy: regions of at least `min` bytes (0: none) are copied by reader and
@@ -749,7 +749,7 @@ impl Shm {
     /// Do we send to `peer` through a channel of its segment (now)?
     pub fn has_fast_channel(&self, peer: Gpid) -> bool {
         matches!(
-            self.peers.get(peer as usize),
+            self.peers.get(peer.idx()),
             Some(Some(Peer {
                 lane: Lane::Fast | Lane::Releasing,
                 ..
@@ -764,7 +764,7 @@ impl Shm {
     #[inline]
     pub fn max_payload(&self, peer: Gpid) -> usize {
         self.peers
-            .get(peer as usize)
+            .get(peer.idx())
             .and_then(|p| p.as_ref())
             .map_or(0, |p| p.max_payload)
     }
@@ -772,7 +772,7 @@ impl Shm {
     /// Post a frame; `parts` are concatenated into the payload. False means "not now".
     #[inline]
     fn push(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], parts: &[&[u8]]) -> bool {
-        let Some(Some(p)) = self.peers.get_mut(peer as usize) else {
+        let Some(Some(p)) = self.peers.get_mut(peer.idx()) else {
             return false;
         };
         match (p.lane, &mut p.tx) {
@@ -787,7 +787,7 @@ impl Shm {
     #[cold]
     fn push_changing(&mut self, peer: Gpid, hdr: &[u8; HEADER_LEN], parts: &[&[u8]]) -> bool {
         self.advance(peer);
-        let Some(Some(p)) = self.peers.get_mut(peer as usize) else {
+        let Some(Some(p)) = self.peers.get_mut(peer.idx()) else {
             return false;
         };
         match (p.lane, &mut p.tx) {
@@ -799,7 +799,7 @@ impl Shm {
     /// Push the marker of a lane change to `peer` if it fits, and complete the change.
     fn advance(&mut self, peer: Gpid) {
         let me = self.me;
-        let Some(Some(p)) = self.peers.get_mut(peer as usize) else {
+        let Some(Some(p)) = self.peers.get_mut(peer.idx()) else {
             return;
         };
         let m = ChanMsg {
@@ -868,7 +868,7 @@ impl Shm {
 
     /// The receiver offers us channel `m.slot` of its segment.
     fn on_grant<S: FrameSink>(&mut self, from: Gpid, m: ChanMsg, _sink: &mut S) {
-        let Some(Some(p)) = self.peers.get_mut(from as usize) else {
+        let Some(Some(p)) = self.peers.get_mut(from.idx()) else {
             self.bad_records += 1;
             return;
         };
@@ -900,7 +900,7 @@ impl Shm {
 
     /// The receiver takes its channel back.
     fn on_revoke(&mut self, from: Gpid, m: ChanMsg) {
-        let Some(Some(p)) = self.peers.get_mut(from as usize) else {
+        let Some(Some(p)) = self.peers.get_mut(from.idx()) else {
             self.bad_records += 1;
             return;
         };
@@ -944,7 +944,7 @@ impl Shm {
             frames: 0,
             bytes: 0,
         });
-        if let Some(Some(p)) = self.peers.get_mut(from as usize) {
+        if let Some(Some(p)) = self.peers.get_mut(from.idx()) {
             p.inbound = ChannelState::Connected;
         }
         self.counters.promotions += 1;
@@ -967,7 +967,7 @@ impl Shm {
             key: c.rx.key(),
             pos: c.rx.position(),
         };
-        if let Some(Some(p)) = self.peers.get_mut(from as usize) {
+        if let Some(Some(p)) = self.peers.get_mut(from.idx()) {
             p.inbound = ChannelState::Shared;
             p.usage.fast_frames += c.frames;
             p.usage.fast_bytes += c.bytes;
@@ -981,7 +981,7 @@ impl Shm {
     /// How we send to `peer` (diagnostics).
     #[cfg(test)]
     fn lane_debug(&self, peer: Gpid) -> String {
-        match self.peers.get(peer as usize) {
+        match self.peers.get(peer.idx()) {
             Some(Some(p)) => format!(
                 "lane {:?} slot {} tx {:?} max {} changing {:?} news {:?} cold {}",
                 p.lane,
@@ -1043,7 +1043,7 @@ impl Shm {
                 if *quiescing > 0 {
                     drain_quiesced(rx_fast, from, sink, ctl_in, cold);
                 }
-                if let Some(Some(peer)) = peers.get_mut(from as usize) {
+                if let Some(Some(peer)) = peers.get_mut(from.idx()) {
                     peer.usage.shared_frames += 1;
                     peer.usage.shared_bytes += p.len() as u64;
                 }
@@ -1126,11 +1126,11 @@ impl Transport for Shm {
 
     #[inline]
     fn reaches(&self, peer: Gpid) -> bool {
-        matches!(self.peers.get(peer as usize), Some(Some(_)))
+        matches!(self.peers.get(peer.idx()), Some(Some(_)))
     }
 
     fn caps(&self, peer: Gpid) -> Caps {
-        match self.peers.get(peer as usize) {
+        match self.peers.get(peer.idx()) {
             Some(Some(p)) => Caps {
                 reliable: true,
                 ordered: true,
@@ -1212,7 +1212,7 @@ impl Transport for Shm {
         dst: Span,
         token: Token,
     ) -> Result<Copied, CopyError> {
-        let slots = match self.peers.get(peer as usize) {
+        let slots = match self.peers.get(peer.idx()) {
             Some(Some(p)) => Some(p.coop),
             _ => {
                 return Err(CopyError::Refused(format!(
@@ -1256,14 +1256,14 @@ impl Transport for Shm {
 
     #[inline]
     fn channel(&self, peer: Gpid) -> ChannelState {
-        match self.peers.get(peer as usize) {
+        match self.peers.get(peer.idx()) {
             Some(Some(p)) => p.inbound,
             _ => ChannelState::Shared,
         }
     }
 
     fn connect(&mut self, peer: Gpid) -> bool {
-        match self.peers.get(peer as usize) {
+        match self.peers.get(peer.idx()) {
             Some(Some(p)) if p.inbound == ChannelState::Shared => {}
             _ => return false,
         }
@@ -1277,14 +1277,14 @@ impl Transport for Shm {
         // consumer.
         unsafe {
             ring::rekey(c, key, pos);
-            ring::owner(c).store(peer + 1, Ordering::Relaxed);
+            ring::owner(c).store(peer.get() + 1, Ordering::Relaxed);
         }
         self.slots[k] = Slot {
             state: SlotState::Granted(peer),
             key,
             pos,
         };
-        if let Some(Some(p)) = self.peers.get_mut(peer as usize) {
+        if let Some(Some(p)) = self.peers.get_mut(peer.idx()) {
             p.inbound = ChannelState::Connecting;
             p.in_slot = k as u32;
         }
@@ -1301,7 +1301,7 @@ impl Transport for Shm {
     }
 
     fn quiesce(&mut self, peer: Gpid) -> bool {
-        let k = match self.peers.get_mut(peer as usize) {
+        let k = match self.peers.get_mut(peer.idx()) {
             Some(Some(p)) if p.inbound == ChannelState::Connected => {
                 p.inbound = ChannelState::Quiesce;
                 p.in_slot
@@ -1326,7 +1326,7 @@ impl Transport for Shm {
     }
 
     fn usage(&self, peer: Gpid) -> Usage {
-        let Some(Some(p)) = self.peers.get(peer as usize) else {
+        let Some(Some(p)) = self.peers.get(peer.idx()) else {
             return Usage::default();
         };
         let mut u = p.usage;
@@ -1363,7 +1363,7 @@ mod tests {
 
     #[test]
     fn static_slots_are_dense_and_distinct() {
-        let local = [0, 2, 5, 7];
+        let local = crate::ids::gpids(&[0, 2, 5, 7]);
         for &r in &local {
             let mut seen = vec![];
             for &s in &local {
@@ -1375,7 +1375,7 @@ mod tests {
             assert_eq!(seen, vec![0, 1, 2]);
         }
         assert_eq!(
-            static_slot(&local, 0, 2, 2),
+            static_slot(&local, Gpid::new(0), Gpid::new(2), 2),
             None,
             "too many peers for the channels"
         );
@@ -1411,9 +1411,9 @@ mod tests {
     fn pair(tag: &str, nfast: usize) -> (Shm, Shm) {
         let jobid = format!("unittest{}{tag}x{nfast}", std::process::id());
         let g = Geometry::new(nfast, 8192, 4, 1024, 4);
-        let local = [0u32, 1];
-        let mut a = Shm::create(&jobid, 0, &local, g).unwrap();
-        let mut b = Shm::create(&jobid, 1, &local, g).unwrap();
+        let local = crate::ids::gpids(&[0, 1]);
+        let mut a = Shm::create(&jobid, Gpid::new(0), &local, g).unwrap();
+        let mut b = Shm::create(&jobid, Gpid::new(1), &local, g).unwrap();
         a.attach(&local, 2).unwrap();
         b.attach(&local, 2).unwrap();
         a.unlink();
@@ -1428,13 +1428,15 @@ mod tests {
     fn segments_carry_frames() {
         for nfast in [2usize, 0] {
             let (mut a, mut b) = pair("frames", nfast);
-            assert_eq!(a.has_fast_channel(1), nfast > 0);
-            assert!(a.reaches(1) && !a.reaches(0) && !a.reaches(2));
-            assert_eq!(a.caps(2), Caps::NONE);
-            let big = vec![7u8; a.caps(1).max_payload - 2];
+            assert_eq!(a.has_fast_channel(Gpid::new(1)), nfast > 0);
+            assert!(
+                a.reaches(Gpid::new(1)) && !a.reaches(Gpid::new(0)) && !a.reaches(Gpid::new(2))
+            );
+            assert_eq!(a.caps(Gpid::new(2)), Caps::NONE);
+            let big = vec![7u8; a.caps(Gpid::new(1)).max_payload - 2];
             let mut sent = 0;
             loop {
-                match a.send(1, &hdr(sent), b"hi", &big, Token::NONE) {
+                match a.send(Gpid::new(1), &hdr(sent), b"hi", &big, Token::NONE) {
                     Ok(Sent::Done) => sent += 1,
                     Err(SendError::NotNow) => break,
                     other => panic!("{other:?}"),
@@ -1442,7 +1444,7 @@ mod tests {
             }
             assert!(sent >= 2, "sent {sent}");
             assert!(matches!(
-                a.send(2, &hdr(0), b"", b"", Token::NONE),
+                a.send(Gpid::new(2), &hdr(0), b"", b"", Token::NONE),
                 Err(SendError::Failed(_))
             ));
             let mut sink = Collect::default();
@@ -1451,12 +1453,12 @@ mod tests {
                 got += b.progress(&mut sink);
             }
             for (i, (from, h, p)) in sink.frames.iter().enumerate() {
-                assert_eq!(*from, 0);
+                assert_eq!(*from, Gpid::new(0));
                 assert_eq!(*h, hdr(i as u32));
                 assert_eq!(&p[..2], b"hi");
                 assert_eq!(p.len(), 2 + big.len());
             }
-            assert!(b.try_send(0, &hdr(0), b"back"));
+            assert!(b.try_send(Gpid::new(0), &hdr(0), b"back"));
             let mut sink = Collect::default();
             assert_eq!(a.progress(&mut sink), 1);
             assert_eq!(sink.frames[0].2, b"back");
@@ -1469,29 +1471,42 @@ mod tests {
         let (mut a, mut b) = pair("copy", 2);
         let data: Vec<u8> = (0..5000u32).map(|i| (i * 3) as u8).collect();
         let r = a
-            .expose(1, sp(data.as_ptr() as *mut u8, data.len()))
+            .expose(Gpid::new(1), sp(data.as_ptr() as *mut u8, data.len()))
             .unwrap();
         assert!(
-            a.expose(2, sp(data.as_ptr() as *mut u8, 1)).is_none(),
+            a.expose(Gpid::new(2), sp(data.as_ptr() as *mut u8, 1))
+                .is_none(),
             "not on this host"
         );
         let mut buf = vec![0u8; 4000];
         assert_eq!(
-            b.get(0, &r, 1000, sp(buf.as_mut_ptr(), 4000), Token(1)),
+            b.get(Gpid::new(0), &r, 1000, sp(buf.as_mut_ptr(), 4000), Token(1)),
             Ok(Copied::Done)
         );
         assert_eq!(&buf[..], &data[1000..]);
         assert_eq!(
-            b.get(0, &Region::NONE, 0, sp(buf.as_mut_ptr(), 1), Token(1)),
+            b.get(
+                Gpid::new(0),
+                &Region::NONE,
+                0,
+                sp(buf.as_mut_ptr(), 1),
+                Token(1)
+            ),
             Err(CopyError::BadRegion)
         );
         let mut target = vec![0u8; 16];
-        let t = b.expose(0, sp(target.as_mut_ptr(), 16)).unwrap();
-        a.put(1, &t, 4, sp(b"abcd".as_ptr() as *mut u8, 4), Token::NONE)
-            .unwrap();
+        let t = b.expose(Gpid::new(0), sp(target.as_mut_ptr(), 16)).unwrap();
+        a.put(
+            Gpid::new(1),
+            &t,
+            4,
+            sp(b"abcd".as_ptr() as *mut u8, 4),
+            Token::NONE,
+        )
+        .unwrap();
         assert_eq!(&target[4..8], b"abcd");
-        a.retract(1, &r);
-        b.retract(0, &t);
+        a.retract(Gpid::new(1), &r);
+        b.retract(Gpid::new(0), &t);
     }
 
     /// Run both sides until the reader reports its copy.
@@ -1512,11 +1527,17 @@ mod tests {
         a.set_copy(1, 1000);
         let data: Vec<u8> = (0..10_500u32).map(|i| (i * 13) as u8).collect();
         let r = a
-            .expose(1, sp(data.as_ptr() as *mut u8, data.len()))
+            .expose(Gpid::new(1), sp(data.as_ptr() as *mut u8, data.len()))
             .unwrap();
         let mut buf = vec![0u8; data.len()];
         assert_eq!(
-            b.get(0, &r, 0, sp(buf.as_mut_ptr(), data.len()), Token(9)),
+            b.get(
+                Gpid::new(0),
+                &r,
+                0,
+                sp(buf.as_mut_ptr(), data.len()),
+                Token(9)
+            ),
             Ok(Copied::Pending)
         );
         // The owner gets the help request first and copies every chunk.
@@ -1528,7 +1549,7 @@ mod tests {
         b.progress(&mut sb);
         assert_eq!(sb.got, vec![(Token(9), Ok(()))]);
         assert_eq!(buf, data);
-        a.retract(1, &r);
+        a.retract(Gpid::new(1), &r);
         assert_eq!(
             a.copier.pool.take(),
             Some(0),
@@ -1543,11 +1564,11 @@ mod tests {
         a.set_copy(1, 333);
         let data: Vec<u8> = (0..5000u32).map(|i| (i ^ 0xa5) as u8).collect();
         let r = a
-            .expose(1, sp(data.as_ptr() as *mut u8, data.len()))
+            .expose(Gpid::new(1), sp(data.as_ptr() as *mut u8, data.len()))
             .unwrap();
         let mut buf = vec![0u8; 4000];
         assert_eq!(
-            b.get(0, &r, 0, sp(buf.as_mut_ptr(), 4000), Token(2)),
+            b.get(Gpid::new(0), &r, 0, sp(buf.as_mut_ptr(), 4000), Token(2)),
             Ok(Copied::Pending)
         );
         let mut sb = Collect::default();
@@ -1563,23 +1584,29 @@ mod tests {
         let (mut a, mut b) = pair("giveback", 2);
         a.set_copy(1, 1000);
         let r = a
-            .expose(1, sp(data.as_ptr() as *mut u8, data.len()))
+            .expose(Gpid::new(1), sp(data.as_ptr() as *mut u8, data.len()))
             .unwrap();
         let mut buf = vec![0u8; data.len()];
-        b.get(0, &r, 0, sp(buf.as_mut_ptr(), data.len()), Token(3))
-            .unwrap();
+        b.get(
+            Gpid::new(0),
+            &r,
+            0,
+            sp(buf.as_mut_ptr(), data.len()),
+            Token(3),
+        )
+        .unwrap();
         // Deliver the help request by hand with a reader that does not exist.
         let (_, help) = b.copier.out.pop_front().unwrap_or_else(|| {
             // It went out at once: take it back out of the owner's channel.
             let mut sa = Collect::default();
             a.poll(&mut sa);
             let (from, op, p) = a.ctl_in.pop().expect("a help request");
-            assert_eq!((from, op), (1, copy::CTL_HELP));
+            assert_eq!((from, op), (Gpid::new(1), copy::CTL_HELP));
             (from, p.try_into().unwrap())
         });
         let mut h = copy::Help::decode(&help).unwrap();
         h.pid = i32::MAX as u32; // no such process: the write fails
-        a.copier.on_help(1, &h.encode());
+        a.copier.on_help(Gpid::new(1), &h.encode());
         let (mut sa, mut sb) = (Collect::default(), Collect::default());
         settle(&mut a, &mut b, &mut sa, &mut sb);
         assert_eq!(sb.got, vec![(Token(3), Ok(()))]);
@@ -1597,18 +1624,24 @@ mod tests {
         let data_a: Vec<u8> = (0..6000u32).map(|i| (i * 7) as u8).collect();
         let data_b: Vec<u8> = (0..6000u32).map(|i| (i * 11 + 3) as u8).collect();
         let ra = a
-            .expose(1, sp(data_a.as_ptr() as *mut u8, data_a.len()))
+            .expose(Gpid::new(1), sp(data_a.as_ptr() as *mut u8, data_a.len()))
             .unwrap();
         let mut buf_a = vec![0u8; data_a.len()];
-        b.get(0, &ra, 0, sp(buf_a.as_mut_ptr(), data_a.len()), Token(4))
-            .unwrap();
+        b.get(
+            Gpid::new(0),
+            &ra,
+            0,
+            sp(buf_a.as_mut_ptr(), data_a.len()),
+            Token(4),
+        )
+        .unwrap();
         let mut sb = Collect::default();
         b.progress(&mut sb);
         assert_eq!(sb.got.len(), 1, "the reader claimed every chunk");
         assert_eq!(buf_a, data_a);
-        a.retract(1, &ra);
+        a.retract(Gpid::new(1), &ra);
         let rb = a
-            .expose(1, sp(data_b.as_ptr() as *mut u8, data_b.len()))
+            .expose(Gpid::new(1), sp(data_b.as_ptr() as *mut u8, data_b.len()))
             .unwrap();
         assert_eq!(
             copy::RegionDesc::decode(&rb).unwrap().slot_index(),
@@ -1620,8 +1653,14 @@ mod tests {
         a.progress(&mut sa); // the stale help request arrives now
         assert_eq!(a.bad_help_requests(), 1);
         let mut buf_b = vec![0u8; data_b.len()];
-        b.get(0, &rb, 0, sp(buf_b.as_mut_ptr(), data_b.len()), Token(5))
-            .unwrap();
+        b.get(
+            Gpid::new(0),
+            &rb,
+            0,
+            sp(buf_b.as_mut_ptr(), data_b.len()),
+            Token(5),
+        )
+        .unwrap();
         let mut sb = Collect::default();
         settle(&mut a, &mut b, &mut sa, &mut sb);
         assert_eq!(sb.got, vec![(Token(5), Ok(()))]);
@@ -1635,7 +1674,7 @@ mod tests {
     /// `n` "processes" in one: each creates its segment, all attach.
     fn group(tag: &str, n: u32, g: Geometry) -> Vec<Shm> {
         let jobid = format!("unittest{}{tag}", std::process::id());
-        let local: Vec<Gpid> = (0..n).collect();
+        let local: Vec<Gpid> = Gpid::new(0).block(n).collect();
         let mut v: Vec<Shm> = local
             .iter()
             .map(|&m| Shm::create(&jobid, m, &local, g).unwrap())
@@ -1666,7 +1705,7 @@ mod tests {
     /// The payload of frame `seq` from `from`: its length and bytes follow from both.
     fn body(from: Gpid, seq: u32, len: usize) -> Vec<u8> {
         (0..len)
-            .map(|i| (i as u32 ^ seq.wrapping_mul(31) ^ from) as u8)
+            .map(|i| (i as u32 ^ seq.wrapping_mul(31) ^ from.get()) as u8)
             .collect()
     }
 
@@ -1676,13 +1715,14 @@ mod tests {
         for (from, h, p) in frames {
             let seq = u32::from_le_bytes(h[4..8].try_into().unwrap());
             assert_eq!(
-                seq, next[*from as usize],
+                seq,
+                next[from.idx()],
                 "frame {seq} from {from} out of order (expected {})",
-                next[*from as usize]
+                next[from.idx()]
             );
             let len = u32::from_le_bytes(h[8..12].try_into().unwrap()) as usize;
             assert_eq!(p, &body(*from, seq, len), "payload of {seq} from {from}");
-            next[*from as usize] += 1;
+            next[from.idx()] += 1;
         }
     }
 
@@ -1711,11 +1751,13 @@ mod tests {
                 let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
                 assert_eq!(v[0].channel_slots(), g.nfast);
                 assert!(
-                    !v[1].has_fast_channel(0),
+                    !v[1].has_fast_channel(Gpid::new(0)),
                     "3 peers do not fit {} channels",
                     g.nfast
                 );
-                let mut told: Vec<usize> = (0..4).map(|s| v[s].caps(0).max_payload).collect();
+                let mut told: Vec<usize> = (0..4)
+                    .map(|s| v[s].caps(Gpid::new(0)).max_payload)
+                    .collect();
                 let mut sent = [0u32; 4];
                 let mut next = [0u32; 4];
                 let mut sinks: Vec<Collect> = (0..4).map(|_| Collect::default()).collect();
@@ -1725,7 +1767,7 @@ mod tests {
                             i: usize| {
                     v[i].progress(&mut sinks[i]);
                     for (peer, m) in sinks[i].caps.drain(..) {
-                        assert_eq!(peer, 0);
+                        assert_eq!(peer, Gpid::new(0));
                         told[i] = m;
                     }
                 };
@@ -1739,8 +1781,8 @@ mod tests {
                                     1 => 0,
                                     _ => rng.below(told[s] as u64 + 1) as usize,
                                 };
-                                let b = body(s as Gpid, sent[s], len);
-                                if !v[s].try_send(0, &frame_hdr(sent[s], len), &b) {
+                                let b = body(Gpid::from_idx(s), sent[s], len);
+                                if !v[s].try_send(Gpid::new(0), &frame_hdr(sent[s], len), &b) {
                                     break;
                                 }
                                 sent[s] += 1;
@@ -1755,7 +1797,7 @@ mod tests {
                             check_order(&std::mem::take(&mut sinks[0].frames), &mut next);
                         }
                         _ => {
-                            let s = 1 + rng.below(3) as Gpid;
+                            let s = Gpid::new(1 + rng.below(3) as u32);
                             match v[0].channel(s) {
                                 ChannelState::Shared => {
                                     v[0].connect(s);
@@ -1776,7 +1818,7 @@ mod tests {
                     check_order(&std::mem::take(&mut sinks[0].frames), &mut next);
                     let settled = (1..4).all(|s| {
                         matches!(
-                            v[0].channel(s),
+                            v[0].channel(Gpid::new(s)),
                             ChannelState::Shared | ChannelState::Connected
                         )
                     });
@@ -1796,7 +1838,7 @@ mod tests {
                 );
                 let per_peer: u64 = (1..4)
                     .map(|s| {
-                        let u = v[0].usage(s);
+                        let u = v[0].usage(Gpid::new(s));
                         u.shared_frames + u.fast_frames
                     })
                     .sum();
@@ -1805,8 +1847,8 @@ mod tests {
                     assert_eq!(x.bad_channel_records(), 0, "process {i}");
                 }
                 for s in 1..4usize {
-                    let held = v[0].channel(s as Gpid) == ChannelState::Connected;
-                    assert_eq!(v[s].has_fast_channel(0), held);
+                    let held = v[0].channel(Gpid::from_idx(s)) == ChannelState::Connected;
+                    assert_eq!(v[s].has_fast_channel(Gpid::new(0)), held);
                     assert_eq!(
                         told[s],
                         if held {
@@ -1833,27 +1875,27 @@ mod tests {
         let mut sink = Collect::default();
         // A SWITCH for a channel never granted, a RELEASE for one not quiesced, a REVOKE
         // for a channel not held, a GRANT beyond the geometry, a short record.
-        assert!(v[1].push(0, &ChanMsg::header(CTL_SWITCH), &[&m.encode()]));
-        assert!(v[1].push(0, &ChanMsg::header(CTL_RELEASE), &[&m.encode()]));
+        assert!(v[1].push(Gpid::new(0), &ChanMsg::header(CTL_SWITCH), &[&m.encode()]));
+        assert!(v[1].push(Gpid::new(0), &ChanMsg::header(CTL_RELEASE), &[&m.encode()]));
         v[0].progress(&mut sink);
         assert_eq!(v[0].bad_channel_records(), 2);
-        assert!(v[0].push(1, &ChanMsg::header(CTL_REVOKE), &[&m.encode()]));
+        assert!(v[0].push(Gpid::new(1), &ChanMsg::header(CTL_REVOKE), &[&m.encode()]));
         let far = ChanMsg { slot: 7, ..m };
-        assert!(v[0].push(1, &ChanMsg::header(CTL_GRANT), &[&far.encode()]));
-        assert!(v[0].push(1, &ChanMsg::header(CTL_GRANT), &[&[1u8, 2]]));
+        assert!(v[0].push(Gpid::new(1), &ChanMsg::header(CTL_GRANT), &[&far.encode()]));
+        assert!(v[0].push(Gpid::new(1), &ChanMsg::header(CTL_GRANT), &[&[1u8, 2]]));
         v[1].progress(&mut sink);
         assert_eq!(v[1].bad_channel_records(), 3);
-        assert!(!v[1].has_fast_channel(0));
+        assert!(!v[1].has_fast_channel(Gpid::new(0)));
         assert!(sink.frames.is_empty() && sink.caps.is_empty());
         // The real hand-over still works afterwards.
-        assert!(v[0].connect(1));
-        assert!(!v[0].connect(2), "one channel, already offered");
-        assert_eq!(v[0].channel(1), ChannelState::Connecting);
-        assert!(!v[0].quiesce(1), "not connected yet");
+        assert!(v[0].connect(Gpid::new(1)));
+        assert!(!v[0].connect(Gpid::new(2)), "one channel, already offered");
+        assert_eq!(v[0].channel(Gpid::new(1)), ChannelState::Connecting);
+        assert!(!v[0].quiesce(Gpid::new(1)), "not connected yet");
         v[1].progress(&mut sink);
-        assert!(v[1].has_fast_channel(0));
+        assert!(v[1].has_fast_channel(Gpid::new(0)));
         v[0].progress(&mut sink);
-        assert_eq!(v[0].channel(1), ChannelState::Connected);
+        assert_eq!(v[0].channel(Gpid::new(1)), ChannelState::Connected);
     }
 
     /// A process of another job that held our channel leaves: detaching it frees the channel
@@ -1862,28 +1904,28 @@ mod tests {
     fn detaching_a_peer_frees_its_channel() {
         let mut v = group("detach", 3, Geometry::new(1, 8192, 4, 1024, 4));
         let mut sink = Collect::default();
-        assert!(v[0].connect(1));
+        assert!(v[0].connect(Gpid::new(1)));
         v[1].progress(&mut sink);
         v[0].progress(&mut sink);
-        assert_eq!(v[0].channel(1), ChannelState::Connected);
-        assert!(!v[0].connect(2), "the one channel is held");
+        assert_eq!(v[0].channel(Gpid::new(1)), ChannelState::Connected);
+        assert!(!v[0].connect(Gpid::new(2)), "the one channel is held");
         let before = v[0].counters.demotions;
-        v[0].detach(1);
-        assert_eq!(v[0].channel(1), ChannelState::Shared);
+        v[0].detach(Gpid::new(1));
+        assert_eq!(v[0].channel(Gpid::new(1)), ChannelState::Shared);
         assert_eq!(v[0].counters.demotions, before + 1);
-        assert!(v[0].connect(2), "the channel was freed");
+        assert!(v[0].connect(Gpid::new(2)), "the channel was freed");
         v[2].progress(&mut sink);
-        assert!(v[2].has_fast_channel(0));
+        assert!(v[2].has_fast_channel(Gpid::new(0)));
         v[0].progress(&mut sink);
-        assert_eq!(v[0].channel(2), ChannelState::Connected);
-        assert!(v[2].try_send(0, &hdr(5), b"by the ring"));
+        assert_eq!(v[0].channel(Gpid::new(2)), ChannelState::Connected);
+        assert!(v[2].try_send(Gpid::new(0), &hdr(5), b"by the ring"));
         let mut got = Collect::default();
         while got.frames.is_empty() {
             v[0].progress(&mut got);
         }
-        assert_eq!(got.frames[0].0, 2);
+        assert_eq!(got.frames[0].0, Gpid::new(2));
         assert_eq!(got.frames[0].2, b"by the ring");
-        assert_eq!(v[0].usage(2).fast_frames, 1);
+        assert_eq!(v[0].usage(Gpid::new(2)).fast_frames, 1);
     }
 
     /// The same with real concurrency: a receiver thread moving its one channel between two
@@ -1902,18 +1944,18 @@ mod tests {
             .map(|(i, s)| {
                 let mut o = Own(s);
                 std::thread::spawn(move || {
-                    let from = i as Gpid + 1;
+                    let from = Gpid::from_idx(i + 1);
                     let s = &mut o.0;
                     let mut sink = Collect::default();
-                    let mut told = s.caps(0).max_payload;
-                    let mut rng = Rng(0x1234_5678 + u64::from(from));
+                    let mut told = s.caps(Gpid::new(0)).max_payload;
+                    let mut rng = Rng(0x1234_5678 + u64::from(from.get()));
                     let mut seq = 0u32;
                     let mut last = std::time::Instant::now();
                     while seq < N {
                         assert!(
                             last.elapsed().as_secs() < 20,
                             "sender {from} stuck at {seq}: {}",
-                            s.lane_debug(0)
+                            s.lane_debug(Gpid::new(0))
                         );
                         s.progress(&mut sink);
                         if let Some(&(_, m)) = sink.caps.last() {
@@ -1925,7 +1967,7 @@ mod tests {
                         } else {
                             rng.below(64) as usize
                         };
-                        if s.try_send(0, &frame_hdr(seq, len), &body(from, seq, len)) {
+                        if s.try_send(Gpid::new(0), &frame_hdr(seq, len), &body(from, seq, len)) {
                             seq += 1;
                             last = std::time::Instant::now();
                         } else {
@@ -1972,7 +2014,7 @@ mod tests {
             // spins depends on the scheduler, and a loaded machine must still see many moves.
             due |= (next[1] + next[2]) / 1000 > moved_at;
             if due || rng.below(50) == 0 {
-                let s = 1 + rng.below(2) as Gpid;
+                let s = Gpid::new(1 + rng.below(2) as u32);
                 let moved = match r.0.channel(s) {
                     ChannelState::Shared => r.0.connect(s),
                     ChannelState::Connected => r.0.quiesce(s),
@@ -1988,7 +2030,7 @@ mod tests {
         let mut stop = [0u8; HEADER_LEN];
         stop[0] = 9;
         for s in 1..3 {
-            while !r.0.try_send(s, &stop, &[]) {
+            while !r.0.try_send(Gpid::new(s), &stop, &[]) {
                 r.0.progress(&mut sink);
             }
         }

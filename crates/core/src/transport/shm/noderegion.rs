@@ -505,7 +505,7 @@ mod tests {
     fn idle_errors_end_a_wait_and_regions_map_across_handles() {
         let r0 = {
             let job = format!("nr{}", std::process::id());
-            let mut a = NodeRegion::create(&job, 1, 5, 2, 100, 2).unwrap();
+            let mut a = NodeRegion::create(&job, Gpid::new(1), 5, 2, 100, 2).unwrap();
             assert_eq!(a.slot_bytes(), 128, "rounded to a control block");
             let b = NodeRegion::open(&job, &a.desc().unwrap(), 2, 100, 2).unwrap();
             a.set(0, Flag::Reduced, 9);

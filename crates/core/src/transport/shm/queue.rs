@@ -15,6 +15,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::ids::Gpid;
 use crate::transport::HEADER_LEN;
 
 pub const QUEUE_HDR: usize = 128;
@@ -103,7 +104,7 @@ impl Producer {
     }
 
     /// Post one frame from process `from`. Returns false when the queue is full (not now).
-    pub fn push(&self, from: u32, hdr: &[u8; HEADER_LEN], parts: &[&[u8]]) -> bool {
+    pub fn push(&self, from: Gpid, hdr: &[u8; HEADER_LEN], parts: &[&[u8]]) -> bool {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         assert!(
             len <= self.max_payload(),
@@ -136,7 +137,7 @@ impl Producer {
         // use of the cell until it publishes `seq = pos + 1`.
         unsafe {
             (c.add(8) as *mut u32).write(len as u32);
-            (c.add(12) as *mut u32).write(from);
+            (c.add(12) as *mut u32).write(from.get());
             std::ptr::copy_nonoverlapping(hdr.as_ptr(), c.add(16), HEADER_LEN);
             let mut at = c.add(CELL_HDR);
             for part in parts {
@@ -178,7 +179,7 @@ impl Consumer {
 
     /// Hand the next cell, if any, to `f(from, header, payload)`; returns whether one was taken.
     #[inline]
-    pub fn pop(&mut self, f: impl FnOnce(u32, &[u8; HEADER_LEN], &[u8])) -> bool {
+    pub fn pop(&mut self, f: impl FnOnce(Gpid, &[u8; HEADER_LEN], &[u8])) -> bool {
         if !self.ready() {
             return false;
         }
@@ -188,7 +189,7 @@ impl Consumer {
         // The length is clamped to the cell so a corrupt value cannot make us read outside it.
         let (from, hdr, payload) = unsafe {
             let len = ((c.add(8) as *const u32).read() as usize).min(max);
-            let from = (c.add(12) as *const u32).read();
+            let from = Gpid::new((c.add(12) as *const u32).read());
             (
                 from,
                 &*(c.add(16) as *const [u8; HEADER_LEN]),
@@ -221,17 +222,17 @@ mod tests {
         let mut c = unsafe { Consumer::new(base, 8, 256) };
         let h = [0u8; HEADER_LEN];
         for i in 0..8u32 {
-            assert!(p.push(i, &h, &[&i.to_le_bytes()]));
+            assert!(p.push(Gpid::new(i), &h, &[&i.to_le_bytes()]));
         }
-        assert!(!p.push(99, &h, &[]));
+        assert!(!p.push(Gpid::new(99), &h, &[]));
         for i in 0..8u32 {
             assert!(c.pop(|from, _, pl| {
-                assert_eq!(from, i);
+                assert_eq!(from, Gpid::new(i));
                 assert_eq!(pl, &i.to_le_bytes());
             }));
         }
         assert!(!c.pop(|_, _, _| {}));
-        assert!(p.push(5, &h, &[b"abc", b"de"]));
+        assert!(p.push(Gpid::new(5), &h, &[b"abc", b"de"]));
         assert!(c.pop(|_, _, pl| assert_eq!(pl, b"abcde")));
     }
 
@@ -249,7 +250,7 @@ mod tests {
                     let h = [0u8; HEADER_LEN];
                     let mut i = 0;
                     while i < N {
-                        if p.push(t, &h, &[&i.to_le_bytes()]) {
+                        if p.push(Gpid::new(t), &h, &[&i.to_le_bytes()]) {
                             i += 1;
                         } else {
                             std::thread::yield_now();
@@ -264,8 +265,8 @@ mod tests {
         while total < 3 * N {
             if c.pop(|from, _, pl| {
                 let v = u32::from_le_bytes(pl.try_into().unwrap());
-                assert_eq!(v, next[from as usize]);
-                next[from as usize] += 1;
+                assert_eq!(v, next[from.idx()]);
+                next[from.idx()] += 1;
             }) {
                 total += 1;
             }

@@ -21,6 +21,7 @@
 //! connection that fails is closed and counted; it never touches a peer's state. Parsing never
 //! panics (fuzzed in `fuzz/` and by the proptests below).
 
+use crate::ids::Gpid;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -38,7 +39,7 @@ const CONNECT: &[u8] = b"protean tcp connect v2";
 /// What a connector says first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hello {
-    pub gpid: u32,
+    pub gpid: Gpid,
     pub lane: u8,
     /// The largest frame payload the connector accepts.
     pub max_frame: u32,
@@ -75,7 +76,7 @@ impl Hello {
     pub fn encode(&self) -> [u8; HELLO_LEN] {
         let mut b = [0u8; HELLO_LEN];
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        b[4..8].copy_from_slice(&self.gpid.to_le_bytes());
+        b[4..8].copy_from_slice(&self.gpid.get().to_le_bytes());
         b[8] = self.lane;
         b[12..16].copy_from_slice(&self.max_frame.to_le_bytes());
         b[16..32].copy_from_slice(&self.nonce);
@@ -90,7 +91,7 @@ impl Hello {
             return Err(Refused::BadField);
         }
         Ok(Hello {
-            gpid: u32_at(b, 4),
+            gpid: Gpid::new(u32_at(b, 4)),
             lane: b[8],
             max_frame: u32_at(b, 12),
             nonce: b[16..32].try_into().expect("16 bytes"),
@@ -110,13 +111,13 @@ fn mac(key: &Key, label: &[u8], hello: &[u8; HELLO_LEN], head: &[u8]) -> Hmac<Sh
 pub fn challenge(
     key: &Key,
     hello: &[u8; HELLO_LEN],
-    gpid: u32,
+    gpid: Gpid,
     max_frame: u32,
     nonce: [u8; 16],
 ) -> [u8; CHALLENGE_LEN] {
     let mut b = [0u8; CHALLENGE_LEN];
     b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-    b[4..8].copy_from_slice(&gpid.to_le_bytes());
+    b[4..8].copy_from_slice(&gpid.get().to_le_bytes());
     b[8..12].copy_from_slice(&max_frame.to_le_bytes());
     b[16..32].copy_from_slice(&nonce);
     let tag = mac(key, ACCEPT, hello, &b[..32]).finalize().into_bytes();
@@ -129,13 +130,13 @@ pub fn challenge(
 pub fn check_challenge(
     key: &Key,
     hello: &[u8; HELLO_LEN],
-    expect_gpid: u32,
+    expect_gpid: Gpid,
     c: &[u8; CHALLENGE_LEN],
 ) -> Result<(u32, [u8; PROOF_LEN]), Refused> {
     if u32_at(c, 0) != MAGIC {
         return Err(Refused::BadMagic);
     }
-    if u32_at(c, 4) != expect_gpid || u32_at(c, 12) != 0 {
+    if u32_at(c, 4) != expect_gpid.get() || u32_at(c, 12) != 0 {
         return Err(Refused::BadField);
     }
     mac(key, ACCEPT, hello, &c[..32])
@@ -171,7 +172,7 @@ mod tests {
 
     fn hello() -> Hello {
         Hello {
-            gpid: 3,
+            gpid: Gpid::new(3),
             lane: 0,
             max_frame: 1 << 26,
             nonce: [7; 16],
@@ -183,8 +184,8 @@ mod tests {
         let key = [9u8; 32];
         let h = hello().encode();
         assert_eq!(Hello::decode(&h), Ok(hello()));
-        let c = challenge(&key, &h, 5, 1 << 20, [1; 16]);
-        let (max, proof) = check_challenge(&key, &h, 5, &c).unwrap();
+        let c = challenge(&key, &h, Gpid::new(5), 1 << 20, [1; 16]);
+        let (max, proof) = check_challenge(&key, &h, Gpid::new(5), &c).unwrap();
         assert_eq!(max, 1 << 20);
         assert_eq!(check_proof(&key, &h, &c, &proof), Ok(()));
     }
@@ -196,26 +197,40 @@ mod tests {
         let h = hello().encode();
         // An acceptor without the key cannot answer; one that answers for another process is
         // refused.
-        let c = challenge(&other, &h, 5, 1 << 20, [1; 16]);
-        assert_eq!(check_challenge(&key, &h, 5, &c), Err(Refused::BadProof));
-        let c = challenge(&key, &h, 5, 1 << 20, [1; 16]);
-        assert_eq!(check_challenge(&key, &h, 6, &c), Err(Refused::BadField));
+        let c = challenge(&other, &h, Gpid::new(5), 1 << 20, [1; 16]);
+        assert_eq!(
+            check_challenge(&key, &h, Gpid::new(5), &c),
+            Err(Refused::BadProof)
+        );
+        let c = challenge(&key, &h, Gpid::new(5), 1 << 20, [1; 16]);
+        assert_eq!(
+            check_challenge(&key, &h, Gpid::new(6), &c),
+            Err(Refused::BadField)
+        );
         // A connector without the key cannot prove it; a proof for another hello (a replay)
         // does not pass either.
-        let (_, bad) =
-            check_challenge(&other, &h, 5, &challenge(&other, &h, 5, 1, [1; 16])).unwrap();
+        let (_, bad) = check_challenge(
+            &other,
+            &h,
+            Gpid::new(5),
+            &challenge(&other, &h, Gpid::new(5), 1, [1; 16]),
+        )
+        .unwrap();
         assert_eq!(check_proof(&key, &h, &c, &bad), Err(Refused::BadProof));
         let mut h2 = hello();
         h2.nonce = [6; 16];
         let h2 = h2.encode();
-        let c2 = challenge(&key, &h2, 5, 1 << 20, [1; 16]);
-        let (_, p2) = check_challenge(&key, &h2, 5, &c2).unwrap();
+        let c2 = challenge(&key, &h2, Gpid::new(5), 1 << 20, [1; 16]);
+        let (_, p2) = check_challenge(&key, &h2, Gpid::new(5), &c2).unwrap();
         assert_eq!(check_proof(&key, &h, &c, &p2), Err(Refused::BadProof));
         // Tampering with any field of the challenge breaks its proof.
         for i in 0..32 {
             let mut t = c;
             t[i] ^= 1;
-            assert!(check_challenge(&key, &h, 5, &t).is_err(), "byte {i}");
+            assert!(
+                check_challenge(&key, &h, Gpid::new(5), &t).is_err(),
+                "byte {i}"
+            );
         }
         let mut bad = h;
         bad[0] = 0;
@@ -229,25 +244,37 @@ mod tests {
     #[test]
     fn pair_keys_prove_and_a_forged_public_key_fails() {
         use crate::runtime::keys::{Keys, Pairs};
-        let (mut a, mut b) = (Pairs::new(0, "j").unwrap(), Pairs::new(3, "j").unwrap());
-        a.set_peer(3, b.public());
-        b.set_peer(0, a.public());
+        let (mut a, mut b) = (
+            Pairs::new(Gpid::new(0), "j").unwrap(),
+            Pairs::new(Gpid::new(3), "j").unwrap(),
+        );
+        a.set_peer(Gpid::new(3), b.public());
+        b.set_peer(Gpid::new(0), a.public());
         let a_public = a.public();
         let (mut a, mut b) = (Keys::Pairs(a), Keys::Pairs(b));
-        let (ka, kb) = (a.pair(3).unwrap(), b.pair(0).unwrap());
+        let (ka, kb) = (a.pair(Gpid::new(3)).unwrap(), b.pair(Gpid::new(0)).unwrap());
         // Process 3 connects to process 0: both prove the key of their pair.
         let h = hello().encode();
-        let c = challenge(&ka, &h, 0, 1 << 20, [1; 16]);
-        let (_, proof) = check_challenge(&kb, &h, 0, &c).unwrap();
+        let c = challenge(&ka, &h, Gpid::new(0), 1 << 20, [1; 16]);
+        let (_, proof) = check_challenge(&kb, &h, Gpid::new(0), &c).unwrap();
         assert_eq!(check_proof(&ka, &h, &c, &proof), Ok(()));
         // Someone who published (or swapped in) a public key of its own for process 3 holds
         // the key of another pair: process 0 refuses its proof, and it refuses process 0's.
-        let mut forged = Pairs::new(3, "j").unwrap();
-        forged.set_peer(0, a_public);
-        let kf = Keys::Pairs(forged).pair(0).unwrap();
+        let mut forged = Pairs::new(Gpid::new(3), "j").unwrap();
+        forged.set_peer(Gpid::new(0), a_public);
+        let kf = Keys::Pairs(forged).pair(Gpid::new(0)).unwrap();
         assert_ne!(kf, ka);
-        assert_eq!(check_challenge(&kf, &h, 0, &c), Err(Refused::BadProof));
-        let (_, bad) = check_challenge(&kf, &h, 0, &challenge(&kf, &h, 0, 1, [1; 16])).unwrap();
+        assert_eq!(
+            check_challenge(&kf, &h, Gpid::new(0), &c),
+            Err(Refused::BadProof)
+        );
+        let (_, bad) = check_challenge(
+            &kf,
+            &h,
+            Gpid::new(0),
+            &challenge(&kf, &h, Gpid::new(0), 1, [1; 16]),
+        )
+        .unwrap();
         assert_eq!(check_proof(&ka, &h, &c, &bad), Err(Refused::BadProof));
     }
 
@@ -258,7 +285,7 @@ mod tests {
             let h: [u8; 32] = b[..32].try_into().unwrap();
             let c: [u8; 64] = b[32..96].try_into().unwrap();
             let _ = Hello::decode(&h);
-            prop_assert!(check_challenge(&key, &h, 1, &c).is_err() || u32_at(&c, 0) == MAGIC);
+            prop_assert!(check_challenge(&key, &h, Gpid::new(1), &c).is_err() || u32_at(&c, 0) == MAGIC);
             let p: [u8; 32] = b[64..96].try_into().unwrap();
             prop_assert!(check_proof(&key, &h, &c, &p).is_err());
         }

@@ -502,7 +502,7 @@ impl Tcp {
     /// alias in that job (both in the hello we send and in the challenge we answer with), so
     /// that each side's hello names the connector as the acceptor numbers it.
     pub fn set_foreign(&mut self, gpid: Gpid, key: Key, me_there: Gpid) {
-        let i = gpid as usize;
+        let i = gpid.idx();
         if self.foreign.len() <= i {
             self.foreign.resize(i + 1, None);
         }
@@ -511,7 +511,7 @@ impl Tcp {
 
     /// The key for `peer`: the pair of jobs' for a process of an independent job, else ours.
     fn key_of(foreign: &[Option<Foreign>], keys: &mut Keys, peer: Gpid) -> Option<Key> {
-        match foreign.get(peer as usize) {
+        match foreign.get(peer.idx()) {
             Some(Some(f)) => Some(f.key),
             _ => keys.pair(peer),
         }
@@ -519,7 +519,7 @@ impl Tcp {
 
     /// The gpid by which `peer` knows us.
     fn me_for(&self, peer: Gpid) -> Gpid {
-        match self.foreign.get(peer as usize) {
+        match self.foreign.get(peer.idx()) {
             Some(Some(f)) => f.me_there,
             _ => self.me,
         }
@@ -549,7 +549,7 @@ impl Tcp {
             c.queued = 0;
             self.free_slots.push(ci);
         }
-        let i = peer as usize;
+        let i = peer.idx();
         if let Some(s) = self.send_conn.get_mut(i) {
             *s = None;
         }
@@ -590,7 +590,7 @@ impl Tcp {
         self.lane_rules = rules;
         for (g, pl) in self.peer_lanes.iter_mut().enumerate() {
             if let Some(pl) = pl {
-                let m = Self::mode_for(self.lane_mode, &self.lane_rules, g as Gpid);
+                let m = Self::mode_for(self.lane_mode, &self.lane_rules, Gpid::from_idx(g));
                 if pl.ctl.mode() != m {
                     pl.ctl = LaneCtl::new(m);
                 }
@@ -601,13 +601,13 @@ impl Tcp {
     fn mode_for(default: Mode, rules: &[(RankSet, Mode)], peer: Gpid) -> Mode {
         rules
             .iter()
-            .find(|(s, _)| s.contains(peer))
+            .find(|(s, _)| s.contains(peer.get()))
             .map_or(default, |(_, m)| *m)
     }
 
     /// Lanes bulk data to `peer` uses now.
     pub fn lanes_of(&self, peer: Gpid) -> u8 {
-        match self.peer_lanes.get(peer as usize) {
+        match self.peer_lanes.get(peer.idx()) {
             Some(Some(pl)) => pl.ctl.target(),
             _ => match Self::mode_for(self.lane_mode, &self.lane_rules, peer) {
                 Mode::Fixed(n) => n,
@@ -632,7 +632,7 @@ impl Tcp {
 
     /// Tell the transport where peer `gpid` listens.
     pub fn set_addr(&mut self, gpid: Gpid, addr: SocketAddr) {
-        let i = gpid as usize;
+        let i = gpid.idx();
         if self.addrs.len() <= i {
             self.addrs.resize(i + 1, None);
         }
@@ -721,11 +721,11 @@ impl Tcp {
             // The old socket of a dropped peer closes here.
             self.conns[i] = conn;
         }
-        if self.send_conn.len() <= peer as usize {
-            self.send_conn.resize(peer as usize + 1, None);
+        if self.send_conn.len() <= peer.idx() {
+            self.send_conn.resize(peer.idx() + 1, None);
         }
-        if lane == 0 && self.send_conn[peer as usize].is_none() {
-            self.send_conn[peer as usize] = Some(i);
+        if lane == 0 && self.send_conn[peer.idx()].is_none() {
+            self.send_conn[peer.idx()] = Some(i);
         }
         i
     }
@@ -733,7 +733,7 @@ impl Tcp {
     fn connect(&mut self, peer: Gpid) -> io::Result<usize> {
         let addr = self
             .addrs
-            .get(peer as usize)
+            .get(peer.idx())
             .copied()
             .flatten()
             .ok_or_else(|| io::Error::other(format!("no TCP address known for process {peer}")))?;
@@ -793,7 +793,7 @@ impl Tcp {
     fn open_lane(&mut self, peer: Gpid, lane: u8) -> io::Result<usize> {
         let addr = self
             .addrs
-            .get(peer as usize)
+            .get(peer.idx())
             .copied()
             .flatten()
             .ok_or_else(|| io::Error::other(format!("no TCP address known for process {peer}")))?;
@@ -828,7 +828,7 @@ impl Tcp {
     }
 
     fn conn_for(&mut self, peer: Gpid) -> io::Result<usize> {
-        if let Some(Some(i)) = self.send_conn.get(peer as usize) {
+        if let Some(Some(i)) = self.send_conn.get(peer.idx()) {
             return Ok(*i);
         }
         if self.keys.is_none() {
@@ -838,7 +838,7 @@ impl Tcp {
         }
         // The peer may have connected to us already; take that connection if so.
         self.accept_all();
-        if let Some(Some(i)) = self.send_conn.get(peer as usize) {
+        if let Some(Some(i)) = self.send_conn.get(peer.idx()) {
             return Ok(*i);
         }
         self.connect(peer)
@@ -862,7 +862,7 @@ impl Tcp {
                 challenge: [0; CHALLENGE_LEN],
                 proof: [0; PROOF_LEN],
                 got: 0,
-                peer: 0,
+                peer: Gpid::new(0),
                 lane: 0,
                 key: [0; 32],
                 since: std::time::Instant::now(),
@@ -875,12 +875,12 @@ impl Tcp {
                 Ok(true) => {
                     let inc = self.incoming.swap_remove(i);
                     let bit = 1u64 << inc.lane;
-                    if self.accepted[inc.peer as usize] & bit != 0 {
+                    if self.accepted[inc.peer.idx()] & bit != 0 {
                         self.reject("a second connection from an already connected process");
                         continue;
                     }
                     if self.tune(&inc.sock).is_ok() {
-                        self.accepted[inc.peer as usize] |= bit;
+                        self.accepted[inc.peer.idx()] |= bit;
                         self.add_conn(inc.sock, inc.peer, inc.lane, None);
                     }
                 }
@@ -917,7 +917,7 @@ impl Tcp {
                         return Ok(false);
                     }
                     let h = Hello::decode(&inc.hello).map_err(|e| e.to_string())?;
-                    if h.gpid as usize >= nprocs || h.gpid == me {
+                    if h.gpid.idx() >= nprocs || h.gpid == me {
                         return Err(format!("a hello from process {} (no such peer)", h.gpid));
                     }
                     if (h.max_frame as usize) < 4096 {
@@ -933,7 +933,7 @@ impl Tcp {
                     inc.key = Self::key_of(&self.foreign, keys, h.gpid).ok_or_else(|| {
                         format!("a hello from process {} (no key for it)", h.gpid)
                     })?;
-                    let me_there = match self.foreign.get(h.gpid as usize) {
+                    let me_there = match self.foreign.get(h.gpid.idx()) {
                         Some(Some(f)) => f.me_there,
                         _ => me,
                     };
@@ -1323,7 +1323,7 @@ impl Tcp {
 
     /// Bytes queued and not yet written on the connection we send to `peer` on.
     fn queued_bytes(&self, peer: Gpid) -> usize {
-        match self.send_conn.get(peer as usize) {
+        match self.send_conn.get(peer.idx()) {
             Some(Some(i)) => self.conns[*i].queued,
             _ => 0,
         }
@@ -1331,7 +1331,7 @@ impl Tcp {
 
     /// Is output queued on the connection we send to `peer` on?
     fn has_queued(&self, peer: Gpid) -> bool {
-        match self.send_conn.get(peer as usize) {
+        match self.send_conn.get(peer.idx()) {
             Some(Some(i)) => !self.conns[*i].out.is_empty(),
             _ => false,
         }
@@ -1352,7 +1352,7 @@ impl Tcp {
 
     /// The lanes of `peer`, made on first use.
     fn lanes_mut(&mut self, peer: Gpid) -> &mut PeerLanes {
-        let i = peer as usize;
+        let i = peer.idx();
         if self.peer_lanes.len() <= i {
             self.peer_lanes.resize_with(i + 1, || None);
         }
@@ -1399,7 +1399,7 @@ impl Tcp {
             }
         }
         let target = self.lanes_of(peer) as usize;
-        let measuring = match self.peer_lanes.get(peer as usize) {
+        let measuring = match self.peer_lanes.get(peer.idx()) {
             Some(Some(pl)) => !pl.ctl.settled(),
             _ => matches!(
                 Self::mode_for(self.lane_mode, &self.lane_rules, peer),
@@ -1420,15 +1420,15 @@ impl Tcp {
             pl.conns[0] = Some(ci0);
         }
         for lane in 1..target {
-            let have = self.peer_lanes[peer as usize].as_ref().expect("made").conns[lane]
+            let have = self.peer_lanes[peer.idx()].as_ref().expect("made").conns[lane]
                 .is_some_and(|ci| !self.conns[ci].closed);
             if !have {
                 let ci = self.open_lane(peer, lane as u8).map_err(failed)?;
-                self.peer_lanes[peer as usize].as_mut().expect("made").conns[lane] = Some(ci);
+                self.peer_lanes[peer.idx()].as_mut().expect("made").conns[lane] = Some(ci);
             }
         }
         let conns = &self.conns;
-        let pl = self.peer_lanes[peer as usize].as_mut().expect("made");
+        let pl = self.peer_lanes[peer.idx()].as_mut().expect("made");
         let ready = |ci: &usize| !conns[*ci].closed && conns[*ci].connecting.is_none();
         // Round the open lanes from the one after the last used, the first with room: every
         // lane gets pieces, and one that drains slowly (its queue full) gets fewer.
@@ -1744,7 +1744,7 @@ impl Transport for Tcp {
     }
 
     fn reaches(&self, peer: Gpid) -> bool {
-        matches!(self.addrs.get(peer as usize), Some(Some(_)))
+        matches!(self.addrs.get(peer.idx()), Some(Some(_)))
     }
 
     fn caps(&self, peer: Gpid) -> Caps {
@@ -1942,12 +1942,12 @@ mod tests {
     }
 
     fn pair() -> (Tcp, Tcp) {
-        let mut a = endpoint(0);
-        let mut b = endpoint(1);
+        let mut a = endpoint(Gpid::new(0));
+        let mut b = endpoint(Gpid::new(1));
         let (pa, pb) = (a.port(), b.port());
         for t in [&mut a, &mut b] {
-            t.set_addr(0, SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
-            t.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
+            t.set_addr(Gpid::new(0), SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
+            t.set_addr(Gpid::new(1), SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
         }
         (a, b)
     }
@@ -1968,10 +1968,18 @@ mod tests {
     #[test]
     fn many_connections_are_read_by_epoll_and_none_is_missed() {
         const N: usize = READ_ALL_MAX + 6;
-        let mut v: Vec<Tcp> = (0..N as Gpid)
+        let mut v: Vec<Tcp> = (0..N as u32)
             .map(|g| {
-                let mut t =
-                    Tcp::new(g, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+                let mut t = Tcp::new(
+                    Gpid::new(g),
+                    Ipv4Addr::LOCALHOST,
+                    true,
+                    0,
+                    1 << 20,
+                    64 << 20,
+                    false,
+                )
+                .unwrap();
                 t.start(Keys::Shared(KEY), N);
                 t
             })
@@ -1982,7 +1990,7 @@ mod tests {
             .collect();
         for t in v.iter_mut() {
             for (g, a) in addrs.iter().enumerate() {
-                t.set_addr(g as Gpid, *a);
+                t.set_addr(Gpid::from_idx(g), *a);
             }
         }
         let mut sinks: Vec<Sink> = (0..N).map(|_| Sink::default()).collect();
@@ -1990,7 +1998,7 @@ mod tests {
         let senders = |range: std::ops::Range<usize>, v: &mut Vec<Tcp>| {
             for g in range {
                 for i in 0..20u32 {
-                    v[g].post(0, &eager(i), &[g as u8], b"x", Token::NONE)
+                    v[g].post(Gpid::new(0), &eager(i), &[g as u8], b"x", Token::NONE)
                         .unwrap();
                 }
             }
@@ -2019,7 +2027,7 @@ mod tests {
             let seqs: Vec<[u8; HEADER_LEN]> = sinks[0]
                 .frames
                 .iter()
-                .filter(|(from, _, p)| *from == g as Gpid && p[0] == g as u8)
+                .filter(|(from, _, p)| *from == Gpid::from_idx(g) && p[0] == g as u8)
                 .map(|(_, h, _)| *h)
                 .collect();
             let expect: Vec<[u8; HEADER_LEN]> = (0..20).map(eager).collect();
@@ -2035,10 +2043,12 @@ mod tests {
         let mut sb = Sink::default();
         for i in 0..100u32 {
             let body = vec![i as u8; (i as usize) * 37];
-            a.post(1, &eager(i), b"sm", &body, Token::NONE).unwrap();
+            a.post(Gpid::new(1), &eager(i), b"sm", &body, Token::NONE)
+                .unwrap();
         }
         // b also connects to a (crossing connections) and sends back.
-        b.post(0, &eager(7), &[], b"back", Token::NONE).unwrap();
+        b.post(Gpid::new(0), &eager(7), &[], b"back", Token::NONE)
+            .unwrap();
         let t0 = std::time::Instant::now();
         while (sb.frames.len() < 100 || sa.frames.is_empty()) && t0.elapsed().as_secs() < 10 {
             a.poll(&mut sa);
@@ -2046,7 +2056,7 @@ mod tests {
         }
         assert_eq!(sb.frames.len(), 100);
         for (i, (from, f, p)) in sb.frames.iter().enumerate() {
-            assert_eq!(*from, 0);
+            assert_eq!(*from, Gpid::new(0));
             assert_eq!(*f, eager(i as u32));
             assert_eq!(p.len(), 2 + i * 37);
         }
@@ -2065,8 +2075,12 @@ mod tests {
         let half = n / 2;
         let d0 = data(42, 0);
         let d1 = data(42, half);
-        let r0 = a.post(1, &d0, &[], &src[..half], Token(1)).unwrap();
-        let r1 = a.post(1, &d1, &[], &src[half..], Token(2)).unwrap();
+        let r0 = a
+            .post(Gpid::new(1), &d0, &[], &src[..half], Token(1))
+            .unwrap();
+        let r1 = a
+            .post(Gpid::new(1), &d1, &[], &src[half..], Token(2))
+            .unwrap();
         let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.placed.len() >= 2);
         assert_eq!(sb.placed, vec![(42, 0, half), (42, half as u64, n - half)]);
         // The rest of a payload was awaited whole (up to the cap), and afterwards the socket
@@ -2129,8 +2143,11 @@ mod tests {
         };
         let n = 4 << 20;
         let src: Vec<u8> = (0..n).map(|i| (i * 5 + 1) as u8).collect();
-        a.post(1, &eager(0), &[], b"ping", Token::NONE).unwrap();
-        let r = a.post(1, &eager(1), &[], &src, Token(1)).unwrap();
+        a.post(Gpid::new(1), &eager(0), &[], b"ping", Token::NONE)
+            .unwrap();
+        let r = a
+            .post(Gpid::new(1), &eager(1), &[], &src, Token(1))
+            .unwrap();
         let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.msg_placed == 1);
         assert_eq!(sb.msg_placed, 1);
         assert!(sb.msg_bufs[0] == src);
@@ -2145,7 +2162,8 @@ mod tests {
         for c in &mut b.conns {
             c.lowat = 1;
         }
-        a.post(1, &eager(2), &[], &src, Token(2)).unwrap();
+        a.post(Gpid::new(1), &eager(2), &[], &src, Token(2))
+            .unwrap();
         let lowat = poll_lowat(&mut a, &mut b, &mut sa, &mut sb, |s| s.msg_placed == 2);
         assert_eq!(sb.msg_placed, 2);
         assert!(sb.msg_bufs[1] == src);
@@ -2158,24 +2176,26 @@ mod tests {
         let (mut a, mut b) = pair();
         let mut sa = Sink::default();
         let mut sb = Sink::default();
-        assert_eq!(a.queued_bytes(1), 0);
+        assert_eq!(a.queued_bytes(Gpid::new(1)), 0);
         let body = vec![3u8; 32 << 20];
-        let r = a.post(1, &eager(0), &[], &body, Token(1)).unwrap();
+        let r = a
+            .post(Gpid::new(1), &eager(0), &[], &body, Token(1))
+            .unwrap();
         // More than the kernel takes before the receiver reads.
         assert_eq!(r, Sent::Pending);
-        let q = a.queued_bytes(1);
+        let q = a.queued_bytes(Gpid::new(1));
         assert!(q > 0 && q <= body.len() + PREFIX, "{q}");
         let t0 = std::time::Instant::now();
         while sb.frames.is_empty() && t0.elapsed().as_secs() < 20 {
             a.poll(&mut sa);
             b.poll(&mut sb);
-            assert!(a.queued_bytes(1) <= q);
+            assert!(a.queued_bytes(Gpid::new(1)) <= q);
             let c = &a.conns[a.send_conn[1].unwrap()];
             let sum: usize = c.out.iter().map(|o| o.total() - o.off).sum();
             assert_eq!(c.queued, sum);
         }
         assert_eq!(sb.frames[0].2.len(), body.len());
-        assert_eq!(a.queued_bytes(1), 0);
+        assert_eq!(a.queued_bytes(Gpid::new(1)), 0);
     }
 
     #[test]
@@ -2201,8 +2221,14 @@ mod tests {
         // others were read header first.
         let cuts = [0, n / 4, n / 2, n / 2 + 100, n];
         for w in cuts.windows(2).take(3) {
-            a.post(1, &data(w[0]), &[], &src[w[0]..w[1]], Token::NONE)
-                .unwrap();
+            a.post(
+                Gpid::new(1),
+                &data(w[0]),
+                &[],
+                &src[w[0]..w[1]],
+                Token::NONE,
+            )
+            .unwrap();
         }
         run(&mut a, &mut b, &mut sa, &mut sb, 3, 0);
         assert!(
@@ -2211,9 +2237,16 @@ mod tests {
             b.relayed
         );
         // An ordinary frame in between, then a big one again: order and bytes survive.
-        a.post(1, &eager(3), &[], b"between", Token::NONE).unwrap();
-        a.post(1, &data(cuts[3]), &[], &src[cuts[3]..], Token::NONE)
+        a.post(Gpid::new(1), &eager(3), &[], b"between", Token::NONE)
             .unwrap();
+        a.post(
+            Gpid::new(1),
+            &data(cuts[3]),
+            &[],
+            &src[cuts[3]..],
+            Token::NONE,
+        )
+        .unwrap();
         run(&mut a, &mut b, &mut sa, &mut sb, 4, 1);
         let lens: Vec<usize> = sb.placed.iter().map(|p| p.2).collect();
         assert_eq!(lens, vec![n / 4, n / 4, 100, n / 2 - 100]);
@@ -2229,7 +2262,8 @@ mod tests {
         let mut sa = Sink::default();
         let mut sb = Sink::default();
         // Connect first, so that holding is all that keeps the frames back.
-        a.post(1, &eager(0), &[], b"hello", Token::NONE).unwrap();
+        a.post(Gpid::new(1), &eager(0), &[], b"hello", Token::NONE)
+            .unwrap();
         let t0 = std::time::Instant::now();
         while sb.frames.is_empty() && t0.elapsed().as_secs() < 10 {
             a.poll(&mut sa);
@@ -2238,7 +2272,13 @@ mod tests {
         let big = vec![5u8; 3 << 20];
         a.hold();
         for i in 1..4u32 {
-            let r = a.post(1, &eager(i), &[], &big[..(i as usize) << 20], Token(i));
+            let r = a.post(
+                Gpid::new(1),
+                &eager(i),
+                &[],
+                &big[..(i as usize) << 20],
+                Token(i),
+            );
             assert_eq!(r.unwrap(), Sent::Pending, "a held frame is not written");
         }
         for _ in 0..100 {
@@ -2258,11 +2298,13 @@ mod tests {
         // once, after what was held before it.
         a.hold();
         assert_eq!(
-            a.post(1, &eager(4), &[], b"held", Token(4)).unwrap(),
+            a.post(Gpid::new(1), &eager(4), &[], b"held", Token(4))
+                .unwrap(),
             Sent::Pending
         );
         assert_eq!(
-            a.post(1, &eager(5), &[], b"lent", Token::NONE).unwrap(),
+            a.post(Gpid::new(1), &eager(5), &[], b"lent", Token::NONE)
+                .unwrap(),
             Sent::Done
         );
         let t0 = std::time::Instant::now();
@@ -2304,7 +2346,7 @@ mod tests {
         // A hello naming a process that is not in the job.
         let mut h = std::net::TcpStream::connect(at).unwrap();
         let stranger = Hello {
-            gpid: 7,
+            gpid: Gpid::new(7),
             lane: 0,
             max_frame: 1 << 20,
             nonce: [1; 16],
@@ -2313,7 +2355,7 @@ mod tests {
         // A hello claiming to be process 0, then a proof made without the key, then a frame.
         let mut f = std::net::TcpStream::connect(at).unwrap();
         let forged = Hello {
-            gpid: 0,
+            gpid: Gpid::new(0),
             lane: 0,
             max_frame: 1 << 20,
             nonce: [2; 16],
@@ -2322,8 +2364,8 @@ mod tests {
         accept(&mut b, &mut sb);
         let mut challenge = [0u8; CHALLENGE_LEN];
         f.read_exact(&mut challenge).unwrap();
-        let (_, bad) = hello::check_challenge(&[0u8; 32], &forged.encode(), 1, &{
-            hello::challenge(&[0u8; 32], &forged.encode(), 1, 1 << 20, [3; 16])
+        let (_, bad) = hello::check_challenge(&[0u8; 32], &forged.encode(), Gpid::new(1), &{
+            hello::challenge(&[0u8; 32], &forged.encode(), Gpid::new(1), 1 << 20, [3; 16])
         })
         .unwrap();
         f.write_all(&bad).unwrap();
@@ -2338,7 +2380,8 @@ mod tests {
             "nothing reached the sink"
         );
         // The real process 0 still gets through, and what it sends arrives.
-        a.post(1, &eager(0), &[], b"real", Token::NONE).unwrap();
+        a.post(Gpid::new(1), &eager(0), &[], b"real", Token::NONE)
+            .unwrap();
         run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
         assert_eq!(sb.frames.len(), 1);
         assert_eq!(sb.frames[0].2, b"real");
@@ -2346,10 +2389,13 @@ mod tests {
         drop((g, h, f));
         // A second authenticated connection from an already connected process is refused, and
         // its closing does not lose the real one.
-        let mut dup = endpoint(0);
-        dup.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())));
+        let mut dup = endpoint(Gpid::new(0));
+        dup.set_addr(
+            Gpid::new(1),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())),
+        );
         let mut sd = Sink::default();
-        dup.post(1, &eager(1), &[], b"duplicate", Token::NONE)
+        dup.post(Gpid::new(1), &eager(1), &[], b"duplicate", Token::NONE)
             .unwrap();
         for _ in 0..200 {
             dup.poll(&mut sd);
@@ -2368,25 +2414,27 @@ mod tests {
     #[test]
     fn pair_keys_authenticate_and_an_impostor_key_pair_is_refused() {
         use crate::runtime::keys::Pairs;
-        let mut ka = Pairs::new(0, "job").unwrap();
-        let mut kb = Pairs::new(1, "job").unwrap();
-        ka.set_peer(1, kb.public());
-        kb.set_peer(0, ka.public());
+        let mut ka = Pairs::new(Gpid::new(0), "job").unwrap();
+        let mut kb = Pairs::new(Gpid::new(1), "job").unwrap();
+        ka.set_peer(Gpid::new(1), kb.public());
+        kb.set_peer(Gpid::new(0), ka.public());
         let open = |me: Gpid, k: Pairs| {
             let mut t =
                 Tcp::new(me, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
             t.start(Keys::Pairs(k), 2);
             t
         };
-        let (mut a, mut b) = (open(0, ka), open(1, kb.clone()));
+        let (mut a, mut b) = (open(Gpid::new(0), ka), open(Gpid::new(1), kb.clone()));
         let (pa, pb) = (a.port(), b.port());
         for t in [&mut a, &mut b] {
-            t.set_addr(0, SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
-            t.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
+            t.set_addr(Gpid::new(0), SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
+            t.set_addr(Gpid::new(1), SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
         }
         let (mut sa, mut sb) = (Sink::default(), Sink::default());
-        a.post(1, &eager(0), &[], b"real", Token::NONE).unwrap();
-        b.post(0, &eager(1), &[], b"back", Token::NONE).unwrap();
+        a.post(Gpid::new(1), &eager(0), &[], b"real", Token::NONE)
+            .unwrap();
+        b.post(Gpid::new(0), &eager(1), &[], b"back", Token::NONE)
+            .unwrap();
         let t0 = std::time::Instant::now();
         while (sb.frames.is_empty() || sa.frames.is_empty()) && t0.elapsed().as_secs() < 10 {
             a.poll(&mut sa);
@@ -2398,12 +2446,13 @@ mod tests {
         // An impostor with a key pair of its own claims to be process 0: it knows process 1's
         // public key, but process 1 derives the pair's key from process 0's, so neither side's
         // proof passes; nothing reaches process 1 and the real connection stays.
-        let mut fake = Pairs::new(0, "job").unwrap();
-        fake.set_peer(1, kb.public());
-        let mut m = open(0, fake);
-        m.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
+        let mut fake = Pairs::new(Gpid::new(0), "job").unwrap();
+        fake.set_peer(Gpid::new(1), kb.public());
+        let mut m = open(Gpid::new(0), fake);
+        m.set_addr(Gpid::new(1), SocketAddr::from((Ipv4Addr::LOCALHOST, pb)));
         let mut sm = Sink::default();
-        m.post(1, &eager(2), &[], b"forged", Token::NONE).unwrap();
+        m.post(Gpid::new(1), &eager(2), &[], b"forged", Token::NONE)
+            .unwrap();
         let t0 = std::time::Instant::now();
         while sm.lost.is_empty() && t0.elapsed().as_secs() < 10 {
             m.poll(&mut sm);
@@ -2422,12 +2471,16 @@ mod tests {
         assert_eq!(sb.frames.len(), 1, "the impostor delivered nothing");
         assert!(sb.lost.is_empty() && sa.lost.is_empty());
         // A hello from a process whose public key we do not know is refused too.
-        let mut k2 = Pairs::new(1, "job").unwrap();
-        k2.set_peer(0, Pairs::new(0, "job").unwrap().public());
-        let mut c = open(1, k2);
+        let mut k2 = Pairs::new(Gpid::new(1), "job").unwrap();
+        k2.set_peer(
+            Gpid::new(0),
+            Pairs::new(Gpid::new(0), "job").unwrap().public(),
+        );
+        let mut c = open(Gpid::new(1), k2);
         let mut sc = Sink::default();
-        c.set_addr(0, SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
-        c.post(0, &eager(3), &[], b"stranger", Token::NONE).unwrap();
+        c.set_addr(Gpid::new(0), SocketAddr::from((Ipv4Addr::LOCALHOST, pa)));
+        c.post(Gpid::new(0), &eager(3), &[], b"stranger", Token::NONE)
+            .unwrap();
         let t0 = std::time::Instant::now();
         while sc.lost.is_empty() && t0.elapsed().as_secs() < 10 {
             c.poll(&mut sc);
@@ -2441,12 +2494,25 @@ mod tests {
     #[test]
     fn a_peer_that_fails_the_handshake_is_lost_with_a_reason() {
         // Our card says process 1 listens here, but whoever answers does not hold the key.
-        let mut a = endpoint(0);
-        let mut b = Tcp::new(1, Ipv4Addr::LOCALHOST, true, 0, 1 << 20, 64 << 20, false).unwrap();
+        let mut a = endpoint(Gpid::new(0));
+        let mut b = Tcp::new(
+            Gpid::new(1),
+            Ipv4Addr::LOCALHOST,
+            true,
+            0,
+            1 << 20,
+            64 << 20,
+            false,
+        )
+        .unwrap();
         b.start(Keys::Shared([1u8; 32]), 2);
-        a.set_addr(1, SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())));
+        a.set_addr(
+            Gpid::new(1),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, b.port())),
+        );
         let (mut sa, mut sb) = (Sink::default(), Sink::default());
-        a.post(1, &eager(0), &[], b"secret", Token::NONE).unwrap();
+        a.post(Gpid::new(1), &eager(0), &[], b"secret", Token::NONE)
+            .unwrap();
         let t0 = std::time::Instant::now();
         while sa.lost.is_empty() && t0.elapsed().as_secs() < 10 {
             a.poll(&mut sa);
@@ -2467,17 +2533,18 @@ mod tests {
     fn bulk_data_is_striped_over_lanes_and_lands_whole() {
         let (mut a, mut b) = pair();
         a.set_lanes(Mode::Fixed(4), Vec::new());
-        assert_eq!(a.caps(1).lanes, 4);
+        assert_eq!(a.caps(Gpid::new(1)).lanes, 4);
         let (mut sa, mut sb) = (Sink::default(), Sink::default());
         let n = 16 << 20;
         let src: Vec<u8> = (0..n).map(|i| (i * 11 + 5) as u8).collect();
         sb.target = Some((3, vec![0u8; n]));
         // An ordered frame first (lane 0), then the data in 256 KiB pieces on any lane, then
         // another ordered frame: the two ordered ones keep their order.
-        a.post(1, &eager(0), &[], b"first", Token::NONE).unwrap();
+        a.post(Gpid::new(1), &eager(0), &[], b"first", Token::NONE)
+            .unwrap();
         let piece = 256 << 10;
         // The first piece opens the lanes; wait until they are all up.
-        a.send_any(1, &data(3, 0), &[], &src[..piece], Token::NONE)
+        a.send_any(Gpid::new(1), &data(3, 0), &[], &src[..piece], Token::NONE)
             .unwrap();
         let up = |a: &Tcp| {
             a.peer_lanes[1].as_ref().is_some_and(|pl| {
@@ -2498,7 +2565,13 @@ mod tests {
         let mut off = piece;
         let t0 = std::time::Instant::now();
         while off < n && t0.elapsed().as_secs() < 20 {
-            match a.send_any(1, &data(3, off), &[], &src[off..off + piece], Token::NONE) {
+            match a.send_any(
+                Gpid::new(1),
+                &data(3, off),
+                &[],
+                &src[off..off + piece],
+                Token::NONE,
+            ) {
                 Ok(_) => off += piece,
                 Err(SendError::NotNow) => {
                     a.poll(&mut sa);
@@ -2508,7 +2581,8 @@ mod tests {
                 Err(e) => panic!("{e:?}"),
             }
         }
-        a.post(1, &eager(1), &[], b"last", Token::NONE).unwrap();
+        a.post(Gpid::new(1), &eager(1), &[], b"last", Token::NONE)
+            .unwrap();
         let t0 = std::time::Instant::now();
         while (sb.placed.iter().map(|p| p.2).sum::<usize>() < n || sb.frames.len() < 2)
             && t0.elapsed().as_secs() < 20
@@ -2550,12 +2624,13 @@ mod tests {
         let src = vec![9u8; n];
         sb.target = Some((4, vec![0u8; n]));
         // A first exchange opens the connection, so that the burst measures an open lane.
-        a.post(1, &eager(0), &[], b"hello", Token::NONE).unwrap();
+        a.post(Gpid::new(1), &eager(0), &[], b"hello", Token::NONE)
+            .unwrap();
         run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
         for off in (0..n).step_by(1 << 20) {
             // One lane: nothing waits in the engine.
             a.send_any(
-                1,
+                Gpid::new(1),
                 &data(4, off),
                 &[],
                 &src[off..off + (1 << 20)],
@@ -2582,16 +2657,20 @@ mod tests {
         let (mut a, mut b) = pair();
         let (mut sa, mut sb) = (Sink::default(), Sink::default());
         b.frame_max = 1 << 16;
-        a.post(1, &eager(0), &[], b"hello", Token::NONE).unwrap();
+        a.post(Gpid::new(1), &eager(0), &[], b"hello", Token::NONE)
+            .unwrap();
         run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
         let ci = a.send_conn[1].unwrap();
         // The sender knows the limit from the handshake...
         assert_eq!(a.conns[ci].peer_max, 1 << 16);
         let big = vec![1u8; (1 << 16) + 1];
-        assert!(a.post(1, &eager(1), &[], &big, Token::NONE).is_err());
+        assert!(a
+            .post(Gpid::new(1), &eager(1), &[], &big, Token::NONE)
+            .is_err());
         // ...and a sender that ignores it loses the connection.
         a.conns[ci].peer_max = 1 << 20;
-        a.post(1, &eager(1), &[], &big, Token::NONE).unwrap();
+        a.post(Gpid::new(1), &eager(1), &[], &big, Token::NONE)
+            .unwrap();
         run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.lost.is_empty());
         assert!(sb.lost[0].contains("tcp_frame_max"), "{:?}", sb.lost);
     }
@@ -2641,13 +2720,21 @@ pub mod fuzzing {
     /// Feed `bytes` to an authenticated connection's stream parser as if a peer wrote them.
     pub fn stream(bytes: &[u8]) {
         let limit = 1 << 16;
-        let mut t = Tcp::new(0, Ipv4Addr::LOCALHOST, true, 0, limit, limit, false)
-            .expect("a listener on loopback");
+        let mut t = Tcp::new(
+            Gpid::new(0),
+            Ipv4Addr::LOCALHOST,
+            true,
+            0,
+            limit,
+            limit,
+            false,
+        )
+        .expect("a listener on loopback");
         t.start(Keys::Shared([0; 32]), 2);
         let (mine, mut theirs) = UnixStream::pair().expect("a socket pair");
         mine.set_nonblocking(true).expect("nonblocking");
         let sock = Socket::from(std::os::fd::OwnedFd::from(mine));
-        let ci = t.add_conn(sock, 1, 0, None);
+        let ci = t.add_conn(sock, Gpid::new(1), 0, None);
         theirs.set_nonblocking(true).expect("nonblocking");
         let mut sink = Sink {
             bufs: Vec::new(),

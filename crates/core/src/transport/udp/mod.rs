@@ -352,7 +352,7 @@ impl Udp {
             wire: Wire {
                 socks,
                 turn: 0,
-                inject: settings.faults.map(|f| Injector::new(f, me as u64)),
+                inject: settings.faults.map(|f| Injector::new(f, me.get() as u64)),
                 delayed: None,
             },
             local,
@@ -402,7 +402,7 @@ impl Udp {
     /// the keys are known, and for a process we have no key for.
     #[inline]
     fn has_seal(&mut self, peer: Gpid) -> bool {
-        let i = peer as usize;
+        let i = peer.idx();
         if matches!(self.seals.get(i), Some(Some(_))) {
             return true;
         }
@@ -426,7 +426,7 @@ impl Udp {
     #[cfg(test)]
     pub(crate) fn seal_for(&mut self, peer: Gpid) -> Option<Arc<Seal>> {
         self.has_seal(peer)
-            .then(|| self.seals[peer as usize].clone().expect("made"))
+            .then(|| self.seals[peer.idx()].clone().expect("made"))
     }
 
     /// Where peer `gpid` receives (its card's addresses).
@@ -438,7 +438,7 @@ impl Udp {
                 SocketAddr::V6(_) => None,
             })
             .collect();
-        if let Some(p) = self.peers.get_mut(gpid as usize) {
+        if let Some(p) = self.peers.get_mut(gpid.idx()) {
             p.addrs = v.into_boxed_slice();
         }
     }
@@ -446,7 +446,7 @@ impl Udp {
     /// Nothing in flight to or from `peer`, nothing queued for it (see the module doc).
     pub fn quiet(&self, peer: Gpid) -> bool {
         self.peers
-            .get(peer as usize)
+            .get(peer.idx())
             .is_none_or(|p| p.out.is_empty() && !p.rx.partial())
             && self.rel.quiet(peer)
     }
@@ -466,12 +466,12 @@ impl Udp {
     ) -> Result<Sent, SendError> {
         // The key of the pair is made on the first send (a refused public key fails here
         // rather than leaving the frames queued for ever).
-        if self.keys.is_some() && (peer as usize) < self.peers.len() && !self.has_seal(peer) {
+        if self.keys.is_some() && peer.idx() < self.peers.len() && !self.has_seal(peer) {
             return Err(SendError::Failed(format!(
                 "no key for process {peer} (its public key was refused)"
             )));
         }
-        let Some(p) = self.peers.get_mut(peer as usize) else {
+        let Some(p) = self.peers.get_mut(peer.idx()) else {
             return Err(SendError::Failed(format!(
                 "no UDP address known for process {peer}"
             )));
@@ -501,7 +501,7 @@ impl Udp {
             let now = self.now();
             self.pump(peer, now);
         }
-        let p = &mut self.peers[peer as usize];
+        let p = &mut self.peers[peer.idx()];
         Ok(outq::settle(&mut p.out, &mut self.done, token))
     }
 
@@ -511,7 +511,7 @@ impl Udp {
         if !self.has_seal(peer) {
             return;
         }
-        let i = peer as usize;
+        let i = peer.idx();
         let seal = self.seals[i].as_ref().expect("made above");
         let Some(p) = self.peers.get_mut(i) else {
             return;
@@ -644,14 +644,14 @@ impl Udp {
                 return 0;
             }
         };
-        if o.dst != self.me || o.src == self.me || o.src as usize >= self.peers.len() {
+        if o.dst != self.me || o.src == self.me || o.src.idx() >= self.peers.len() {
             self.refuse(Refused::Stranger);
             return 0;
         }
         if self.keys.is_none() {
             return 0;
         }
-        if o.clear && !(self.clear && self.peers[o.src as usize].sent_from(from)) {
+        if o.clear && !(self.clear && self.peers[o.src.idx()].sent_from(from)) {
             self.refuse(Refused::Clear);
             return 0;
         }
@@ -659,7 +659,7 @@ impl Udp {
             self.refuse(Refused::Stranger);
             return 0;
         }
-        let opened = self.seals[o.src as usize]
+        let opened = self.seals[o.src.idx()]
             .as_ref()
             .expect("made above")
             .open(&o, d, hl);
@@ -668,7 +668,7 @@ impl Udp {
             return 0;
         }
         let peer = o.src;
-        let i = peer as usize;
+        let i = peer.idx();
         if self.peers[i].lost.is_some() {
             return 0;
         }
@@ -707,7 +707,7 @@ impl Udp {
 
     /// Hand `data`, the next piece of `peer`'s stream, to its parser.
     fn feed<S: FrameSink>(&mut self, peer: Gpid, data: &[u8], sink: &mut S) -> usize {
-        let p = &mut self.peers[peer as usize];
+        let p = &mut self.peers[peer.idx()];
         if p.lost.is_some() {
             return 0;
         }
@@ -722,7 +722,7 @@ impl Udp {
 
     /// `peer` is lost: forget what is kept for it and tell the protocol layer why.
     fn lose<S: FrameSink>(&mut self, peer: Gpid, why: String, sink: &mut S) {
-        let p = &mut self.peers[peer as usize];
+        let p = &mut self.peers[peer.idx()];
         if p.lost.is_some() {
             return;
         }
@@ -746,7 +746,7 @@ impl Udp {
         let mut keep = Vec::with_capacity(list.len());
         for &peer in &list {
             self.pump(peer, now);
-            let p = &mut self.peers[peer as usize];
+            let p = &mut self.peers[peer.idx()];
             if p.queued > 0 && p.lost.is_none() {
                 keep.push(peer);
             } else {
@@ -801,7 +801,7 @@ impl Transport for Udp {
 
     fn reaches(&self, peer: Gpid) -> bool {
         self.peers
-            .get(peer as usize)
+            .get(peer.idx())
             .is_some_and(|p| !p.addrs.is_empty())
     }
 
@@ -822,7 +822,7 @@ impl Transport for Udp {
 
     #[inline]
     fn queued(&self, peer: Gpid) -> usize {
-        self.peers.get(peer as usize).map_or(0, |p| p.queued)
+        self.peers.get(peer.idx()).map_or(0, |p| p.queued)
     }
 
     fn send(
@@ -842,7 +842,7 @@ impl Transport for Udp {
         let fits = PREFIX + body.len() + OUTER_LEN + self.rel_len + TAG_LEN <= self.dgram;
         let free = self
             .peers
-            .get(peer as usize)
+            .get(peer.idx())
             .is_some_and(|p| p.out.is_empty() && p.lost.is_none() && !p.addrs.is_empty());
         if !fits || !free || !self.rel.may_send(peer) || self.rel.held() >= self.buffer_max {
             return false;
@@ -864,7 +864,7 @@ impl Transport for Udp {
         // Acknowledgements (or data carrying them) for the peers we heard from.
         let touched = std::mem::take(&mut self.touched);
         for &peer in &touched {
-            self.peers[peer as usize].touched = false;
+            self.peers[peer.idx()].touched = false;
             self.pump(peer, now);
         }
         self.touched = touched;
@@ -950,7 +950,7 @@ pub mod fuzzing {
         let cut = cut as usize * 7 + 1;
         let mut rx = Rx::Idle;
         for piece in rest.chunks(cut) {
-            if rx.feed(1, piece, &mut Sink, 1 << 16).is_err() {
+            if rx.feed(Gpid::new(1), piece, &mut Sink, 1 << 16).is_err() {
                 return;
             }
         }
@@ -971,7 +971,7 @@ pub mod fuzzing {
             clear_on_loopback: false,
             verbose: false,
         };
-        let mut u = Udp::new(0, Ipv4Addr::LOCALHOST, &settings, Box::new(rel))
+        let mut u = Udp::new(Gpid::new(0), Ipv4Addr::LOCALHOST, &settings, Box::new(rel))
             .expect("a socket on loopback");
         u.start(Keys::Shared(key), 4);
         let mut sink = Sink;
@@ -987,8 +987,8 @@ pub mod fuzzing {
                 KIND_DATA
             };
             let mut d = Outer {
-                src: 1,
-                dst: 0,
+                src: Gpid::new(1),
+                dst: Gpid::new(0),
                 kind,
                 clear: false,
                 pn: k as u64 + 1,

@@ -229,7 +229,7 @@ mod tests {
                     ..Sink::default()
                 };
                 for piece in stream.chunks(cut) {
-                    rx.feed(0, piece, &mut sink, 1 << 20).unwrap();
+                    rx.feed(Gpid::new(0), piece, &mut sink, 1 << 20).unwrap();
                 }
                 assert!(!rx.partial());
                 let kinds: Vec<u8> = sink.frames.iter().map(|f| f.0[0]).collect();
@@ -252,10 +252,10 @@ mod tests {
         let mut rx = Rx::Idle;
         let mut sink = Sink::default();
         let f = frame(1, &[0u8; 100]);
-        assert!(rx.feed(0, &f, &mut sink, 99).is_err());
+        assert!(rx.feed(Gpid::new(0), &f, &mut sink, 99).is_err());
         let mut rx = Rx::Idle;
-        assert!(rx.feed(0, &f[..10], &mut sink, 99).is_ok());
-        assert!(rx.feed(0, &f[10..], &mut sink, 99).is_err());
+        assert!(rx.feed(Gpid::new(0), &f[..10], &mut sink, 99).is_ok());
+        assert!(rx.feed(Gpid::new(0), &f[10..], &mut sink, 99).is_err());
         assert!(sink.frames.is_empty());
     }
 }

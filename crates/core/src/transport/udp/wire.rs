@@ -70,6 +70,7 @@
 //! associated data alone (measured on the development machine); a small datagram costs
 //! about 0.1 us either way.
 
+use crate::ids::Gpid;
 use hmac::{Hmac, Mac};
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 use sha2::Sha256;
@@ -120,8 +121,8 @@ impl std::fmt::Display for Refused {
 /// The outer header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outer {
-    pub src: u32,
-    pub dst: u32,
+    pub src: Gpid,
+    pub dst: Gpid,
     pub kind: u8,
     /// The payload is in clear ([`FLAG_CLEAR`]).
     pub clear: bool,
@@ -137,8 +138,8 @@ impl Outer {
     pub fn encode(&self) -> [u8; OUTER_LEN] {
         let mut b = [0u8; OUTER_LEN];
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        b[4..8].copy_from_slice(&self.src.to_le_bytes());
-        b[8..12].copy_from_slice(&self.dst.to_le_bytes());
+        b[4..8].copy_from_slice(&self.src.get().to_le_bytes());
+        b[8..12].copy_from_slice(&self.dst.get().to_le_bytes());
         b[12] = self.kind;
         b[13] = if self.clear { FLAG_CLEAR } else { 0 };
         b[16..24].copy_from_slice(&self.pn.to_le_bytes());
@@ -155,8 +156,8 @@ impl Outer {
             return Err(Refused::BadMagic);
         }
         let o = Outer {
-            src: u32_at(b, 4),
-            dst: u32_at(b, 8),
+            src: Gpid::new(u32_at(b, 4)),
+            dst: Gpid::new(u32_at(b, 8)),
             kind: b[12],
             clear: b[13] & FLAG_CLEAR != 0,
             pn: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
@@ -188,9 +189,9 @@ pub struct Seal {
 
 const LABEL: &[u8] = b"protean udp datagrams v1, aes-256-gcm";
 
-fn nonce(src: u32, pn: u64) -> Nonce {
+fn nonce(src: Gpid, pn: u64) -> Nonce {
     let mut n = [0u8; 12];
-    n[..4].copy_from_slice(&src.to_le_bytes());
+    n[..4].copy_from_slice(&src.get().to_le_bytes());
     n[4..].copy_from_slice(&pn.to_le_bytes());
     Nonce::assume_unique_for_key(n)
 }
@@ -214,7 +215,7 @@ impl Seal {
     /// its flags say how to seal; in clear, the payload's length is written into it first).
     pub fn seal(&self, d: &mut [u8], head: usize) {
         let o = (
-            u32_at(d, 4),
+            Gpid::new(u32_at(d, 4)),
             u64::from_le_bytes(d[16..24].try_into().expect("8")),
         );
         let clear = d[13] & FLAG_CLEAR != 0;
@@ -273,8 +274,8 @@ mod tests {
 
     fn sealed(seal: &Seal, payload: &[u8], clear: bool) -> Vec<u8> {
         let o = Outer {
-            src: 3,
-            dst: 5,
+            src: Gpid::new(3),
+            dst: Gpid::new(5),
             kind: KIND_DATA,
             clear,
             pn: 42,
@@ -299,7 +300,7 @@ mod tests {
         let o = Outer::decode(&d, 32).unwrap();
         assert_eq!(
             (o.src, o.dst, o.kind, o.clear, o.pn),
-            (3, 5, KIND_DATA, false, 42)
+            (Gpid::new(3), Gpid::new(5), KIND_DATA, false, 42)
         );
         let mut ok = d.clone();
         seal.open(&o, &mut ok, OUTER_LEN + 32).unwrap();
