@@ -526,6 +526,7 @@ impl Config {
             "PROTEAN_JOBID",
             "PROTEAN_LAUNCHER",
             "PROTEAN_GPID_BASE",
+            "PROTEAN_UNIVERSE_HOSTS",
             "PROTEAN_CC",
             "PROTEAN_CXX",
         ];

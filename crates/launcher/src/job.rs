@@ -480,13 +480,26 @@ impl Job {
                 self.server.kvs_put(&kvsname, key, val);
             }
         }
-        let host = match self.hosts.iter().position(|h| launch::is_local_host(h)) {
+        let here = match self.hosts.iter().position(|h| launch::is_local_host(h)) {
             Some(h) => h,
             None => {
                 self.hosts.push(sys::hostname());
                 self.hosts.len() - 1
             }
         };
+        // Where each process goes: round-robin over its command's hosts (all of them checked
+        // before anything starts), else here.
+        let mut places = Vec::with_capacity(total);
+        for p in &plans {
+            let hosts = p
+                .hosts
+                .iter()
+                .map(|name| self.spawn_host(name, here))
+                .collect::<Result<Vec<_>, _>>()?;
+            places.extend(
+                (0..p.nprocs).map(|i| hosts.get(i % hosts.len().max(1)).copied().unwrap_or(here)),
+            );
+        }
         // Global process ids continue after every process started so far (see the core's
         // bootstrap and dynamic processes), and after the ids the parents ask to keep free:
         // those they gave as aliases to the processes of an independent job they are
@@ -498,15 +511,56 @@ impl Job {
             .unwrap_or(0);
         let base = self.next_gpid.max(self.np).max(min);
         self.next_gpid = base + total;
+        // The hosts of the whole universe (every process so far and these): beyond one, the
+        // children's listeners must be reachable from the others (the core's bootstrap).
+        let mut universe: Vec<usize> = self
+            .ranks
+            .iter()
+            .map(|r| r.host)
+            .chain(places.iter().copied())
+            .collect();
+        universe.sort_unstable();
+        universe.dedup();
         for p in &mut plans {
             p.env
                 .push(("PROTEAN_GPID_BASE".into(), base.to_string().into()));
+            p.env.push((
+                "PROTEAN_UNIVERSE_HOSTS".into(),
+                universe.len().to_string().into(),
+            ));
         }
         let mut started = Vec::new();
+        // (host, command index, what its proxy starts)
+        let mut remote: Vec<(usize, usize, Launch)> = Vec::new();
         let mut rank = 0;
         let mut failed = None;
-        'all: for p in &plans {
+        'all: for (pi, p) in plans.iter().enumerate() {
             for _ in 0..p.nprocs {
+                let host = places[rank];
+                if host != here {
+                    // Its host's proxy starts it (below, once every local one is forked).
+                    let i = self.ranks.len();
+                    match remote.iter_mut().find(|(h, c, _)| (*h, *c) == (host, pi)) {
+                        Some((_, _, l)) => l.ranks.push(i as u32),
+                        None => {
+                            let l = self.spawn_launch(p, host, &jobid, total, first, i);
+                            remote.push((host, pi, l));
+                        }
+                    }
+                    self.ranks.push(Rank {
+                        pid: 0,
+                        host,
+                        local: false,
+                        pmi: None,
+                        framer: Framer::default(),
+                        outq: Vec::new(),
+                        status: None,
+                        spawned: Some((k, rank)),
+                        abandoned: false,
+                    });
+                    rank += 1;
+                    continue;
+                }
                 let err = |e: io::Error| format!("cannot set up a spawned process: {e}");
                 let pair = sys::socketpair()
                     .map_err(err)
@@ -518,13 +572,15 @@ impl Job {
                         break 'all;
                     }
                 };
+                let local_size = places.iter().filter(|&&h| h == here).count();
+                let local_rank = places[..rank].iter().filter(|&&h| h == here).count();
                 let child = spawn::spawn_rank(spawn::RankSpec {
                     program: &p.program,
                     env: &p.env,
                     rank,
                     size: total,
-                    local_rank: rank,
-                    local_size: total,
+                    local_rank,
+                    local_size,
                     jobid: &jobid,
                     pmi: &theirs,
                     stdin: Stdio::null(),
@@ -552,7 +608,7 @@ impl Job {
                 self.by_pid.insert(pid, i);
                 self.ranks.push(Rank {
                     pid,
-                    host,
+                    host: here,
                     local: true,
                     pmi: Some(ours),
                     framer: Framer::default(),
@@ -573,10 +629,17 @@ impl Job {
                 r.pmi = None;
                 sys::kill(r.pid, libc::SIGKILL);
             }
+            // Those another host's proxy was to start were never asked for.
+            for r in &mut self.ranks[first..] {
+                if !r.local {
+                    r.abandoned = true;
+                    r.status = Some(ExitStatus::Exited(0));
+                }
+            }
             while self.ranks.len() < first + total {
                 self.ranks.push(Rank {
                     pid: 0,
-                    host,
+                    host: here,
                     local: true,
                     pmi: None,
                     framer: Framer::default(),
@@ -588,7 +651,76 @@ impl Job {
             }
             return Err(why);
         }
+        for (h, _, l) in remote {
+            self.send_host(h, &ToProxy::Spawn(l));
+        }
         Ok("success".into())
+    }
+
+    /// The host a spawn's info key names: one of the job's hosts, here or with a running
+    /// proxy. Err names what is wrong.
+    fn spawn_host(&self, name: &str, here: usize) -> Result<usize, String> {
+        if launch::is_local_host(name) {
+            return Ok(here);
+        }
+        let Some(h) = self.hosts.iter().position(|x| x == name) else {
+            return Err(format!(
+                "info host: '{name}' is not a host of this job (its hosts: {})",
+                self.hosts.join(", ")
+            ));
+        };
+        let up = match (&self.remote, self.remote_hosts.iter().position(|&x| x == h)) {
+            (Some(r), Some(i)) => r.hosts[i].state == launch::HostState::Connected,
+            _ => false,
+        };
+        if !up {
+            return Err(format!(
+                "info host: '{name}' has no running protean-proxy (mpirun starts one only on the hosts the job's ranks were placed on)"
+            ));
+        }
+        Ok(h)
+    }
+
+    /// The message that has host `h`'s proxy start processes of spawn command `p`, the first
+    /// of them global index `i` (more are added to `ranks` by the caller).
+    fn spawn_launch(
+        &self,
+        p: &spawn::Plan,
+        h: usize,
+        jobid: &str,
+        total: usize,
+        first: usize,
+        i: usize,
+    ) -> Launch {
+        let mut env: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
+            .filter(|(k, _)| forwarded(&k.to_string_lossy()))
+            .map(|(k, v)| (k.into_vec(), v.into_vec()))
+            .collect();
+        env.extend(
+            p.env
+                .iter()
+                .map(|(k, v)| (k.clone().into_vec(), v.clone().into_vec())),
+        );
+        let wdir = p
+            .wdir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .map(|d| d.into_os_string().into_vec())
+            .unwrap_or_default();
+        Launch {
+            size: total as u32,
+            jobid: jobid.to_string(),
+            ranks: vec![i as u32],
+            program: p.program.iter().map(|a| a.clone().into_vec()).collect(),
+            env,
+            wdir,
+            stdin: false,
+            bind: 0,
+            report_bindings: false,
+            host: self.hosts[h].clone(),
+            first: first as u32,
+            spawned: true,
+        }
     }
 
     /// "rank 3 (pid 77)" or, in a job on several hosts, "rank 3 (pid 77 on h2)".
@@ -645,6 +777,8 @@ impl Job {
             bind: bind_code(opts.bind_to),
             report_bindings: opts.report_bindings,
             host: self.hosts[h].clone(),
+            first: 0,
+            spawned: false,
         }
     }
 

@@ -29,12 +29,21 @@ pub struct Launch {
     pub report_bindings: bool,
     /// The host's name as mpirun knows it (for messages).
     pub host: String,
+    /// The global index of the first process of the job these ranks belong to: a rank's
+    /// number in its job (`PMI_RANK`) is its global index minus this (0 for the job mpirun
+    /// launched; the spawned job's first index for [`ToProxy::Spawn`]).
+    pub first: u32,
+    /// Started by MPI_Comm_spawn (`PMI_SPAWNED=1`).
+    pub spawned: bool,
 }
 
 /// mpirun -> proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToProxy {
     Launch(Launch),
+    /// Start processes of a spawned job on this host (after the launch): MPI_Comm_spawn
+    /// with an info key naming this host.
+    Spawn(Launch),
     /// A PMI message for one rank.
     Pmi {
         rank: u32,
@@ -154,6 +163,56 @@ impl R<'_> {
     }
 }
 
+fn put_launch(w: &mut W, l: &Launch) {
+    w.u32(l.size).bytes(l.jobid.as_bytes());
+    w.u32(l.ranks.len() as u32);
+    for r in &l.ranks {
+        w.u32(*r);
+    }
+    w.u32(l.program.len() as u32);
+    for a in &l.program {
+        w.bytes(a);
+    }
+    w.u32(l.env.len() as u32);
+    for (k, v) in &l.env {
+        w.bytes(k).bytes(v);
+    }
+    w.bytes(&l.wdir)
+        .u8(l.stdin as u8)
+        .u8(l.bind)
+        .u8(l.report_bindings as u8)
+        .bytes(l.host.as_bytes())
+        .u32(l.first)
+        .u8(l.spawned as u8);
+}
+
+fn get_launch(r: &mut R) -> io::Result<Launch> {
+    let size = r.u32()?;
+    let jobid = r.string()?;
+    let n = r.count()?;
+    let ranks = (0..n).map(|_| r.u32()).collect::<io::Result<_>>()?;
+    let n = r.count()?;
+    let program = (0..n).map(|_| r.bytes()).collect::<io::Result<_>>()?;
+    let n = r.count()?;
+    let env = (0..n)
+        .map(|_| Ok((r.bytes()?, r.bytes()?)))
+        .collect::<io::Result<_>>()?;
+    Ok(Launch {
+        size,
+        jobid,
+        ranks,
+        program,
+        env,
+        wdir: r.bytes()?,
+        stdin: r.u8()? != 0,
+        bind: r.u8()?,
+        report_bindings: r.u8()? != 0,
+        host: r.string()?,
+        first: r.u32()?,
+        spawned: r.u8()? != 0,
+    })
+}
+
 fn bad_tag(t: u8) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
@@ -165,26 +224,8 @@ impl ToProxy {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = W(Vec::new());
         match self {
-            ToProxy::Launch(l) => {
-                w.u8(1).u32(l.size).bytes(l.jobid.as_bytes());
-                w.u32(l.ranks.len() as u32);
-                for r in &l.ranks {
-                    w.u32(*r);
-                }
-                w.u32(l.program.len() as u32);
-                for a in &l.program {
-                    w.bytes(a);
-                }
-                w.u32(l.env.len() as u32);
-                for (k, v) in &l.env {
-                    w.bytes(k).bytes(v);
-                }
-                w.bytes(&l.wdir)
-                    .u8(l.stdin as u8)
-                    .u8(l.bind)
-                    .u8(l.report_bindings as u8)
-                    .bytes(l.host.as_bytes());
-            }
+            ToProxy::Launch(l) => put_launch(w.u8(1), l),
+            ToProxy::Spawn(l) => put_launch(w.u8(7), l),
             ToProxy::Pmi { rank, text } => {
                 w.u8(2).u32(*rank).bytes(text);
             }
@@ -207,30 +248,8 @@ impl ToProxy {
     pub fn decode(b: &[u8]) -> io::Result<ToProxy> {
         let mut r = R(b);
         let m = match r.u8()? {
-            1 => {
-                let size = r.u32()?;
-                let jobid = r.string()?;
-                let n = r.count()?;
-                let ranks = (0..n).map(|_| r.u32()).collect::<io::Result<_>>()?;
-                let n = r.count()?;
-                let program = (0..n).map(|_| r.bytes()).collect::<io::Result<_>>()?;
-                let n = r.count()?;
-                let env = (0..n)
-                    .map(|_| Ok((r.bytes()?, r.bytes()?)))
-                    .collect::<io::Result<_>>()?;
-                ToProxy::Launch(Launch {
-                    size,
-                    jobid,
-                    ranks,
-                    program,
-                    env,
-                    wdir: r.bytes()?,
-                    stdin: r.u8()? != 0,
-                    bind: r.u8()?,
-                    report_bindings: r.u8()? != 0,
-                    host: r.string()?,
-                })
-            }
+            1 => ToProxy::Launch(get_launch(&mut r)?),
+            7 => ToProxy::Spawn(get_launch(&mut r)?),
             2 => ToProxy::Pmi {
                 rank: r.u32()?,
                 text: r.bytes()?,
@@ -335,9 +354,18 @@ mod tests {
             bind: 1,
             report_bindings: true,
             host: "h2".into(),
+            first: 0,
+            spawned: false,
+        };
+        let s = Launch {
+            first: 6,
+            spawned: true,
+            ranks: vec![7, 8],
+            ..l.clone()
         };
         for m in [
             ToProxy::Launch(l),
+            ToProxy::Spawn(s),
             ToProxy::Pmi {
                 rank: 3,
                 text: b"cmd=barrier_out\n".to_vec(),

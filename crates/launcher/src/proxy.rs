@@ -316,6 +316,12 @@ impl Proxy {
 
     fn launch(&mut self, l: Launch) {
         self.launched = true;
+        self.start(l);
+    }
+
+    /// Forks the ranks of `l` (the launch, or a spawn onto this host), each with its PMI
+    /// socketpair and output pipes, into this host's process group.
+    fn start(&mut self, l: Launch) {
         let n = l.ranks.len();
         let env: Vec<(OsString, OsString)> = l
             .env
@@ -387,7 +393,7 @@ impl Proxy {
             let spec = RankSpec {
                 program: &program,
                 env: &env,
-                rank: global as usize,
+                rank: global.saturating_sub(l.first) as usize,
                 size: l.size as usize,
                 local_rank: local,
                 local_size: n,
@@ -399,7 +405,7 @@ impl Proxy {
                 pgid: self.pgid,
                 cpus,
                 wdir: wdir.as_deref(),
-                spawned: false,
+                spawned: l.spawned,
             };
             match spawn::spawn_rank(spec) {
                 Ok(child) => {
@@ -446,6 +452,8 @@ impl Proxy {
         match m {
             ToProxy::Launch(l) if !self.launched => self.launch(l),
             ToProxy::Launch(_) => say("ignoring a second launch request"),
+            ToProxy::Spawn(l) if self.launched => self.start(l),
+            ToProxy::Spawn(_) => say("ignoring a spawn before the launch"),
             ToProxy::Pmi { rank, text } => {
                 if let Some(i) = self.ranks.iter().position(|r| r.global == rank) {
                     self.ranks[i].outq.extend_from_slice(&text);

@@ -50,13 +50,18 @@ pub struct Plan {
     /// The job's `-x`/`--env` variables, then the command's `env` info key.
     pub env: Vec<(OsString, OsString)>,
     pub wdir: Option<PathBuf>,
+    /// The hosts named by the `host`/`hosts` info keys, in order (empty: where mpirun is);
+    /// the processes go round-robin over them.
+    pub hosts: Vec<String>,
 }
 
 /// Checks one command of a spawn request against the info keys other MPIs accept and finds
 /// its program: `wdir` (the working directory, also where a relative program is looked for),
 /// `path` (directories searched before `PATH`, separated by `:`), `env` (`NAME=value` lines,
-/// as Open MPI's), `host`/`hosts` (host names, separated by commas: this host only, for
-/// now); other keys are ignored, as the standard allows. Err says why nothing may start.
+/// as Open MPI's), `host`/`hosts` (host names of the job, separated by commas, a `:slots`
+/// suffix ignored; checked by mpirun, which knows the job's hosts), `hostfile` (a file of
+/// such names, one per line, the first word of each: `h2 slots=4`); other keys are ignored,
+/// as the standard allows. Err says why nothing may start.
 pub fn plan(c: &protean_pmi::SpawnCommand, job_env: &[(String, String)]) -> Result<Plan, String> {
     let name = &c.execname;
     if name.is_empty() {
@@ -68,6 +73,7 @@ pub fn plan(c: &protean_pmi::SpawnCommand, job_env: &[(String, String)]) -> Resu
         .collect();
     let mut wdir = None;
     let mut path = None;
+    let mut hosts = Vec::new();
     for (k, v) in &c.info {
         match k.as_str() {
             "wdir" => {
@@ -86,14 +92,23 @@ pub fn plan(c: &protean_pmi::SpawnCommand, job_env: &[(String, String)]) -> Resu
                     env.push((n.into(), val.into()));
                 }
             }
+            "hostfile" => {
+                let text =
+                    std::fs::read_to_string(v).map_err(|e| format!("info hostfile '{v}': {e}"))?;
+                hosts.extend(
+                    text.lines()
+                        .map(|l| l.split('#').next().unwrap_or("").trim())
+                        .filter_map(|l| l.split_whitespace().next())
+                        .map(|h| h.split(':').next().unwrap_or(h).to_string()),
+                );
+            }
             "host" | "hosts" => {
-                for h in v.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-                    if !crate::launch::is_local_host(h) {
-                        return Err(format!(
-                            "info {k}: spawning on another host ('{h}') is not implemented yet"
-                        ));
-                    }
-                }
+                hosts.extend(
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|h| !h.is_empty())
+                        .map(|h| h.split(':').next().unwrap_or(h).to_string()),
+                );
             }
             _ => {}
         }
@@ -106,6 +121,7 @@ pub fn plan(c: &protean_pmi::SpawnCommand, job_env: &[(String, String)]) -> Resu
         program: argv,
         env,
         wdir,
+        hosts,
     })
 }
 

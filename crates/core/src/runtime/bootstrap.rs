@@ -201,6 +201,13 @@ impl Boot {
                 .and_then(|m| one_node(&m, size as usize)),
             None => Some(true),
         };
+        // A spawned job on one node may still have parents (or siblings of other spawns) on
+        // other hosts: mpirun says how many hosts the whole universe spans, and then the
+        // listener must be reachable from them (not loopback).
+        let one_node = match std::env::var("PROTEAN_UNIVERSE_HOSTS") {
+            Ok(n) if spawned && n.trim() != "1" => Some(false),
+            _ => one_node,
+        };
         let host_id = if cfg.hostname.is_empty() {
             host_identity(&hostname)
         } else {

@@ -461,13 +461,15 @@ impl Net {
 
     /// Where our TCP listener is, opening one (with the job's `key`) when there is none: the
     /// way processes of other jobs (spawned, or connected) reach us. It binds the address
-    /// [`Boot::listen_addr`] chooses for a job on one node (loopback unless `tcp_addr` or
-    /// `tcp_if` says otherwise). Err when the settings leave TCP out.
+    /// [`Boot::listen_addr`] chooses: for a job on one node (`one_node`) loopback unless
+    /// `tcp_addr` or `tcp_if` says otherwise; else (a spawned job whose universe spans
+    /// hosts) the host's address. Err when the settings leave TCP out.
     pub fn ensure_tcp(
         &mut self,
         cfg: &Config,
         key: [u8; 32],
         nprocs: usize,
+        one_node: bool,
     ) -> crate::error::Result<SocketAddr> {
         let allowed = transport_list(&cfg.transports).unwrap_or_default();
         if !allowed.contains(&"tcp") {
@@ -482,7 +484,7 @@ impl Net {
         if let Some(t) = &self.tcp {
             return Ok(t.addr());
         }
-        let bind = Boot::listen_addr(cfg, true)
+        let bind = Boot::listen_addr(cfg, one_node)
             .map_err(|e| MpiError::new(ErrorClass::Other, format!("PROTEAN_TCP_IF: {e}")))?;
         let mut t = Tcp::new(
             self.me,
