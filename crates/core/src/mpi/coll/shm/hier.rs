@@ -657,7 +657,7 @@ unsafe fn rooted(
     })
     .and_then(|x| x));
     let p = prepared!(Place::new(comm, views).transpose());
-    Some((|| {
+    Some({
         let me = p.views.local.me;
         let nodes = &p.views.nodes;
         let (host, at) = layout(&p.views, blk);
@@ -726,5 +726,5 @@ unsafe fn rooted(
             }
             first(res, local_scatter(&p, lead, mine, r.own.as_ref(), blk))
         }
-    })())
+    })
 }
