@@ -272,8 +272,8 @@ pub const ALLREDUCE_ALGS: &[&str] = &[
     "shm",
     "two_level_shm",
 ];
-pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm"];
-pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm"];
+pub const GATHER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm", "two_level_shm"];
+pub const SCATTER_ALGS: &[&str] = &["auto", "linear", "binomial", "shm", "two_level_shm"];
 pub const ALLGATHER_ALGS: &[&str] = &[
     "auto",
     "ring",
@@ -281,6 +281,7 @@ pub const ALLGATHER_ALGS: &[&str] = &[
     "bruck",
     "linear",
     "shm",
+    "two_level_shm",
 ];
 pub const ALLTOALL_ALGS: &[&str] = &["auto", "linear", "pairwise", "bruck", "shm"];
 pub const REDUCE_SCATTER_ALGS: &[&str] = &["auto", "reduce_scatterv", "ring"];
@@ -424,11 +425,11 @@ tunables! {
     coll_allreduce: usize = "auto", Kind::Choice(ALLREDUCE_ALGS), writable = true,
         "MPI_Allreduce algorithm: auto, recursive_doubling, rabenseifner (reduce-scatter by recursive halving + allgather by recursive doubling), ring, reduce_bcast, two_level (reduce within each host, allreduce among hosts, bcast within each), shm (through a region the members on one host share; communicators within one host), two_level_shm (blocking calls on communicators spanning hosts: the members of each host meet in a region they share, the hosts' leaders exchange point-to-point; by name or a decision file, auto keeps two_level).";
     coll_gather: usize = "auto", Kind::Choice(GATHER_ALGS), writable = true,
-        "MPI_Gather(v) algorithm: auto, linear, binomial (not the v form), shm (through a region the members on one host share; communicators within one host).";
+        "MPI_Gather(v) algorithm: auto, linear, binomial (not the v form), shm (through a region the members on one host share; communicators within one host), two_level_shm (blocking calls, not the v form, on communicators spanning hosts: a region per host, the hosts' leaders exchange point-to-point; by name or a decision file).";
     coll_scatter: usize = "auto", Kind::Choice(SCATTER_ALGS), writable = true,
-        "MPI_Scatter(v) algorithm: auto, linear, binomial (not the v form), shm (through a region the members on one host share; communicators within one host).";
+        "MPI_Scatter(v) algorithm: auto, linear, binomial (not the v form), shm (through a region the members on one host share; communicators within one host), two_level_shm (blocking calls, not the v form, on communicators spanning hosts: a region per host, the hosts' leaders exchange point-to-point; by name or a decision file).";
     coll_allgather: usize = "auto", Kind::Choice(ALLGATHER_ALGS), writable = true,
-        "MPI_Allgather algorithm: auto, ring, recursive_doubling (power-of-two sizes), bruck, linear, shm (through a region the members on one host share; communicators within one host).";
+        "MPI_Allgather algorithm: auto, ring, recursive_doubling (power-of-two sizes), bruck, linear, shm (through a region the members on one host share; communicators within one host), two_level_shm (blocking calls, not the v form, on communicators spanning hosts: a region per host, the hosts' leaders exchange point-to-point; by name or a decision file).";
     coll_alltoall: usize = "auto", Kind::Choice(ALLTOALL_ALGS), writable = true,
         "MPI_Alltoall algorithm: auto, linear (every message at once), pairwise (one peer per round), bruck (log rounds, small messages), shm (through a region the members on one host share; communicators within one host).";
     coll_reduce_scatter: usize = "auto", Kind::Choice(REDUCE_SCATTER_ALGS), writable = true,

@@ -195,11 +195,11 @@ algorithms! {
         TwoLevelShm,
     }
     /// MPI_Gather(v).
-    GatherAlg: Gather = GATHER_ALGS { Auto, Linear, Binomial, Shm }
+    GatherAlg: Gather = GATHER_ALGS { Auto, Linear, Binomial, Shm, TwoLevelShm }
     /// MPI_Scatter(v).
-    ScatterAlg: Scatter = SCATTER_ALGS { Auto, Linear, Binomial, Shm }
+    ScatterAlg: Scatter = SCATTER_ALGS { Auto, Linear, Binomial, Shm, TwoLevelShm }
     /// MPI_Allgather(v).
-    AllgatherAlg: Allgather = ALLGATHER_ALGS { Auto, Ring, RecursiveDoubling, Bruck, Linear, Shm }
+    AllgatherAlg: Allgather = ALLGATHER_ALGS { Auto, Ring, RecursiveDoubling, Bruck, Linear, Shm, TwoLevelShm }
     /// MPI_Alltoall(v,w).
     AlltoallAlg: Alltoall = ALLTOALL_ALGS { Auto, Linear, Pairwise, Bruck, Shm }
     /// MPI_Reduce_scatter(_block).

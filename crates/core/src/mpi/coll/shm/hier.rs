@@ -1,6 +1,6 @@
-//! Hierarchical collectives (`two_level_shm`): barrier, bcast, reduce and allreduce for
-//! communicators spanning hosts, as a shared-memory phase among each host's members around a
-//! point-to-point phase among the hosts' leaders.
+//! Hierarchical collectives (`two_level_shm`): barrier, bcast, reduce, allreduce, allgather,
+//! gather and scatter for communicators spanning hosts, as a shared-memory phase among each
+//! host's members around a point-to-point phase among the hosts' leaders.
 //!
 //! Each host's members of the communicator share a collective region (`region` in `shm.rs`,
 //! made by the lowest member of the host at the first call, like the region of a communicator
@@ -21,6 +21,13 @@
 //! - allreduce: a shared-memory reduction to each host's lowest member, in its receive buffer;
 //!   recursive doubling among the leaders (Rabenseifner's algorithm above 4 KiB for
 //!   commutative operations), in place; then a shared-memory broadcast within each host.
+//! - allgather, gather, scatter (not the v forms): every rank's block packed into a staging
+//!   buffer laid out host by host (`layout`; any placement), a shared-memory gather to each
+//!   host's leader (`local_gather`), an allgather (ring) / gather / scatter (linear) of the
+//!   hosts' parts among the leaders, then a shared-memory broadcast of the whole buffer
+//!   (allgather) or scatter of the host's part (`local_scatter`) within each host, and every
+//!   member unpacks its blocks. The v forms and alltoall decline (the decision's choice
+//!   without `two_level_shm` serves them).
 //!
 //! Reductions keep MPI's order for non-commutative operations where every host holds a run of
 //! consecutive ranks (the usual block placement): the hosts are then in rank order, each
@@ -34,11 +41,18 @@
 
 use std::sync::Arc;
 
+use super::super::gather::{self as p2p_gather, Blk};
 use super::super::op::Reducer;
 use super::super::sched::{self, Sched};
 use super::super::{bcast as p2p_bcast, reduce as p2p_reduce};
-use super::super::{check_buf, check_root, count_of, Args, Views};
-use super::{bcast_chunks, idler, reduce_args, reduce_chunks, reducible, region, ShmComm};
+use super::super::{
+    byte_type, check_buf, check_root, count_of, in_place, no_alias, Args, Counts, Rooted, Views,
+};
+use super::{
+    bcast_chunks, idler, pack_blk, part_len, reduce_args, reduce_chunks, reducible, region,
+    unpack_blk, unpack_part, ShmComm,
+};
+use crate::err;
 use crate::error::Result;
 use crate::ids::{CommId, DtypeId};
 use crate::mpi::coll::decide::Coll;
@@ -78,6 +92,46 @@ pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
             dt,
             op,
         } => reduce(comm, *sbuf, *rbuf, *count, *dt, *op, None),
+        Args::Allgather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts: Counts::Uniform(rcount),
+            rdt,
+        } => allgather(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt)),
+        Args::Gather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts,
+            rdt,
+            root,
+            v: false,
+        } => rooted(
+            comm,
+            (*sbuf, *scount, *sdt),
+            (*rbuf as *const u8, rcounts, *rdt),
+            *root,
+            true,
+        ),
+        Args::Scatter {
+            sbuf,
+            scounts,
+            sdt,
+            rbuf,
+            rcount,
+            rdt,
+            root,
+            v: false,
+        } => rooted(
+            comm,
+            (*rbuf as *const u8, *rcount, *rdt),
+            (*sbuf, scounts, *sdt),
+            *root,
+            false,
+        ),
         _ => None,
     }
 }
@@ -335,4 +389,342 @@ unsafe fn reduce(
         }
         res
     })())
+}
+
+/// Where every rank's block lies in the packed form of the whole call: the hosts one after the
+/// other (in node order), each host's members in rank order, `blk` bytes each. Returns each
+/// host's offset (one more entry: the total) and each rank's offset.
+fn layout(views: &Views, blk: usize) -> (Vec<usize>, Vec<usize>) {
+    let nodes = &views.nodes;
+    let mut host = Vec::with_capacity(nodes.count() + 1);
+    let mut at = vec![0usize; nodes.node_of.len()];
+    let mut off = 0;
+    for m in &nodes.members {
+        host.push(off);
+        for &j in m {
+            at[j] = off;
+            off += blk;
+        }
+    }
+    host.push(off);
+    (host, at)
+}
+
+/// Gather `blk` packed bytes of every member of this host to its leader `lead`, at `dst`
+/// (member i's at `dst + i * blk`): each member packs its block (`own`; None at a leader
+/// whose own block is already in place) into its area, an area per generation, and the
+/// leader copies them out. Without a region (a host with one member) the block is packed
+/// straight to `dst`.
+///
+/// # Safety
+/// `dst` (at the leader) has room for the host's members' blocks; `own` is valid.
+unsafe fn local_gather(
+    p: &Place,
+    lead: usize,
+    own: Option<&Blk>,
+    dst: *mut u8,
+    blk: usize,
+) -> Result<()> {
+    let Some(s) = &p.shm else {
+        if let Some(o) = own {
+            pack_blk(o, 0, dst, blk.min(o.bytes()));
+        }
+        return Ok(());
+    };
+    let r = s.region.as_ref().expect("checked");
+    let mut idle = idler()?;
+    let mut off = 0;
+    let mut failure = None;
+    // One generation at least, so that every member counts alike.
+    loop {
+        let len = part_len(blk, off);
+        let g = s.next();
+        if p.me == lead {
+            if let Some(o) = own {
+                pack_blk(
+                    o,
+                    off,
+                    dst.add(p.me * blk + off),
+                    len.min(part_len(o.bytes(), off)),
+                );
+            }
+            for t in 1..p.local {
+                let j = (lead + t) % p.local;
+                r.wait(|x| x.reached(j, Flag::Published, g), &mut idle)?;
+                // Each member says how many bytes it sends: a block longer than the leader's
+                // (type signatures that differ) is reported, not copied past its place.
+                let sent = r.word(j, g) as usize;
+                if sent > blk && failure.is_none() {
+                    failure = Some(crate::mpi_error!(
+                        Truncate,
+                        "a process on this host sent {sent} bytes to a block of {blk} bytes"
+                    ));
+                }
+                crate::mem::copy(r.area(j, g), dst.add(j * blk + off), len);
+            }
+            r.set(p.me, Flag::Published, g);
+        } else {
+            r.wait_free(g, &mut idle)?;
+            r.set_word(p.me, g, own.map_or(0, Blk::bytes) as u64);
+            if let Some(o) = own {
+                pack_blk(o, off, r.area(p.me, g), len.min(part_len(o.bytes(), off)));
+            }
+            r.set(p.me, Flag::Published, g);
+        }
+        r.set(p.me, Flag::Done, g);
+        off += len;
+        if off >= blk {
+            return failure.map_or(Ok(()), Err);
+        }
+    }
+}
+
+/// The mirror image of [`local_gather`]: the leader `lead` holds the host's members' packed
+/// blocks at `src` (member i's at `src + i * blk`) and writes each member's into that
+/// member's area; each member unpacks its own into `own` (None: nothing to unpack, the root's
+/// MPI_IN_PLACE).
+///
+/// # Safety
+/// As for [`local_gather`].
+unsafe fn local_scatter(
+    p: &Place,
+    lead: usize,
+    src: *const u8,
+    own: Option<&Blk>,
+    blk: usize,
+) -> Result<()> {
+    if p.me == lead {
+        if let Some(o) = own {
+            unpack_blk(o, 0, src.add(p.me * blk), blk.min(o.bytes()));
+        }
+    }
+    let Some(s) = &p.shm else {
+        return Ok(());
+    };
+    let r = s.region.as_ref().expect("checked");
+    let mut idle = idler()?;
+    let mut off = 0;
+    loop {
+        let len = part_len(blk, off);
+        let g = s.next();
+        if p.me == lead {
+            r.wait_free(g, &mut idle)?;
+            for t in 1..p.local {
+                let j = (lead + t) % p.local;
+                crate::mem::copy(src.add(j * blk + off), r.area(j, g), len);
+            }
+            r.set(p.me, Flag::Published, g);
+        } else {
+            r.wait(|x| x.reached(lead, Flag::Published, g), &mut idle)?;
+            if let Some(o) = own {
+                let l = len.min(part_len(o.bytes(), off));
+                unpack_blk(o, off, r.area(p.me, g), l);
+            }
+        }
+        r.set(p.me, Flag::Done, g);
+        off += len;
+        if off >= blk {
+            return Ok(());
+        }
+    }
+}
+
+/// MPI_Allgather with one count and datatype per side: the shm gather of each host's packed
+/// blocks to its lowest member, a ring allgather of the hosts' parts among the leaders, the
+/// shm broadcast of the whole packed result within each host, and every member unpacks each
+/// rank's block into its place (any placement: the packed form is in host order).
+unsafe fn allgather(
+    comm: CommId,
+    sbuf: *const u8,
+    (scount, sdt): (i64, DtypeId),
+    rbuf: *mut u8,
+    (rcount, rdt): (i64, DtypeId),
+) -> Option<Result<()>> {
+    let (views, own, rcount, rd, blk) = prepared!(with(|e| -> Result<Option<_>> {
+        let Some(v) = spanning(e, comm) else {
+            return Ok(None);
+        };
+        let (n, me) = (v.local.size(), v.local.me);
+        let rcount = count_of(rcount, "recvcount")?;
+        let rd = e.coll_dtype(rdt)?;
+        let blk = rcount * rd.size;
+        check_buf(rbuf, rcount * n, &rd, "receive buffer")?;
+        let own = if in_place(sbuf) {
+            Blk::new(
+                rbuf.wrapping_offset(me as isize * rcount as isize * rd.extent()),
+                rcount,
+                &rd,
+            )
+        } else {
+            let scount = count_of(scount, "sendcount")?;
+            let sd = e.coll_dtype(sdt)?;
+            check_buf(sbuf, scount, &sd, "send buffer")?;
+            no_alias(sbuf, rbuf, scount * sd.size)?;
+            if scount * sd.size != blk {
+                return err!(
+                    Truncate,
+                    "MPI_Allgather sends {} bytes per block and receives {blk}: the type signatures differ",
+                    scount * sd.size
+                );
+            }
+            Blk::new(sbuf, scount, &sd)
+        };
+        if blk == 0 || !e.coll_choose_hier(Coll::Allgather, n, blk) {
+            return Ok(None);
+        }
+        Ok(Some((v, own, rcount, rd, blk)))
+    })
+    .and_then(|x| x));
+    let p = prepared!(Place::new(comm, views).transpose());
+    Some((|| {
+        let nodes = &p.views.nodes;
+        let (host, at) = layout(&p.views, blk);
+        let total = host[nodes.count()];
+        let mut all: Vec<u128> = vec![0; total.div_ceil(16)];
+        let full = all.as_mut_ptr() as *mut u8;
+        let lead = p.lead(None);
+        let k = nodes.my_node;
+        // A failure of the host's phase is the call's, after the leaders' phase has run (so
+        // that no other host waits for this one).
+        let mut res = local_gather(&p, lead, Some(&own), full.add(host[k]), blk);
+        if p.me == lead {
+            let bt = byte_type();
+            let parts: Vec<Blk> = (0..nodes.count())
+                .map(|h| Blk::new(full.add(host[h]), host[h + 1] - host[h], &bt))
+                .collect();
+            res = first(
+                res,
+                p.leaders(comm, None, None, |s, t| {
+                    p2p_gather::allgather_ring(s, t, None, &parts)
+                }),
+            );
+        }
+        if let Some(s) = &p.shm {
+            let mut idle = idler()?;
+            res = first(
+                res,
+                bcast_chunks(s, p.me, lead, full, total, &byte_type(), &mut idle),
+            );
+        }
+        res?;
+        let rstep = rcount as isize * rd.extent();
+        for (j, &o) in at.iter().enumerate() {
+            unpack_part(
+                &rd,
+                rbuf.offset(j as isize * rstep),
+                rcount,
+                0,
+                full.add(o),
+                blk,
+            );
+        }
+        Ok(())
+    })())
+}
+
+/// MPI_Gather (`gather` true) and MPI_Scatter, not the v forms (they decline: a member knows
+/// only its own count). Gather: the shm gather of each host's packed blocks to its leader
+/// (the root on the root's host), a linear gather of the hosts' parts among the leaders to
+/// the root, which unpacks every rank's block into its place. Scatter: the converse (the root
+/// packs every block in host order, a linear scatter of the hosts' parts among the leaders,
+/// the shm scatter within each host).
+unsafe fn rooted(
+    comm: CommId,
+    own: (*const u8, i64, DtypeId),
+    many: (*const u8, &Counts, DtypeId),
+    root: i32,
+    gather: bool,
+) -> Option<Result<()>> {
+    let (coll, names) = if gather {
+        (Coll::Gather, ["send", "recv"])
+    } else {
+        (Coll::Scatter, ["recv", "send"])
+    };
+    let (views, root, r, blk) = prepared!(with(|e| -> Result<Option<_>> {
+        let Some(v) = spanning(e, comm) else {
+            return Ok(None);
+        };
+        let (n, me) = (v.local.size(), v.local.me);
+        let root = check_root(root, n)?;
+        let r = Rooted::check(e, own, many, me, root, n, names)?;
+        let Some(blk) = r.blk else {
+            return Ok(None);
+        };
+        if blk == 0 || !e.coll_choose_hier(coll, n, blk) {
+            return Ok(None);
+        }
+        Ok(Some((v, root, r, blk)))
+    })
+    .and_then(|x| x));
+    let p = prepared!(Place::new(comm, views).transpose());
+    Some({
+        let me = p.views.local.me;
+        let nodes = &p.views.nodes;
+        let (host, at) = layout(&p.views, blk);
+        let k = nodes.my_node;
+        let lead = p.lead(Some(root));
+        let leader = p.me == lead;
+        let root_node = nodes.node_of[root];
+        // The root holds the whole packed form; another leader its host's part.
+        let len = if me == root {
+            host[nodes.count()]
+        } else if leader {
+            host[k + 1] - host[k]
+        } else {
+            0
+        };
+        let mut buf: Vec<u128> = vec![0; len.div_ceil(16)];
+        let base = buf.as_mut_ptr() as *mut u8;
+        let mine = if me == root { base.add(host[k]) } else { base };
+        let bt = byte_type();
+        let parts = |b: *mut u8| -> Vec<Blk> {
+            (0..nodes.count())
+                .map(|h| Blk::new(b.add(host[h]), host[h + 1] - host[h], &bt))
+                .collect()
+        };
+        let mut res = Ok(());
+        if gather {
+            res = local_gather(&p, lead, r.own.as_ref(), mine, blk);
+            if leader {
+                let (own, all) = if me == root {
+                    (None, parts(base))
+                } else {
+                    (Some(Blk::new(mine, host[k + 1] - host[k], &bt)), Vec::new())
+                };
+                res = first(
+                    res,
+                    p.leaders(comm, Some(root), None, |s, t| {
+                        p2p_gather::gather_linear(s, t, own.as_ref(), &all, root_node)
+                    }),
+                );
+            }
+            if me == root && res.is_ok() {
+                for (j, b) in r.many.iter().enumerate() {
+                    if j != root || r.own.is_some() {
+                        unpack_blk(b, 0, base.add(at[j]), blk.min(b.bytes()));
+                    }
+                }
+            }
+            res
+        } else {
+            if me == root {
+                for (j, b) in r.many.iter().enumerate() {
+                    if j != root || r.own.is_some() {
+                        pack_blk(b, 0, base.add(at[j]), blk.min(b.bytes()));
+                    }
+                }
+            }
+            if leader {
+                let (own, all) = if me == root {
+                    (None, parts(base))
+                } else {
+                    (Some(Blk::new(mine, host[k + 1] - host[k], &bt)), Vec::new())
+                };
+                res = p.leaders(comm, Some(root), None, |s, t| {
+                    p2p_gather::scatter_linear(s, t, &all, own.as_ref(), root_node)
+                });
+            }
+            first(res, local_scatter(&p, lead, mine, r.own.as_ref(), blk))
+        }
+    })
 }
