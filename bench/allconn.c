@@ -14,6 +14,9 @@
  *   exchange_s    the first process entering the exchange -> the last one leaving it
  *   total_s       launch -> the last process out of the exchange
  *   rss_kb_mean, rss_kb_max       VmRSS after the exchange
+ *   rss_init_kb_mean              VmRSS right after MPI_Init, before any message (what the
+ *                                 job's tables cost: business cards, the world's rank maps);
+ *                                 rss - rss_init is what talking to every peer added
  *   fds_mean, fds_max             open file descriptors after the exchange
  *   sockbuf_kb_mean, sockbuf_kb_max   send + receive buffer sizes of the process's sockets
  *                                 (SO_SNDBUF + SO_RCVBUF, what the kernel may hold for it)
@@ -91,6 +94,7 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Init(&argc, &argv);
     double inited = now_s();
+    long rss_init = vmrss_kb();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     double start = now_s();
@@ -105,18 +109,18 @@ int main(int argc, char **argv)
     long fds, socks, sockbuf;
     descriptors(&fds, &socks, &sockbuf);
     double t[3] = {inited, end, -start}, tmax[3];
-    long v[4] = {vmrss_kb(), fds, sockbuf, socks}, vsum[4], vmax[4];
+    long v[5] = {vmrss_kb(), fds, sockbuf, socks, rss_init}, vsum[5], vmax[5];
     MPI_Reduce(t, tmax, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(v, vsum, 4, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Reduce(v, vmax, 4, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(v, vsum, 5, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(v, vmax, 5, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("np=%d init_s=%.4f exchange_s=%.4f total_s=%.4f rss_kb_mean=%.0f rss_kb_max=%ld "
                "fds_mean=%.1f fds_max=%ld sockbuf_kb_mean=%.0f sockbuf_kb_max=%ld "
-               "sockets_mean=%.1f\n",
+               "sockets_mean=%.1f rss_init_kb_mean=%.0f\n",
                size, launch > 0 ? tmax[0] - launch : 0.0, tmax[1] + tmax[2],
                launch > 0 ? tmax[1] - launch : 0.0, (double)vsum[0] / size, vmax[0],
                (double)vsum[1] / size, vmax[1], (double)vsum[2] / size, vmax[2],
-               (double)vsum[3] / size);
+               (double)vsum[3] / size, (double)vsum[4] / size);
         printf("# done\n");
         fflush(stdout);
     }

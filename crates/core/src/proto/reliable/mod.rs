@@ -1124,6 +1124,14 @@ fn release<T>(q: &mut VecDeque<T>) {
     }
 }
 
+/// The reliability machine's fixed state per peer talked to, in bytes: the link (boxed, made
+/// when first used), its slot, and its entries among the active peers. Queue buffers come on
+/// top only while datagrams are unacknowledged or early ([`release`]).
+pub const LINK_BYTES: usize = std::mem::size_of::<Option<Box<Link<Vec<u8>>>>>()
+    + std::mem::size_of::<Link<Vec<u8>>>()
+    + std::mem::size_of::<bool>()
+    + std::mem::size_of::<Gpid>();
+
 /// The reliability machine of one process: a [`Link`] per peer, made when first used, and
 /// the bounds over all of them. This is what the UDP transport drives.
 pub struct Links {

@@ -322,6 +322,21 @@ fn datagrams_in_clear_are_taken_only_from_the_senders_socket_on_loopback() {
     }
 }
 
+/// Memory per peer (issue 24: at most 1 KiB per peer): the transport's fixed state and the
+/// link's, plus the heap blocks behind them (the link's box and the peer's socket address,
+/// with the allocator's 16 bytes of overhead each), 837 bytes in session 34 (160 + 629 + 48),
+/// stay inside it; `bench/allconn` checks the whole process (with MPI_Init's tables).
+#[test]
+fn fixed_state_per_peer_is_under_a_kib() {
+    use crate::transport::udp::PEER_BYTES;
+    let heap = 2 * 16 + std::mem::size_of::<libc::sockaddr_in>();
+    let total = PEER_BYTES + LINK_BYTES + heap;
+    eprintln!(
+        "per peer: transport {PEER_BYTES} B + link {LINK_BYTES} B + heap {heap} B = {total} B"
+    );
+    assert!(total <= 1024, "{total} bytes of fixed state per peer");
+}
+
 /// Memory per peer: under the job's key every peer's datagram key is one and the same (an
 /// AES-GCM key with its tables, over 500 bytes, made once rather than once per peer).
 #[test]

@@ -111,6 +111,12 @@ struct Peer {
     touched: bool,
 }
 
+/// The transport's own fixed state per peer, in bytes: its [`Peer`] and its entry among the
+/// datagram keys (the reliability machine's link comes on top; `bench/allconn` measures the
+/// whole process). A peer's sockets (16 bytes each) are on the heap besides.
+pub const PEER_BYTES: usize =
+    std::mem::size_of::<Peer>() + std::mem::size_of::<Option<Arc<Seal>>>();
+
 impl Peer {
     /// Is `from` one of the peer's sockets?
     fn sent_from(&self, from: Option<&libc::sockaddr_in>) -> bool {
