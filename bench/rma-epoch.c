@@ -10,6 +10,7 @@
  *                             not wait: its count is the fence's own work, free of polling
  *   rma-epoch N 1 SIZE        N times put + MPI_Win_flush in MPI_Win_lock_all
  *   rma-epoch N 2 SIZE        N times 64 puts + MPI_Win_flush
+ *   rma-epoch N 4 SIZE        N times 64 gets + MPI_Win_flush
  */
 #include <mpi.h>
 #include <stdlib.h>
@@ -51,6 +52,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++) {
             if (mode == 1) {
                 MPI_Put(src, sz, MPI_BYTE, 1, 0, sz, MPI_BYTE, win);
+            } else if (mode == 4) {
+                for (int k = 0; k < 64; k++)
+                    MPI_Get(src, sz, MPI_BYTE, 1, sz * k, sz, MPI_BYTE, win);
             } else {
                 for (int k = 0; k < 64; k++)
                     MPI_Put(src, sz, MPI_BYTE, 1, sz * k, sz, MPI_BYTE, win);

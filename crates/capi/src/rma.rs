@@ -736,16 +736,20 @@ macro_rules! put_get {
                 $(let _r = $req;)?
                 _r
             };
-            if request.is_null() {
-                if let (Some(od), Some(td)) = (dtype_id(origin_datatype), dtype_id(target_datatype)) {
-                    let t = Target {
-                        rank: target_rank,
-                        disp: target_disp as i64,
-                        count: target_count as i64,
-                        dt: td,
-                    };
-                    let o = buf(origin_addr as *const c_void, origin_count as i64, od);
-                    if fast(win, $what, o, Buf::NONE, std::ptr::null(), t) {
+            // The fast path takes the same datatype and count on both sides (what it could
+            // take before too); anything else, and anything it declines, goes to the general
+            // path, which checks and reports.
+            if request.is_null() && origin_datatype == target_datatype && origin_count == target_count {
+                if let (Some(d), Some(id)) = (dtype_id(target_datatype), win_id(win)) {
+                    if ops::put_get_fast(
+                        id,
+                        matches!($what, What::Get),
+                        origin_addr as *mut u8,
+                        target_rank,
+                        target_disp as i64,
+                        target_count as i64,
+                        d,
+                    ) {
                         return MPI_SUCCESS;
                     }
                 }
