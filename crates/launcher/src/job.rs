@@ -533,6 +533,9 @@ impl Job {
         // (host, command index, what its proxy starts)
         let mut remote: Vec<(usize, usize, Launch)> = Vec::new();
         let mut rank = 0;
+        // The children started here, and this one's place among them.
+        let local_size = places.iter().filter(|&&h| h == here).count();
+        let mut local_rank = 0;
         let mut failed = None;
         'all: for (pi, p) in plans.iter().enumerate() {
             for _ in 0..p.nprocs {
@@ -572,8 +575,6 @@ impl Job {
                         break 'all;
                     }
                 };
-                let local_size = places.iter().filter(|&&h| h == here).count();
-                let local_rank = places[..rank].iter().filter(|&&h| h == here).count();
                 let child = spawn::spawn_rank(spawn::RankSpec {
                     program: &p.program,
                     env: &p.env,
@@ -619,6 +620,7 @@ impl Job {
                 });
                 started.push(i);
                 rank += 1;
+                local_rank += 1;
             }
         }
         if let Some(why) = failed {
@@ -669,11 +671,7 @@ impl Job {
                 self.hosts.join(", ")
             ));
         };
-        let up = match (&self.remote, self.remote_hosts.iter().position(|&x| x == h)) {
-            (Some(r), Some(i)) => r.hosts[i].state == launch::HostState::Connected,
-            _ => false,
-        };
-        if !up {
+        if !self.host_connected(h) {
             return Err(format!(
                 "info host: '{name}' has no running protean-proxy (mpirun starts one only on the hosts the job's ranks were placed on)"
             ));
@@ -692,21 +690,13 @@ impl Job {
         first: usize,
         i: usize,
     ) -> Launch {
-        let mut env: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
-            .filter(|(k, _)| forwarded(&k.to_string_lossy()))
-            .map(|(k, v)| (k.into_vec(), v.into_vec()))
-            .collect();
+        let mut env = forwarded_env();
         env.extend(
             p.env
                 .iter()
                 .map(|(k, v)| (k.clone().into_vec(), v.clone().into_vec())),
         );
-        let wdir = p
-            .wdir
-            .clone()
-            .or_else(|| std::env::current_dir().ok())
-            .map(|d| d.into_os_string().into_vec())
-            .unwrap_or_default();
+        let wdir = wdir_bytes(p.wdir.clone());
         Launch {
             size: total as u32,
             jobid: jobid.to_string(),
@@ -751,21 +741,11 @@ impl Job {
             .filter(|&r| self.ranks[r].host == h)
             .map(|r| r as u32)
             .collect();
-        let mut env: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        for (k, v) in std::env::vars_os() {
-            if forwarded(&k.to_string_lossy()) {
-                env.push((k.into_vec(), v.into_vec()));
-            }
-        }
+        let mut env = forwarded_env();
         for (k, v) in &opts.env {
             env.push((k.clone().into_bytes(), v.clone().into_bytes()));
         }
-        let wdir = match &opts.wdir {
-            Some(d) => d.clone().into_bytes(),
-            None => std::env::current_dir()
-                .map(|d| d.into_os_string().into_vec())
-                .unwrap_or_default(),
-        };
+        let wdir = wdir_bytes(opts.wdir.as_ref().map(std::path::PathBuf::from));
         Launch {
             size: self.np as u32,
             jobid: self.jobid.clone(),
@@ -804,7 +784,11 @@ impl Job {
 
     /// True when rank `rank`'s host is another host whose proxy is connected (and launched).
     fn connected(&self, rank: usize) -> bool {
-        let h = self.ranks[rank].host;
+        self.host_connected(self.ranks[rank].host)
+    }
+
+    /// True when host `h` is another host whose proxy is connected (and launched).
+    fn host_connected(&self, h: usize) -> bool {
         match (&self.remote, self.remote_hosts.iter().position(|&x| x == h)) {
             (Some(r), Some(i)) => r.hosts[i].state == launch::HostState::Connected,
             _ => false,
@@ -1574,6 +1558,21 @@ fn bind_code(b: BindTo) -> u8 {
 
 /// True for a variable of mpirun's environment that remote ranks get: not those that describe
 /// this host, this shell or an outer launcher's job (Hydra leaves similar ones out).
+/// mpirun's own variables that a proxy's ranks get ([`forwarded`]), for a `Launch`.
+fn forwarded_env() -> Vec<(Vec<u8>, Vec<u8>)> {
+    std::env::vars_os()
+        .filter(|(k, _)| forwarded(&k.to_string_lossy()))
+        .map(|(k, v)| (k.into_vec(), v.into_vec()))
+        .collect()
+}
+
+/// A `Launch`'s working directory: `wdir`, else mpirun's own.
+fn wdir_bytes(wdir: Option<std::path::PathBuf>) -> Vec<u8> {
+    wdir.or_else(|| std::env::current_dir().ok())
+        .map(|d| d.into_os_string().into_vec())
+        .unwrap_or_default()
+}
+
 fn forwarded(name: &str) -> bool {
     const HOST_VARS: [&str; 10] = [
         "HOSTNAME",

@@ -237,10 +237,7 @@ impl Engine {
     pub fn dyn_card(&mut self) -> Result<Remote> {
         let key = self.dyn_key()?;
         let n = self.pml_peers();
-        // mpirun tells a spawned job how many hosts its universe spans (parents and
-        // children): beyond one, the others must reach our listener from their hosts.
-        let one_node = std::env::var("PROTEAN_UNIVERSE_HOSTS").map_or(true, |v| v.trim() == "1");
-        let addr = self.net.ensure_tcp(&self.cfg, key, n, one_node)?;
+        let addr = self.net.ensure_tcp(&self.cfg, key, n, self.one_node)?;
         let shm_fd = self.net.ensure_shm(&self.cfg, &self.jobid, n).unwrap_or(-1);
         let card = Card {
             host: self.hosts[self.me.idx()].clone(),

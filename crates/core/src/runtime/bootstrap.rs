@@ -155,7 +155,8 @@ pub struct Boot {
     /// The `key_log` file (tests only; empty: none).
     pub key_log: String,
     /// The process manager placed every process on one node (PMI_process_mapping), when it
-    /// says so.
+    /// says so; Some(false) for a spawned job whose universe spans hosts
+    /// (`PROTEAN_UNIVERSE_HOSTS` from mpirun), whatever its own mapping says.
     pub one_node: Option<bool>,
 }
 
