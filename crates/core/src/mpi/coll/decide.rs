@@ -382,10 +382,13 @@ impl Table {
 /// ranks (`bench/shmcoll-device.sh`, 2026-11-26): shm bcast and reduce beat every
 /// point-to-point algorithm at every size up to 1 MiB (reduce 1 MiB at 16 ranks: 750 against
 /// 2398 us); allreduce and allgather lose to rabenseifner and ring above 64 KiB, alltoall to the
-/// point-to-point exchanges above 2 KiB; gather wins only between 8 and 32 KiB (linear
-/// gather is faster below and above: 1.25 against 1.56 us at 8 B, 250 against 1934 us at
-/// 1 MiB), scatter up to 4 KiB (13.5 against 24.9 us at 16 KiB). The v forms of gather and
-/// scatter decide as if 0 bytes were sent. Two ranks keep the direct paths of `fast.rs`.
+/// point-to-point exchanges above 2 KiB. Gather and scatter were measured again on
+/// 2026-11-27, after the gather's members stopped waiting for the root and the scatter's
+/// small blocks moved into the root's area (`bench/shmcoll-device.sh`, 8 and 16 ranks): shm
+/// gather wins up to 64 KiB (16 ranks: 1.84-1.92 against 2.05-2.19 us at 8 B, 69-71 against
+/// 77-83 us at 64 KiB; linear from 256 KiB, 197-287 against 380-393 us), shm scatter up to
+/// 1 KiB (linear from 4 KiB: 8.7-8.9 against 11.6-11.9 us at 16 ranks). The v forms of gather
+/// and scatter decide as if 0 bytes were sent. Two ranks keep the direct paths of `fast.rs`.
 pub fn builtin() -> Table {
     let text = "
         barrier         3-*    *              shm
@@ -394,8 +397,8 @@ pub fn builtin() -> Table {
         allreduce       3-*    1-65536        shm
         allgather       3-*    1-65536        shm
         alltoall        3-*    1-2048         shm
-        gather          3-*    8193-32768     shm
-        scatter         3-*    0-4096         shm
+        gather          3-*    0-65536        shm
+        scatter         3-*    0-2048         shm
         barrier         *      *              dissemination
         bcast           1-3    *              binomial
         bcast           4-*    0-16383        binomial

@@ -12,7 +12,8 @@
 //! ```text
 //! [0 .. n*128)                     one 128-byte control block per member (two cache lines,
 //!                                  so a neighbour's prefetch does not share it): its three
-//!                                  flags, then one word per ring position (`NodeRegion::word`)
+//!                                  flags, one word per ring position (`NodeRegion::word`),
+//!                                  its process id and the address of its mapping
 //! then depth*n areas of `slot`     member r's published data, a ring of `depth` areas used by
 //!                                  generation: area(r, g) is r's (g mod depth)-th
 //! then depth areas of `slot`       a result area every member may write parts of, per ring
@@ -40,6 +41,14 @@
 //! (Release) only after their last read of that generation, so every read of the old data
 //! happens before the overwrite. Because flags are compared with `>=`, a member that is one
 //! generation ahead never hides the generation a slower member waits for.
+//!
+//! # Direct reads
+//!
+//! Each member also writes its process id and the address of its mapping into its control
+//! block ([`NodeRegion::enroll`]). Another member can then check that the kernel lets it read
+//! that member's memory ([`NodeRegion::probe_direct`]: cross-memory attach, the same
+//! permission as ptrace) and read a buffer the member published by address
+//! ([`NodeRegion::read_direct`]), under the same flag protocol as an area.
 //!
 //! Waiting never blocks in the kernel: [`NodeRegion::wait`] polls, and after a few polls calls
 //! the caller's `idle` (which drives the engine's progress and yields the processor, since
@@ -77,6 +86,12 @@ fn check_depth(depth: usize) -> io::Result<usize> {
         ))
     }
 }
+
+/// The control-block words after the flags and the ring's words: a member's process id and
+/// the address at which it mapped the region (see [`NodeRegion::enroll`]).
+const PID_WORD: usize = 3 + MAX_DEPTH;
+const BASE_WORD: usize = PID_WORD + 1;
+const _: () = assert!((BASE_WORD + 1) * 8 <= CTL_BYTES);
 
 /// Polls before the first call of `idle` while waiting.
 const SPINS: u32 = 64;
@@ -307,6 +322,54 @@ impl NodeRegion {
         self.wait_all(Flag::Done, g - d, idle)
     }
 
+    /// The word at index `i` of member `r`'s control block.
+    #[inline]
+    fn ctl(&self, r: usize, i: usize) -> &AtomicU64 {
+        assert!(r < self.n && i * 8 < CTL_BYTES, "word {i} of member {r}");
+        // SAFETY: r < n and 8 * i < CTL_BYTES: the word lies in r's control block.
+        unsafe { &*(self.base.add(r * CTL_BYTES + 8 * i) as *const AtomicU64) }
+    }
+
+    /// Say who member `me` is, for direct copies ([`NodeRegion::read_direct`]): its process
+    /// id and where it mapped the region. Each member enrolls once, before the exchange that
+    /// tells the others the region is ready (the creator before it hands out the description).
+    pub fn enroll(&self, me: usize) {
+        self.ctl(me, PID_WORD)
+            .store(u64::from(std::process::id()), Ordering::Release);
+        self.ctl(me, BASE_WORD)
+            .store(self.base as u64, Ordering::Release);
+    }
+
+    /// Can this process read member `r`'s memory directly (cross-memory attach)? Reads `r`'s
+    /// process id from its own mapping of the region, by `r`'s address of it, and compares.
+    /// `r` has enrolled.
+    pub fn probe_direct(&self, r: usize) -> bool {
+        let pid = self.ctl(r, PID_WORD).load(Ordering::Acquire);
+        let base = self.ctl(r, BASE_WORD).load(Ordering::Acquire);
+        if pid == 0 || base == 0 {
+            return false;
+        }
+        let mut got = [0u8; 8];
+        let at = base + (r * CTL_BYTES + 8 * PID_WORD) as u64;
+        super::cma::read_from(pid as u32, at, &mut got).is_ok() && u64::from_ne_bytes(got) == pid
+    }
+
+    /// Copy `len` bytes at `addr` in member `r`'s address space to `dst` (cross-memory
+    /// attach; `r` has enrolled).
+    ///
+    /// # Safety
+    /// `dst` has room for `len` bytes that nothing else touches meanwhile.
+    pub unsafe fn read_direct(
+        &self,
+        r: usize,
+        addr: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> io::Result<()> {
+        let pid = self.ctl(r, PID_WORD).load(Ordering::Acquire) as u32;
+        super::cma::read_from(pid, addr, std::slice::from_raw_parts_mut(dst, len))
+    }
+
     /// Member `r`'s area of generation `g` (`slot_bytes` long).
     #[inline]
     pub fn area(&self, r: usize, g: u64) -> *mut u8 {
@@ -354,6 +417,32 @@ mod tests {
     fn yield_idle() -> Result<(), ()> {
         std::thread::yield_now();
         Ok(())
+    }
+
+    /// A member that has not enrolled cannot be read; once enrolled, reads of its memory by
+    /// address work (here within one process, which the kernel always allows) and reach
+    /// exactly the bytes asked for.
+    #[test]
+    fn direct_reads_after_enrolling() {
+        let (n, slot, depth) = (3, 128, 2);
+        let m = Mem::new(NodeRegion::bytes(n, slot, depth));
+        let r = unsafe { NodeRegion::from_raw(m.p, n, slot, depth) };
+        assert!(!r.probe_direct(1));
+        r.enroll(1);
+        match r.probe_direct(1) {
+            true => {}
+            // A kernel without cross-memory attach (or a seccomp filter): nothing more to test.
+            false => return,
+        }
+        let src: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let mut dst = vec![0u8; 5002];
+        unsafe { r.read_direct(1, src.as_ptr() as u64 + 3, dst.as_mut_ptr().add(1), 4990) }
+            .unwrap();
+        assert_eq!(dst[0], 0);
+        assert_eq!(&dst[1..4991], &src[3..4993]);
+        assert_eq!(&dst[4991..], &[0u8; 11]);
+        // Another member's words are untouched.
+        assert!(!r.probe_direct(0));
     }
 
     /// Threads standing for members run many generations of "publish, read everyone's data,
