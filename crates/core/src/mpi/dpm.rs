@@ -237,7 +237,7 @@ impl Engine {
     pub fn dyn_card(&mut self) -> Result<Remote> {
         let key = self.dyn_key()?;
         let n = self.pml_peers();
-        let addr = self.net.ensure_tcp(&self.cfg, key, n, self.one_node)?;
+        let addr = self.net.ensure_tcp(&self.cfg, key, n)?;
         let shm_fd = self.net.ensure_shm(&self.cfg, &self.jobid, n).unwrap_or(-1);
         let card = Card {
             host: self.hosts[self.me.idx()].clone(),

@@ -64,10 +64,6 @@ pub struct Engine {
     pub base: Gpid,
     /// Started by MPI_Comm_spawn.
     pub spawned: bool,
-    /// Every process this one may talk to is on this node as far as bootstrap knows (the
-    /// job's mapping, and for a spawned job the universe mpirun reports): listeners opened
-    /// later bind loopback ([`crate::transport::net::Net::ensure_tcp`]).
-    pub one_node: bool,
     /// The parent intercommunicator of a spawned process (MPI_Comm_get_parent), once made.
     pub parent: Option<CommId>,
     /// The key that authenticates connections (the job's, shared with spawned jobs; drawn
@@ -203,7 +199,6 @@ impl Engine {
             me,
             base,
             spawned: boot.spawned,
-            one_node: boot.one_node != Some(false),
             parent: None,
             key: boot.keys.as_ref().and_then(|k| k.shared()),
             pair_keys: boot.pair_keys,

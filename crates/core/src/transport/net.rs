@@ -459,17 +459,17 @@ impl Net {
         Ok(())
     }
 
-    /// Where our TCP listener is, opening one (with the job's `key`) when there is none: the
-    /// way processes of other jobs (spawned, or connected) reach us. It binds the address
-    /// [`Boot::listen_addr`] chooses: for a job on one node (`one_node`) loopback unless
-    /// `tcp_addr` or `tcp_if` says otherwise; else (a spawned job whose universe spans
-    /// hosts) the host's address. Err when the settings leave TCP out.
+    /// Where processes of other jobs (spawned, or connected) reach our TCP listener, opening
+    /// one (with the job's `key`) when there is none. They may be on any host, so it is on
+    /// the address [`Boot::listen_addr`] chooses for a job spanning hosts (the host's address,
+    /// unless `tcp_addr` or `tcp_if` says otherwise); where the job's own listener is on
+    /// loopback (a job on one host), a second listener opens there. Err when the settings
+    /// leave TCP out.
     pub fn ensure_tcp(
         &mut self,
         cfg: &Config,
         key: [u8; 32],
         nprocs: usize,
-        one_node: bool,
     ) -> crate::error::Result<SocketAddr> {
         let allowed = transport_list(&cfg.transports).unwrap_or_default();
         if !allowed.contains(&"tcp") {
@@ -481,11 +481,16 @@ impl Net {
                 ),
             ));
         }
-        if let Some(t) = &self.tcp {
-            return Ok(t.addr());
-        }
-        let bind = Boot::listen_addr(cfg, one_node)
+        let bind = Boot::listen_addr(cfg, false)
             .map_err(|e| MpiError::new(ErrorClass::Other, format!("PROTEAN_TCP_IF: {e}")))?;
+        if let Some(t) = &mut self.tcp {
+            if t.addr().ip().is_loopback() && !bind.is_loopback() {
+                return t
+                    .listen_also(bind)
+                    .map_err(|e| io_err("cannot open a TCP listener for other hosts", e));
+            }
+            return Ok(t.outside_addr());
+        }
         let mut t = Tcp::new(
             self.me,
             bind,

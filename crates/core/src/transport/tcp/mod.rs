@@ -258,6 +258,9 @@ pub struct Tcp {
     me: Gpid,
     listener: Socket,
     local: SocketAddr,
+    /// A second listener, on an address other hosts reach, when the first is on loopback and
+    /// processes of other jobs may connect from elsewhere ([`Tcp::listen_also`]).
+    outside: Option<(Socket, SocketAddr)>,
     addrs: Vec<Option<SocketAddr>>,
     conns: Vec<Conn>,
     /// Slots of `conns` whose peer left the process table ([`Tcp::drop_peer`]): the next
@@ -394,6 +397,33 @@ fn write_all_nb(fd: libc::c_int, buf: &[u8], sent: &mut usize) -> Result<bool, S
     Ok(true)
 }
 
+/// A nonblocking listening socket on `bind`, port chosen by the kernel, and its address.
+fn listen_on(bind: Ipv4Addr) -> io::Result<(Socket, SocketAddr)> {
+    let l = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+    l.set_reuse_address(true)?;
+    l.bind(&SocketAddr::V4(SocketAddrV4::new(bind, 0)).into())?;
+    l.listen(1024)?;
+    l.set_nonblocking(true)?;
+    let a = l
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("listener has no IP address"))?;
+    Ok((l, a))
+}
+
+/// Put a listener into the epoll set, tagged [`LISTENER_EVENT`].
+fn watch_listener(ep: &OwnedFd, l: &Socket) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: LISTENER_EVENT,
+    };
+    // SAFETY: both descriptors are open and ours; `ev` lives across the call.
+    if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, l.as_raw_fd(), &mut ev) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 impl Tcp {
     /// Listen on `bind` (port 0: any) and return the transport; publish [`Tcp::card`].
     pub fn new(
@@ -405,15 +435,7 @@ impl Tcp {
         frame_max: usize,
         verbose: bool,
     ) -> io::Result<Tcp> {
-        let listener = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
-        listener.set_reuse_address(true)?;
-        listener.bind(&SocketAddr::V4(SocketAddrV4::new(bind, 0)).into())?;
-        listener.listen(1024)?;
-        listener.set_nonblocking(true)?;
-        let local = listener
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::other("listener has no IP address"))?;
+        let (listener, local) = listen_on(bind)?;
         // SAFETY: plain system call; the descriptor it returns is ours alone.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
@@ -423,26 +445,12 @@ impl Tcp {
         let ep = unsafe { OwnedFd::from_raw_fd(ep) };
         // The listener is in the epoll set too: where epoll picks the connections to read
         // (many of them), it also says when one waits to be accepted.
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: LISTENER_EVENT,
-        };
-        // SAFETY: both descriptors are open and ours; `ev` lives across the call.
-        if unsafe {
-            libc::epoll_ctl(
-                ep.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                listener.as_raw_fd(),
-                &mut ev,
-            )
-        } < 0
-        {
-            return Err(io::Error::last_os_error());
-        }
+        watch_listener(&ep, &listener)?;
         Ok(Tcp {
             me,
             listener,
             local,
+            outside: None,
             addrs: Vec::new(),
             conns: Vec::new(),
             free_slots: Vec::new(),
@@ -567,20 +575,43 @@ impl Tcp {
         }
     }
 
-    /// Does a connection wait on the listener? (One poll, no waiting.)
+    /// Does a connection wait on a listener? (One poll, no waiting.)
     fn listener_ready(&self) -> bool {
-        let mut pfd = libc::pollfd {
-            fd: self.listener.as_raw_fd(),
+        let pfd = |fd| libc::pollfd {
+            fd,
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: polling one descriptor we own, without waiting.
-        unsafe { libc::poll(&mut pfd, 1, 0) > 0 }
+        let mut fds = [pfd(self.listener.as_raw_fd()), pfd(-1)];
+        if let Some((l, _)) = &self.outside {
+            fds[1] = pfd(l.as_raw_fd());
+        }
+        // SAFETY: polling descriptors we own (a negative one is skipped), without waiting.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, 0) > 0 }
     }
 
     /// The address the listener is bound to.
     pub fn addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The address processes of other jobs connect to: the second listener's when there is
+    /// one, else the first's.
+    pub fn outside_addr(&self) -> SocketAddr {
+        self.outside.as_ref().map_or(self.local, |o| o.1)
+    }
+
+    /// Listen on `bind` too (once), for processes of other jobs on other hosts when the job's
+    /// own listener is on loopback (a job on one host); returns that address. Connections
+    /// there prove the same key as on the first listener.
+    pub fn listen_also(&mut self, bind: Ipv4Addr) -> io::Result<SocketAddr> {
+        if let Some((_, a)) = &self.outside {
+            return Ok(*a);
+        }
+        let (l, a) = listen_on(bind)?;
+        watch_listener(&self.ep, &l)?;
+        self.outside = Some((l, a));
+        Ok(a)
     }
 
     /// How many lanes bulk data to each peer uses: `default`, unless a rule names the peer
@@ -850,7 +881,23 @@ impl Tcp {
         let Some(mut keys) = self.keys.take() else {
             return;
         };
-        while let Ok((sock, _)) = self.listener.accept() {
+        let mut first = true;
+        loop {
+            let got = if first {
+                self.listener.accept()
+            } else {
+                match &self.outside {
+                    Some((l, _)) => l.accept(),
+                    None => break,
+                }
+            };
+            let Ok((sock, _)) = got else {
+                if first {
+                    first = false;
+                    continue;
+                }
+                break;
+            };
             if self.incoming.len() >= MAX_PENDING || sock.set_nonblocking(true).is_err() {
                 self.reject("too many connections in their handshake");
                 continue;
