@@ -6,10 +6,13 @@
  * checks it is the one asked for; parents and children then add up over the merged
  * intracommunicator and exchange a message over the intercommunicator. A host that is not
  * one of the job's fails with MPI_ERR_SPAWN and its name in the error string, and the job
- * goes on. On one host every name is this host's, and the same checks hold; under the
+ * goes on; so does a program that cannot start on the last rank's host (reported by that
+ * host's proxy under the cluster variants), and a spawn after it works. On one host every name is this host's, and the same checks hold; under the
  * cluster variants the children run on other hosts, started by those hosts' proxies.
  */
 #include "util.h"
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define NAMELEN MPI_MAX_PROCESSOR_NAME
 
@@ -126,6 +129,34 @@ int main(int argc, char **argv)
     CHECK_MSG(strstr(text, "protean-no-such-host") != NULL, "error string '%s'", text);
     if (tu_rank == 0)
         CHECK(errcodes[0] != MPI_SUCCESS && errcodes[1] != MPI_SUCCESS);
+    CHECK_MPI(MPI_Info_free(&info));
+
+    /* A program that cannot start on the last rank's host (another host under the cluster
+       variants: its proxy reports it): an executable file whose interpreter does not exist,
+       which mpirun's checks let through and exec refuses. The spawn fails, not the job, and
+       the next one works. */
+    char bad[64] = "/tmp/protean-spawn-hosts-XXXXXX";
+    if (tu_rank == 0) {
+        int fd = mkstemp(bad);
+        CHECK(fd >= 0);
+        const char *text = "#!/nonexistent/protean-interpreter\n";
+        CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+        CHECK(fchmod(fd, 0755) == 0);
+        CHECK(close(fd) == 0);
+    }
+    CHECK_MPI(MPI_Bcast(bad, sizeof bad, MPI_CHAR, 0, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Info_create(&info));
+    CHECK_MPI(MPI_Info_set(info, "host", names[tu_size - 1]));
+    rc = MPI_Comm_spawn(bad, MPI_ARGV_NULL, 2, info, 0, MPI_COMM_WORLD, &ic, errcodes);
+    if (tu_rank == 0)
+        unlink(bad);
+    CHECK_MPI(MPI_Error_class(rc, &cls));
+    CHECK_MSG(cls == MPI_ERR_SPAWN, "class %s", tu_class_name(cls));
+    CHECK(ic == MPI_COMM_NULL);
+    CHECK_MPI(MPI_Error_string(rc, text, &len));
+    CHECK_MSG(strstr(text, "No such file") != NULL, "error string '%s'", text);
+    strcpy(want[0], names[tu_size - 1]);
+    spawn_on(argv[0], info, 1, want);
     CHECK_MPI(MPI_Info_free(&info));
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     free(names);

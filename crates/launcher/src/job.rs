@@ -130,6 +130,10 @@ struct Job {
     np: usize,
     /// Jobs started by MPI_Comm_spawn so far.
     spawns: usize,
+    /// Spawns that started processes on other hosts, answered once every one of them has
+    /// started (or one failed): (spawn number, PMI client that asked, processes not yet
+    /// started).
+    pending_spawns: Vec<(usize, usize, usize)>,
     /// The first global process id not given to any process of this mpirun yet: where the
     /// next spawned job's ids start, unless its parents ask for a later start
     /// ([`GPID_MIN_KEY`]).
@@ -287,6 +291,7 @@ pub fn run(opts: Options) -> i32 {
         launch_opts: None,
         np: opts.np,
         spawns: 0,
+        pending_spawns: Vec::new(),
         next_gpid: 0,
         nameserver: opts.nameserver.clone(),
     };
@@ -451,7 +456,10 @@ impl Job {
     /// anything starts (program found and executable, `wdir` a directory, hosts this one), and
     /// a fork that fails part way kills what it started: a spawn starts all or nothing.
     /// Err is the reason, for the caller's error string.
-    fn spawn_job(&mut self, commands: &[protean_pmi::SpawnCommand]) -> Result<String, String> {
+    /// Start the processes of a spawn: those of this host now, those of other hosts through
+    /// their proxies. Ok(n): n processes of other hosts are still to start (the answer waits
+    /// for them: see `pending_spawns`).
+    fn spawn_job(&mut self, commands: &[protean_pmi::SpawnCommand]) -> Result<usize, String> {
         let opts = self
             .launch_opts
             .as_ref()
@@ -463,6 +471,26 @@ impl Job {
         let total: usize = plans.iter().map(|p| p.nprocs).sum();
         if total == 0 {
             return Err("a spawn of no processes".into());
+        }
+        let here = match self.hosts.iter().position(|h| launch::is_local_host(h)) {
+            Some(h) => h,
+            None => {
+                self.hosts.push(sys::hostname());
+                self.hosts.len() - 1
+            }
+        };
+        // Where each process goes: round-robin over its command's hosts (all of them checked
+        // before anything starts or is numbered), else here.
+        let mut places = Vec::with_capacity(total);
+        for p in &plans {
+            let hosts = p
+                .hosts
+                .iter()
+                .map(|name| self.spawn_host(name, here))
+                .collect::<Result<Vec<_>, _>>()?;
+            places.extend(
+                (0..p.nprocs).map(|i| hosts.get(i % hosts.len().max(1)).copied().unwrap_or(here)),
+            );
         }
         self.spawns += 1;
         let k = self.spawns;
@@ -479,26 +507,6 @@ impl Job {
             for (key, val) in &c.preput {
                 self.server.kvs_put(&kvsname, key, val);
             }
-        }
-        let here = match self.hosts.iter().position(|h| launch::is_local_host(h)) {
-            Some(h) => h,
-            None => {
-                self.hosts.push(sys::hostname());
-                self.hosts.len() - 1
-            }
-        };
-        // Where each process goes: round-robin over its command's hosts (all of them checked
-        // before anything starts), else here.
-        let mut places = Vec::with_capacity(total);
-        for p in &plans {
-            let hosts = p
-                .hosts
-                .iter()
-                .map(|name| self.spawn_host(name, here))
-                .collect::<Result<Vec<_>, _>>()?;
-            places.extend(
-                (0..p.nprocs).map(|i| hosts.get(i % hosts.len().max(1)).copied().unwrap_or(here)),
-            );
         }
         // Global process ids continue after every process started so far (see the core's
         // bootstrap and dynamic processes), and after the ids the parents ask to keep free:
@@ -653,10 +661,60 @@ impl Job {
             }
             return Err(why);
         }
+        let mut waiting = 0;
         for (h, _, l) in remote {
+            waiting += l.ranks.len();
             self.send_host(h, &ToProxy::Spawn(l));
         }
-        Ok("success".into())
+        Ok(waiting)
+    }
+
+    /// A process of spawn `k` on another host started: answer the spawn once all did.
+    fn spawn_started(&mut self, k: usize) {
+        let Some(i) = self.pending_spawns.iter().position(|p| p.0 == k) else {
+            return;
+        };
+        self.pending_spawns[i].2 -= 1;
+        if self.pending_spawns[i].2 == 0 {
+            let (_, client, _) = self.pending_spawns.swap_remove(i);
+            for (to, resp) in self.server.spawn_result(client, 0, "success") {
+                self.answer(to, resp);
+            }
+        }
+    }
+
+    /// A process of spawn `k` could not start on another host: the spawn fails (not the job).
+    /// Every process of it is ended (those of other hosts by their proxies, which report
+    /// each as exited) and left out of the job's outcome; the parents get the reason.
+    fn spawn_failed(&mut self, k: usize, why: &str) {
+        let Some(i) = self.pending_spawns.iter().position(|p| p.0 == k) else {
+            return;
+        };
+        let (_, client, _) = self.pending_spawns.swap_remove(i);
+        let mut kill: Vec<(usize, Vec<u32>)> = Vec::new();
+        for (g, r) in self.ranks.iter_mut().enumerate() {
+            if r.spawned.map(|s| s.0) != Some(k) {
+                continue;
+            }
+            r.abandoned = true;
+            if r.local {
+                r.pmi = None;
+                if r.status.is_none() && r.pid > 0 {
+                    sys::kill(r.pid, libc::SIGKILL);
+                }
+            } else if r.status.is_none() {
+                match kill.iter_mut().find(|(h, _)| *h == r.host) {
+                    Some((_, v)) => v.push(g as u32),
+                    None => kill.push((r.host, vec![g as u32])),
+                }
+            }
+        }
+        for (h, ranks) in kill {
+            self.send_host(h, &ToProxy::KillRanks(ranks));
+        }
+        for (to, resp) in self.server.spawn_result(client, -1, why) {
+            self.answer(to, resp);
+        }
     }
 
     /// The host a spawn's info key names: one of the job's hosts, here or with a running
@@ -865,15 +923,32 @@ impl Job {
         };
         match m {
             ToMpirun::Started { rank, pid } if rank_ok(self, rank) => {
-                self.ranks[rank as usize].pid = pid as libc::pid_t;
+                let r = &mut self.ranks[rank as usize];
+                r.pid = pid as libc::pid_t;
+                if let Some((k, _)) = r.spawned.filter(|_| !r.abandoned) {
+                    self.spawn_started(k);
+                }
             }
             ToMpirun::StartFailed {
                 rank,
                 code,
                 message,
             } if rank_ok(self, rank) => {
-                let msg = format!("host {}: rank {rank}: {message}", self.hosts[h]);
-                self.fail(code, &msg);
+                let r = &self.ranks[rank as usize];
+                match r.spawned {
+                    Some((k, n)) if self.pending_spawns.iter().any(|p| p.0 == k) => {
+                        let why = format!(
+                            "host {}: process {n} of the spawned job: {message}",
+                            self.hosts[h]
+                        );
+                        self.spawn_failed(k, &why);
+                    }
+                    Some(_) if r.abandoned => {}
+                    _ => {
+                        let msg = format!("host {}: rank {rank}: {message}", self.hosts[h]);
+                        self.fail(code, &msg);
+                    }
+                }
             }
             ToMpirun::Pmi { rank, text } if rank_ok(self, rank) => {
                 let text = String::from_utf8_lossy(&text).into_owned();
@@ -907,7 +982,7 @@ impl Job {
                 for r in 0..self.ranks.len() {
                     if self.ranks[r].host == h && self.ranks[r].status.is_none() {
                         self.ranks[r].status = Some(ExitStatus::Signaled(libc::SIGKILL));
-                        if self.failure.is_none() {
+                        if self.failure.is_none() && !self.ranks[r].abandoned {
                             let msg = format!(
                                 "host {}: its proxy ended without rank {r}; terminating the job",
                                 self.hosts[h]
@@ -1369,7 +1444,11 @@ impl Job {
                 }
                 Event::Spawn { client, commands } => {
                     let (rc, msg) = match self.spawn_job(&commands) {
-                        Ok(kvs) => (0, kvs),
+                        Ok(0) => (0, "success".to_string()),
+                        Ok(waiting) => {
+                            self.pending_spawns.push((self.spawns, client, waiting));
+                            continue;
+                        }
                         Err(why) => (-1, why),
                     };
                     for (to, resp) in self.server.spawn_result(client, rc, &msg) {

@@ -57,6 +57,9 @@ pub enum ToProxy {
     Terminate,
     /// SIGKILL every rank now.
     Kill,
+    /// SIGKILL these ranks (the processes of a spawn that failed on another host); each one
+    /// this proxy does not run (never started, or gone) is reported exited at once.
+    KillRanks(Vec<u32>),
 }
 
 /// proxy -> mpirun.
@@ -241,6 +244,12 @@ impl ToProxy {
             ToProxy::Kill => {
                 w.u8(6);
             }
+            ToProxy::KillRanks(ranks) => {
+                w.u8(8).u32(ranks.len() as u32);
+                for &r in ranks {
+                    w.u32(r);
+                }
+            }
         }
         w.0
     }
@@ -258,6 +267,17 @@ impl ToProxy {
             4 => ToProxy::Signal(r.i32()?),
             5 => ToProxy::Terminate,
             6 => ToProxy::Kill,
+            8 => {
+                let n = r.u32()? as usize;
+                // Each rank takes 4 bytes: a count the message cannot hold is malformed.
+                if n > b.len() / 4 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "a kill list longer than its message",
+                    ));
+                }
+                ToProxy::KillRanks((0..n).map(|_| r.u32()).collect::<io::Result<_>>()?)
+            }
             t => return Err(bad_tag(t)),
         };
         r.end()?;
@@ -374,6 +394,8 @@ mod tests {
             ToProxy::Signal(10),
             ToProxy::Terminate,
             ToProxy::Kill,
+            ToProxy::KillRanks(vec![7, 9]),
+            ToProxy::KillRanks(Vec::new()),
         ] {
             assert_eq!(ToProxy::decode(&m.encode()).unwrap(), m);
         }

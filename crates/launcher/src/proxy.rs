@@ -479,6 +479,21 @@ impl Proxy {
             ToProxy::Terminate | ToProxy::Kill if !self.launched => self.launched = true,
             ToProxy::Terminate => self.terminate(),
             ToProxy::Kill => self.kill_now(),
+            ToProxy::KillRanks(ranks) => {
+                for g in ranks {
+                    match self.ranks.iter().find(|r| r.global == g) {
+                        Some(r) if !r.reaped && r.pid > 0 => {
+                            sys::kill(r.pid, libc::SIGKILL);
+                        }
+                        Some(_) => {}
+                        None => self.send(&ToMpirun::Exited {
+                            rank: g,
+                            code: 0,
+                            signal: libc::SIGKILL,
+                        }),
+                    }
+                }
+            }
         }
     }
 
