@@ -783,7 +783,7 @@ const UNIFORM: u64 = 1 << 63;
 /// (then words 1 + 2j and 2 + 2j hold block j's length and address there) ...
 const DIRECT: u64 = u64::MAX;
 /// ... or from the root's area, where the blocks lie one after another (word 2 + 2j: block
-/// j's offset). Otherwise word 0 holds the number of generations and word 1 + 2j block j's
+/// j's offset). Otherwise word 0 holds the number of generations and word 1 + j block j's
 /// length, and block j lies in member j's areas.
 const PACKED: u64 = u64::MAX - 1;
 
@@ -985,7 +985,7 @@ unsafe fn rooted(
             head.write(gens as u64);
             if !gather {
                 for (j, b) in r.many.iter().enumerate() {
-                    head.add(1 + 2 * j).write(b.bytes() as u64);
+                    head.add(1 + j).write(b.bytes() as u64);
                 }
             }
             for k in 0..gens {
@@ -1062,8 +1062,10 @@ unsafe fn rooted(
             };
             let theirs = if gather {
                 mine
-            } else {
+            } else if first == DIRECT || first == PACKED {
                 head.add(1 + 2 * me).read() as usize
+            } else {
+                head.add(1 + me).read() as usize
             };
             if !gather && theirs > mine {
                 failure = Some(crate::mpi_error!(
