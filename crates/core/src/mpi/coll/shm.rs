@@ -108,7 +108,7 @@ impl ShmComm {
 /// host's region, and all agree whether every member mapped one (else none is used).
 fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
     let (cached, n, local, me, jobid, gpid, serial, (depth, single)) = with(|e| -> Result<_> {
-        let depth = (e.cfg.coll_shm_depth as usize, e.cfg.shm_single_copy);
+        let settings = (e.cfg.coll_shm_depth as usize, e.cfg.shm_single_copy);
         if let Some(s) = &e.live_comm(comm)?.coll.shm.0 {
             return Ok((
                 Some(s.clone()),
@@ -118,7 +118,7 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
                 String::new(),
                 Gpid::NONE,
                 0,
-                depth,
+                settings,
             ));
         }
         let views = e.coll_views(comm)?;
@@ -134,7 +134,7 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
             e.jobid.clone(),
             Gpid::new(e.rank),
             e.coll.shm_serial,
-            depth,
+            settings,
         ))
     })??;
     if let Some(s) = cached {
@@ -841,8 +841,9 @@ pub const V_BYTES: usize = 0;
 /// not wait for the root's word: it takes one generation, and so does the root whenever any
 /// member sent that little (the type signatures agree, so then every block fits; if they do
 /// not, the root reports the truncation). Scatter: small blocks that fit one area together go
-/// into the root's area ([`UNIFORM`], or [`PACKED`] for the v form); large ones the members read from the root's buffer where
-/// the region allows direct reads ([`DIRECT`]); otherwise the root packs block j, an area per
+/// into the root's area ([`UNIFORM`], or [`PACKED`] for the v form); large ones the members
+/// read from the root's buffer where the region allows direct reads ([`DIRECT`]); otherwise
+/// the root packs block j, an area per
 /// generation, into member j's area (the root writes the others' areas here: every area of a
 /// ring position is free once all are done with the generation that used it last, see
 /// `NodeRegion::wait_free`) and each member unpacks its own. The root's own block is copied
