@@ -97,6 +97,16 @@ struct Teardown {
     killed_at: Option<Instant>,
 }
 
+/// A spawn waiting for its processes on other hosts to start.
+struct PendingSpawn {
+    /// The spawn's number (`Rank::spawned`).
+    k: usize,
+    /// The PMI client that asked for it.
+    client: usize,
+    /// Its processes not started yet.
+    waiting: usize,
+}
+
 struct Job {
     jobid: String,
     /// Host names, for messages (one entry, this machine's name, for a local job).
@@ -131,9 +141,8 @@ struct Job {
     /// Jobs started by MPI_Comm_spawn so far.
     spawns: usize,
     /// Spawns that started processes on other hosts, answered once every one of them has
-    /// started (or one failed): (spawn number, PMI client that asked, processes not yet
-    /// started).
-    pending_spawns: Vec<(usize, usize, usize)>,
+    /// started (or one failed).
+    pending_spawns: Vec<PendingSpawn>,
     /// The first global process id not given to any process of this mpirun yet: where the
     /// next spawned job's ids start, unless its parents ask for a later start
     /// ([`GPID_MIN_KEY`]).
@@ -671,12 +680,12 @@ impl Job {
 
     /// A process of spawn `k` on another host started: answer the spawn once all did.
     fn spawn_started(&mut self, k: usize) {
-        let Some(i) = self.pending_spawns.iter().position(|p| p.0 == k) else {
+        let Some(i) = self.pending_spawns.iter().position(|p| p.k == k) else {
             return;
         };
-        self.pending_spawns[i].2 -= 1;
-        if self.pending_spawns[i].2 == 0 {
-            let (_, client, _) = self.pending_spawns.swap_remove(i);
+        self.pending_spawns[i].waiting -= 1;
+        if self.pending_spawns[i].waiting == 0 {
+            let client = self.pending_spawns.swap_remove(i).client;
             for (to, resp) in self.server.spawn_result(client, 0, "success") {
                 self.answer(to, resp);
             }
@@ -687,10 +696,10 @@ impl Job {
     /// Every process of it is ended (those of other hosts by their proxies, which report
     /// each as exited) and left out of the job's outcome; the parents get the reason.
     fn spawn_failed(&mut self, k: usize, why: &str) {
-        let Some(i) = self.pending_spawns.iter().position(|p| p.0 == k) else {
+        let Some(i) = self.pending_spawns.iter().position(|p| p.k == k) else {
             return;
         };
-        let (_, client, _) = self.pending_spawns.swap_remove(i);
+        let client = self.pending_spawns.swap_remove(i).client;
         let mut kill: Vec<(usize, Vec<u32>)> = Vec::new();
         for (g, r) in self.ranks.iter_mut().enumerate() {
             if r.spawned.map(|s| s.0) != Some(k) {
@@ -936,7 +945,7 @@ impl Job {
             } if rank_ok(self, rank) => {
                 let r = &self.ranks[rank as usize];
                 match r.spawned {
-                    Some((k, n)) if self.pending_spawns.iter().any(|p| p.0 == k) => {
+                    Some((k, n)) if self.pending_spawns.iter().any(|p| p.k == k) => {
                         let why = format!(
                             "host {}: process {n} of the spawned job: {message}",
                             self.hosts[h]
@@ -1446,7 +1455,11 @@ impl Job {
                     let (rc, msg) = match self.spawn_job(&commands) {
                         Ok(0) => (0, "success".to_string()),
                         Ok(waiting) => {
-                            self.pending_spawns.push((self.spawns, client, waiting));
+                            self.pending_spawns.push(PendingSpawn {
+                                k: self.spawns,
+                                client,
+                                waiting,
+                            });
                             continue;
                         }
                         Err(why) => (-1, why),

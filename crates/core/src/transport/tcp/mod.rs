@@ -875,45 +875,40 @@ impl Tcp {
         self.connect(peer)
     }
 
+    /// A connection just accepted starts its handshake, unless too many are under way.
+    fn take_incoming(&mut self, sock: Socket) {
+        if self.incoming.len() >= MAX_PENDING || sock.set_nonblocking(true).is_err() {
+            self.reject("too many connections in their handshake");
+            return;
+        }
+        self.incoming.push(Incoming {
+            sock,
+            stage: Stage::Hello,
+            hello: [0; HELLO_LEN],
+            challenge: [0; CHALLENGE_LEN],
+            proof: [0; PROOF_LEN],
+            got: 0,
+            peer: Gpid::new(0),
+            lane: 0,
+            key: [0; 32],
+            since: std::time::Instant::now(),
+        });
+    }
+
     /// Take new connections and advance the handshakes of incoming ones; a connection whose
     /// connector proved the key joins the others. Nothing is read before the key is known.
     fn accept_all(&mut self) {
         let Some(mut keys) = self.keys.take() else {
             return;
         };
-        let mut first = true;
-        loop {
-            let got = if first {
-                self.listener.accept()
-            } else {
-                match &self.outside {
-                    Some((l, _)) => l.accept(),
-                    None => break,
-                }
-            };
-            let Ok((sock, _)) = got else {
-                if first {
-                    first = false;
-                    continue;
-                }
-                break;
-            };
-            if self.incoming.len() >= MAX_PENDING || sock.set_nonblocking(true).is_err() {
-                self.reject("too many connections in their handshake");
-                continue;
+        // The job's listener, then the one for other hosts (if any), each until it is empty.
+        for outside in [false, true] {
+            while let Some(Ok((sock, _))) = match (outside, &self.outside) {
+                (false, _) => Some(self.listener.accept()),
+                (true, o) => o.as_ref().map(|(l, _)| l.accept()),
+            } {
+                self.take_incoming(sock);
             }
-            self.incoming.push(Incoming {
-                sock,
-                stage: Stage::Hello,
-                hello: [0; HELLO_LEN],
-                challenge: [0; CHALLENGE_LEN],
-                proof: [0; PROOF_LEN],
-                got: 0,
-                peer: Gpid::new(0),
-                lane: 0,
-                key: [0; 32],
-                since: std::time::Instant::now(),
-            });
         }
         let mut i = 0;
         while i < self.incoming.len() {
