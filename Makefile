@@ -2,7 +2,8 @@
 #
 #   make                      build the install tree under build/
 #   make install PREFIX=DIR   install the same tree under DIR
-#   make demo                 compile examples/ with our mpicc and run one on 4 ranks
+#   make demo                 compile examples/ with our mpicc, run the ring on 4 ranks and the
+#                             fractal (a master spawning 3 workers; build/examples/fractal.png)
 #   make check                every test: Rust unit tests, ABI and wrapper checks, C programs
 #                             under mpirun (every transport and protocol), real clients, jobs
 #                             across an emulated cluster (ssh, Slurm, Hydra; a chosen subset of
@@ -83,6 +84,8 @@ demo: build
 	@mkdir -p $(BUILD)/examples
 	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/ring examples/ring.c
 	$(BUILD)/bin/mpirun -n 4 $(BUILD)/examples/ring
+	$(BUILD)/bin/mpicc -O2 -o $(BUILD)/examples/fractal examples/fractal.c -lm
+	$(BUILD)/bin/mpirun -n 1 $(BUILD)/examples/fractal -w 3 -o $(BUILD)/examples/fractal.png
 
 check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check security-check channels-check ctest clients cluster-check
 	@echo "make check: every suite passed"

@@ -147,8 +147,18 @@ struct Job {
     /// next spawned job's ids start, unless its parents ask for a later start
     /// ([`GPID_MIN_KEY`]).
     next_gpid: usize,
+    /// The spawned jobs whose processes have not all ended.
+    spawned: Vec<Spawned>,
     /// The standalone name server the processes' name-service requests go to (`--nameserver`).
     nameserver: Option<protean_pmi::names::Address>,
+}
+
+/// A job started by a spawn, until every process of it ended.
+struct Spawned {
+    /// Its first process in [`Job::ranks`] (the PMI server's number for it).
+    first: usize,
+    /// How many processes it has.
+    size: usize,
 }
 
 /// The pre-put key in which a spawning root names the first global process id its children
@@ -302,6 +312,7 @@ pub fn run(opts: Options) -> i32 {
         spawns: 0,
         pending_spawns: Vec::new(),
         next_gpid: 0,
+        spawned: Vec::new(),
         nameserver: opts.nameserver.clone(),
     };
     let remote: Vec<usize> = (0..job.hosts.len())
@@ -477,6 +488,7 @@ impl Job {
         for c in commands {
             plans.push(spawn::plan(c, &opts.env)?);
         }
+        self.retire_ended_spawns();
         let total: usize = plans.iter().map(|p| p.nprocs).sum();
         if total == 0 {
             return Err("a spawn of no processes".into());
@@ -528,6 +540,7 @@ impl Job {
             .unwrap_or(0);
         let base = self.next_gpid.max(self.np).max(min);
         self.next_gpid = base + total;
+        self.spawned.push(Spawned { first, size: total });
         // The hosts of the whole universe (every process so far and these): beyond one, the
         // children's listeners must be reachable from the others (the core's bootstrap).
         let mut universe: Vec<usize> = self
@@ -676,6 +689,46 @@ impl Job {
             self.send_host(h, &ToProxy::Spawn(l));
         }
         Ok(waiting)
+    }
+
+    /// The spawned jobs whose processes all ended give back their state in the PMI server
+    /// (their space, the cards they put in their parents') and their buffers; the last ones
+    /// give back their places in `ranks` too. Spawning and disconnecting in a loop then
+    /// keeps mpirun's memory and store from growing. (Their global ids are not reused: see
+    /// docs/architecture.md.)
+    fn retire_ended_spawns(&mut self) {
+        let ranks = &mut self.ranks;
+        let server = &mut self.server;
+        let by_pid = &mut self.by_pid;
+        self.spawned.retain(|s| {
+            let n = s.size;
+            let ended =
+                (s.first..s.first + n).all(|i| ranks.get(i).is_none_or(|r| r.status.is_some()));
+            if ended {
+                server.retire_group(s.first);
+                for (i, r) in ranks.iter_mut().enumerate().skip(s.first).take(n) {
+                    r.framer = Framer::default();
+                    r.outq = Vec::new();
+                    if by_pid.get(&r.pid) == Some(&i) {
+                        by_pid.remove(&r.pid);
+                    }
+                }
+            }
+            !ended
+        });
+        // The last ones, ended and started here, give their places in `ranks` (and their PMI
+        // numbers) back when no output of theirs is still to be read.
+        while let Some(first) = self.server.last_group_first() {
+            let busy = self.ranks[first..]
+                .iter()
+                .any(|r| !r.local || r.status.is_none())
+                || self.outputs.iter().any(|o| o.rank >= first)
+                || self.spawned.iter().any(|s| s.first >= first);
+            if busy || self.server.drop_last_group() != Some(first) {
+                break;
+            }
+            self.ranks.truncate(first);
+        }
     }
 
     /// A process of spawn `k` on another host started: answer the spawn once all did.

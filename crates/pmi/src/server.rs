@@ -135,6 +135,9 @@ pub struct Server {
     /// The published names (MPI_Publish_name), unless they are forwarded.
     names: NameTable,
     forward_names: bool,
+    /// Keys a client of a spawned job put into another job's space (its card, for its
+    /// parents), removed with the job ([`Server::retire_group`]).
+    put_elsewhere: BTreeMap<usize, Vec<(String, String)>>,
 }
 
 /// Service names and their ports (MPI_Publish_name / MPI_Lookup_name / MPI_Unpublish_name),
@@ -281,6 +284,8 @@ struct Group {
     kvsname: String,
     appnums: Vec<i32>,
     barrier: BTreeSet<usize>,
+    /// Every process of it ended ([`Server::retire_group`]).
+    retired: bool,
 }
 
 impl Server {
@@ -304,6 +309,7 @@ impl Server {
             groups: Vec::new(),
             names: NameTable::default(),
             forward_names: false,
+            put_elsewhere: BTreeMap::new(),
         };
         s.kvs_put(
             kvsname,
@@ -383,8 +389,61 @@ impl Server {
             kvsname: kvsname.to_string(),
             appnums,
             barrier: BTreeSet::new(),
+            retired: false,
         });
         first
+    }
+
+    /// A job started by a spawn ended (every process of it exited): its space, the keys its
+    /// processes put elsewhere and their states go, so that spawning in a loop leaves the
+    /// store and the server's memory where they were. The numbers of its clients stay taken.
+    /// `first`: the number [`Server::add_group`] returned for it.
+    pub fn retire_group(&mut self, first: usize) {
+        let Some(g) = self
+            .groups
+            .iter_mut()
+            .find(|g| g.first == first && !g.retired)
+        else {
+            return;
+        };
+        g.retired = true;
+        let range = g.first..g.first + g.size;
+        let kvsname = std::mem::take(&mut g.kvsname);
+        g.appnums = Vec::new();
+        g.barrier = BTreeSet::new();
+        if let Some(space) = self.kvs.remove(&kvsname) {
+            self.store_bytes -= space.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        }
+        for c in range {
+            self.clients.remove(&c);
+            self.spawning.remove(&c);
+            for (space, key) in self.put_elsewhere.remove(&c).unwrap_or_default() {
+                if let Some(v) = self.kvs.get_mut(&space).and_then(|s| s.remove(&key)) {
+                    self.store_bytes -= key.len() + v.len();
+                }
+            }
+        }
+    }
+
+    /// The first client of the last spawned job, if it is retired.
+    pub fn last_group_first(&self) -> Option<usize> {
+        self.groups.last().filter(|g| g.retired).map(|g| g.first)
+    }
+
+    /// The last spawned job, retired ([`Server::retire_group`]), gives its clients' numbers
+    /// back: the next [`Server::add_group`] starts at its first. Its first, or None when
+    /// the last job is the first one or has not been retired.
+    pub fn drop_last_group(&mut self) -> Option<usize> {
+        let g = self.groups.last().filter(|g| g.retired)?;
+        let first = g.first;
+        self.groups.pop();
+        Some(first)
+    }
+
+    /// The KVS space of the job `client` belongs to.
+    fn own_kvsname(&self, client: usize) -> &str {
+        self.group_of(client)
+            .map_or(self.kvsname.as_str(), |g| self.groups[g].kvsname.as_str())
     }
 
     /// The spawned job `client` belongs to (None: the first job).
@@ -631,6 +690,12 @@ impl Server {
                         self.limits.store_max
                     );
                     return self.limit_exceeded(client, limit, refuse("store_full"));
+                }
+                if kvsname != self.own_kvsname(client) && self.group_of(client).is_some() {
+                    let keys = self.put_elsewhere.entry(client).or_default();
+                    if !keys.iter().any(|(s, k)| *s == kvsname && *k == key) {
+                        keys.push((kvsname.clone(), key.clone()));
+                    }
                 }
                 self.kvs_put(&kvsname, &key, &value);
                 one(Response::PutResult {
@@ -1005,6 +1070,62 @@ mod tests {
             s.poll_event(),
             Some(Event::LimitExceeded { client: 0, .. })
         ));
+    }
+
+    #[test]
+    fn a_retired_spawned_job_leaves_the_store_as_it_was() {
+        let mut s = Server::new(1, "k", 0, 8);
+        one(&mut s, 0, "cmd=put kvsname=k key=mine value=1\n");
+        let before = s.store_bytes();
+        for round in 0..3 {
+            let first = s.add_group("k_s", vec![0, 0]);
+            assert_eq!(first, 1 + 2 * round);
+            s.kvs_put("k_s", "parent", "p");
+            // Each child puts its card into its own space and into the parents'.
+            for c in first..first + 2 {
+                one(
+                    &mut s,
+                    c,
+                    &format!("cmd=put kvsname=k_s key=own{c} value=x\n"),
+                );
+                one(
+                    &mut s,
+                    c,
+                    &format!("cmd=put kvsname=k key=card{c} value=yy\n"),
+                );
+                one(
+                    &mut s,
+                    c,
+                    &format!("cmd=put kvsname=k key=card{c} value=zz\n"),
+                );
+            }
+            assert!(s.store_bytes() > before);
+            s.retire_group(first);
+            assert_eq!(s.store_bytes(), before, "round {round}");
+            assert_eq!(s.kvs_get("k", "mine"), Some("1"));
+            assert_eq!(s.kvs_get("k", &format!("card{first}")), None);
+            assert_eq!(s.kvs_get("k_s", "parent"), None);
+        }
+        // Retiring an unknown or already retired job changes nothing.
+        s.retire_group(1);
+        s.retire_group(99);
+        assert_eq!(s.store_bytes(), before);
+        // The retired jobs at the end give their numbers back, the first job's stay.
+        let first = s.add_group("k_s4", vec![0]);
+        assert_eq!(first, 7);
+        assert_eq!(s.drop_last_group(), None, "not retired yet");
+        s.retire_group(first);
+        assert_eq!(s.drop_last_group(), Some(7));
+        assert_eq!(s.drop_last_group(), Some(5));
+        assert_eq!(s.drop_last_group(), Some(3));
+        assert_eq!(s.drop_last_group(), Some(1));
+        assert_eq!(s.drop_last_group(), None);
+        assert_eq!(s.clients(), 1);
+        assert_eq!(s.add_group("k_s5", vec![0]), 1);
+        assert_eq!(
+            one(&mut s, 1, "cmd=get_my_kvsname\n"),
+            "cmd=my_kvsname kvsname=k_s5\n"
+        );
     }
 
     #[test]

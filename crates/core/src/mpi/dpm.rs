@@ -362,23 +362,30 @@ impl Engine {
             if u || own.contains(&gp) || self.net.route(gp) == Route::Unreachable {
                 continue;
             }
-            self.chan.remove_candidate(gp);
-            self.net.drop_peer(gp);
-            self.pml.drop_peer(gp);
-            if !self.hosts[g].is_empty() {
-                self.hosts[g].clear();
-            }
-            if self.node_procs > 1 && self.dyn_nodes.get(g).copied() == Some(true) {
-                self.node_procs -= 1;
-            }
-            if let Some(n) = self.dyn_nodes.get_mut(g) {
-                *n = false;
-            }
+            self.forget_peer(gp);
         }
         let net = &self.net;
         self.foreign.retain(|f| {
             (0..f.theirs.len()).any(|i| net.route(f.alias.offset(i as u32)) != Route::Unreachable)
         });
+    }
+
+    /// Process `g` of another job leaves the table: segment unmapped, connections closed,
+    /// protocol state and host forgotten, unreachable until a process with its number joins.
+    fn forget_peer(&mut self, gp: Gpid) {
+        let g = gp.idx();
+        self.chan.remove_candidate(gp);
+        self.net.drop_peer(gp);
+        self.pml.drop_peer(gp);
+        if !self.hosts[g].is_empty() {
+            self.hosts[g].clear();
+        }
+        if self.node_procs > 1 && self.dyn_nodes.get(g).copied() == Some(true) {
+            self.node_procs -= 1;
+        }
+        if let Some(n) = self.dyn_nodes.get_mut(g) {
+            *n = false;
+        }
     }
 
     fn pmi_mut(&mut self) -> Result<&mut protean_pmi::PmiClient> {
@@ -388,16 +395,35 @@ impl Engine {
     }
 }
 
+/// The key of the parents' space under which their root lets the children of its spawn
+/// `tag` go, with the tag as the value: one key per root, rewritten by each of its spawns,
+/// so that spawning in a loop does not grow the space.
+fn go_key(tag: &str) -> String {
+    let root = tag.split_once('x').map_or(tag, |(me, _)| me);
+    format!("dpm-{root}-go")
+}
+
 /// Polls the process manager's key `key` of space `kvs` until it is there, keeping our
 /// progress going meanwhile.
 fn wait_key(kvs: &str, key: &str) -> Result<String> {
+    wait_for(kvs, key, |_| true)
+}
+
+/// Polls the process manager's key `key` of space `kvs` until it has the value `want`.
+fn wait_value(kvs: &str, key: &str, want: &str) -> Result<()> {
+    wait_for(kvs, key, |v| v == want).map(drop)
+}
+
+/// Polls key `key` of space `kvs` until it has a value that `accept` takes, keeping our
+/// progress going meanwhile.
+fn wait_for(kvs: &str, key: &str, accept: impl Fn(&str) -> bool) -> Result<String> {
     let mut pause = std::time::Duration::from_micros(50);
     loop {
         let v = with(|e| -> Result<Option<String>> {
             e.progress();
             e.pmi_mut()?.get_from(kvs, key).map_err(pmi_err)
         })??;
-        if let Some(v) = v {
+        if let Some(v) = v.filter(|v| accept(v)) {
             return Ok(v);
         }
         global::idle();
@@ -502,7 +528,7 @@ pub fn spawn(comm: CommId, root: i32, commands: &[Command]) -> Result<(CommId, u
         with(|e| -> Result<()> {
             let kvs = e.pmi_mut()?.kvsname().to_string();
             e.pmi_mut()?
-                .put_to(&kvs, &format!("dpm-{tag}-go"), "1")
+                .put_to(&kvs, &go_key(&tag), &tag)
                 .map_err(pmi_err)
         })??;
     }
@@ -649,7 +675,7 @@ pub fn join_parent() -> Result<()> {
         let w = e.live_comm(crate::mpi::comm::COMM_WORLD)?;
         Ok((w.group.clone(), w.errhandler))
     })??;
-    wait_key(&kvs, &format!("dpm-{tag}-go"))?;
+    wait_value(&kvs, &go_key(&tag), &tag)?;
     let remote: Vec<Gpid> = parents.iter().map(|r| r.gpid).collect();
     let spec = with(|e| {
         e.op_intercomm_from_groups(

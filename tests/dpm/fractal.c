@@ -1,0 +1,1 @@
+../../examples/fractal.c
