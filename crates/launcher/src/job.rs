@@ -143,11 +143,9 @@ struct Job {
     /// Spawns that started processes on other hosts, answered once every one of them has
     /// started (or one failed).
     pending_spawns: Vec<PendingSpawn>,
-    /// The first global process id not given to any process of this mpirun yet: where the
-    /// next spawned job's ids start, unless its parents ask for a later start
-    /// ([`GPID_MIN_KEY`]).
-    next_gpid: usize,
-    /// The spawned jobs whose processes have not all ended.
+    /// The spawned jobs whose processes have not all ended, with the global process ids they
+    /// hold. The next spawned job's ids start at the lowest free ones, no lower than its
+    /// parents ask ([`GPID_MIN_KEY`]).
     spawned: Vec<Spawned>,
     /// The standalone name server the processes' name-service requests go to (`--nameserver`).
     nameserver: Option<protean_pmi::names::Address>,
@@ -157,8 +155,8 @@ struct Job {
 struct Spawned {
     /// Its first process in [`Job::ranks`] (the PMI server's number for it).
     first: usize,
-    /// How many processes it has.
-    size: usize,
+    /// Its global process ids.
+    gpids: std::ops::Range<usize>,
 }
 
 /// The pre-put key in which a spawning root names the first global process id its children
@@ -311,7 +309,6 @@ pub fn run(opts: Options) -> i32 {
         np: opts.np,
         spawns: 0,
         pending_spawns: Vec::new(),
-        next_gpid: 0,
         spawned: Vec::new(),
         nameserver: opts.nameserver.clone(),
     };
@@ -538,9 +535,11 @@ impl Job {
             .and_then(|c| c.preput.iter().find(|(k, _)| k == GPID_MIN_KEY))
             .and_then(|(_, v)| v.parse::<usize>().ok())
             .unwrap_or(0);
-        let base = self.next_gpid.max(self.np).max(min);
-        self.next_gpid = base + total;
-        self.spawned.push(Spawned { first, size: total });
+        let base = self.free_gpids(self.np.max(min), total);
+        self.spawned.push(Spawned {
+            first,
+            gpids: base..base + total,
+        });
         // The hosts of the whole universe (every process so far and these): beyond one, the
         // children's listeners must be reachable from the others (the core's bootstrap).
         let mut universe: Vec<usize> = self
@@ -691,17 +690,17 @@ impl Job {
         Ok(waiting)
     }
 
-    /// The spawned jobs whose processes all ended give back their state in the PMI server
-    /// (their space, the cards they put in their parents') and their buffers; the last ones
-    /// give back their places in `ranks` too. Spawning and disconnecting in a loop then
-    /// keeps mpirun's memory and store from growing. (Their global ids are not reused: see
-    /// docs/architecture.md.)
+    /// The spawned jobs whose processes all ended give back their global ids (for the next
+    /// spawns), their state in the PMI server (their space, the cards they put in their
+    /// parents') and their buffers; the last ones give back their places in `ranks` too.
+    /// Spawning and disconnecting in a loop then grows neither mpirun nor the processes'
+    /// tables indexed by global id.
     fn retire_ended_spawns(&mut self) {
         let ranks = &mut self.ranks;
         let server = &mut self.server;
         let by_pid = &mut self.by_pid;
         self.spawned.retain(|s| {
-            let n = s.size;
+            let n = s.gpids.len();
             let ended =
                 (s.first..s.first + n).all(|i| ranks.get(i).is_none_or(|r| r.status.is_some()));
             if ended {
@@ -729,6 +728,22 @@ impl Job {
             }
             self.ranks.truncate(first);
         }
+    }
+
+    /// The lowest `n` consecutive global ids from `lo` on that no unended spawned job holds
+    /// (`lo` is at least the first job's size).
+    fn free_gpids(&self, lo: usize, n: usize) -> usize {
+        let mut held: Vec<&std::ops::Range<usize>> =
+            self.spawned.iter().map(|s| &s.gpids).collect();
+        held.sort_by_key(|r| r.start);
+        let mut base = lo;
+        for r in held {
+            if r.start >= base + n {
+                break;
+            }
+            base = base.max(r.end);
+        }
+        base
     }
 
     /// A process of spawn `k` on another host started: answer the spawn once all did.

@@ -270,6 +270,13 @@ impl Engine {
             if g == self.me {
                 continue;
             }
+            // mpirun numbers a spawned job from the lowest ids no running process holds, so a
+            // number we still know can come back on a new process when the old one ended
+            // without our disconnecting from it (a communicator freed, not disconnected): the
+            // old one's state goes first.
+            if self.net.route(g) != Route::Unreachable && self.replaced(r) {
+                self.forget_peer(g);
+            }
             if self.foreign.iter().any(|f| f.holds(g)) {
                 return Err(spawn_err(format!(
                     "process {g} of the other job has the number this process gave to a process \
@@ -315,10 +322,16 @@ impl Engine {
         // the oversubscription (collective algorithms, waiting) count them, as the other job
         // does ours, so that both sides of a communicator choose alike.
         let node = crate::runtime::bootstrap::machine_id();
+        if self.dyn_pids.len() < routes.len() {
+            self.dyn_pids.resize(routes.len(), 0);
+        }
         for r in peers {
             let g = r.gpid.idx();
             let new = self.hosts[g].is_empty();
             self.hosts[g] = r.card.host.clone();
+            if !(self.base..self.base.offset(self.size)).contains(&r.gpid) {
+                self.dyn_pids[g] = r.card.pid;
+            }
             if new && r.card.node == node && r.gpid != self.me {
                 self.node_procs += 1;
                 if self.dyn_nodes.len() <= g {
@@ -370,6 +383,21 @@ impl Engine {
         });
     }
 
+    /// Does `r` stand for a process we know, under its number? False for a number not in
+    /// the table, and for one whose process was replaced (see [`Engine::replaced`]).
+    pub(crate) fn knows(&self, r: &Remote) -> bool {
+        self.net.route(r.gpid) != Route::Unreachable && !self.replaced(r)
+    }
+
+    /// Is `r` a new process under the number of another job's process we knew (another pid
+    /// or host)? mpirun gives the numbers of ended processes to new ones.
+    fn replaced(&self, r: &Remote) -> bool {
+        let g = r.gpid.idx();
+        let known = self.dyn_pids.get(g).copied().unwrap_or(0);
+        known != 0
+            && (known != r.card.pid || self.hosts.get(g).map(String::as_str) != Some(&r.card.host))
+    }
+
     /// Process `g` of another job leaves the table: segment unmapped, connections closed,
     /// protocol state and host forgotten, unreachable until a process with its number joins.
     fn forget_peer(&mut self, gp: Gpid) {
@@ -385,6 +413,9 @@ impl Engine {
         }
         if let Some(n) = self.dyn_nodes.get_mut(g) {
             *n = false;
+        }
+        if let Some(p) = self.dyn_pids.get_mut(g) {
+            *p = 0;
         }
     }
 

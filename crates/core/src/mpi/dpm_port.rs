@@ -84,7 +84,7 @@ use crate::mpi::cm;
 use crate::mpi::dpm::{parse_peer, peer_entry, Caller, Foreign};
 use crate::mpi::global::{self, with};
 use crate::runtime::bootstrap::{hex, unhex};
-use crate::transport::{Gpid, Route};
+use crate::transport::Gpid;
 
 const PREFIX: &str = "protean-port:";
 const MAGIC: &[u8; 4] = b"PPT1";
@@ -698,16 +698,13 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
     // 3. Everyone adds the other group; the roots tell each other when their group is done,
     // and then their groups, so that nobody connects to a process that does not know it yet.
     // Processes already in our table (our own job's, or a job we spawned or were spawned
-    // by) keep their routes and connections.
+    // by) keep their routes and connections; a new process under a number we knew replaces
+    // the old one's state.
     let added = with(|e| {
         if let Some((key, me_there, pair, _)) = foreign.clone() {
             return e.add_foreign(&remote, key, me_there, pair);
         }
-        let new: Vec<_> = remote
-            .iter()
-            .filter(|r| e.net.route(r.gpid) == Route::Unreachable)
-            .cloned()
-            .collect();
+        let new: Vec<_> = remote.iter().filter(|r| !e.knows(r)).cloned().collect();
         e.add_peers(&new)
     })
     .and_then(|r| r);

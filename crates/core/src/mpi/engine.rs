@@ -78,6 +78,10 @@ pub struct Engine {
     pub spawns: u32,
     /// Processes of other jobs counted in `node_procs` (on this machine), by gpid.
     pub dyn_nodes: Vec<bool>,
+    /// Processes of other jobs in the table, by gpid: their pids (0: none, or of our own
+    /// job). Another pid or host under a number still in the table means mpirun gave the
+    /// number of an ended process to a new one (`Engine::replaced`).
+    pub dyn_pids: Vec<u32>,
     /// The independent jobs we are connected with (`mpi::dpm::Foreign`: our aliases for
     /// their processes and how they name ours).
     pub foreign: Vec<crate::mpi::dpm::Foreign>,
@@ -205,6 +209,7 @@ impl Engine {
             universe,
             spawns: 0,
             dyn_nodes: Vec::new(),
+            dyn_pids: Vec::new(),
             foreign: Vec::new(),
             jobid: boot.jobid,
             hostname: boot.hostname,

@@ -628,7 +628,7 @@ impl Shm {
                 continue;
             }
             let seg = open_segment(&self.jobid, p)?;
-            self.add_peer(p, seg);
+            self.add_peer(p, seg, true);
         }
         Ok(())
     }
@@ -662,7 +662,7 @@ impl Shm {
                 format!("/proc/{pid}/fd/{fd} is not the segment of process {pid}"),
             ));
         }
-        self.add_peer(peer, seg);
+        self.add_peer(peer, seg, false);
         Ok(())
     }
 
@@ -673,6 +673,14 @@ impl Shm {
     pub fn detach(&mut self, peer: Gpid) {
         if let Some(p) = self.peers.get_mut(peer.idx()) {
             *p = None;
+        }
+        // The channels of ours marked as the peer's (granted to it, or assigned at startup)
+        // lose the mark: a new process that mpirun gives the peer's number would take the
+        // mark for a channel of its own (`add_peer`) and write where nobody reads.
+        for k in 0..self.slots.len() {
+            // SAFETY: channel k of our own segment; the owner word is ours to write.
+            let owner = unsafe { ring::owner(self.own.base.add(self.geometry.channel_off(k))) };
+            let _ = owner.compare_exchange(peer.get() + 1, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
         for k in 0..self.slots.len() {
             let held = match self.slots[k].state {
@@ -702,14 +710,18 @@ impl Shm {
         }
     }
 
-    fn add_peer(&mut self, p: Gpid, (m, g, pid): (Mapping, Geometry, u32)) {
+    /// `marks`: take a channel of the peer's marked as ours at its creation (processes of one
+    /// job, channels assigned at startup). A process of another job attaching later gets its
+    /// channels by grants only: a mark under its number can be one that an ended process of
+    /// that number left (mpirun reuses numbers) in a segment whose owner has not detached it.
+    fn add_peer(&mut self, p: Gpid, (m, g, pid): (Mapping, Geometry, u32), marks: bool) {
         // SAFETY: offsets come from the peer's validated geometry and lie in its mapping,
         // which the Peer keeps alive with these views.
         let queue =
             unsafe { queue::Producer::new(m.base.add(g.queue_off()), g.cells, g.cell_bytes) };
         let mut tx = None;
         let mut slot = 0;
-        for k in 0..g.nfast {
+        for k in 0..g.nfast * marks as usize {
             let c = unsafe { m.base.add(g.channel_off(k)) };
             if unsafe { ring::owner(c) }.load(Ordering::Acquire) == self.me.get() + 1 {
                 tx = Some(unsafe { ring::Tx::new(c, g.ring_bytes) });
