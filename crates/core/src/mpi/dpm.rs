@@ -42,7 +42,7 @@ use crate::mpi::cm;
 use crate::mpi::engine::Engine;
 use crate::mpi::global::{self, with};
 use crate::runtime::bootstrap::{hex, pmi_err, unhex, Card, PARENT_KEY};
-use crate::transport::{Gpid, Route};
+use crate::transport::{Gpid, Route, Transport};
 
 /// Pre-put keys of the children's KVS (besides [`PARENT_KEY`]).
 const KEY_KVS: &str = "protean-dpm-kvs";
@@ -370,12 +370,25 @@ impl Engine {
             }
         }
         let own = self.base..self.base.offset(self.size);
-        for (g, u) in used.into_iter().enumerate() {
-            let gp = Gpid::from_idx(g);
-            if u || own.contains(&gp) || self.net.route(gp) == Route::Unreachable {
-                continue;
-            }
-            self.forget_peer(gp);
+        let unused: Vec<Gpid> = (used.into_iter().enumerate())
+            .map(|(g, u)| (Gpid::from_idx(g), u))
+            .filter(|&(g, u)| !u && !own.contains(&g) && self.net.route(g) != Route::Unreachable)
+            .map(|(g, _)| g)
+            .collect();
+        // What we queued for them goes out first: the bytes of eager sends that completed
+        // (on a communicator freed since) can still wait in a connection's queue, and closing
+        // it would lose them while the peer waits for them.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while unused
+            .iter()
+            .any(|&g| self.net.queued(g) > 0 && self.pml.peer_lost(g).is_none())
+            && std::time::Instant::now() < deadline
+        {
+            self.progress();
+            std::thread::yield_now();
+        }
+        for g in unused {
+            self.forget_peer(g);
         }
         let net = &self.net;
         self.foreign.retain(|f| {

@@ -1259,10 +1259,16 @@ impl Tcp {
             }
             if n == 0 {
                 c.closed = true;
-                if c.end > c.start {
-                    sink.on_peer_lost(c.peer, "connection closed in the middle of a frame");
-                } else {
-                    sink.on_peer_lost(c.peer, "connection closed");
+                let (peer, partial) = (c.peer, c.end > c.start);
+                // A peer that closes in order (it left our table, or ended) may have sent its
+                // last frames on its other connection with us, not read yet: the peer is lost
+                // when the last one closes, not the first.
+                let other = (self.conns.iter().enumerate())
+                    .any(|(j, o)| j != ci && o.peer == peer && !o.closed);
+                if partial {
+                    sink.on_peer_lost(peer, "connection closed in the middle of a frame");
+                } else if !other {
+                    sink.on_peer_lost(peer, "connection closed");
                 }
             } else {
                 let e = io::Error::last_os_error();
