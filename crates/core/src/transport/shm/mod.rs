@@ -674,14 +674,9 @@ impl Shm {
         if let Some(p) = self.peers.get_mut(peer.idx()) {
             *p = None;
         }
-        // The channels of ours marked as the peer's (granted to it, or assigned at startup)
-        // lose the mark: a new process that mpirun gives the peer's number would take the
-        // mark for a channel of its own (`add_peer`) and write where nobody reads.
-        for k in 0..self.slots.len() {
-            // SAFETY: channel k of our own segment; the owner word is ours to write.
-            let owner = unsafe { ring::owner(self.own.base.add(self.geometry.channel_off(k))) };
-            let _ = owner.compare_exchange(peer.get() + 1, 0, Ordering::Relaxed, Ordering::Relaxed);
-        }
+        // The owner marks of our channels stay: a new process that mpirun gives the peer's
+        // number attaches us as another job's process, which takes channels by grants only
+        // (`add_peer`'s `marks`), so a stale mark cannot mislead it.
         for k in 0..self.slots.len() {
             let held = match self.slots[k].state {
                 SlotState::Granted(q) | SlotState::Connected(q) => q == peer,
@@ -721,7 +716,8 @@ impl Shm {
             unsafe { queue::Producer::new(m.base.add(g.queue_off()), g.cells, g.cell_bytes) };
         let mut tx = None;
         let mut slot = 0;
-        for k in 0..g.nfast * marks as usize {
+        let marked = if marks { g.nfast } else { 0 };
+        for k in 0..marked {
             let c = unsafe { m.base.add(g.channel_off(k)) };
             if unsafe { ring::owner(c) }.load(Ordering::Acquire) == self.me.get() + 1 {
                 tx = Some(unsafe { ring::Tx::new(c, g.ring_bytes) });
