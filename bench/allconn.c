@@ -21,10 +21,17 @@
  *   sockbuf_kb_mean, sockbuf_kb_max   send + receive buffer sizes of the process's sockets
  *                                 (SO_SNDBUF + SO_RCVBUF, what the kernel may hold for it)
  *   sockets_mean                  sockets the process holds
+ *   heap_kb_mean, heap_init_kb_mean   bytes in use on the malloc heap after the exchange and
+ *                                 right after MPI_Init (glibc's mallinfo2; -1 elsewhere):
+ *                                 exact where VmRSS moves in pages and with the allocator's
+ *                                 slack, which at 128 processes is +-0.1 KiB per peer
  * then "# done" before MPI_Finalize (a launch that hangs in MPI_Finalize keeps its numbers).
  * Only the MPI API, /proc/self and getsockopt are used.
  */
 #include <dirent.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +46,17 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Bytes in use on the malloc heap, in KiB (-1 where glibc's mallinfo2 is missing). */
+static long heap_kb(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 m = mallinfo2();
+    return (long)((m.uordblks + m.hblkhd) / 1024);
+#else
+    return -1;
+#endif
 }
 
 static long vmrss_kb(void)
@@ -94,7 +112,7 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Init(&argc, &argv);
     double inited = now_s();
-    long rss_init = vmrss_kb();
+    long rss_init = vmrss_kb(), heap_init = heap_kb();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     double start = now_s();
@@ -109,18 +127,19 @@ int main(int argc, char **argv)
     long fds, socks, sockbuf;
     descriptors(&fds, &socks, &sockbuf);
     double t[3] = {inited, end, -start}, tmax[3];
-    long v[5] = {vmrss_kb(), fds, sockbuf, socks, rss_init}, vsum[5], vmax[5];
+    long v[7] = {vmrss_kb(), fds, sockbuf, socks, rss_init, heap_kb(), heap_init}, vsum[7], vmax[7];
     MPI_Reduce(t, tmax, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(v, vsum, 5, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Reduce(v, vmax, 5, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(v, vsum, 7, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(v, vmax, 7, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("np=%d init_s=%.4f exchange_s=%.4f total_s=%.4f rss_kb_mean=%.0f rss_kb_max=%ld "
                "fds_mean=%.1f fds_max=%ld sockbuf_kb_mean=%.0f sockbuf_kb_max=%ld "
-               "sockets_mean=%.1f rss_init_kb_mean=%.0f\n",
+               "sockets_mean=%.1f rss_init_kb_mean=%.0f heap_kb_mean=%.1f heap_init_kb_mean=%.1f\n",
                size, launch > 0 ? tmax[0] - launch : 0.0, tmax[1] + tmax[2],
                launch > 0 ? tmax[1] - launch : 0.0, (double)vsum[0] / size, vmax[0],
                (double)vsum[1] / size, vmax[1], (double)vsum[2] / size, vmax[2],
-               (double)vsum[3] / size, (double)vsum[4] / size);
+               (double)vsum[3] / size, (double)vsum[4] / size, (double)vsum[5] / size,
+               (double)vsum[6] / size);
         printf("# done\n");
         fflush(stdout);
     }

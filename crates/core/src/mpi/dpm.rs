@@ -241,7 +241,7 @@ impl Engine {
         let shm_fd = self.net.ensure_shm(&self.cfg, &self.jobid, n).unwrap_or(-1);
         let card = Card {
             host: self.hosts[self.me.idx()].clone(),
-            node: crate::runtime::bootstrap::machine_id(),
+            node: crate::runtime::bootstrap::machine_id().into(),
             pid: std::process::id(),
             tcp: Some(addr),
             // The placement of other jobs' processes plays no part in ours.
@@ -316,7 +316,7 @@ impl Engine {
             c.grow(routes.len() as u32);
         }
         if self.hosts.len() < routes.len() {
-            self.hosts.resize(routes.len(), String::new());
+            self.hosts.resize(routes.len(), "".into());
         }
         // The other job's processes on this machine load its CPUs too: the choices made from
         // the oversubscription (collective algorithms, waiting) count them, as the other job
@@ -332,7 +332,7 @@ impl Engine {
             if !(self.base..self.base.offset(self.size)).contains(&r.gpid) {
                 self.dyn_pids[g] = r.card.pid;
             }
-            if new && r.card.node == node && r.gpid != self.me {
+            if new && *r.card.node == *node && r.gpid != self.me {
                 self.node_procs += 1;
                 if self.dyn_nodes.len() <= g {
                     self.dyn_nodes.resize(g + 1, false);
@@ -408,7 +408,7 @@ impl Engine {
         let g = r.gpid.idx();
         let known = self.dyn_pids.get(g).copied().unwrap_or(0);
         known != 0
-            && (known != r.card.pid || self.hosts.get(g).map(String::as_str) != Some(&r.card.host))
+            && (known != r.card.pid || self.hosts.get(g).map(|h| &**h) != Some(&*r.card.host))
     }
 
     /// Process `g` of another job leaves the table: segment unmapped, connections closed,
@@ -419,7 +419,7 @@ impl Engine {
         self.net.drop_peer(gp);
         self.pml.drop_peer(gp);
         if !self.hosts[g].is_empty() {
-            self.hosts[g].clear();
+            self.hosts[g] = "".into();
         }
         if self.node_procs > 1 && self.dyn_nodes.get(g).copied() == Some(true) {
             self.node_procs -= 1;

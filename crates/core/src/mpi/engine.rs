@@ -87,7 +87,7 @@ pub struct Engine {
     pub foreign: Vec<crate::mpi::dpm::Foreign>,
     pub jobid: String,
     pub hostname: String,
-    pub hosts: Vec<String>,
+    pub hosts: Vec<crate::runtime::bootstrap::HostId>,
     /// Processes on this host (ascending gpids), us included.
     pub local: Vec<Gpid>,
     pub pml: Pml,
@@ -142,7 +142,7 @@ impl Engine {
         let base = boot.base;
         // Host identity by gpid: the processes of earlier jobs are unknown ("") until a spawn
         // or a connection introduces them.
-        let mut hosts = vec![String::new(); base.idx()];
+        let mut hosts = vec![crate::runtime::bootstrap::HostId::from(""); base.idx()];
         hosts.extend(boot.hosts.iter().cloned());
         let local = boot.local();
         let (node_procs, ncpus) = boot.placement();

@@ -26,13 +26,35 @@ use crate::runtime::keys::{log_job_key, Keys, Pairs};
 
 pub use crate::ids::Gpid;
 
+/// A host or machine identity (`Card::host`, `Card::node`): one allocation per distinct
+/// value, shared by the cards, `Boot::hosts` and the engine's `hosts` (issue 24: memory per
+/// peer; a host identity is a host name, boot id and network namespace, about 80 bytes, and
+/// every process of a host has the same one).
+pub type HostId = std::sync::Arc<str>;
+
+/// The distinct identities seen so far, each kept once.
+#[derive(Default)]
+pub struct Interned(std::collections::HashSet<HostId>);
+
+impl Interned {
+    /// The kept identity equal to `s`, kept now if it is new.
+    pub fn intern(&mut self, s: &str) -> HostId {
+        if let Some(h) = self.0.get(s) {
+            return h.clone();
+        }
+        let h: HostId = s.into();
+        self.0.insert(h.clone());
+        h
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Card {
     /// Host identity for the choice of transport (`hostname` tunable, else the kernel's host
     /// name, boot id and network namespace: see [`host_identity`]).
-    pub host: String,
+    pub host: HostId,
     /// The machine whose CPUs the process shares (its kernel's boot id, [`machine_id`]).
-    pub node: String,
+    pub node: HostId,
     pub pid: u32,
     pub tcp: Option<SocketAddr>,
     /// CPUs the process may run on (bit set).
@@ -77,8 +99,8 @@ impl Card {
 
     pub fn decode(s: &str) -> Option<Card> {
         let mut it = s.split('|');
-        let host = it.next().filter(|h| !h.is_empty())?.to_string();
-        let node = it.next().filter(|h| !h.is_empty())?.to_string();
+        let host = it.next().filter(|h| !h.is_empty())?.into();
+        let node = it.next().filter(|h| !h.is_empty())?.into();
         let pid = it.next()?.parse().ok()?;
         let tcp = match it.next()? {
             "-" => None,
@@ -143,8 +165,8 @@ pub struct Boot {
     pub host_id: String,
     /// Every process's card, by rank (None before [`Boot::exchange`], or for a singleton).
     pub cards: Vec<Option<Card>>,
-    /// Every process's host identity, by rank.
-    pub hosts: Vec<String>,
+    /// Every process's host identity, by rank (shared with its card).
+    pub hosts: Vec<HostId>,
     /// The keys that authenticate connections (`runtime::keys`): the job's key, made by rank 0
     /// and handed out with the business cards, or our key pair and every process's public key
     /// (None for a singleton, and before [`Boot::exchange`]).
@@ -249,7 +271,7 @@ impl Boot {
             spawned,
             appnum,
             jobid,
-            hosts: vec![host_id.clone(); size as usize],
+            hosts: vec![host_id.as_str().into(); size as usize],
             host_id,
             hostname,
             cards: vec![None; size as usize],
@@ -290,8 +312,8 @@ impl Boot {
             self.keys = Some(Keys::Shared(key));
         }
         let card = Card {
-            host: self.host_id.clone(),
-            node: machine_id(),
+            host: self.host_id.as_str().into(),
+            node: machine_id().into(),
             pid: std::process::id(),
             tcp,
             cpus: affinity(),
@@ -301,6 +323,7 @@ impl Boot {
         p.put(&format!("protean-card-{}", self.rank), &card.encode())
             .map_err(pmi_err)?;
         p.barrier().map_err(pmi_err)?;
+        let mut interned = Interned::default();
         for r in 0..self.size {
             let v = p
                 .get(&format!("protean-card-{r}"))
@@ -326,6 +349,9 @@ impl Boot {
                 })?;
                 pairs.set_peer(self.base.offset(r), public);
             }
+            let mut c = c;
+            c.host = interned.intern(&c.host);
+            c.node = interned.intern(&c.node);
             self.hosts[r as usize] = c.host.clone();
             self.cards[r as usize] = Some(c);
         }
@@ -358,7 +384,7 @@ impl Boot {
     /// The processes on this host (ascending gpids), us included.
     pub fn local(&self) -> Vec<Gpid> {
         (0..self.size)
-            .filter(|&r| self.hosts[r as usize] == self.host_id)
+            .filter(|&r| *self.hosts[r as usize] == *self.host_id)
             .map(|r| self.base.offset(r))
             .collect()
     }
@@ -375,7 +401,7 @@ impl Boot {
 
     /// Does any host hold several processes of the job?
     pub fn shared_somewhere(&self) -> bool {
-        let mut h: Vec<&String> = self.hosts.iter().collect();
+        let mut h: Vec<&str> = self.hosts.iter().map(|h| &**h).collect();
         h.sort();
         h.windows(2).any(|w| w[0] == w[1])
     }
@@ -391,7 +417,7 @@ impl Boot {
                 .cards
                 .iter()
                 .flatten()
-                .filter(|c| c.node == node)
+                .filter(|c| *c.node == *node)
                 .map(|c| &c.cpus[..])
                 .collect(),
             None => vec![&own_mask[..]],

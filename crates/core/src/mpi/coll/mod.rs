@@ -298,7 +298,7 @@ impl Engine {
         let hosts: Vec<&str> = c
             .group
             .iter()
-            .map(|g| self.hosts.get(g.idx()).map_or("", |h| h.as_str()))
+            .map(|g| self.hosts.get(g.idx()).map_or("", |h| &**h))
             .collect();
         let nodes = Nodes::new(&hosts, c.rank as usize);
         let v = Arc::new(Views {

@@ -103,12 +103,15 @@
 //! `transport::udp::rel::Reliability`); [`sim`] drives many of them over a simulated network.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::ids::Gpid;
 use crate::transport::udp::rel::{Arrival, Nanos, Reliability};
+use lazy::LazyDeque;
 use ranges::Ranges;
 
+mod lazy;
 #[cfg(test)]
 mod over_udp;
 mod ranges;
@@ -332,7 +335,8 @@ pub struct Stats {
 /// The reliability state between us and one peer, both directions; `B` is what the caller
 /// keeps per datagram (its bytes).
 pub struct Link<B> {
-    p: Params,
+    /// Shared by every link of a process (one word here rather than the 56 bytes of a copy).
+    p: Arc<Params>,
     // --- sending
     next_seq: u64,
     /// Sent and not acknowledged: consecutive sequence numbers from the front's; the front is
@@ -340,7 +344,7 @@ pub struct Link<B> {
     inflight: VecDeque<Slot<B>>,
     /// Slots deemed lost, to go again in this order (entries acknowledged meanwhile are
     /// skipped).
-    lost: VecDeque<u64>,
+    lost: LazyDeque<u64>,
     /// Slots in the network: not acknowledged, not lost.
     pipe: u32,
     /// The highest sequence number the peer accepts.
@@ -362,7 +366,7 @@ pub struct Link<B> {
     /// The next first transmission to check against the duplicate threshold.
     loss_scan: u64,
     /// Retransmissions in the network, in the order they went, with when.
-    retx_q: VecDeque<(u64, Nanos)>,
+    retx_q: LazyDeque<(u64, Nanos)>,
     /// The smallest round trip measured (the path without a queue), the smallest in the
     /// round trip now and in the one before; a round ends when `round_end` is acknowledged.
     base_rtt: Nanos,
@@ -388,7 +392,7 @@ pub struct Link<B> {
     expected: u64,
     /// Datagrams kept ahead of a gap: index i is sequence number `expected + i` (index 0 is
     /// always empty outside [`Link::ready`]).
-    early: VecDeque<Option<B>>,
+    early: LazyDeque<Option<B>>,
     /// Runs of datagrams kept in `early`, as sequence numbers (what selective
     /// acknowledgements report), the one received last, and where the rotation of the other
     /// blocks goes on.
@@ -396,7 +400,7 @@ pub struct Link<B> {
     last_early: u64,
     /// Early datagrams that began or joined a run since the last acknowledgement went out
     /// (oldest first): their runs are reported first.
-    unreported: VecDeque<u64>,
+    unreported: LazyDeque<u64>,
     sack_cursor: u64,
     /// The highest sequence number received, and when.
     newest: u64,
@@ -412,12 +416,12 @@ pub struct Link<B> {
 }
 
 impl<B> Link<B> {
-    pub fn new(p: Params) -> Link<B> {
+    pub fn new(p: impl Into<Arc<Params>>) -> Link<B> {
+        let p: Arc<Params> = p.into();
         Link {
-            p,
             next_seq: 1,
             inflight: VecDeque::new(),
-            lost: VecDeque::new(),
+            lost: LazyDeque::new(),
             pipe: 0,
             peer_limit: p.window as u64,
             highest_acked: 0,
@@ -429,7 +433,7 @@ impl<B> Link<B> {
             random_seen: 0,
             sacked: Ranges::default(),
             loss_scan: 1,
-            retx_q: VecDeque::new(),
+            retx_q: LazyDeque::new(),
             base_rtt: Nanos::MAX,
             round_min: Nanos::MAX,
             prev_round_min: Nanos::MAX,
@@ -443,10 +447,10 @@ impl<B> Link<B> {
             stalled_since: None,
             expiries: 0,
             expected: 1,
-            early: VecDeque::new(),
+            early: LazyDeque::new(),
             runs: Ranges::default(),
             last_early: 0,
-            unreported: VecDeque::new(),
+            unreported: LazyDeque::new(),
             sack_cursor: 0,
             newest: 0,
             newest_at: 0,
@@ -455,6 +459,7 @@ impl<B> Link<B> {
             ack_now: false,
             ack_at: None,
             stats: Stats::default(),
+            p,
         }
     }
 
@@ -805,8 +810,8 @@ impl<B> Link<B> {
         if self.inflight.is_empty() {
             // Everything acknowledged: a peer talked to now and then keeps no buffers.
             release(&mut self.inflight);
-            release(&mut self.lost);
-            release(&mut self.retx_q);
+            self.lost.release();
+            self.retx_q.release();
         }
         self.sacked.remove_below(self.una());
         self.highest_acked = self.highest_acked.max(largest);
@@ -1073,14 +1078,14 @@ impl<B> Link<B> {
                 freed.push(b);
             }
         }
-        for b in self.early.drain(..).flatten() {
+        for b in self.early.take_all().flatten() {
             freed.push(b);
         }
         self.lost.clear();
         self.retx_q.clear();
         self.sacked.clear();
         self.runs.clear();
-        self.unreported = VecDeque::new();
+        self.unreported.clear();
         self.pipe = 0;
         self.rto_at = None;
         self.probe_at = 0;
@@ -1135,7 +1140,7 @@ pub const LINK_BYTES: usize = std::mem::size_of::<Option<Box<Link<Vec<u8>>>>>()
 /// The reliability machine of one process: a [`Link`] per peer, made when first used, and
 /// the bounds over all of them. This is what the UDP transport drives.
 pub struct Links {
-    p: Params,
+    p: Arc<Params>,
     links: Vec<Option<Box<Link<Vec<u8>>>>>,
     /// Peers whose link has timers running or something owed (visited by `tick`).
     active: Vec<Gpid>,
@@ -1156,7 +1161,7 @@ impl Links {
         let mut links = Vec::new();
         links.resize_with(nprocs, || None);
         Links {
-            p,
+            p: Arc::new(p),
             links,
             active: Vec::new(),
             is_active: vec![false; nprocs],
@@ -1171,9 +1176,8 @@ impl Links {
 
     /// The link to `peer` (made on first use); None for a process outside the job.
     pub fn link(&mut self, peer: Gpid) -> Option<&mut Link<Vec<u8>>> {
-        let p = self.p;
         let slot = self.links.get_mut(peer.idx())?;
-        Some(slot.get_or_insert_with(|| Box::new(Link::new(p))))
+        Some(slot.get_or_insert_with(|| Box::new(Link::new(self.p.clone()))))
     }
 
     fn get(&self, peer: Gpid) -> Option<&Link<Vec<u8>>> {
@@ -1221,7 +1225,7 @@ impl Reliability for Links {
     fn datagram_size(&mut self, bytes: usize) {
         if self.auto_window && self.links.iter().all(Option::is_none) {
             let w = (AUTO_WINDOW_BYTES / bytes.max(1)).clamp(64, 1 << 16) as u32;
-            self.p.window = w;
+            Arc::make_mut(&mut self.p).window = w;
         }
     }
 

@@ -3,39 +3,47 @@
 //! sender's scoreboard of what was acknowledged selectively. Both hold a few ranges (one per
 //! gap), so a lookup is a binary search and an insertion touches only its neighbours.
 
-/// Disjoint, non-adjacent ranges `[lo, hi)`, in increasing order. Empty until first used
-/// (no allocation for a peer that never reorders or loses).
+/// Disjoint, non-adjacent ranges `[lo, hi)`, in increasing order. One pointer until first used
+/// and again once empty (no allocation, and a word per link, for a peer that never reorders
+/// or loses); never an empty vector behind it, so equal sets compare equal.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Ranges {
-    r: Vec<(u64, u64)>,
+    // Boxed so that an unused set is one word (see lazy.rs).
+    #[allow(clippy::box_collection)]
+    r: Option<Box<Vec<(u64, u64)>>>,
 }
 
 impl Ranges {
+    fn v(&self) -> &[(u64, u64)] {
+        self.r.as_deref().map_or(&[], |v| v.as_slice())
+    }
+
     pub fn len(&self) -> usize {
-        self.r.len()
+        self.v().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.r.is_empty()
+        self.r.is_none()
     }
 
     pub fn get(&self, i: usize) -> (u64, u64) {
-        self.r[i]
+        self.v()[i]
     }
 
     pub fn last(&self) -> Option<(u64, u64)> {
-        self.r.last().copied()
+        self.v().last().copied()
     }
 
     /// The range holding `x`, if any.
     pub fn containing(&self, x: u64) -> Option<(u64, u64)> {
-        let i = self.r.partition_point(|r| r.1 <= x);
-        self.r.get(i).copied().filter(|r| r.0 <= x)
+        let v = self.v();
+        let i = v.partition_point(|r| r.1 <= x);
+        v.get(i).copied().filter(|r| r.0 <= x)
     }
 
     /// Index of the first range that ends after `x` (len() if none).
     pub fn first_after(&self, x: u64) -> usize {
-        self.r.partition_point(|r| r.1 <= x)
+        self.v().partition_point(|r| r.1 <= x)
     }
 
     /// Add `[lo, hi)`; the parts of it that were not in the set go to `new` (in order).
@@ -43,12 +51,13 @@ impl Ranges {
         if lo >= hi {
             return;
         }
+        let r = self.r.get_or_insert_with(Default::default);
         // The first range that overlaps or touches [lo, hi).
-        let i = self.r.partition_point(|r| r.1 < lo);
+        let i = r.partition_point(|r| r.1 < lo);
         let (mut cur, mut a, mut b) = (lo, lo, hi);
         let mut j = i;
-        while j < self.r.len() && self.r[j].0 <= hi {
-            let (s, e) = self.r[j];
+        while j < r.len() && r[j].0 <= hi {
+            let (s, e) = r[j];
             if s > cur {
                 new.push((cur, s));
             }
@@ -60,25 +69,26 @@ impl Ranges {
         if cur < hi {
             new.push((cur, hi));
         }
-        self.r.splice(i..j, [(a, b)]);
+        r.splice(i..j, [(a, b)]);
     }
 
     /// Drop everything below `x`.
     pub fn remove_below(&mut self, x: u64) {
-        let k = self.r.partition_point(|r| r.1 <= x);
+        let Some(r) = self.r.as_mut() else {
+            return;
+        };
+        let k = r.partition_point(|r| r.1 <= x);
         if k > 0 {
-            self.r.drain(..k);
+            r.drain(..k);
         }
-        if let Some(f) = self.r.first_mut() {
-            f.0 = f.0.max(x);
-        }
-        if self.r.is_empty() && self.r.capacity() > 16 {
-            self.r = Vec::new();
+        match r.first_mut() {
+            Some(f) => f.0 = f.0.max(x),
+            None => self.r = None,
         }
     }
 
     pub fn clear(&mut self) {
-        self.r = Vec::new();
+        self.r = None;
     }
 }
 
@@ -110,10 +120,10 @@ mod tests {
                 let got: Vec<u64> = new.iter().flat_map(|&(a, b)| a..b).collect();
                 prop_assert_eq!(got, expect);
                 // Disjoint, sorted, not touching, and the same members.
-                for w in r.r.windows(2) {
+                for w in r.v().windows(2) {
                     prop_assert!(w[0].1 < w[1].0);
                 }
-                let members: BTreeSet<u64> = r.r.iter().flat_map(|&(a, b)| a..b).collect();
+                let members: BTreeSet<u64> = r.v().iter().flat_map(|&(a, b)| a..b).collect();
                 prop_assert_eq!(&members, &s);
                 for x in 0..230 {
                     prop_assert_eq!(r.containing(x).is_some(), s.contains(&x));
