@@ -124,15 +124,6 @@ impl State {
         else {
             return self.bad(from, "frame from a process outside the window's group");
         };
-        if matches!(
-            h.kind,
-            RmaKind::Put | RmaKind::Acc | RmaKind::Get | RmaKind::Cas
-        ) {
-            // Counted whether or not it applies: a fence waits for the count (sync::fence).
-            if let Some(w) = self.wins[wid as usize].as_mut() {
-                w.applied_ops += 1;
-            }
-        }
         match h.kind {
             RmaKind::Put | RmaKind::Acc | RmaKind::Get => self.on_data_op(from, wid, h, payload),
             RmaKind::Cas => self.on_cas(from, wid, h, payload),

@@ -127,9 +127,6 @@ pub(crate) struct Peer {
     pub unflushed: bool,
     /// Answers (Data, Ack) we wait for from it.
     pub outstanding: u32,
-    /// Operation frames (Put, Acc, Get, Cas) sent to it since the window was made: what a
-    /// fence across hosts counts ([`sync::fence`]).
-    pub sent_ops: u64,
     /// Post frames from it not consumed by a Start yet, Complete frames not consumed by a Wait.
     pub posts: u32,
     pub completes: u32,
@@ -186,9 +183,6 @@ pub struct Win {
     /// An error an active message met at its target, reported by the next call that
     /// completes operations.
     pub(crate) error: Option<MpiError>,
-    /// Operation frames from members applied here since the window was made (or dropped as
-    /// malformed: counted all the same, so that a fence never waits for them).
-    pub(crate) applied_ops: u64,
 }
 
 impl Win {
@@ -767,7 +761,6 @@ unsafe fn build(
                 ctl: pctl,
                 unflushed: false,
                 outstanding: 0,
-                sent_ops: 0,
                 posts: 0,
                 completes: 0,
                 lock: None,
@@ -823,7 +816,6 @@ unsafe fn build(
             attached: Vec::new(),
             atomic: allocates,
             am,
-            applied_ops: 0,
             fence_shm,
             fence_gen: 0,
             fence_open: false,

@@ -135,15 +135,12 @@ fn check_assert(assert: i32, allowed: i32, call: &str) -> Result<()> {
 
 /// MPI_Win_fence.
 ///
-/// A fence completes every operation of the ending epoch at its target (direct and
-/// cross-memory operations already are), then waits until every member has done so. Where
-/// every member is on this host ([`super::Win::fence_shm`]) active messages are flushed
-/// (`settle`) and the waiting is on fence counts in the control blocks ([`fence_arrive`],
-/// [`fence_wait`]), with no message. Elsewhere the operations are counted ([`fence_counted`]):
-/// one allreduce on the window's communicator tells each member how many operation frames
-/// were sent to it, and it waits until it has applied that many; no flush and no
-/// acknowledgement, so a fence across hosts costs one collective, where flushing first and
-/// then a barrier cost a round trip more.
+/// A fence completes every operation this process issued in the ending epoch at its target
+/// (direct and cross-memory operations already are; active messages are flushed: `settle`),
+/// then waits until every member has done so. Where every member is on this host
+/// ([`super::Win::fence_shm`]) the waiting is on fence counts in the control blocks
+/// ([`fence_arrive`], [`fence_wait`]), with no message; elsewhere a barrier on the window's
+/// communicator.
 ///
 /// Assertions (given alike by every member, as MPI-4.1 12.5.5 requires): MPI_MODE_NOPRECEDE
 /// with MPI_MODE_NOSUCCEED neither ends nor starts an epoch, so nothing is waited for at all;
@@ -173,13 +170,13 @@ pub fn fence(win: u32, assert: i32) -> Result<()> {
                 "MPI_Win_fence inside a post-start-complete-wait or lock epoch"
             );
         }
-        if (w.am || w.error.is_some()) && (w.fence_shm || skip) {
-            return Ok(Step::Settle);
+        if w.am || w.error.is_some() {
+            return Ok(Step::Settle(w.comm, w.fence_shm));
         }
         if skip {
             full_barrier();
         } else if !w.fence_shm {
-            return Ok(Step::Counted(w.comm));
+            return Ok(Step::Barrier(w.comm));
         } else if let Some(g) = fence_arrive(w) {
             return Ok(Step::Wait(g));
         }
@@ -189,14 +186,21 @@ pub fn fence(win: u32, assert: i32) -> Result<()> {
     match step {
         Step::Done => return Ok(()),
         Step::Wait(g) => fence_wait(win, g)?,
-        Step::Counted(comm) => fence_counted(win, comm)?,
-        Step::Settle => {
-            // Members on this host (or a fence that neither ends nor starts an epoch).
+        Step::Barrier(comm) => {
+            crate::mpi::coll::barrier(comm)?;
+            full_barrier();
+        }
+        Step::Settle(comm, shm) => {
             settle_all(win)?;
             if skip {
                 full_barrier();
-            } else if let Some(g) = with(|e| e.rma.win_mut(win).map(fence_arrive))?? {
-                fence_wait(win, g)?;
+            } else if shm {
+                if let Some(g) = with(|e| e.rma.win_mut(win).map(fence_arrive))?? {
+                    fence_wait(win, g)?;
+                }
+            } else {
+                crate::mpi::coll::barrier(comm)?;
+                full_barrier();
             }
         }
     }
@@ -211,65 +215,10 @@ enum Step {
     Done,
     /// Wait for the members to arrive at this fence count.
     Wait(u64),
-    /// Count the operations across the window's communicator ([`fence_counted`]).
-    Counted(CommId),
-    /// Complete the operations by active messages first (flush), then as `Wait` (members on
-    /// this host) or nothing more (`skip`).
-    Settle,
-}
-
-/// A fence among members not all on this host: every member contributes how many operation
-/// frames it sent to each member since the window was made (`Peer::sent_ops`), an allreduce
-/// (sum) gives each member the total sent to it, and it waits, making progress,
-/// until it has applied that many (`Win::applied_ops`) and its own reading operations have
-/// their answers. The counts only grow, so frames of the next epoch that arrive early (a
-/// member already out of the fence) only make the wait end sooner, never wrongly: they come
-/// after this epoch's on their connection. The allreduce also orders the fence like a
-/// barrier: no member leaves before every member has entered (every result sums every
-/// member's input).
-///
-/// Operations on members reached directly (shared memory, cross-memory attach) are complete
-/// when issued; a window without active messages sends zeros. An error an operation met at its
-/// target is reported as before (the answers of reading operations carry it; writes that a
-/// target cannot apply are dropped and counted there, never acknowledged).
-fn fence_counted(win: u32, comm: CommId) -> Result<()> {
-    let (sent, me): (Vec<u64>, usize) = with(|e| -> Result<_> {
-        e.rma_poke(win);
-        let w = e.rma.win(win)?;
-        Ok((w.peers.iter().map(|p| p.sent_ops).collect(), w.rank))
-    })??;
-    let mut total = vec![0u64; sent.len()];
-    let u64_type = crate::mpi::datatype::predefined_index("MPI_UINT64_T").expect("MPI_UINT64_T");
-    // An allreduce of the whole vector rather than a reduce-scatter of it: for the few
-    // hundred members a window has at most here its latency is a barrier's (recursive
-    // doubling, one exchange at two members), where a reduce-scatter took a reduce and a
-    // scatter one after the other.
-    // SAFETY: `sent` and `total` hold one u64 per member of the window's communicator (its
-    // group, in rank order).
-    unsafe {
-        crate::mpi::coll::allreduce(
-            sent.as_ptr().cast(),
-            total.as_mut_ptr().cast(),
-            sent.len() as i64,
-            crate::ids::DtypeId::from_idx(u64_type),
-            crate::mpi::coll::op::OP_SUM,
-            comm,
-        )?;
-    }
-    let expected = total[me];
-    wait(|e| {
-        e.rma.win(win).map_or(true, |w| {
-            w.applied_ops >= expected && w.peers.iter().all(|p| p.outstanding == 0)
-        })
-    })?;
-    with(|e| -> Result<()> {
-        let w = e.rma.win_mut(win)?;
-        // Everything sent before this fence is applied at its target now.
-        w.peers.iter_mut().for_each(|p| p.unflushed = false);
-        Ok(())
-    })??;
-    full_barrier();
-    with(|e| e.rma_take_error(win))?
+    /// Barrier on the window's communicator.
+    Barrier(CommId),
+    /// Complete the operations by active messages first (communicator, `fence_shm`).
+    Settle(CommId, bool),
 }
 
 /// Polls of the members' fence words before a waiting fence makes progress and yields.
