@@ -617,12 +617,23 @@ impl RmaKind {
         })
     }
 
+    /// An answer (Data, Ack) to a frame of this process, not a request to its target.
+    #[inline]
+    pub fn is_answer(self) -> bool {
+        matches!(self, RmaKind::Data | RmaKind::Ack)
+    }
+
     /// Flags the kind may carry.
     fn flags(self) -> u8 {
-        match self {
+        let own = match self {
             RmaKind::Lock | RmaKind::Unlock => RMA_EXCLUSIVE,
             RmaKind::Acc => RMA_FETCH,
             _ => 0,
+        };
+        if self.is_answer() {
+            own
+        } else {
+            own | RMA_ODD
         }
     }
 }
@@ -631,6 +642,10 @@ impl RmaKind {
 pub const RMA_EXCLUSIVE: u8 = 0x1;
 /// Acc: answer with the target's values before the operation (MPI_Get_accumulate).
 pub const RMA_FETCH: u8 = 0x2;
+/// Every request (not Data, Ack): sent after an odd number of counted fences on the window,
+/// so that a target still in a fence tells the next epoch's frames from the ending one's
+/// (`mpi::rma::sync::fence_counted`).
+pub const RMA_ODD: u8 = 0x4;
 
 /// The header of an RMA frame (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -907,6 +922,15 @@ mod tests {
         let mut bad = b;
         bad[1] = RMA_EXCLUSIVE; // not an accumulate flag
         assert_eq!(RmaHeader::decode(&bad), Err(FrameError::BadFlags(1)));
+        let mut odd = h;
+        odd.flags |= RMA_ODD;
+        assert_eq!(RmaHeader::decode(&odd.encode()), Ok(odd));
+        let mut ack = RmaHeader::new(RmaKind::Ack, ContextId::new(12));
+        ack.flags = RMA_ODD; // answers carry no epoch
+        assert_eq!(
+            RmaHeader::decode(&ack.encode()),
+            Err(FrameError::BadFlags(RMA_ODD))
+        );
         let mut bad = b;
         bad[19] = 1;
         assert_eq!(RmaHeader::decode(&bad), Err(FrameError::Reserved));

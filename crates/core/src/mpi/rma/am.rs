@@ -16,7 +16,9 @@ use super::acc;
 use super::{Flavor, LockWait, State, Waiting};
 use crate::ids::ContextId;
 use crate::mpi::pml::Pml;
-use crate::proto::frame::{self, RmaHeader, RmaKind, HEADER_LEN, RMA_EXCLUSIVE, RMA_FETCH};
+use crate::proto::frame::{
+    self, RmaHeader, RmaKind, HEADER_LEN, RMA_EXCLUSIVE, RMA_FETCH, RMA_ODD,
+};
 use crate::transport::Gpid;
 
 /// A piece of an operation that goes in one frame: its target segments, and where its data
@@ -106,7 +108,7 @@ impl State {
             Ok(h) => h,
             Err(e) => return self.bad(from, &e.to_string()),
         };
-        if matches!(h.kind, RmaKind::Data | RmaKind::Ack) {
+        if h.kind.is_answer() {
             return self.on_answer(pml, from, h, payload);
         }
         let Some(&wid) = self.by_ctx.get(&h.win) else {
@@ -124,6 +126,25 @@ impl State {
         else {
             return self.bad(from, "frame from a process outside the window's group");
         };
+        let w = self.wins[wid as usize].as_mut().expect("live");
+        if (h.flags & RMA_ODD != 0) != (w.counted & 1 == 1) {
+            // The next epoch's, from a member out of the fence we are still in: it waits
+            // until we leave it (sync::fence_counted), so that it neither reads memory the
+            // ending epoch's operations have yet to write nor counts as one of them.
+            if w.deferred_bytes + payload.len() > super::EARLY_MAX {
+                return self.bad(from, "too much data for the next epoch");
+            }
+            w.deferred_bytes += payload.len();
+            w.deferred.push((from, *hdr, payload.to_vec()));
+            return;
+        }
+        if matches!(
+            h.kind,
+            RmaKind::Put | RmaKind::Acc | RmaKind::Get | RmaKind::Cas
+        ) {
+            // Counted whether or not it applies: a fence waits for the count (sync::fence).
+            w.applied_ops += 1;
+        }
         match h.kind {
             RmaKind::Put | RmaKind::Acc | RmaKind::Get => self.on_data_op(from, wid, h, payload),
             RmaKind::Cas => self.on_cas(from, wid, h, payload),

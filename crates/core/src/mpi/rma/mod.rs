@@ -127,6 +127,9 @@ pub(crate) struct Peer {
     pub unflushed: bool,
     /// Answers (Data, Ack) we wait for from it.
     pub outstanding: u32,
+    /// Operation frames (Put, Acc, Get, Cas) sent to it since the window was made: what a
+    /// fence across hosts counts ([`sync::fence`]).
+    pub sent_ops: u64,
     /// Post frames from it not consumed by a Start yet, Complete frames not consumed by a Wait.
     pub posts: u32,
     pub completes: u32,
@@ -183,6 +186,16 @@ pub struct Win {
     /// An error an active message met at its target, reported by the next call that
     /// completes operations.
     pub(crate) error: Option<MpiError>,
+    /// Operation frames from members applied here since the window was made (or dropped as
+    /// malformed: counted all the same, so that a fence never waits for them).
+    pub(crate) applied_ops: u64,
+    /// Fences across hosts completed here ([`sync::fence`]): its parity goes on every request
+    /// frame we send (`frame::RMA_ODD`).
+    pub(crate) counted: u64,
+    /// Requests of the next epoch, from members that left the fence we are still in: applied
+    /// (and counted) when we leave it, in the order they came.
+    pub(crate) deferred: Vec<(Gpid, [u8; HEADER_LEN], Vec<u8>)>,
+    pub(crate) deferred_bytes: usize,
 }
 
 impl Win {
@@ -335,8 +348,17 @@ impl State {
         self.wins.iter().filter(|w| w.is_some()).count()
     }
 
-    /// Queue a frame.
-    pub(crate) fn send(&mut self, to: Gpid, hdr: frame::RmaHeader, payload: Vec<u8>) {
+    /// Queue a frame; a request carries the parity of its window's counted fences.
+    pub(crate) fn send(&mut self, to: Gpid, mut hdr: frame::RmaHeader, payload: Vec<u8>) {
+        if !hdr.kind.is_answer()
+            && self
+                .by_ctx
+                .get(&hdr.win)
+                .and_then(|&w| self.wins[w as usize].as_ref())
+                .is_some_and(|w| w.counted & 1 == 1)
+        {
+            hdr.flags |= frame::RMA_ODD;
+        }
         self.outbox.push_back(Out {
             to,
             hdr: hdr.encode(),
@@ -761,6 +783,7 @@ unsafe fn build(
                 ctl: pctl,
                 unflushed: false,
                 outstanding: 0,
+                sent_ops: 0,
                 posts: 0,
                 completes: 0,
                 lock: None,
@@ -816,6 +839,10 @@ unsafe fn build(
             attached: Vec::new(),
             atomic: allocates,
             am,
+            applied_ops: 0,
+            counted: 0,
+            deferred: Vec::new(),
+            deferred_bytes: 0,
             fence_shm,
             fence_gen: 0,
             fence_open: false,
@@ -1031,6 +1058,21 @@ impl Engine {
         for (from, h, p) in mine {
             self.rma.on_frame(&mut self.pml, from, &h, &p);
         }
+    }
+
+    /// Leave a counted fence on window `win` ([`sync::fence`]): the next epoch begins here, so
+    /// its requests that came early are applied now, in the order they came.
+    pub(crate) fn rma_next_epoch(&mut self, win: u32) -> Result<()> {
+        let w = self.rma.win_mut(win)?;
+        w.counted += 1;
+        // Everything sent before this fence is applied at its target now.
+        w.peers.iter_mut().for_each(|p| p.unflushed = false);
+        let early = std::mem::take(&mut w.deferred);
+        w.deferred_bytes = 0;
+        for (from, h, p) in early {
+            self.rma.on_frame(&mut self.pml, from, &h, &p);
+        }
+        Ok(())
     }
 
     /// A progress pass at the start of a call on window `win` when active messages may

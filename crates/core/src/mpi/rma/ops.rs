@@ -1019,6 +1019,7 @@ impl Engine {
         }
         let w = rma.win_mut(r.win)?;
         let peer = &mut w.peers[r.target];
+        peer.sent_ops += pieces.len() as u64;
         if r.fetch {
             peer.outstanding += pieces.len() as u32;
         }

@@ -135,12 +135,15 @@ fn check_assert(assert: i32, allowed: i32, call: &str) -> Result<()> {
 
 /// MPI_Win_fence.
 ///
-/// A fence completes every operation this process issued in the ending epoch at its target
-/// (direct and cross-memory operations already are; active messages are flushed: `settle`),
-/// then waits until every member has done so. Where every member is on this host
-/// ([`super::Win::fence_shm`]) the waiting is on fence counts in the control blocks
-/// ([`fence_arrive`], [`fence_wait`]), with no message; elsewhere a barrier on the window's
-/// communicator.
+/// A fence completes every operation of the ending epoch at its target (direct and
+/// cross-memory operations already are), then waits until every member has done so. Where
+/// every member is on this host ([`super::Win::fence_shm`]) active messages are flushed
+/// (`settle`) and the waiting is on fence counts in the control blocks ([`fence_arrive`],
+/// [`fence_wait`]), with no message. Elsewhere the operations are counted ([`fence_counted`]):
+/// one allreduce on the window's communicator tells each member how many operation frames
+/// were sent to it, and it waits until it has applied that many; no flush and no
+/// acknowledgement, so a fence across hosts costs one collective, where flushing first and
+/// then a barrier cost a round trip more.
 ///
 /// Assertions (given alike by every member, as MPI-4.1 12.5.5 requires): MPI_MODE_NOPRECEDE
 /// with MPI_MODE_NOSUCCEED neither ends nor starts an epoch, so nothing is waited for at all;
@@ -170,13 +173,13 @@ pub fn fence(win: u32, assert: i32) -> Result<()> {
                 "MPI_Win_fence inside a post-start-complete-wait or lock epoch"
             );
         }
-        if w.am || w.error.is_some() {
-            return Ok(Step::Settle(w.comm, w.fence_shm));
+        if (w.am || w.error.is_some()) && (w.fence_shm || skip) {
+            return Ok(Step::Settle);
         }
         if skip {
             full_barrier();
         } else if !w.fence_shm {
-            return Ok(Step::Barrier(w.comm));
+            return Ok(Step::Counted(w.comm));
         } else if let Some(g) = fence_arrive(w) {
             return Ok(Step::Wait(g));
         }
@@ -186,21 +189,14 @@ pub fn fence(win: u32, assert: i32) -> Result<()> {
     match step {
         Step::Done => return Ok(()),
         Step::Wait(g) => fence_wait(win, g)?,
-        Step::Barrier(comm) => {
-            crate::mpi::coll::barrier(comm)?;
-            full_barrier();
-        }
-        Step::Settle(comm, shm) => {
+        Step::Counted(comm) => fence_counted(win, comm)?,
+        Step::Settle => {
+            // Members on this host (or a fence that neither ends nor starts an epoch).
             settle_all(win)?;
             if skip {
                 full_barrier();
-            } else if shm {
-                if let Some(g) = with(|e| e.rma.win_mut(win).map(fence_arrive))?? {
-                    fence_wait(win, g)?;
-                }
-            } else {
-                crate::mpi::coll::barrier(comm)?;
-                full_barrier();
+            } else if let Some(g) = with(|e| e.rma.win_mut(win).map(fence_arrive))?? {
+                fence_wait(win, g)?;
             }
         }
     }
@@ -215,10 +211,90 @@ enum Step {
     Done,
     /// Wait for the members to arrive at this fence count.
     Wait(u64),
-    /// Barrier on the window's communicator.
-    Barrier(CommId),
-    /// Complete the operations by active messages first (communicator, `fence_shm`).
-    Settle(CommId, bool),
+    /// Count the operations across the window's communicator ([`fence_counted`]).
+    Counted(CommId),
+    /// Complete the operations by active messages first (flush), then as `Wait` (members on
+    /// this host) or nothing more (`skip`).
+    Settle,
+}
+
+/// A fence among members not all on this host: every member contributes how many operation
+/// frames it sent to each member since the window was made (`Peer::sent_ops`), an allreduce
+/// (sum) gives each member the total sent to it, and it waits, making progress,
+/// until it has applied that many (`Win::applied_ops`) and its own reading operations have
+/// their answers. The allreduce also orders the fence like a barrier: no member leaves before
+/// every member has entered (every result sums every member's input).
+///
+/// A member that leaves first may send the next epoch's requests to one still waiting here;
+/// applied at once they could read memory an operation of the ending epoch has yet to write,
+/// and counted they could end the wait before those arrive. So every request carries the
+/// parity of its sender's counted fences (`frame::RMA_ODD`, `Win::counted`): a member is at
+/// most one fence ahead of another, so a parity other than ours means the next epoch, and
+/// such frames wait in `Win::deferred` until this fence ends (`Engine::rma_next_epoch`).
+/// Every member of a window that is not on one host goes through here for every fence but
+/// those that neither end nor start an epoch, so the parities agree.
+///
+/// Operations on members reached directly (shared memory, cross-memory attach) are complete
+/// when issued; a window without active messages sends zeros. An error an operation met at its
+/// target is reported as before (the answers of reading operations carry it; writes that a
+/// target cannot apply are dropped and counted there, never acknowledged).
+fn fence_counted(win: u32, comm: CommId) -> Result<()> {
+    let (sent, me): (Vec<u64>, usize) = with(|e| -> Result<_> {
+        e.rma_poke(win);
+        let w = e.rma.win(win)?;
+        Ok((w.peers.iter().map(|p| p.sent_ops).collect(), w.rank))
+    })??;
+    let mut total = vec![0u64; sent.len()];
+    let u64_type = crate::mpi::datatype::predefined_index("MPI_UINT64_T").expect("MPI_UINT64_T");
+    // An allreduce of the whole vector rather than a reduce-scatter of it: for the few
+    // hundred members a window has at most here its latency is a barrier's (recursive
+    // doubling, one exchange at two members), where a reduce-scatter took a reduce and a
+    // scatter one after the other.
+    // SAFETY: `sent` and `total` hold one u64 per member of the window's communicator (its
+    // group, in rank order).
+    unsafe {
+        crate::mpi::coll::allreduce(
+            sent.as_ptr().cast(),
+            total.as_mut_ptr().cast(),
+            sent.len() as i64,
+            crate::ids::DtypeId::from_idx(u64_type),
+            crate::mpi::coll::op::OP_SUM,
+            comm,
+        )?;
+    }
+    let expected = total[me];
+    wait(|e| {
+        e.rma.win(win).map_or(true, |w| {
+            w.applied_ops >= expected && w.peers.iter().all(|p| p.outstanding == 0)
+        })
+    })?;
+    let g = with(|e| -> Result<Option<u64>> {
+        e.rma_next_epoch(win)?;
+        let w = e.rma.win_mut(win)?;
+        if w.peers.iter().all(|p| p.ctl.is_null()) {
+            return Ok(None);
+        }
+        w.fence_gen += 1;
+        w.ctl().fence_arrive(w.fence_gen);
+        Ok(Some(w.fence_gen))
+    })??;
+    if let Some(g) = g {
+        // Members on this host may reach our memory directly in the next epoch (loads and
+        // stores, cross-memory attach), past the frames that wait above: they leave only
+        // once we have applied the ending epoch's frames, and we once they have theirs.
+        wait(|e| e.rma.win(win).map_or(true, |w| fence_local(w, g)))?;
+    }
+    full_barrier();
+    with(|e| e.rma_take_error(win))?
+}
+
+/// Have the members of the window on this host arrived at fence count `g`?
+fn fence_local(w: &super::Win, g: u64) -> bool {
+    w.peers
+        .iter()
+        .enumerate()
+        // SAFETY: a member's control block, where mapped, is mapped as long as the window.
+        .all(|(j, p)| j == w.rank || p.ctl.is_null() || unsafe { &*p.ctl }.fence_reached(g))
 }
 
 /// Polls of the members' fence words before a waiting fence makes progress and yields.
