@@ -130,6 +130,10 @@ pub(crate) struct Peer {
     /// Operation frames (Put, Acc, Get, Cas) sent to it since the window was made: what a
     /// fence across hosts counts ([`sync::fence`]).
     pub sent_ops: u64,
+    /// Operation frames sent to it by all members, at our last fence across hosts, and
+    /// whether that fence waits for it to apply them (`sync::fence_counted`).
+    pub fence_total: u64,
+    pub fence_wait: bool,
     /// Post frames from it not consumed by a Start yet, Complete frames not consumed by a Wait.
     pub posts: u32,
     pub completes: u32,
@@ -784,6 +788,8 @@ unsafe fn build(
                 unflushed: false,
                 outstanding: 0,
                 sent_ops: 0,
+                fence_total: 0,
+                fence_wait: false,
                 posts: 0,
                 completes: 0,
                 lock: None,

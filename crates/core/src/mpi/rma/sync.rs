@@ -276,25 +276,34 @@ fn fence_counted(win: u32, comm: CommId) -> Result<()> {
         }
         w.fence_gen += 1;
         w.ctl().fence_arrive(w.fence_gen);
-        Ok(Some(w.fence_gen))
+        // Members on this host that we reach directly (loads and stores, cross-memory
+        // attach) in the next epoch, past frames still waiting at them: where frames went to
+        // one in the ending epoch (its total grew), we leave only once it has applied them.
+        let mut waits = false;
+        for (j, p) in w.peers.iter_mut().enumerate() {
+            p.fence_wait = j != me
+                && !p.ctl.is_null()
+                && matches!(p.mech, super::Mech::Direct(_) | super::Mech::Cma(_))
+                && total[j] > p.fence_total;
+            p.fence_total = total[j];
+            waits |= p.fence_wait;
+        }
+        Ok(waits.then_some(w.fence_gen))
     })??;
     if let Some(g) = g {
-        // Members on this host may reach our memory directly in the next epoch (loads and
-        // stores, cross-memory attach), past the frames that wait above: they leave only
-        // once we have applied the ending epoch's frames, and we once they have theirs.
         wait(|e| e.rma.win(win).map_or(true, |w| fence_local(w, g)))?;
     }
     full_barrier();
     with(|e| e.rma_take_error(win))?
 }
 
-/// Have the members of the window on this host arrived at fence count `g`?
+/// Have the members of the window on this host that [`fence_counted`] waits for
+/// (`Peer::fence_wait`) arrived at fence count `g`?
 fn fence_local(w: &super::Win, g: u64) -> bool {
     w.peers
         .iter()
-        .enumerate()
         // SAFETY: a member's control block, where mapped, is mapped as long as the window.
-        .all(|(j, p)| j == w.rank || p.ctl.is_null() || unsafe { &*p.ctl }.fence_reached(g))
+        .all(|p| !p.fence_wait || unsafe { &*p.ctl }.fence_reached(g))
 }
 
 /// Polls of the members' fence words before a waiting fence makes progress and yields.
