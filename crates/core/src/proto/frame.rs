@@ -627,7 +627,8 @@ impl RmaKind {
     fn flags(self) -> u8 {
         let own = match self {
             RmaKind::Lock | RmaKind::Unlock => RMA_EXCLUSIVE,
-            RmaKind::Acc => RMA_FETCH,
+            RmaKind::Acc => RMA_FETCH | RMA_ACK,
+            RmaKind::Put => RMA_ACK,
             _ => 0,
         };
         if self.is_answer() {
@@ -642,6 +643,10 @@ impl RmaKind {
 pub const RMA_EXCLUSIVE: u8 = 0x1;
 /// Acc: answer with the target's values before the operation (MPI_Get_accumulate).
 pub const RMA_FETCH: u8 = 0x2;
+/// Put, Acc without FETCH: acknowledge (Ack with the frame's id) once applied, as a Flush
+/// frame right after it would be: a flush whose target's last frame has not left yet marks
+/// that frame instead of sending one more (`mpi::rma::sync`).
+pub const RMA_ACK: u8 = 0x8;
 /// Every request (not Data, Ack): sent after an odd number of counted fences on the window,
 /// so that a target still in a fence tells the next epoch's frames from the ending one's
 /// (`mpi::rma::sync::fence_counted`).
@@ -925,6 +930,15 @@ mod tests {
         let mut odd = h;
         odd.flags |= RMA_ODD;
         assert_eq!(RmaHeader::decode(&odd.encode()), Ok(odd));
+        let mut put = RmaHeader::new(RmaKind::Put, ContextId::new(12));
+        put.flags = RMA_ACK | RMA_ODD;
+        assert_eq!(RmaHeader::decode(&put.encode()), Ok(put));
+        let mut get = RmaHeader::new(RmaKind::Get, ContextId::new(12));
+        get.flags = RMA_ACK; // answered by its data
+        assert_eq!(
+            RmaHeader::decode(&get.encode()),
+            Err(FrameError::BadFlags(RMA_ACK))
+        );
         let mut ack = RmaHeader::new(RmaKind::Ack, ContextId::new(12));
         ack.flags = RMA_ODD; // answers carry no epoch
         assert_eq!(

@@ -17,7 +17,7 @@ use super::{Flavor, LockWait, State, Waiting};
 use crate::ids::ContextId;
 use crate::mpi::pml::Pml;
 use crate::proto::frame::{
-    self, RmaHeader, RmaKind, HEADER_LEN, RMA_EXCLUSIVE, RMA_FETCH, RMA_ODD,
+    self, RmaHeader, RmaKind, HEADER_LEN, RMA_ACK, RMA_EXCLUSIVE, RMA_FETCH, RMA_ODD,
 };
 use crate::transport::Gpid;
 
@@ -222,9 +222,14 @@ impl State {
         };
         let total: u64 = segs.iter().map(|s| s.1).sum();
         let reads = h.kind == RmaKind::Get || h.flags & RMA_FETCH != 0;
+        let acks = !reads && h.flags & RMA_ACK != 0;
         let fail = |s: &mut State, why: &str| {
             if reads {
                 s.answer(from, h.win, h.id, Vec::new());
+            } else if acks {
+                // Acknowledged all the same, as a Flush would be: the origin's flush ends
+                // (the error is the target's to report).
+                s.ack(from, h.win, h.id);
             }
             eprintln!("Protean: a one-sided operation from process {from} was not applied: {why}");
             s.bad_frames += 1;
@@ -309,6 +314,8 @@ impl State {
         }
         if reads {
             self.answer(from, h.win, h.id, out);
+        } else if acks {
+            self.ack(from, h.win, h.id);
         }
     }
 

@@ -305,6 +305,13 @@ pub struct State {
     early: Vec<(Gpid, [u8; HEADER_LEN], Vec<u8>)>,
     early_bytes: usize,
     pub(crate) outbox: VecDeque<Out>,
+    /// The outbox holds a frame that leaves at the next progress pass (anything but small
+    /// writes), or frames the transports did not take yet.
+    hard: bool,
+    /// Payload bytes of small writes in the outbox ([`State::send_soft`]).
+    soft_bytes: usize,
+    /// Writes issued ([`State::poke_due`]).
+    writes: u32,
     pub(crate) waiting: HashMap<u32, Waiting>,
     pub(crate) fetching: HashMap<u32, Fetching>,
     next_id: u32,
@@ -316,6 +323,17 @@ pub struct State {
     pub verbose: bool,
 }
 
+/// One write in this many makes a progress pass before it ([`State::poke_due`]).
+const POKE_EVERY: u32 = 16;
+
+/// RMA payloads up to this many bytes are copied by the transport rather than lent
+/// ([`State::flush`]).
+const COPY_MAX: usize = 4096;
+
+/// Small writes wait in the outbox until a call completes them, another frame leaves, or
+/// they hold this many bytes ([`State::send_soft`]).
+const SOFT_MAX: usize = 64 << 10;
+
 /// Frames held for windows not made yet, at most this many bytes (a target that never
 /// makes the window is a broken program; beyond this its frames are dropped).
 const EARLY_MAX: usize = 64 << 20;
@@ -324,7 +342,14 @@ impl State {
     /// Work for the progress pass: frames to send, locks to grant.
     #[inline]
     pub fn busy(&self) -> bool {
-        !self.outbox.is_empty() || !self.locks.is_empty()
+        self.hard || self.soft_bytes > SOFT_MAX || !self.locks.is_empty()
+    }
+
+    /// Is it a write's turn to make a progress pass (`ops::op`)?
+    #[inline]
+    pub(crate) fn poke_due(&mut self) -> bool {
+        self.writes = self.writes.wrapping_add(1);
+        self.writes.is_multiple_of(POKE_EVERY)
     }
 
     /// A fresh operation id (never 0).
@@ -352,8 +377,24 @@ impl State {
         self.wins.iter().filter(|w| w.is_some()).count()
     }
 
-    /// Queue a frame; a request carries the parity of its window's counted fences.
-    pub(crate) fn send(&mut self, to: Gpid, mut hdr: frame::RmaHeader, payload: Vec<u8>) {
+    /// Queue a frame that leaves at the next progress pass at the latest.
+    pub(crate) fn send(&mut self, to: Gpid, hdr: frame::RmaHeader, payload: Vec<u8>) {
+        self.hard = true;
+        self.queue(to, hdr, payload);
+    }
+
+    /// Queue a small write (Put, Acc without FETCH), which may wait: MPI completes it only at
+    /// a flush, unlock, fence or complete (each pushes the outbox, `Engine::rma_push`), so
+    /// writes issued one after another leave together, in one write to the socket, and a
+    /// flush after them rides on the last one ([`State::ack_last`]). Any other frame, or
+    /// [`SOFT_MAX`] bytes of them, sends them on at the next progress pass.
+    pub(crate) fn send_soft(&mut self, to: Gpid, hdr: frame::RmaHeader, payload: Vec<u8>) {
+        self.soft_bytes += payload.len() + HEADER_LEN;
+        self.queue(to, hdr, payload);
+    }
+
+    /// A request carries the parity of its window's counted fences.
+    fn queue(&mut self, to: Gpid, mut hdr: frame::RmaHeader, payload: Vec<u8>) {
         if !hdr.kind.is_answer()
             && self
                 .by_ctx
@@ -370,6 +411,30 @@ impl State {
         });
     }
 
+    /// Have the last frame queued for `to`, if it is a write on window `ctx` that has not left
+    /// yet, acknowledged with `id` once applied (`frame::RMA_ACK`), where a Flush frame after
+    /// it would have been: one frame less each way of a put and its flush.
+    pub(crate) fn ack_last(&mut self, to: Gpid, ctx: ContextId, id: u32) -> bool {
+        let Some(o) = self.outbox.iter_mut().rev().find(|o| o.to == to) else {
+            return false;
+        };
+        let Ok(mut h) = frame::RmaHeader::decode(&o.hdr) else {
+            return false;
+        };
+        let write = match h.kind {
+            frame::RmaKind::Put => true,
+            frame::RmaKind::Acc => h.flags & frame::RMA_FETCH == 0,
+            _ => false,
+        };
+        if !write || h.win != ctx || h.flags & frame::RMA_ACK != 0 {
+            return false;
+        }
+        h.flags |= frame::RMA_ACK;
+        h.id = id;
+        o.hdr = h.encode();
+        true
+    }
+
     /// Push queued frames to the transports; a peer that says "not now" keeps its frames (and
     /// their order) for the next pass.
     pub fn flush<T: Transport>(&mut self, io: &mut T) {
@@ -380,7 +445,15 @@ impl State {
                 keep.push_back(o);
                 continue;
             }
-            match io.send(o.to, &o.hdr, &[], &o.payload, Token::NONE) {
+            // A small payload goes as the transport's copied part, so that a held output
+            // (`Engine::rma_push`) keeps it and writes the frames together; a lent one would
+            // be written at once.
+            let (small, body): (&[u8], &[u8]) = if o.payload.len() <= COPY_MAX {
+                (&o.payload, &[])
+            } else {
+                (&[], &o.payload)
+            };
+            match io.send(o.to, &o.hdr, small, body, Token::NONE) {
                 Ok(_) => {}
                 Err(crate::transport::SendError::NotNow) => {
                     blocked.push(o.to);
@@ -394,6 +467,10 @@ impl State {
             }
         }
         self.outbox = keep;
+        self.hard = !self.outbox.is_empty();
+        if !self.hard {
+            self.soft_bytes = 0;
+        }
     }
 }
 
@@ -1097,8 +1174,16 @@ impl Engine {
             self.rma.grant_locks();
         }
         if !self.rma.outbox.is_empty() {
-            self.rma.flush(&mut self.net);
+            self.rma_push();
         }
+    }
+
+    /// Send every queued RMA frame, those to one peer in one write where the transport
+    /// can (`Transport::hold`).
+    pub(crate) fn rma_push(&mut self) {
+        self.net.hold();
+        self.rma.flush(&mut self.net);
+        self.net.release(&mut self.pml);
     }
 }
 
@@ -1115,6 +1200,48 @@ pub fn win_err(class: ErrorClass, msg: impl Into<String>) -> MpiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::frame::{RmaHeader, RmaKind, RMA_ACK};
+
+    #[test]
+    fn small_writes_wait_and_a_flush_rides_on_the_last() {
+        let (a, b) = (Gpid::new(1), Gpid::new(2));
+        let (w1, w2) = (ContextId::new(7), ContextId::new(8));
+        let mut s = State::default();
+        let put = |win| {
+            let mut h = RmaHeader::new(RmaKind::Put, win);
+            h.len = 8;
+            h
+        };
+        s.send_soft(a, put(w1), vec![1; 8]);
+        s.send_soft(b, put(w1), vec![2; 8]);
+        assert!(
+            !s.busy(),
+            "small writes wait for a call that completes them"
+        );
+        // The last frame to `a` is a write on w1: marked, no Flush frame needed.
+        assert!(s.ack_last(a, w1, 42));
+        let h = RmaHeader::decode(&s.outbox[0].hdr).unwrap();
+        assert_eq!((h.flags & RMA_ACK, h.id), (RMA_ACK, 42));
+        // Not twice, not for another window, not for a peer with nothing queued.
+        assert!(!s.ack_last(a, w1, 43));
+        assert!(!s.ack_last(b, w2, 44));
+        assert!(!s.ack_last(Gpid::new(3), w1, 45));
+        // A read is answered by its data: a flush after it needs a frame of its own.
+        s.send(b, RmaHeader::new(RmaKind::Get, w1), Vec::new());
+        assert!(s.busy(), "any other frame leaves at the next pass");
+        assert!(!s.ack_last(b, w1, 46));
+        // Enough small writes leave on their own.
+        let mut t = State::default();
+        while !t.busy() {
+            t.send_soft(a, put(w1), vec![0; 1024]);
+        }
+        assert!(t.soft_bytes > SOFT_MAX);
+        // Pushed (to a transport that takes everything): nothing waits any more.
+        let mut io = crate::transport::selfloop::SelfLoop::new(a);
+        t.outbox.retain(|o| o.to == a);
+        t.flush(&mut io);
+        assert!(t.outbox.is_empty() && !t.busy() && t.soft_bytes == 0);
+    }
 
     #[test]
     fn layouts_keep_blocks_apart_and_memory_contiguous_when_asked() {

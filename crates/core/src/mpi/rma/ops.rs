@@ -239,7 +239,13 @@ pub unsafe fn op(
         if e.cfg.rma_fastpath && !request && e.rma_fast(win, what, origin, result, compare, t) {
             return Ok(None);
         }
-        e.rma_poke(win);
+        // Writes without a request need no answer: a progress pass (syscalls on every TCP
+        // connection) before each of them cost more than the write itself in a stream of
+        // small puts, so only every POKE_EVERY-th makes one. Every other call on the window
+        // still does (`Win::am`).
+        if !matches!(what, What::Put | What::Acc(_)) || request || e.rma.poke_due() {
+            e.rma_poke(win);
+        }
         e.rma_op(win, what, origin, result, compare, t, request)
     })?
 }
@@ -971,6 +977,9 @@ impl Engine {
         } else {
             0
         };
+        // A small write waits (`State::send_soft`); anything else goes now: the target may be
+        // waiting for exactly this, and a large write is worth overlapping.
+        let soft = !r.fetch && r.bytes <= DEFER_MAX;
         let rma = &mut self.rma;
         for p in &pieces {
             let mut h = RmaHeader::new(kind, ctx);
@@ -1015,7 +1024,11 @@ impl Engine {
                     },
                 );
             }
-            rma.send(r.gpid, h, payload);
+            if soft {
+                rma.send_soft(r.gpid, h, payload);
+            } else {
+                rma.send(r.gpid, h, payload);
+            }
         }
         let w = rma.win_mut(r.win)?;
         let peer = &mut w.peers[r.target];
@@ -1026,11 +1039,17 @@ impl Engine {
         if matches!(what, What::Put | What::Acc(_) | What::GetAcc(_) | What::Cas) {
             peer.unflushed = true;
         }
-        // Send now: the target may be waiting for exactly this.
-        rma.flush(&mut self.net);
+        if !soft {
+            self.rma_push();
+        }
         Ok(slot)
     }
 }
+
+/// Writes by active messages of at most this many bytes may wait in the outbox
+/// (`State::send_soft`; over TCP a put + flush took 1.4x a get + flush with a Flush frame of
+/// its own, and 64 puts cost 64 writes to the socket).
+const DEFER_MAX: usize = 16 << 10;
 
 /// Why cross-memory attach did not do an operation.
 enum Fallback {

@@ -68,12 +68,15 @@ impl Engine {
             }
             let g = p.gpid;
             self.rma.waiting.insert(id, Waiting::Ack { win, target: t });
+            if kind == RmaKind::Flush && self.rma.ack_last(g, ctx, id) {
+                continue;
+            }
             let mut h = RmaHeader::new(kind, ctx);
             h.id = id;
             h.flags = flags;
             self.rma.send(g, h, Vec::new());
         }
-        self.rma.flush(&mut self.net);
+        self.rma_push();
         Ok(())
     }
 
@@ -109,8 +112,10 @@ impl Engine {
 /// Complete every operation of this process on `targets` at the targets.
 fn settle(win: u32, targets: &[usize]) -> Result<()> {
     with(|e| {
+        // Flush frames first: one may ride on a write still queued (`State::ack_last`).
+        e.rma_flush_start(win, targets)?;
         e.rma_poke(win);
-        e.rma_flush_start(win, targets)
+        Ok::<(), crate::error::MpiError>(())
     })??;
     wait(|e| e.rma_settled(win, targets))?;
     with(|e| e.rma_take_error(win))?
@@ -240,6 +245,7 @@ enum Step {
 /// target cannot apply are dropped and counted there, never acknowledged).
 fn fence_counted(win: u32, comm: CommId) -> Result<()> {
     let (sent, me): (Vec<u64>, usize) = with(|e| -> Result<_> {
+        e.rma_push();
         e.rma_poke(win);
         let w = e.rma.win(win)?;
         Ok((w.peers.iter().map(|p| p.sent_ops).collect(), w.rank))
@@ -397,7 +403,7 @@ pub fn post(win: u32, group: &[Gpid], assert: i32) -> Result<()> {
                 e.rma
                     .send(g, RmaHeader::new(RmaKind::Post, ctx), Vec::new());
             }
-            e.rma.flush(&mut e.net);
+            e.rma_push();
         }
         Ok(())
     })?
@@ -457,7 +463,7 @@ pub fn complete(win: u32) -> Result<()> {
             e.rma
                 .send(g, RmaHeader::new(RmaKind::Complete, ctx), Vec::new());
         }
-        e.rma.flush(&mut e.net);
+        e.rma_push();
         Ok(())
     })??;
     with(|e| e.rma_take_error(win))?
