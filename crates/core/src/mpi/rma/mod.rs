@@ -257,6 +257,9 @@ pub(crate) struct Out {
     pub to: Gpid,
     pub hdr: [u8; HEADER_LEN],
     pub payload: Vec<u8>,
+    /// Puts merged into this frame ([`State::merge_put`]): their segments and data, kept
+    /// apart until the frame leaves (the payload then lists the segments before the data).
+    pub merged: Option<Box<(Vec<(u64, u64)>, Vec<u8>)>>,
 }
 
 /// The origin waits for the answer to operation `id`.
@@ -326,6 +329,10 @@ pub struct State {
 /// One write in this many makes a progress pass before it ([`State::poke_due`]).
 const POKE_EVERY: u32 = 16;
 
+/// Small puts are merged into one frame up to this many payload bytes
+/// ([`State::merge_put`]).
+const MERGE_MAX: usize = 4096;
+
 /// RMA payloads up to this many bytes are copied by the transport rather than lent
 /// ([`State::flush`]).
 const COPY_MAX: usize = 4096;
@@ -393,21 +400,82 @@ impl State {
         self.queue(to, hdr, payload);
     }
 
+    /// The parity flag of window `ctx`'s counted fences, for its requests.
+    fn stamp(&self, ctx: ContextId) -> u8 {
+        let odd = self
+            .by_ctx
+            .get(&ctx)
+            .and_then(|&w| self.wins[w as usize].as_ref())
+            .is_some_and(|w| w.counted & 1 == 1);
+        if odd {
+            frame::RMA_ODD
+        } else {
+            0
+        }
+    }
+
+    /// Add a small put (target segments `segs`, data `data`) to the last frame queued, if that
+    /// is a small put to the same process on the same window in the same epoch that has not
+    /// left yet: one frame, one header and one segment list for a run of small puts (the
+    /// target applies the segments in order, as it would the frames). False: queue a frame.
+    pub(crate) fn merge_put(
+        &mut self,
+        to: Gpid,
+        ctx: ContextId,
+        segs: &[(u64, u64)],
+        data: &[u8],
+    ) -> bool {
+        let stamp = self.stamp(ctx);
+        let Some(o) = self.outbox.back_mut() else {
+            return false;
+        };
+        let had = match &o.merged {
+            Some(m) => m.1.len() + frame::SEG_LEN * m.0.len(),
+            None => o.payload.len() + frame::SEG_LEN,
+        };
+        if o.to != to || had + data.len() + frame::SEG_LEN * segs.len() > MERGE_MAX {
+            return false;
+        }
+        let Ok(mut h) = frame::RmaHeader::decode(&o.hdr) else {
+            return false;
+        };
+        if h.kind != frame::RmaKind::Put || h.win != ctx || h.flags != stamp {
+            return false;
+        }
+        if o.merged.is_none() {
+            let first = if h.nsegs == 0 {
+                (vec![(h.disp, h.len as u64)], std::mem::take(&mut o.payload))
+            } else {
+                match frame::take_segments(&o.payload, h.nsegs) {
+                    Ok((s, d)) => (s, d.to_vec()),
+                    Err(_) => return false,
+                }
+            };
+            h.nsegs = first.0.len() as u32;
+            h.disp = 0;
+            o.payload = Vec::new();
+            o.merged = Some(Box::new(first));
+        }
+        let m = o.merged.as_mut().expect("just made");
+        m.0.extend_from_slice(segs);
+        m.1.extend_from_slice(data);
+        h.nsegs += segs.len() as u32;
+        h.len += data.len() as u32;
+        o.hdr = h.encode();
+        self.soft_bytes += data.len() + frame::SEG_LEN * segs.len();
+        true
+    }
+
     /// A request carries the parity of its window's counted fences.
     fn queue(&mut self, to: Gpid, mut hdr: frame::RmaHeader, payload: Vec<u8>) {
-        if !hdr.kind.is_answer()
-            && self
-                .by_ctx
-                .get(&hdr.win)
-                .and_then(|&w| self.wins[w as usize].as_ref())
-                .is_some_and(|w| w.counted & 1 == 1)
-        {
-            hdr.flags |= frame::RMA_ODD;
+        if !hdr.kind.is_answer() {
+            hdr.flags |= self.stamp(hdr.win);
         }
         self.outbox.push_back(Out {
             to,
             hdr: hdr.encode(),
             payload,
+            merged: None,
         });
     }
 
@@ -440,7 +508,14 @@ impl State {
     pub fn flush<T: Transport>(&mut self, io: &mut T) {
         let mut blocked: Vec<Gpid> = Vec::new();
         let mut keep = VecDeque::new();
-        while let Some(o) = self.outbox.pop_front() {
+        while let Some(mut o) = self.outbox.pop_front() {
+            if let Some(m) = o.merged.take() {
+                let (segs, data) = *m;
+                let mut p = Vec::with_capacity(frame::SEG_LEN * segs.len() + data.len());
+                frame::put_segments(&mut p, &segs);
+                p.extend_from_slice(&data);
+                o.payload = p;
+            }
             if blocked.contains(&o.to) {
                 keep.push_back(o);
                 continue;
@@ -1230,6 +1305,41 @@ mod tests {
         s.send(b, RmaHeader::new(RmaKind::Get, w1), Vec::new());
         assert!(s.busy(), "any other frame leaves at the next pass");
         assert!(!s.ack_last(b, w1, 46));
+        // Small puts merge into the last frame while it is theirs: to `c` on w1, three puts
+        // in one frame (segments first, then the data, in order).
+        let c = Gpid::new(3);
+        let mut m = State::default();
+        let mut h = put(w1);
+        h.disp = 100;
+        m.send_soft(c, h, vec![1; 8]);
+        assert!(m.merge_put(c, w1, &[(200, 4)], &[2; 4]));
+        assert!(m.merge_put(c, w1, &[(300, 2), (310, 2)], &[3; 4]));
+        assert!(!m.merge_put(b, w1, &[(0, 1)], &[4]), "another target");
+        assert!(!m.merge_put(c, w2, &[(0, 1)], &[4]), "another window");
+        assert!(!m.merge_put(c, w1, &[(0, 5000)], &[0; 5000]), "too large");
+        assert!(m.ack_last(c, w1, 9));
+        assert!(
+            !m.merge_put(c, w1, &[(0, 1)], &[4]),
+            "a marked frame is closed"
+        );
+        let mut io = crate::transport::selfloop::SelfLoop::new(c);
+        m.flush(&mut io);
+        struct Got(Vec<([u8; HEADER_LEN], Vec<u8>)>);
+        impl crate::transport::FrameSink for Got {
+            fn on_frame(&mut self, _: Gpid, h: &[u8; HEADER_LEN], p: &[u8]) {
+                self.0.push((*h, p.to_vec()));
+            }
+            fn on_sent(&mut self, _: crate::transport::Token) {}
+        }
+        let mut got = Got(Vec::new());
+        crate::transport::Transport::progress(&mut io, &mut got);
+        assert_eq!(got.0.len(), 1);
+        let h = RmaHeader::decode(&got.0[0].0).unwrap();
+        assert_eq!((h.nsegs, h.len, h.id, h.flags), (4, 16, 9, RMA_ACK));
+        let (segs, data) = frame::take_segments(&got.0[0].1, h.nsegs).unwrap();
+        assert_eq!(segs, vec![(100, 8), (200, 4), (300, 2), (310, 2)]);
+        assert_eq!(data, &[1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]);
+
         // Enough small writes leave on their own.
         let mut t = State::default();
         while !t.busy() {

@@ -981,6 +981,20 @@ impl Engine {
         // waiting for exactly this, and a large write is worth overlapping.
         let soft = !r.fetch && r.bytes <= DEFER_MAX;
         let rma = &mut self.rma;
+        if soft
+            && what == What::Put
+            && pieces.len() == 1
+            && rma.merge_put(
+                r.gpid,
+                ctx,
+                &pieces[0].segs,
+                std::slice::from_raw_parts(src, r.bytes),
+            )
+        {
+            let peer = &mut rma.win_mut(r.win)?.peers[r.target];
+            peer.unflushed = true;
+            return Ok(None);
+        }
         for p in &pieces {
             let mut h = RmaHeader::new(kind, ctx);
             let mut payload = Vec::new();
