@@ -259,8 +259,11 @@ pub(crate) struct Out {
     pub payload: Vec<u8>,
     /// Puts merged into this frame ([`State::merge_put`]): their segments and data, kept
     /// apart until the frame leaves (the payload then lists the segments before the data).
-    pub merged: Option<Box<(Vec<(u64, u64)>, Vec<u8>)>>,
+    pub merged: Option<Box<Merged>>,
 }
+
+/// The segments and data of puts merged into one frame.
+pub(crate) type Merged = (frame::Segments, Vec<u8>);
 
 /// The origin waits for the answer to operation `id`.
 pub(crate) enum Waiting {
