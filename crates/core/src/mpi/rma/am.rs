@@ -19,7 +19,7 @@ use crate::mpi::pml::Pml;
 use crate::proto::frame::{
     self, RmaHeader, RmaKind, HEADER_LEN, RMA_ACK, RMA_EXCLUSIVE, RMA_FETCH, RMA_ODD,
 };
-use crate::transport::Gpid;
+use crate::transport::{Await, Gpid, Placement, Span};
 
 /// A piece of an operation that goes in one frame: its target segments, and where its data
 /// lies in the operation's packed data.
@@ -179,6 +179,69 @@ impl State {
                 w.peers[rank].completes += 1;
             }
             RmaKind::Data | RmaKind::Ack => unreachable!("answers handled above"),
+        }
+    }
+
+    /// A large frame is next from `from`, its payload not arrived yet: the data of a read
+    /// goes straight into the result, a put's straight into our window memory (one
+    /// contiguous segment, checked as `on_data_op` checks it, in the current epoch), instead
+    /// of through the transport's buffer and a copy. None: delivered as a whole frame.
+    pub(crate) fn place(
+        &mut self,
+        from: Gpid,
+        hdr: &[u8; HEADER_LEN],
+        len: usize,
+    ) -> Option<Placement> {
+        let h = RmaHeader::decode(hdr).ok()?;
+        let to = match h.kind {
+            RmaKind::Data => {
+                let Some(&Waiting::Data { op, at, len: want }) = self.waiting.get(&h.id) else {
+                    return None;
+                };
+                let f = self.fetching.get(&op)?;
+                if want != len || f.dst.is_null() || f.error.is_some() {
+                    return None;
+                }
+                f.dst.wrapping_add(at)
+            }
+            RmaKind::Put if h.nsegs == 0 && h.len as usize == len => {
+                let w = self.wins[*self.by_ctx.get(&h.win)? as usize].as_ref()?;
+                w.rank_of(from)?;
+                if (h.flags & RMA_ODD != 0) != (w.counted & 1 == 1) || !w.holds(h.disp, len as u64)
+                {
+                    return None;
+                }
+                w.at(h.disp)
+            }
+            _ => return None,
+        };
+        Some(Placement {
+            // SAFETY: `len` bytes at `to` are the result's (the pieces partition it; it lives
+            // until the operation completes, which this frame's arrival decides) or our
+            // window memory (checked above, alive with the window).
+            to: unsafe { Span::new(to, len) },
+            wait: Await::AsItComes,
+        })
+    }
+
+    /// The payload of a frame [`State::place`] placed has been written.
+    pub(crate) fn placed(&mut self, pml: &mut Pml, from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) {
+        let Ok(h) = RmaHeader::decode(hdr) else {
+            return;
+        };
+        if h.kind == RmaKind::Data {
+            return self.answered(pml, from, h, None, len);
+        }
+        if let Some(w) = self
+            .by_ctx
+            .get(&h.win)
+            .and_then(|&wid| self.wins[wid as usize].as_mut())
+        {
+            // Applied (the bytes are in place): counted as `on_frame` counts it.
+            w.applied_ops += 1;
+        }
+        if h.flags & RMA_ACK != 0 {
+            self.ack(from, h.win, h.id);
         }
     }
 
@@ -358,6 +421,19 @@ impl State {
 
     /// Data and Ack frames: answers to this process's operations.
     fn on_answer(&mut self, pml: &mut Pml, from: Gpid, h: RmaHeader, payload: &[u8]) {
+        self.answered(pml, from, h, Some(payload), payload.len());
+    }
+
+    /// An answer arrived: its `len` bytes of data in `payload`, or already written in place
+    /// (None: [`State::place`]).
+    fn answered(
+        &mut self,
+        pml: &mut Pml,
+        from: Gpid,
+        h: RmaHeader,
+        payload: Option<&[u8]>,
+        plen: usize,
+    ) {
         let Some(wt) = self.waiting.remove(&h.id) else {
             return self.bad(from, "an answer nobody waits for");
         };
@@ -372,13 +448,13 @@ impl State {
                 let Some(f) = self.fetching.get_mut(&op) else {
                     return self.bad(from, "data for a finished operation");
                 };
-                if h.kind != RmaKind::Data || payload.len() != len {
+                if h.kind != RmaKind::Data || plen != len {
                     f.error = Some(crate::mpi_error!(
                         RmaRange,
                         "rank {} did not apply a one-sided operation (outside its window memory, or malformed)",
                         f.target
                     ));
-                } else if !f.dst.is_null() {
+                } else if let (false, Some(payload)) = (f.dst.is_null(), payload) {
                     // SAFETY: the result (user buffer or staging) holds the operation's bytes;
                     // at + len is inside (the pieces partition it).
                     unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), f.dst.add(at), len) };

@@ -572,12 +572,15 @@ impl FrameSink for Sink<'_> {
     #[inline]
     fn place(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) -> Option<Placement> {
         if frame::is_rma(hdr) {
-            return None;
+            return self.rma.place(from, hdr, len);
         }
         self.pml.place(from, hdr, len)
     }
 
     fn placed(&mut self, from: Gpid, hdr: &[u8; HEADER_LEN], len: usize) {
+        if frame::is_rma(hdr) {
+            return self.rma.placed(self.pml, from, hdr, len);
+        }
         self.pml.placed(from, hdr, len)
     }
 
