@@ -242,7 +242,8 @@ enum Step {
 /// Operations on members reached directly (shared memory, cross-memory attach) are complete
 /// when issued; a window without active messages sends zeros. An error an operation met at its
 /// target is reported as before (the answers of reading operations carry it; writes that a
-/// target cannot apply are dropped and counted there, never acknowledged).
+/// target cannot apply are dropped and counted there, and acknowledged only where marked
+/// `RMA_ACK`, as a Flush after them would be).
 fn fence_counted(win: u32, comm: CommId) -> Result<()> {
     let (sent, me): (Vec<u64>, usize) = with(|e| -> Result<_> {
         e.rma_push();
