@@ -1317,7 +1317,7 @@ impl Engine {
             .expect("PROC_NULL handled by the caller");
         if d.contig {
             // SAFETY: the user's buffer holds `len` bytes; the region has room for them.
-            unsafe { std::ptr::copy_nonoverlapping(buf, region, len) };
+            unsafe { crate::mem::copy(buf, region, len) };
         } else {
             // SAFETY: the user's buffer holds `count` elements of the type; the region has room
             // for their `len` packed bytes.

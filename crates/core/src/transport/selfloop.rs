@@ -127,7 +127,7 @@ impl Transport for SelfLoop {
         if !dst.is_empty() {
             // SAFETY: both spans are valid for their length (Span's contract); they overlap
             // only in an erroneous program, which `copy` tolerates.
-            unsafe { std::ptr::copy(src.ptr(), dst.ptr(), dst.len()) };
+            unsafe { crate::mem::copy_overlap(src.ptr(), dst.ptr(), dst.len()) };
         }
         Ok(Copied::Done)
     }
@@ -146,7 +146,7 @@ impl Transport for SelfLoop {
         let dst = span_of(region, offset, src.len())?;
         if !src.is_empty() {
             // SAFETY: as in `get`, with the roles of the two spans swapped.
-            unsafe { std::ptr::copy(src.ptr(), dst.ptr(), src.len()) };
+            unsafe { crate::mem::copy_overlap(src.ptr(), dst.ptr(), src.len()) };
         }
         Ok(Copied::Done)
     }

@@ -489,7 +489,7 @@ pub unsafe fn copy_between(
         (false, true) => {
             let mut v = Vec::with_capacity(sbytes);
             sdt.pack(src, scount, &mut v);
-            std::ptr::copy_nonoverlapping(v.as_ptr(), dst, sbytes);
+            crate::mem::copy(v.as_ptr(), dst, sbytes);
         }
         (false, false) => {
             let mut v = Vec::with_capacity(sbytes);

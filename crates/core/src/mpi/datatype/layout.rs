@@ -18,7 +18,6 @@
 //! Addresses are computed with wrapping integer arithmetic on `usize`, never by offsetting a
 //! pointer: with MPI_BOTTOM the base is null and the offsets are absolute addresses.
 
-use std::ptr;
 use std::sync::Arc;
 
 use crate::err;
@@ -305,9 +304,9 @@ fn at(base: usize, off: isize) -> usize {
 unsafe fn copy<const PACK: bool>(user: usize, packed: *mut u8, n: usize) {
     let u = user as *mut u8;
     if PACK {
-        ptr::copy_nonoverlapping(u, packed, n)
+        crate::mem::copy(u, packed, n)
     } else {
-        ptr::copy_nonoverlapping(packed, u, n)
+        crate::mem::copy(packed, u, n)
     }
 }
 

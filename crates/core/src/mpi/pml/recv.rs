@@ -336,7 +336,7 @@ impl Pml {
         let pre = prefix.len().min(len.min(r.len));
         if pre > 0 {
             // SAFETY: `pre <= r.len` bytes of the receive buffer.
-            unsafe { std::ptr::copy_nonoverlapping(prefix.as_ptr(), r.buf, pre) };
+            unsafe { crate::mem::copy(prefix.as_ptr(), r.buf, pre) };
         }
         let take = match action {
             Ok(RecvAction::Fetch { take, .. }) => take,
@@ -394,7 +394,7 @@ impl Pml {
             if off < r.len {
                 let k = d.len().min(r.len - off);
                 // SAFETY: `off + k <= r.len`, inside the receive buffer.
-                unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), r.buf.add(off), k) };
+                unsafe { crate::mem::copy(d.as_ptr(), r.buf.add(off), k) };
             }
         }
         r.off += n;

@@ -351,8 +351,8 @@ impl State {
             // and alive with the window; `data` and `out` hold `total` bytes.
             unsafe {
                 match h.kind {
-                    RmaKind::Put => std::ptr::copy(data.as_ptr().add(done), p, len),
-                    RmaKind::Get => std::ptr::copy(p, out.as_mut_ptr().add(done), len),
+                    RmaKind::Put => crate::mem::copy_overlap(data.as_ptr().add(done), p, len),
+                    RmaKind::Get => crate::mem::copy_overlap(p, out.as_mut_ptr().add(done), len),
                     _ => {
                         let a = acc.as_ref().expect("acc");
                         let o = if data.is_empty() {
@@ -457,7 +457,7 @@ impl State {
                 } else if let (false, Some(payload)) = (f.dst.is_null(), payload) {
                     // SAFETY: the result (user buffer or staging) holds the operation's bytes;
                     // at + len is inside (the pieces partition it).
-                    unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), f.dst.add(at), len) };
+                    unsafe { crate::mem::copy(payload.as_ptr(), f.dst.add(at), len) };
                 }
                 f.left = f.left.saturating_sub(len);
                 let (win, target) = (f.win, f.target);

@@ -316,9 +316,9 @@ unsafe fn put_get_body(
     match e.rma_fast_span(win, rank, disp, count, dt) {
         Some((dst, bytes, _)) => {
             if get {
-                copy_small(dst, origin, bytes)
+                crate::mem::copy_overlap(dst, origin, bytes)
             } else {
-                copy_small(origin, dst, bytes)
+                crate::mem::copy_overlap(origin, dst, bytes)
             }
             true
         }
@@ -369,8 +369,8 @@ impl Engine {
         let n = t.count as usize;
         let st = &mut self.rma;
         match what {
-            What::Put => copy_small(origin.ptr, dst, bytes),
-            What::Get => copy_small(dst, origin.ptr, bytes),
+            What::Put => crate::mem::copy_overlap(origin.ptr, dst, bytes),
+            What::Get => crate::mem::copy_overlap(dst, origin.ptr, bytes),
             What::Acc(_) | What::GetAcc(_) | What::Cas => {
                 let fetch = !matches!(what, What::Acc(_));
                 if ctl.is_null() || (fetch && (result.dt != t.dt || result.count != t.count)) {
@@ -753,8 +753,8 @@ impl Engine {
             let p = at(off);
             let len = len as usize;
             match what {
-                What::Put => copy_small(src.add(done), p, len),
-                What::Get => copy_small(p, dst.expect("sink").add(done), len),
+                What::Put => crate::mem::copy_overlap(src.add(done), p, len),
+                What::Get => crate::mem::copy_overlap(p, dst.expect("sink").add(done), len),
                 What::Acc(_) | What::GetAcc(_) => {
                     let (a, _, _) = r.acc.as_ref().expect("acc");
                     let o = if src.is_null() { src } else { src.add(done) };
@@ -1073,93 +1073,6 @@ enum Fallback {
     Range(crate::error::MpiError),
 }
 
-/// `std::ptr::copy` (overlap allowed), with up to 64 bytes done in registers instead of a call
-/// to memmove: the sizes of one basic element directly, others as two (or four) overlapping
-/// unaligned words, every load before the first store (so overlapping buffers are fine); and
-/// copies that memmove would make slowly (`aliases`) done backwards.
-///
-/// # Safety
-/// As `std::ptr::copy`.
-#[inline(always)]
-unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
-    macro_rules! reg {
-        ($t:ty) => {
-            (dst as *mut $t).write_unaligned((src as *const $t).read_unaligned())
-        };
-    }
-    // Two words of type $t: the first and the last (overlapping when n < 2 * size).
-    macro_rules! two {
-        ($t:ty) => {{
-            let k = std::mem::size_of::<$t>();
-            let a = (src as *const $t).read_unaligned();
-            let b = (src.add(n - k) as *const $t).read_unaligned();
-            (dst as *mut $t).write_unaligned(a);
-            (dst.add(n - k) as *mut $t).write_unaligned(b);
-        }};
-    }
-    match n {
-        1 => reg!(u8),
-        2 => reg!(u16),
-        4 => reg!(u32),
-        8 => reg!(u64),
-        16 => reg!(u128),
-        3 => two!(u16),
-        5..=7 => two!(u32),
-        9..=15 => two!(u64),
-        17..=32 => two!(u128),
-        33..=64 => {
-            let w = |o: usize| (src.add(o) as *const u128).read_unaligned();
-            let (a, b, c, d) = (w(0), w(16), w(n - 32), w(n - 16));
-            let p = |o: usize, v: u128| (dst.add(o) as *mut u128).write_unaligned(v);
-            p(0, a);
-            p(16, b);
-            p(n - 32, c);
-            p(n - 16, d);
-        }
-        ALIAS_MIN..=ALIAS_MAX if aliases(src, dst, n) => copy_backward(src, dst, n),
-        _ => std::ptr::copy(src, dst, n),
-    }
-}
-
-/// Sizes where glibc's memmove copies with `rep movsb`, which on some x86-64 processors (this
-/// project's AMD EPYC machines) runs 15-20x slower when the destination lies 1-63 bytes past
-/// the source modulo 4096 (4K aliasing: every load seems to depend on a store just made).
-/// A page-aligned window and a `malloc`ed user buffer (page + 16) meet exactly that on a get.
-/// Larger copies use non-temporal stores and are not affected.
-const ALIAS_MIN: usize = 2048;
-const ALIAS_MAX: usize = 512 << 10;
-
-/// Would `memmove(dst, src, n)` meet that aliasing (and may the copy go backwards: not a
-/// destination below the source that overlaps it)?
-#[inline(always)]
-fn aliases(src: *const u8, dst: *mut u8, n: usize) -> bool {
-    let (s, d) = (src as usize, dst as usize);
-    let dist = d.wrapping_sub(s) & 4095;
-    (1..64).contains(&dist) && !(d < s && d + n > s)
-}
-
-/// Copy `n` bytes from the end down, 64 at a time through vector registers (all four loads of
-/// a step before its stores), then the first `n % 64` with memmove: as `std::ptr::copy` for a
-/// destination above the source or apart from it.
-///
-/// # Safety
-/// As `std::ptr::copy`, and not a destination below an overlapping source.
-#[inline(never)]
-unsafe fn copy_backward(src: *const u8, dst: *mut u8, n: usize) {
-    let mut i = n;
-    while i >= 64 {
-        i -= 64;
-        let w = |o: usize| (src.add(i + o) as *const u128).read_unaligned();
-        let (a, b, c, d) = (w(0), w(16), w(32), w(48));
-        let p = |o: usize, v: u128| (dst.add(i + o) as *mut u128).write_unaligned(v);
-        p(0, a);
-        p(16, b);
-        p(32, c);
-        p(48, d);
-    }
-    std::ptr::copy(src, dst, i);
-}
-
 /// Engine ids of MPI_REPLACE and MPI_NO_OP (checked by a test against [`Builtin::ALL`]).
 const REPLACE: u32 = 12;
 const NO_OP: u32 = 13;
@@ -1205,72 +1118,6 @@ impl State {
 mod tests {
     use super::*;
     use crate::mpi::datatype::{predefined, predefined_index};
-
-    #[test]
-    fn copy_small_is_memmove_for_every_size_and_overlap() {
-        for n in 0..=80usize {
-            for (from, to) in [(0usize, 100usize), (3, 101), (10, 13), (13, 10), (5, 5)] {
-                let mut want: Vec<u8> = (0..200).map(|i| (i * 7 + 1) as u8).collect();
-                let mut got = want.clone();
-                // SAFETY: both ranges lie in the 200-byte buffers.
-                unsafe {
-                    let w = want.as_mut_ptr();
-                    std::ptr::copy(w.add(from), w.add(to), n);
-                    let g = got.as_mut_ptr();
-                    copy_small(g.add(from), g.add(to), n);
-                }
-                assert_eq!(got, want, "n {n}, from {from} to {to}");
-            }
-        }
-    }
-
-    #[test]
-    fn copies_past_the_aliasing_distance_are_memmove() {
-        // Sizes around the bounds and odd ones, every distance class: apart (aliasing or
-        // not), overlapping with the destination above or below the source.
-        let buf = 3 * ALIAS_MAX + 3 * 4096;
-        let mut want: Vec<u8> = (0..buf).map(|i| (i * 31 + i / 251) as u8).collect();
-        let mut got = want.clone();
-        for n in [
-            2047usize,
-            2048,
-            2049,
-            4095,
-            8192 + 17,
-            65536,
-            ALIAS_MAX,
-            ALIAS_MAX + 1,
-        ] {
-            for (from, to) in [
-                (0usize, 4096 + 16),
-                (16, 2 * 4096 + 63),
-                (5, ALIAS_MAX + 4096 + 64),
-                (100, 100 + 4096 * 2 + 1),
-                (1000, 1016),
-                (4096 + 40, 40),
-                (ALIAS_MAX + 8192, 8192 + 16),
-            ] {
-                if from.max(to) + n > buf {
-                    continue;
-                }
-                // SAFETY: both ranges lie in the buffers.
-                unsafe {
-                    let w = want.as_mut_ptr();
-                    std::ptr::copy(w.add(from), w.add(to), n);
-                    let g = got.as_mut_ptr();
-                    copy_small(g.add(from), g.add(to), n);
-                }
-                assert!(got == want, "n {n}, from {from} to {to}");
-            }
-        }
-        let p = 4096 * 8;
-        assert!(aliases(p as *const u8, (p + 4096 + 16) as *mut u8, 8192));
-        assert!(!aliases(p as *const u8, (p + 64) as *mut u8, 8192));
-        assert!(
-            !aliases(p as *const u8, (p - 4096 + 16) as *mut u8, 8192),
-            "overlaps below"
-        );
-    }
 
     #[test]
     fn fast_path_op_ids_match_the_builtins() {

@@ -26,9 +26,85 @@ pub fn write_to(pid: u32, addr: u64, src: &[u8]) -> io::Result<()> {
     transfer(pid, addr, src.as_ptr() as *mut u8, src.len(), true)
 }
 
-/// Move `len` bytes between our `local` memory and `addr` in process `pid`, in steps of at
-/// most 1 GiB so one call never pins an unbounded amount of memory.
+/// Move `len` bytes between our `local` memory and `addr` in process `pid`: through a buffer
+/// of our own when the kernel's copy would be slow ([`slow_distance`]), else directly, in
+/// steps of at most 1 GiB so one call never pins an unbounded amount of memory.
 fn transfer(pid: u32, addr: u64, local: *mut u8, len: usize, write: bool) -> io::Result<()> {
+    let (src, dst) = if write {
+        (local as usize, addr as usize)
+    } else {
+        (addr as usize, local as usize)
+    };
+    if len >= BOUNCE_MIN && slow_distance(src, dst) {
+        return BOUNCE.with(|b| bounced(&mut b.borrow_mut(), pid, addr, local, len, write));
+    }
+    direct(pid, addr, local, len, write)
+}
+
+/// Copies of at least this many bytes go through the bounce buffer when their distance is slow.
+const BOUNCE_MIN: usize = 2048;
+/// Bytes moved through the bounce buffer per call (it stays in the core's L2 cache).
+const BOUNCE_STEP: usize = 128 << 10;
+
+/// Is `dst` 1-63 bytes past `src` modulo 4096? The kernel copies with `rep movsb`, which on
+/// some x86-64 processors (this project's AMD EPYC VMs, kernel 6.18) runs about 5x slower
+/// then at every size (4K aliasing: loads wait on stores just made to the same page offset).
+/// Measured reading our own memory, page-aligned source, destination 16 bytes past a page:
+/// 64 KiB 43.6 us against 8.1 us at distance 0, 1 MiB 664 against 131, 4 MiB 2497 against
+/// 538. A page-aligned buffer (MPI_Alloc_mem, posix_memalign, a window) and a `malloc`ed one
+/// (page + 16) meet exactly that in one direction.
+fn slow_distance(src: usize, dst: usize) -> bool {
+    (1..64).contains(&(dst.wrapping_sub(src) & 4095))
+}
+
+thread_local! {
+    /// The bounce buffer of this thread (allocated on first use, `BOUNCE_STEP` bytes plus a
+    /// page so any page offset fits).
+    static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `transfer` in steps through `buf`, placed at the remote side's page offset so that the
+/// kernel copies at distance 0; our own copy between `buf` and `local` goes backwards when
+/// its distance is slow ([`crate::mem::copy`]). Measured as for [`slow_distance`]: 64 KiB
+/// 11.2 us, 1 MiB 146, 4 MiB 1068.
+fn bounced(
+    buf: &mut Vec<u8>,
+    pid: u32,
+    addr: u64,
+    local: *mut u8,
+    len: usize,
+    write: bool,
+) -> io::Result<()> {
+    if buf.is_empty() {
+        buf.resize(BOUNCE_STEP + 4096, 0);
+    }
+    let base = buf.as_mut_ptr();
+    let mut done = 0usize;
+    while done < len {
+        let at = addr as usize + done;
+        let step = (len - done).min(BOUNCE_STEP);
+        // `tmp` has the remote address's page offset.
+        let skew = at.wrapping_sub(base as usize) & 4095;
+        // SAFETY: `skew < 4096` and `step <= BOUNCE_STEP`, so `tmp` and the `step` bytes after
+        // it lie in `buf`; `local` covers `len` bytes (the caller's) apart from `buf`.
+        let tmp = unsafe { base.add(skew) };
+        // SAFETY: as above.
+        unsafe {
+            if write {
+                crate::mem::copy(local.add(done), tmp, step);
+                direct(pid, at as u64, tmp, step, true)?;
+            } else {
+                direct(pid, at as u64, tmp, step, false)?;
+                crate::mem::copy(tmp, local.add(done), step);
+            }
+        }
+        done += step;
+    }
+    Ok(())
+}
+
+/// `transfer` without the bounce buffer.
+fn direct(pid: u32, addr: u64, local: *mut u8, len: usize, write: bool) -> io::Result<()> {
     let mut done = 0usize;
     while done < len {
         let chunk = (len - done).min(1 << 30);
@@ -96,6 +172,47 @@ mod tests {
                 matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOSYS)),
                 "{e}"
             ),
+        }
+    }
+
+    #[test]
+    fn slow_distances_go_through_the_bounce_buffer_intact() {
+        let n = 3 * BOUNCE_STEP + 4096;
+        let src: Vec<u8> = (0..n + 8192).map(|i| (i * 13 + i / 4099) as u8).collect();
+        let mut dst = vec![0u8; n + 8192];
+        let page = |p: *const u8| 4096 - (p as usize & 4095);
+        let (s0, d0) = (page(src.as_ptr()), page(dst.as_ptr()));
+        for len in [
+            BOUNCE_MIN - 1,
+            BOUNCE_MIN,
+            5000,
+            BOUNCE_STEP,
+            BOUNCE_STEP + 1,
+            n,
+        ] {
+            for (so, dist) in [(0usize, 16usize), (40, 1), (8, 63), (0, 64), (100, 0)] {
+                let s = &src[s0 + so..s0 + so + len];
+                let at = d0 + so + dist;
+                assert!(
+                    slow_distance(s.as_ptr() as usize, dst[at..].as_ptr() as usize)
+                        == (1..64).contains(&dist)
+                );
+                dst.fill(0);
+                let r = read_from(
+                    std::process::id(),
+                    s.as_ptr() as u64,
+                    &mut dst[at..at + len],
+                );
+                if r.is_err() {
+                    return; // cross-memory attach refused here (see reads_own_memory)
+                }
+                assert!(&dst[at..at + len] == s, "read {len} at distance {dist}");
+                assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0));
+                dst.fill(0);
+                write_to(std::process::id(), dst[at..].as_ptr() as u64, s).unwrap();
+                assert!(&dst[at..at + len] == s, "write {len} at distance {dist}");
+                assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0));
+            }
         }
     }
 

@@ -141,7 +141,7 @@ impl Producer {
             std::ptr::copy_nonoverlapping(hdr.as_ptr(), c.add(16), HEADER_LEN);
             let mut at = c.add(CELL_HDR);
             for part in parts {
-                std::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
+                crate::mem::copy(part.as_ptr(), at, part.len());
                 at = at.add(part.len());
             }
         }
