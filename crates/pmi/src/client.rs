@@ -355,6 +355,53 @@ impl PmiClient {
         self.lookup(&kvs, key, true)
     }
 
+    /// Looks many keys up in the job's KVS with the requests pipelined: up to `PIPELINE` gets
+    /// leave in one write, then their answers are read in order, so a lookup of every rank's
+    /// key costs a few round trips instead of one per rank (with every process of a job
+    /// looking up every other's, one per pair: 16,256 round trips through the process manager
+    /// at 128 ranks). Only for a server known to read requests as a stream, answering each in
+    /// order (Protean's mpirun and proxies: `PROTEAN_LAUNCHER=1`); others get one at a time.
+    pub fn get_many(&mut self, keys: &[String]) -> Result<Vec<Option<String>>, PmiError> {
+        const PIPELINE: usize = 256;
+        let kvs = self.kvsname.clone();
+        let mut out = Vec::with_capacity(keys.len());
+        for batch in keys.chunks(PIPELINE) {
+            let mut text = String::new();
+            for key in batch {
+                check_token("key", key, self.keylen_max)?;
+                text.push_str(
+                    &Request::Get {
+                        kvsname: kvs.clone(),
+                        key: key.clone(),
+                    }
+                    .encode(),
+                );
+            }
+            self.send_text(&text)?;
+            for _ in batch {
+                out.push(match self.recv()? {
+                    (
+                        _,
+                        Response::GetResult {
+                            rc: 0,
+                            value: Some(v),
+                            ..
+                        },
+                    ) => Some(v),
+                    (
+                        line,
+                        Response::GetResult {
+                            rc: 0, value: None, ..
+                        },
+                    ) => return Err(protocol(line, "get_result without value")),
+                    (_, Response::GetResult { .. }) => None,
+                    (line, _) => return Err(protocol(line, "expected cmd=get_result")),
+                });
+            }
+        }
+        Ok(out)
+    }
+
     /// Looks a key up in another KVS space (a spawned job's or a parent's), Ok(None) when the
     /// server has no such key or space.
     pub fn get_from(&mut self, kvsname: &str, key: &str) -> Result<Option<String>, PmiError> {
@@ -523,7 +570,11 @@ impl PmiClient {
     }
 
     fn send(&mut self, req: &Request) -> Result<(), PmiError> {
-        let text = req.encode();
+        self.send_text(&req.encode())
+    }
+
+    /// Writes encoded requests, all of them.
+    fn send_text(&mut self, text: &str) -> Result<(), PmiError> {
         let mut buf = text.as_bytes();
         while !buf.is_empty() {
             // SAFETY: the descriptor is owned by self and open; buf is a live, initialised slice.
@@ -690,6 +741,24 @@ mod tests {
                         assert_eq!(v, Some(format!("addr:{peer}")));
                     }
                     assert_eq!(c.get("missing").unwrap(), None);
+                    // Pipelined: answers in order, a missing key in the middle, more keys than
+                    // one batch.
+                    let mut keys: Vec<String> = (0..n).map(|p| format!("card-{p}")).collect();
+                    keys.insert(1, "missing".into());
+                    keys = keys
+                        .iter()
+                        .cycle()
+                        .take(100 * keys.len())
+                        .cloned()
+                        .collect();
+                    let got = c.get_many(&keys).unwrap();
+                    assert_eq!(got.len(), keys.len());
+                    for (k, v) in keys.iter().zip(&got) {
+                        let want = k.strip_prefix("card-").map(|p| format!("addr:{p}"));
+                        assert_eq!(v, &want, "{k}");
+                    }
+                    assert!(c.get_many(&["a b".to_string()]).is_err());
+                    assert_eq!(c.get("card-0").unwrap(), Some("addr:0".into()));
                     c.finalize().unwrap();
                     c.finalize().unwrap();
                 })
