@@ -379,24 +379,7 @@ impl PmiClient {
             }
             self.send_text(&text)?;
             for _ in batch {
-                out.push(match self.recv()? {
-                    (
-                        _,
-                        Response::GetResult {
-                            rc: 0,
-                            value: Some(v),
-                            ..
-                        },
-                    ) => Some(v),
-                    (
-                        line,
-                        Response::GetResult {
-                            rc: 0, value: None, ..
-                        },
-                    ) => return Err(protocol(line, "get_result without value")),
-                    (_, Response::GetResult { .. }) => None,
-                    (line, _) => return Err(protocol(line, "expected cmd=get_result")),
-                });
+                out.push(self.get_result(true)?);
             }
         }
         Ok(out)
@@ -421,6 +404,12 @@ impl PmiClient {
             kvsname: kvsname.to_string(),
             key: key.to_string(),
         })?;
+        self.get_result(strict)
+    }
+
+    /// The answer to a `get`: Ok(None) for a key or space not there; `strict`: a success
+    /// without a value is a protocol error.
+    fn get_result(&mut self, strict: bool) -> Result<Option<String>, PmiError> {
         match self.recv()? {
             (
                 _,
