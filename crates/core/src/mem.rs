@@ -207,8 +207,14 @@ pub(crate) const ALIAS_MAX: usize = 512 << 10;
 #[inline(always)]
 pub(crate) fn aliases(src: *const u8, dst: *mut u8, n: usize) -> bool {
     let (s, d) = (src as usize, dst as usize);
-    let dist = d.wrapping_sub(s) & 4095;
-    (1..64).contains(&dist) && !(d < s && d + n > s)
+    slow_distance(s, d) && !(d < s && d + n > s)
+}
+
+/// Is `dst` 1-63 bytes past `src` modulo 4096 (the distance at which `rep movsb` is slow,
+/// glibc's and the kernel's copies alike)?
+#[inline(always)]
+pub(crate) fn slow_distance(src: usize, dst: usize) -> bool {
+    (1..64).contains(&(dst.wrapping_sub(src) & 4095))
 }
 
 /// Copy `n` bytes from the end down, 64 at a time through vector registers (all four loads of

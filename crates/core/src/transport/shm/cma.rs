@@ -7,6 +7,8 @@
 
 use std::io;
 
+use crate::mem::slow_distance;
+
 /// Ask the kernel to let any process of ours read this one (Yama ptrace_scope=1). A no-op
 /// where Yama is absent.
 pub fn allow_peers() {
@@ -27,7 +29,7 @@ pub fn write_to(pid: u32, addr: u64, src: &[u8]) -> io::Result<()> {
 }
 
 /// Move `len` bytes between our `local` memory and `addr` in process `pid`: through a buffer
-/// of our own when the kernel's copy would be slow ([`slow_distance`]), else directly, in
+/// of our own when the kernel's copy would be slow ([`slow_distance`]: see below), else directly, in
 /// steps of at most 1 GiB so one call never pins an unbounded amount of memory.
 fn transfer(pid: u32, addr: u64, local: *mut u8, len: usize, write: bool) -> io::Result<()> {
     let (src, dst) = if write {
@@ -46,16 +48,13 @@ const BOUNCE_MIN: usize = 2048;
 /// Bytes moved through the bounce buffer per call (it stays in the core's L2 cache).
 const BOUNCE_STEP: usize = 128 << 10;
 
-/// Is `dst` 1-63 bytes past `src` modulo 4096? The kernel copies with `rep movsb`, which on
-/// some x86-64 processors (this project's AMD EPYC VMs, kernel 6.18) runs about 5x slower
-/// then at every size (4K aliasing: loads wait on stores just made to the same page offset).
-/// Measured reading our own memory, page-aligned source, destination 16 bytes past a page:
-/// 64 KiB 43.6 us against 8.1 us at distance 0, 1 MiB 664 against 131, 4 MiB 2497 against
-/// 538. A page-aligned buffer (MPI_Alloc_mem, posix_memalign, a window) and a `malloc`ed one
-/// (page + 16) meet exactly that in one direction.
-fn slow_distance(src: usize, dst: usize) -> bool {
-    (1..64).contains(&(dst.wrapping_sub(src) & 4095))
-}
+// The kernel copies with `rep movsb`, which on some x86-64 processors (this project's AMD
+// EPYC VMs, kernel 6.18) runs about 5x slower at every size when the destination lies 1-63
+// bytes past the source modulo 4096 (`mem::slow_distance`; 4K aliasing: loads wait on stores
+// just made to the same page offset). Measured reading our own memory, page-aligned source,
+// destination 16 bytes past a page: 64 KiB 43.6 us against 8.1 us at distance 0, 1 MiB 664
+// against 131, 4 MiB 2497 against 538. A page-aligned buffer (MPI_Alloc_mem, posix_memalign,
+// a window) and a `malloc`ed one (page + 16) meet exactly that in one direction.
 
 thread_local! {
     /// The bounce buffer of this thread (allocated on first use, `BOUNCE_STEP` bytes plus a
@@ -65,8 +64,8 @@ thread_local! {
 
 /// `transfer` in steps through `buf`, placed at the remote side's page offset so that the
 /// kernel copies at distance 0; our own copy between `buf` and `local` goes backwards when
-/// its distance is slow ([`crate::mem::copy`]). Measured as for [`slow_distance`]: 64 KiB
-/// 11.2 us, 1 MiB 146, 4 MiB 1068.
+/// its distance is slow ([`crate::mem::copy`]). Measured as for the kernel's copy above (own
+/// memory, destination page + 16): 64 KiB 11.2 us, 1 MiB 146, 4 MiB 1068.
 fn bounced(
     buf: &mut Vec<u8>,
     pid: u32,
