@@ -442,6 +442,8 @@ tunables! {
         "Segment size in bytes of pipelined collective algorithms (chain bcast).";
     coll_shm_depth: i64 = "2", Kind::Int { min: 2, max: 8 }, writable = false,
         "Areas per member in a communicator's shared-memory collective region (32 KiB each), used in a ring: how many chunks of a large shm collective may be in flight at once (the communicator's rank 0 decides for all).";
+    coll_shm_alltoall_direct: i64 = "8192", Kind::Int { min: 0, max: 1 << 40 }, writable = false,
+        "Blocks of at least this many bytes of the shared-memory alltoall are read straight from the sending member's memory (cross-memory attach: one copy, one generation, no areas) instead of through the region's areas; 0: never.";
 }
 
 /// Values written (through MPI_T) before MPI_Init; the engine applies them at start-up.

@@ -657,7 +657,7 @@ unsafe fn exchange(
     } else {
         Coll::Allgather
     };
-    let (n, me, blk, send, rcount, rd) = prepared!(with(|e| -> Result<Option<_>> {
+    let (n, me, blk, send, rcount, rd, direct_from) = prepared!(with(|e| -> Result<Option<_>> {
         let Some((n, me)) = eligible(e, comm) else {
             return Ok(None);
         };
@@ -694,10 +694,21 @@ unsafe fn exchange(
         if blk == 0 || (alltoall && n > AREA) || !e.coll_choose_shm(coll, n, blk) {
             return Ok(None);
         }
-        Ok(Some((n, me, blk, send, rcount, rd)))
+        let direct_from = e.cfg.coll_shm_alltoall_direct as usize;
+        Ok(Some((n, me, blk, send, rcount, rd, direct_from)))
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm);
+    if alltoall && s.direct && direct_from > 0 && blk >= direct_from {
+        let args = Alltoall {
+            send,
+            rbuf,
+            rcount,
+            rd,
+            in_place: in_place(sbuf),
+        };
+        return Some(alltoall_direct(&s, n, me, blk, &args));
+    }
     Some((|| {
         let r = s.region.as_ref().expect("checked");
         let mut idle = idler()?;
@@ -747,6 +758,104 @@ unsafe fn exchange(
         }
         Ok(())
     })())
+}
+
+/// The arguments of an alltoall ([`exchange`]): the send side as (buffer, count, datatype,
+/// distance between blocks), for MPI_IN_PLACE the receive buffer.
+struct Alltoall {
+    send: (*const u8, usize, Arc<Datatype>, isize),
+    rbuf: *mut u8,
+    rcount: usize,
+    rd: Arc<Datatype>,
+    in_place: bool,
+}
+
+/// The alltoall of [`exchange`] for blocks of at least `coll_shm_alltoall_direct` bytes
+/// (`blk` each), in one generation and without the areas' copies: every member says in its
+/// area where its blocks are (its send buffer, or a packed copy of it when a block is not
+/// contiguous or MPI_IN_PLACE will overwrite them) and reads the block meant for it straight
+/// from every other member's memory (cross-memory attach, `ShmComm::direct`), starting with
+/// its next member so that readers spread over the members. It returns once every member is
+/// done, since they read its memory. Measured on the 16-core machine (2026-11-27, 16 ranks):
+/// 52-55 us at 16 KiB against 78-82 through the point-to-point exchanges and MPICH. The same
+/// for allgather lost to the areas (16 ranks, 1 MiB: 4471-4632 against 3408-3416 us), so
+/// allgather keeps them.
+///
+/// # Safety
+/// As for [`exchange`].
+unsafe fn alltoall_direct(
+    s: &ShmComm,
+    n: usize,
+    me: usize,
+    blk: usize,
+    x: &Alltoall,
+) -> Result<()> {
+    let r = s.region.as_ref().expect("checked");
+    let mut idle = idler()?;
+    let (sp, sc, ref sd, sstep) = x.send;
+    let span = if x.in_place {
+        None
+    } else {
+        sd.contiguous_span(sc)
+    };
+    let mut packed = Vec::new();
+    let (addr, step) = match span {
+        Some(o) => (sp.offset(o) as u64, sstep as i64),
+        None => {
+            packed = vec![0u8; n * blk];
+            for k in 0..n {
+                pack_part(
+                    sd,
+                    sp.offset(k as isize * sstep),
+                    sc,
+                    0,
+                    packed.as_mut_ptr().add(k * blk),
+                    blk,
+                );
+            }
+            (packed.as_ptr() as u64, blk as i64)
+        }
+    };
+    let g = s.next();
+    r.wait_free(g, &mut idle)?;
+    let words = r.area(me, g) as *mut u64;
+    words.write(addr);
+    words.add(1).write(step as u64);
+    r.set(me, Flag::Published, g);
+    let rstep = x.rcount as isize * x.rd.extent();
+    let mut failure = None;
+    // Our own block: in place already, or a local copy.
+    if !x.in_place {
+        if let Err(e) = super::sched::copy_between(
+            sp.offset(me as isize * sstep),
+            sc,
+            sd,
+            x.rbuf.offset(me as isize * rstep),
+            x.rcount,
+            &x.rd,
+        ) {
+            failure = Some(e);
+        }
+    }
+    for t in 1..n {
+        let j = (me + t) % n;
+        r.wait(|q| q.reached(j, Flag::Published, g), &mut idle)?;
+        let w = r.area(j, g) as *const u64;
+        let (addr, step) = (w.read(), w.add(1).read() as i64);
+        let at = addr.wrapping_add((me as i64).wrapping_mul(step) as u64);
+        let b = Blk::new(x.rbuf.offset(j as isize * rstep), x.rcount, &x.rd);
+        if let Err(e) = read_direct(r, j, at, &b, blk) {
+            failure.get_or_insert(crate::mpi_error!(
+                Other,
+                "reading an alltoall block from member {j} of the communicator's host directly: {e}"
+            ));
+        }
+    }
+    r.set(me, Flag::Done, g);
+    // The others read our memory: it may change (or be freed) only once all are done.
+    r.wait_all(Flag::Done, g, &mut idle)?;
+    drop(packed);
+    failure.map_or(Ok(()), Err)
 }
 
 /// The bytes `[off, off + len)` of block `b`'s packed form that lie inside its first `upto`
@@ -887,7 +996,12 @@ unsafe fn rooted(
         let reg = s.region.as_ref().expect("checked");
         let mut idle = idler()?;
         let g0 = s.next();
-        reg.wait_free(g0, &mut idle)?;
+        // The members of a scatter write no area, word or result (the root writes all of them),
+        // so only its root waits until generation g0's ring position is free: the members
+        // would otherwise each read every member's flags at every call.
+        if gather || me == root {
+            reg.wait_free(g0, &mut idle)?;
+        }
         let head = reg.result(g0) as *mut u64;
         let mut failure = None;
         // The root's own block first (it takes no area).
