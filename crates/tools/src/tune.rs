@@ -46,15 +46,22 @@ struct Opts {
     runs: usize,
     prefix: PathBuf,
     verbose: bool,
+    /// Prebuilt benchmark programs (`--bin`): DIR/<collective>, not compiled here.
+    bin: Option<PathBuf>,
+    /// A program every rank runs the benchmark through (`--wrap`, e.g. bench/pin).
+    wrap: Option<PathBuf>,
 }
 
 fn usage() -> String {
     "usage: protean-tune [-n 2,4,8] [--colls allreduce,bcast,...] [--sizes 8,1K,64K] \
-     [-o FILE] [--margin 0.05] [--runs 3] [--quick] [--prefix DIR] [-v]\n\
+     [-o FILE] [--margin 0.05] [--runs 3] [--quick] [--prefix DIR] [--bin DIR] [--wrap PROG] [-v]\n\
      Measures each algorithm of each collective on this machine at each rank count and writes\n\
      a decision file (default ./protean-coll.decisions); load it with\n\
      (each measurement --runs times, interleaved across algorithms, best kept: noise only slows)\n\
      PROTEAN_COLL_DECISION_FILE=FILE or mpirun --set coll_decision_file=FILE.\n\
+     --bin DIR runs prebuilt programs DIR/<collective> (bench/<collective>.c built with any\n\
+     mpicc of the MPICH ABI) where no compiler is at hand; --wrap PROG starts each rank as\n\
+     PROG <program> <arguments> (bench/pin binds each rank to its own CPU).\n\
      Collectives: barrier, bcast, reduce, allreduce, allgather, alltoall.\n\
      protean-tune --p2p [...] fits the point-to-point cost models instead (--p2p --help)."
         .to_string()
@@ -87,6 +94,8 @@ fn parse_args() -> Result<Opts, String> {
         runs: 0,
         prefix,
         verbose: false,
+        bin: None,
+        wrap: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -130,6 +139,8 @@ fn parse_args() -> Result<Opts, String> {
             "--quick" => o.quick = true,
             "--runs" => o.runs = parse_runs(&val()?)?,
             "--prefix" => o.prefix = PathBuf::from(val()?),
+            "--bin" => o.bin = Some(PathBuf::from(val()?)),
+            "--wrap" => o.wrap = Some(PathBuf::from(val()?)),
             "-v" => o.verbose = true,
             _ => return Err(format!("unknown argument '{a}'\n{}", usage())),
         }
@@ -218,7 +229,11 @@ fn measure(
 ) -> Result<BTreeMap<usize, f64>, String> {
     let exe = dir.join(c.name());
     let mut cmd = Command::new(o.prefix.join("bin/mpirun"));
-    cmd.arg("-n").arg(n.to_string()).arg(&exe);
+    cmd.arg("-n").arg(n.to_string());
+    if let Some(w) = &o.wrap {
+        cmd.arg(w);
+    }
+    cmd.arg(&exe);
     let sizes = o.sizes.clone().unwrap_or_else(|| default_sizes(c).into());
     if c != Coll::Barrier {
         cmd.arg("-s").arg(&sizes);
@@ -295,10 +310,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let dir = std::env::temp_dir().join(format!("protean-tune-{}", std::process::id()));
-    if let Err(e) = build(&o, &dir) {
-        eprintln!("protean-tune: {e}");
-        return ExitCode::FAILURE;
+    let dir = match &o.bin {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("protean-tune-{}", std::process::id())),
+    };
+    if o.bin.is_none() {
+        if let Err(e) = build(&o, &dir) {
+            eprintln!("protean-tune: {e}");
+            return ExitCode::FAILURE;
+        }
+    } else if let Some(c) = o.colls.iter().find(|c| !dir.join(c.name()).is_file()) {
+        eprintln!(
+            "protean-tune: no program {} (--bin)",
+            dir.join(c.name()).display()
+        );
+        return ExitCode::from(2);
     }
     let mut rules = Vec::new();
     let mut report = String::new();
@@ -371,7 +397,9 @@ fn main() -> ExitCode {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if o.bin.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     print!("{report}");
     let table = Table { rules };
     let text = format!(
