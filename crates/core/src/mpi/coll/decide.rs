@@ -389,14 +389,32 @@ impl Table {
 /// 77-83 us at 64 KiB; linear from 256 KiB, 197-287 against 380-393 us), shm scatter up to
 /// 1 KiB (linear from 4 KiB: 8.7-8.9 against 11.6-11.9 us at 16 ranks). The v forms of gather
 /// and scatter decide as if 0 bytes were sent. Two ranks keep the direct paths of `fast.rs`.
+/// Measured again on 2026-11-27 at 8 and 16 ranks (`bench/direct-device.sh`, two rounds):
+/// shm allgather beats ring at every size at 16 ranks (1 MiB: 3408-3416 against 4177-4751 us,
+/// MPICH 4011-5048; 256 KiB: 752-779 against 991-1135), so it takes all sizes; shm alltoall
+/// with direct reads (`coll_shm_alltoall_direct`, from 8 KiB) beats every point-to-point
+/// exchange from 16 KiB to 64 KiB (16 ranks, 16 KiB: 52-55 against 78-82 us) and at 8 ranks
+/// above (1 MiB: 1129-1229 against 1208-1309), while at 16 ranks linear wins above 64 KiB
+/// (256 KiB: 743-757 against pairwise's 807-901 and direct's 851-869; 1 MiB: 5055-5229
+/// against 5388-5987 and 5908-5916). `protean-tune` there (`bench/tune-device.sh`, 4, 8 and 16
+/// ranks, each rank on its own CPU, best of two launches;
+/// `bench/device-logs/2026-11-27/session41-tune/`) moved the rest: shm alltoall through the
+/// areas wins at 4 KiB too (16 ranks: 29.8 against linear's 31.3 us; 8 ranks 9.9 against 11.6),
+/// and with direct reads at 128 KiB (16 ranks: 396 against pairwise's 441 and linear's 597 us),
+/// so it takes every size up to 128 KiB at 16 ranks and every size below; allreduce from
+/// 512 KiB at 8 ranks and more goes round a ring (8 ranks, 1 MiB: 412 against rabenseifner's
+/// 451 us; 16 ranks 516 against 531). Its other rules were left out: `shm` where the table
+/// already chooses it (noise between two launches of the same algorithm), and reduce at 4
+/// ranks, where linear beat shm by 7-12% at 4-32 KiB in that one run.
 pub fn builtin() -> Table {
     let text = "
         barrier         3-*    *              shm
         bcast           3-*    1-*            shm
         reduce          3-*    1-*            shm
         allreduce       3-*    1-65536        shm
-        allgather       3-*    1-65536        shm
-        alltoall        3-*    1-2048         shm
+        allgather       3-*    1-*            shm
+        alltoall        3-15   1-*            shm
+        alltoall        16-*   1-131072       shm
         gather          3-*    0-65536        shm
         scatter         3-*    0-2048         shm
         barrier         *      *              dissemination
@@ -405,6 +423,7 @@ pub fn builtin() -> Table {
         bcast           4-*    16384-*        scatter_allgather
         reduce          *      *              binomial
         allreduce       *      0-4096         recursive_doubling
+        allreduce       8-*    524289-*       ring
         allreduce       *      4097-*         rabenseifner
         gather          *      *              linear
         scatter         *      *              linear
@@ -414,6 +433,7 @@ pub fn builtin() -> Table {
         alltoall        1-7    *              linear
         alltoall        8-*    0-256          bruck
         alltoall        8-*    257-32768      linear
+        alltoall        16-*   131073-*       linear
         alltoall        8-*    32769-*        pairwise
         reduce_scatter  *      *              ring
         scan            *      *              recursive_doubling
