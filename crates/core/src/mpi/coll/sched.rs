@@ -122,6 +122,8 @@ pub struct Sched {
     /// The last round already has sends or receives (a local step now opens a new round).
     open_comm: bool,
     scratch: Vec<Box<[u128]>>,
+    /// The free end of the last small-scratch chunk and the 16-byte words left in it.
+    bump: (*mut u128, usize),
     pub red: Option<Reducer>,
     /// Engine id of the communicator (requests report errors on it).
     pub comm: CommId,
@@ -144,11 +146,16 @@ unsafe impl Send for Sched {}
 
 impl Sched {
     pub fn new(comm: CommId, ctx: ContextId, src: i32, tag: i32) -> Sched {
+        // Room for a typical schedule's steps and rounds (Bruck at 16 ranks has about 60
+        // steps), so that building it does not grow the vectors step by step.
+        let mut rounds = Vec::with_capacity(8);
+        rounds.push(0);
         Sched {
-            steps: Vec::new(),
-            rounds: vec![0],
+            steps: Vec::with_capacity(16),
+            rounds,
             open_comm: false,
             scratch: Vec::new(),
+            bump: (std::ptr::null_mut(), 0),
             red: None,
             comm,
             ctx,
@@ -281,9 +288,23 @@ impl Sched {
         }
     }
 
-    /// Scratch memory of `bytes` bytes, 16-byte aligned, owned by the schedule.
+    /// Scratch memory of `bytes` bytes, 16-byte aligned, owned by the schedule. Pieces of up to
+    /// 256 bytes are cut from 1 KiB chunks (one allocation for the temporaries of a small
+    /// reduction's rounds instead of one each).
     pub fn alloc(&mut self, bytes: usize) -> *mut u8 {
+        const CHUNK: usize = 64;
         let words = bytes.div_ceil(16).max(1);
+        if words <= CHUNK / 4 {
+            if self.bump.1 < words {
+                let mut b = vec![0u128; CHUNK].into_boxed_slice();
+                self.bump = (b.as_mut_ptr(), CHUNK);
+                self.scratch.push(b);
+            }
+            let p = self.bump.0;
+            // Inside the chunk: `words` <= the words left.
+            self.bump = (p.wrapping_add(words), self.bump.1 - words);
+            return p as *mut u8;
+        }
         let mut b = vec![0u128; words].into_boxed_slice();
         let p = b.as_mut_ptr() as *mut u8;
         self.scratch.push(b);
