@@ -311,21 +311,25 @@ fn main() -> ExitCode {
         }
     };
     let dir = match &o.bin {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("protean-tune-{}", std::process::id())),
-    };
-    if o.bin.is_none() {
-        if let Err(e) = build(&o, &dir) {
-            eprintln!("protean-tune: {e}");
-            return ExitCode::FAILURE;
+        Some(d) => {
+            if let Some(c) = o.colls.iter().find(|c| !d.join(c.name()).is_file()) {
+                eprintln!(
+                    "protean-tune: no program {} (--bin)",
+                    d.join(c.name()).display()
+                );
+                return ExitCode::from(2);
+            }
+            d.clone()
         }
-    } else if let Some(c) = o.colls.iter().find(|c| !dir.join(c.name()).is_file()) {
-        eprintln!(
-            "protean-tune: no program {} (--bin)",
-            dir.join(c.name()).display()
-        );
-        return ExitCode::from(2);
-    }
+        None => {
+            let d = std::env::temp_dir().join(format!("protean-tune-{}", std::process::id()));
+            if let Err(e) = build(&o, &d) {
+                eprintln!("protean-tune: {e}");
+                return ExitCode::FAILURE;
+            }
+            d
+        }
+    };
     let mut rules = Vec::new();
     let mut report = String::new();
     let rank_ranges = cover(&o.ranks, 2, false);

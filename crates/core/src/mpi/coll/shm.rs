@@ -802,16 +802,9 @@ unsafe fn alltoall_direct(
     let (addr, step) = match span {
         Some(o) => (sp.offset(o) as u64, sstep as i64),
         None => {
-            packed = vec![0u8; n * blk];
+            packed.reserve_exact(n * blk);
             for k in 0..n {
-                pack_part(
-                    sd,
-                    sp.offset(k as isize * sstep),
-                    sc,
-                    0,
-                    packed.as_mut_ptr().add(k * blk),
-                    blk,
-                );
+                sd.pack(sp.offset(k as isize * sstep), sc, &mut packed);
             }
             (packed.as_ptr() as u64, blk as i64)
         }
