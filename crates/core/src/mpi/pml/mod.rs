@@ -883,4 +883,4 @@ impl Pml {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

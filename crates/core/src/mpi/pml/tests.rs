@@ -11,13 +11,13 @@ use crate::proto::policy::{Costs, Protocol};
 /// Frames in flight from one side to the other, and a fake of single copy: both engines live
 /// in this process, so a "remote" read is a memcpy from the region's address.
 #[derive(Default)]
-struct Wire {
-    frames: VecDeque<([u8; HEADER_LEN], Vec<u8>)>,
+pub(crate) struct Wire {
+    pub(crate) frames: VecDeque<([u8; HEADER_LEN], Vec<u8>)>,
     /// Refuse this many sends with NotNow before accepting.
-    refuse: usize,
+    pub(crate) refuse: usize,
     /// Report Pending (and keep the token) for frames with a body.
-    pending: bool,
-    tokens: Vec<Token>,
+    pub(crate) pending: bool,
+    pub(crate) tokens: Vec<Token>,
     max_payload: usize,
     /// Offer no direct reads (caps.get false).
     no_get: bool,

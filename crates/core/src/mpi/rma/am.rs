@@ -334,6 +334,21 @@ impl State {
             }
         }
         let w = self.wins[wid as usize].as_ref().expect("live");
+        // A large read of one run of a window that stays mapped (not a dynamic one, whose
+        // regions the user may detach and free) is answered from the window itself.
+        let p = w.at(segs.first().map_or(0, |s| s.0));
+        if h.kind == RmaKind::Get
+            && segs.len() == 1
+            && w.flavor != super::Flavor::Dynamic
+            && super::lends(p, total as usize, total as usize >= super::LEND_PIECE)
+        {
+            let mut a = RmaHeader::new(RmaKind::Data, h.win);
+            a.id = h.id;
+            a.len = total as u32;
+            let release = super::Release::Answer { win: wid };
+            self.send_lent(from, a, Vec::new(), p, total as usize, release);
+            return;
+        }
         let mut out = if reads {
             vec![0u8; total as usize]
         } else {

@@ -681,7 +681,12 @@ impl Engine {
         } else {
             std::ptr::null()
         };
-        let done = self.rma_move(&r, what, src, cmp, sink.clone(), request)?;
+        // A put from the user's contiguous buffer may be sent from it (`State::send_lent`):
+        // without a request the buffer is the user's again only after a call that completes
+        // the operation, and those wait for the transport.
+        let lend =
+            !request && what == What::Put && data.as_ref().is_some_and(|d| d._packed.is_none());
+        let done = self.rma_move(&r, what, src, cmp, sink.clone(), request, lend)?;
         match done {
             Some(slot) => Ok(Some(slot)),
             None => self.rma_done_request(win, request),
@@ -699,6 +704,7 @@ impl Engine {
         cmp: *const u8,
         sink: Option<Sinkhole>,
         request: bool,
+        lend: bool,
     ) -> Result<Option<ReqId>> {
         match r.mech {
             Mech::Direct(base) => {
@@ -717,10 +723,10 @@ impl Engine {
                 Err(Fallback::Am) => {
                     // The kernel refused (or a dynamic window's table overflowed): the
                     // target handles this operation, and, after a refusal, every later one.
-                    self.rma_am(r, what, src, cmp, sink, request)
+                    self.rma_am(r, what, src, cmp, sink, request, lend)
                 }
             },
-            Mech::Am => self.rma_am(r, what, src, cmp, sink, request),
+            Mech::Am => self.rma_am(r, what, src, cmp, sink, request, lend),
         }
     }
 
@@ -914,7 +920,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Active messages: frames now, answers later.
+    /// Active messages: frames now, answers later. `lend`: `src` is the user's buffer, which
+    /// large pieces are sent from.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn rma_am(
         &mut self,
         r: &Resolved,
@@ -923,6 +931,7 @@ impl Engine {
         cmp: *const u8,
         sink: Option<Sinkhole>,
         request: bool,
+        lend: bool,
     ) -> Result<Option<ReqId>> {
         let w = self.rma.win(r.win)?;
         let ctx = w.ctx;
@@ -1008,6 +1017,18 @@ impl Engine {
             if let Some((_, o, el)) = &r.acc {
                 h.op = *o;
                 h.elem = *el;
+            }
+            if lend
+                && what == What::Put
+                && p.segs.len() == 1
+                && super::lends(src.add(p.at), p.len, r.bytes >= super::LEND_MANY)
+            {
+                let release = super::Release::Origin {
+                    win: r.win,
+                    target: r.target,
+                };
+                rma.send_lent(r.gpid, h, payload, src.add(p.at), p.len, release);
+                continue;
             }
             match what {
                 What::Put | What::Acc(_) => {
