@@ -787,8 +787,9 @@ pub fn flush(win: u32, rank: Option<i32>) -> Result<()> {
     settle(win, &targets)
 }
 
-/// MPI_Win_flush_local / MPI_Win_flush_local_all: our buffers may be reused. Frames copy the
-/// data they carry, so only reads wait (for their data).
+/// MPI_Win_flush_local / MPI_Win_flush_local_all: our buffers may be reused. Reads wait for
+/// their data, and large puts sent from the origin's buffer until the transport is done
+/// with it (`State::send_lent`); smaller frames copy what they carry.
 pub fn flush_local(win: u32, rank: Option<i32>) -> Result<()> {
     if crate::mpi::global::try_with(|e| e.rma_flush_fast(win, rank).is_some()) == Some(true) {
         return Ok(());
