@@ -91,7 +91,7 @@ check: build deps unit bench-check abi-check wrappers-check wan-check fuzz-check
 	@echo "make check: every suite passed"
 
 # C programs run across emulated hosts in make check (all of them in make check-full).
-CLUSTER_SUBSET := 'p2p/(sendrecv|anysource|order|probe|bigmsg)|coll/(ops|all)|comm/(split|inter)|env/(init|abort|kill|fatal)|dtype/typemap|rma/fence'
+CLUSTER_SUBSET := 'p2p/(sendrecv|anysource|order|probe|bigmsg)|coll/(ops|all)|comm/(split|inter)|env/(init|abort|kill|fatal)|dtype/typemap|rma/(fence|large)'
 
 # Jobs across hosts: tests/cluster/test (ssh, failures, Hydra), tests/cluster/slurm (a real
 # Slurm), a job across 2 hosts attacked from a third over TCP and UDP, under mpirun and Hydra
