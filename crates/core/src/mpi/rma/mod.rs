@@ -344,8 +344,8 @@ pub struct State {
     soft_bytes: usize,
     /// Writes issued ([`State::poke_due`]).
     writes: u32,
-    pub(crate) waiting: HashMap<u32, Waiting>,
-    pub(crate) fetching: HashMap<u32, Fetching>,
+    pub(crate) waiting: crate::ids::IdMap<u32, Waiting>,
+    pub(crate) fetching: crate::ids::IdMap<u32, Fetching>,
     next_id: u32,
     locks: Vec<LockWait>,
     pub(crate) accs: acc::Cache,

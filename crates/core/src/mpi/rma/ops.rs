@@ -243,10 +243,14 @@ pub unsafe fn op(
         // connection) before each of them cost more than the write itself in a stream of
         // small puts, so only every POKE_EVERY-th makes one. Every other call on the window
         // still does (`Win::am`).
-        if !matches!(what, What::Put | What::Acc(_)) || request || e.rma.poke_due() {
+        if !matches!(what, What::Put | What::Acc(_) | What::Get) || request || e.rma.poke_due() {
             e.rma_poke(win);
         }
-        if what == What::Put && !request && e.rma_am_put(win, origin, t).is_some() {
+        let small = match what {
+            What::Put | What::Get if !request => e.rma_am_small(win, what == What::Get, origin, t),
+            _ => None,
+        };
+        if small.is_some() {
             return Ok(None);
         }
         e.rma_op(win, what, origin, result, compare, t, request)
@@ -459,17 +463,19 @@ impl Engine {
         Some((base.wrapping_add(start as usize), bytes, ctl))
     }
 
-    /// A small put by active messages without the general path: `count` elements of one
-    /// contiguous datatype on both sides, at most [`super::MERGE_MAX`] bytes, to a target
-    /// reached by frames in an open epoch, in range. It joins the last queued frame
-    /// (`State::merge_put`) or queues one, as `rma_am` would, without resolving datatypes into
-    /// segment lists, pieces and packed copies (each an allocation: about 1 us a put in a
-    /// stream of 8-byte puts across hosts, where Open MPI took 0.3). None: the general path
-    /// takes it (and checks and reports).
+    /// A small put or get by active messages without the general path: `count` elements of
+    /// one contiguous datatype on both sides, at most [`super::MERGE_MAX`] bytes, to a target
+    /// reached by frames in an open epoch, in range. A put joins the last queued frame
+    /// (`State::merge_put`) or queues one, as `rma_am` would; a get queues its frame without
+    /// writing it (the next progress pass, one in 16 operations or the call that completes it,
+    /// writes a run of them at once) and its answer goes straight into the origin buffer. No
+    /// datatype is resolved into segment lists, pieces, packed copies or staging (each an
+    /// allocation: in a stream of 8-byte operations across hosts a put took about 1 us, Open
+    /// MPI 0.3). None: the general path takes it (and checks and reports).
     ///
     /// # Safety
     /// As [`op`].
-    unsafe fn rma_am_put(&mut self, win: u32, origin: Buf, t: Target) -> Option<()> {
+    unsafe fn rma_am_small(&mut self, win: u32, get: bool, origin: Buf, t: Target) -> Option<()> {
         if origin.count != t.count || origin.dt != t.dt || t.rank < 0 || t.count <= 0 {
             return None;
         }
@@ -496,19 +502,51 @@ impl Engine {
             return None;
         }
         let (to, ctx) = (p.gpid, w.ctx);
-        let data = std::slice::from_raw_parts(origin.ptr as *const u8, bytes);
-        let merged = self
-            .rma
-            .merge_put(to, ctx, &[(start as u64, bytes as u64)], data);
-        if !merged {
-            let mut h = RmaHeader::new(RmaKind::Put, ctx);
-            h.disp = start as u64;
-            h.len = bytes as u32;
-            self.rma.send_soft(to, h, data.to_vec());
+        let rma = &mut self.rma;
+        let mut h = RmaHeader::new(if get { RmaKind::Get } else { RmaKind::Put }, ctx);
+        h.disp = start as u64;
+        h.len = bytes as u32;
+        let framed = if get {
+            let op = rma.id();
+            h.id = rma.id();
+            rma.fetching.insert(
+                op,
+                Fetching {
+                    win,
+                    target,
+                    dst: origin.ptr,
+                    staged: None,
+                    unpack: None,
+                    left: bytes,
+                    request: None,
+                    error: None,
+                },
+            );
+            rma.waiting.insert(
+                h.id,
+                Waiting::Data {
+                    op,
+                    at: 0,
+                    len: bytes,
+                },
+            );
+            rma.send(to, h, Vec::new());
+            true
+        } else {
+            let data = std::slice::from_raw_parts(origin.ptr as *const u8, bytes);
+            let merged = rma.merge_put(to, ctx, &[(start as u64, bytes as u64)], data);
+            if !merged {
+                rma.send_soft(to, h, data.to_vec());
+            }
+            !merged
+        };
+        let peer = &mut rma.wins[win as usize].as_mut()?.peers[target];
+        if get {
+            peer.outstanding += 1;
+        } else {
+            peer.unflushed = true;
         }
-        let peer = &mut self.rma.wins[win as usize].as_mut()?.peers[target];
-        peer.unflushed = true;
-        if !merged {
+        if framed {
             peer.sent_ops += 1;
         }
         Some(())
