@@ -275,11 +275,17 @@ impl State {
 
     /// Put, Acc (with or without FETCH), Get.
     fn on_data_op(&mut self, from: Gpid, wid: u32, h: RmaHeader, payload: &[u8]) {
-        let (segs, data) = if h.nsegs == 0 {
-            (vec![(h.disp, h.len as u64)], payload)
+        // One segment in the header (no list to allocate), or a list in the payload.
+        let one = [(h.disp, h.len as u64)];
+        let listed;
+        let (segs, data): (&[(u64, u64)], &[u8]) = if h.nsegs == 0 {
+            (&one, payload)
         } else {
             match frame::take_segments(payload, h.nsegs) {
-                Ok(x) => x,
+                Ok((s, d)) => {
+                    listed = s;
+                    (&listed, d)
+                }
                 Err(e) => return self.bad(from, &e.to_string()),
             }
         };
@@ -359,7 +365,7 @@ impl State {
         if locked {
             w.ctl().acc_lock();
         }
-        for &(off, len) in &segs {
+        for &(off, len) in segs {
             let p = w.at(off);
             let len = len as usize;
             // SAFETY: [off, off + len) lies in our window memory (checked above), mapped here

@@ -55,7 +55,7 @@ pub mod ops;
 pub mod sync;
 
 use crate::ids::{CommId, ContextId, ReqId};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::err;
 use crate::error::{ErrorClass, MpiError, Result};
@@ -158,7 +158,7 @@ pub struct Win {
     pub info: Vec<(String, String)>,
     pub errhandler: u32,
     pub(crate) peers: Vec<Peer>,
-    rank_of: HashMap<Gpid, usize>,
+    rank_of: crate::ids::IdMap<Gpid, usize>,
     /// Our control block (in the host segment, or `own_ctl`).
     ctl: *const Ctl,
     /// Owns our control block when it is not in a host segment (`ctl` points into it).
