@@ -106,6 +106,7 @@ cluster-check: build
 
 check-full: check
 	tests/run --variants cluster2,cluster3,cluster2-udp,udp-lossy,lanes
+	CLIENTS=mpich MPICH_VARIANTS=tcp tests/clients/run
 	CLIENTS=mpi4py MPI4PY_FULL=1 tests/clients/run
 	@echo "make check-full: every suite passed"
 
