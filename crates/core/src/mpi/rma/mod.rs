@@ -650,7 +650,8 @@ impl State {
                 keep.push_back(o);
                 continue;
             }
-            if let Some(l) = &o.lend {
+            // A lent body goes with a token: the wire id of an internal request slot.
+            let lent = o.lend.as_ref().map(|l| {
                 let comm = match l.release {
                     Release::Origin { win, .. } | Release::Answer { win } => self
                         .win(win)
@@ -660,41 +661,33 @@ impl State {
                 q.internal = true;
                 q.inflight = 1;
                 let slot = reqs.insert(q);
-                let token = Token(reqs.wire_id(slot));
                 // SAFETY: the lender keeps `len` bytes at `ptr` valid and unchanged until the
                 // release is done (`Lend`), which happens only once the transport is done.
                 let body = unsafe { std::slice::from_raw_parts(l.ptr, l.len) };
-                let r = l.release;
-                match io.send(o.to, &o.hdr, &o.payload, body, token) {
-                    Ok(crate::transport::Sent::Pending) => self.lent.push((slot, r)),
-                    Ok(crate::transport::Sent::Done) => {
-                        reqs.remove(slot);
-                        self.release(r);
-                    }
-                    Err(crate::transport::SendError::NotNow) => {
-                        reqs.remove(slot);
-                        blocked.push(o.to);
-                        keep.push_back(o);
-                    }
-                    Err(crate::transport::SendError::Failed(why)) => {
-                        reqs.remove(slot);
-                        self.release(r);
-                        if self.verbose {
-                            eprintln!("Protean: one-sided frame to process {} lost: {why}", o.to);
-                        }
-                    }
-                }
-                continue;
-            }
+                (slot, l.release, body)
+            });
             // A small payload goes as the transport's copied part, so that a held output
             // (`Engine::rma_push`) keeps it and writes the frames together; a lent one would
             // be written at once.
-            let (small, body): (&[u8], &[u8]) = if o.payload.len() <= COPY_MAX {
-                (&o.payload, &[])
-            } else {
-                (&[], &o.payload)
+            let (small, body, token): (&[u8], &[u8], Token) = match &lent {
+                Some((slot, _, body)) => (&o.payload, body, Token(reqs.wire_id(*slot))),
+                None if o.payload.len() <= COPY_MAX => (&o.payload, &[], Token::NONE),
+                None => (&[], &o.payload, Token::NONE),
             };
-            match io.send(o.to, &o.hdr, small, body, Token::NONE) {
+            let sent = io.send(o.to, &o.hdr, small, body, token);
+            if let Some((slot, r, _)) = lent {
+                match sent {
+                    Ok(crate::transport::Sent::Pending) => self.lent.push((slot, r)),
+                    Err(crate::transport::SendError::NotNow) => {
+                        reqs.remove(slot);
+                    }
+                    Ok(crate::transport::Sent::Done) | Err(_) => {
+                        reqs.remove(slot);
+                        self.release(r);
+                    }
+                }
+            }
+            match sent {
                 Ok(_) => {}
                 Err(crate::transport::SendError::NotNow) => {
                     blocked.push(o.to);

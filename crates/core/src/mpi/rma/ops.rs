@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::acc::{self, Acc};
 use super::am::{cut, Piece};
 use super::ctl::Lookup;
-use super::{Fetching, Flavor, Mech, State, Waiting, Win};
+use super::{Fetching, Flavor, Mech, Peer, State, Waiting, Win};
 use crate::err;
 use crate::error::Result;
 use crate::mpi::coll::op::{elem_of, Builtin, NPREDEFINED};
@@ -418,31 +418,27 @@ impl Engine {
         Some(())
     }
 
-    /// The target bytes of a fast-path operation: where `count` elements of `dt` at `disp` of
-    /// `rank`'s window memory lie here, their length, and the target's accumulate control
-    /// block. None unless the window has no active messages and is not dynamic, the target is
-    /// mapped here ([`Mech::Direct`]), the datatype is committed and one dense run, the range
-    /// lies in the target's window and an access epoch to the target is open; the general
-    /// path checks and reports those cases.
+    /// Where `count` elements of `dt` at `disp` of `rank`'s window memory lie: the window,
+    /// the target's [`Peer`], the byte offset in its memory and the length. None unless
+    /// `takes` accepts the window and the target (asked first: the cheapest refusal), the
+    /// window is not dynamic, the datatype is committed and one dense run, the range lies in
+    /// the target's window and an access epoch to the target is open. The checks both
+    /// shortcuts share ([`Engine::rma_fast_span`], [`Engine::rma_am_small`]); the general
+    /// path makes them again and reports.
     #[inline(always)]
-    fn rma_fast_span(
+    fn rma_dense_span(
         &self,
         win: u32,
         rank: i32,
         disp: i64,
         count: i64,
         dt: DtypeId,
-    ) -> Option<(*mut u8, usize, *const super::ctl::Ctl)> {
+        takes: impl Fn(&Win, &Peer) -> bool,
+    ) -> Option<(&Win, &Peer, u64, usize)> {
         let w = self.rma.wins.get(win as usize)?.as_ref()?;
-        if w.am || !w.atomic || rank < 0 || w.flavor == Flavor::Dynamic {
-            return None;
-        }
-        let target = rank as usize;
-        let p = w.peers.get(target)?;
-        let Mech::Direct(base) = p.mech else {
-            return None;
-        };
-        if count <= 0 {
+        // A negative rank becomes an index past any window.
+        let p = w.peers.get(rank as usize)?;
+        if !takes(w, p) || count <= 0 || w.flavor == Flavor::Dynamic {
             return None;
         }
         let n = count as usize;
@@ -456,10 +452,35 @@ impl Engine {
         if start < 0 || (start as u64).checked_add(bytes as u64)? > p.size {
             return None;
         }
-        if !w.in_access_epoch(target) {
+        if !w.in_access_epoch(rank as usize) {
             return None;
         }
-        let ctl = if target == w.rank { w.ctl } else { p.ctl };
+        Some((w, p, start as u64, bytes))
+    }
+
+    /// The target bytes of a fast-path operation: where `count` elements of `dt` at `disp` of
+    /// `rank`'s window memory lie here, their length, and the target's accumulate control
+    /// block. None unless the window has no active messages, the target is mapped here
+    /// ([`Mech::Direct`]) and [`Engine::rma_dense_span`] holds.
+    #[inline(always)]
+    fn rma_fast_span(
+        &self,
+        win: u32,
+        rank: i32,
+        disp: i64,
+        count: i64,
+        dt: DtypeId,
+    ) -> Option<(*mut u8, usize, *const super::ctl::Ctl)> {
+        let direct = |w: &Win, p: &Peer| !w.am && w.atomic && matches!(p.mech, Mech::Direct(_));
+        let (w, p, start, bytes) = self.rma_dense_span(win, rank, disp, count, dt, direct)?;
+        let Mech::Direct(base) = p.mech else {
+            return None;
+        };
+        let ctl = if rank as usize == w.rank {
+            w.ctl
+        } else {
+            p.ctl
+        };
         Some((base.wrapping_add(start as usize), bytes, ctl))
     }
 
@@ -476,35 +497,19 @@ impl Engine {
     /// # Safety
     /// As [`op`].
     unsafe fn rma_am_small(&mut self, win: u32, get: bool, origin: Buf, t: Target) -> Option<()> {
-        if origin.count != t.count || origin.dt != t.dt || t.rank < 0 || t.count <= 0 {
+        if origin.count != t.count || origin.dt != t.dt {
             return None;
         }
-        let w = self.rma.wins.get(win as usize)?.as_ref()?;
-        if w.flavor == Flavor::Dynamic {
+        let am = |_: &Win, p: &Peer| matches!(p.mech, Mech::Am);
+        let (w, p, start, bytes) = self.rma_dense_span(win, t.rank, t.disp, t.count, t.dt, am)?;
+        if bytes > super::MERGE_MAX {
             return None;
         }
         let target = t.rank as usize;
-        let p = w.peers.get(target)?;
-        if !matches!(p.mech, Mech::Am) || !w.in_access_epoch(target) {
-            return None;
-        }
-        let n = t.count as usize;
-        let d = self.dtypes.get(t.dt.idx())?.as_ref()?;
-        if !d.committed || d.size == 0 || !(d.contig || d.contiguous_span(n) == Some(0)) {
-            return None;
-        }
-        let bytes = d.size.checked_mul(n)?;
-        let start = t.disp.checked_mul(p.disp_unit as i64)?;
-        if bytes > super::MERGE_MAX
-            || start < 0
-            || (start as u64).checked_add(bytes as u64)? > p.size
-        {
-            return None;
-        }
         let (to, ctx) = (p.gpid, w.ctx);
         let rma = &mut self.rma;
         let mut h = RmaHeader::new(if get { RmaKind::Get } else { RmaKind::Put }, ctx);
-        h.disp = start as u64;
+        h.disp = start;
         h.len = bytes as u32;
         let framed = if get {
             let op = rma.id();
@@ -534,7 +539,7 @@ impl Engine {
             true
         } else {
             let data = std::slice::from_raw_parts(origin.ptr as *const u8, bytes);
-            let merged = rma.merge_put(to, ctx, &[(start as u64, bytes as u64)], data);
+            let merged = rma.merge_put(to, ctx, &[(start, bytes as u64)], data);
             if !merged {
                 rma.send_soft(to, h, data.to_vec());
             }
