@@ -377,6 +377,12 @@ impl Hybrid {
         self.dgram_total
     }
 
+    /// Connections that came or went (see [`super::Transport::channel_changes`]).
+    #[inline]
+    pub fn channel_changes(&self) -> u64 {
+        self.promotions + self.demotions
+    }
+
     /// Promotions, demotions and traffic by path, as counters of connections.
     pub fn counters(&self) -> ChannelCounters {
         let mut u = Usage {

@@ -72,7 +72,8 @@
 //!   [`Transport::channel`] (the state of the channel from a peer: DISCONNECTED
 //!   ([`ChannelState::Shared`]), [`ChannelState::Connecting`], CONNECTED, QUIESCE) and
 //!   [`Transport::usage`] (frames and bytes that arrived from a peer by each path;
-//!   [`Transport::shared_arrivals`] is the cheap total that tells the manager when to look).
+//!   [`Transport::shared_arrivals`] and [`Transport::channel_changes`] are the cheap totals
+//!   that tell the manager when to look).
 //!   Both changes complete later, as the peer's progress answers: a peer switches to a
 //!   channel once it is offered, and a channel taken back is QUIESCEd (the peer sends no new
 //!   frames into it; the frames in it are delivered before any the peer sends afterwards by
@@ -536,6 +537,13 @@ pub trait Transport {
     /// Frames that arrived by the shared path so far, from every peer: one load, for deciding
     /// when to look at [`Transport::usage`].
     fn shared_arrivals(&self) -> u64 {
+        0
+    }
+
+    /// Channel changes completed so far (promotions and demotions, every peer): one load, for
+    /// deciding when to look again after asking for a change. Every change that
+    /// [`Transport::connect`] or [`Transport::quiesce`] starts counts here when it ends.
+    fn channel_changes(&self) -> u64 {
         0
     }
 

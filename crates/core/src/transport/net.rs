@@ -855,6 +855,14 @@ impl Transport for Net {
             + self.udp.as_ref().map_or(0, |u| u.shared_arrivals())
     }
 
+    #[inline]
+    fn channel_changes(&self) -> u64 {
+        self.hybrid.as_ref().map_or(0, |h| h.channel_changes())
+            + self.shm.as_ref().map_or(0, |s| s.channel_changes())
+            + self.tcp.as_ref().map_or(0, |t| t.channel_changes())
+            + self.udp.as_ref().map_or(0, |u| u.channel_changes())
+    }
+
     fn channel_counters(&self) -> ChannelCounters {
         let mut c = ChannelCounters::default();
         if let Some(s) = self.shm.as_ref() {

@@ -1386,6 +1386,11 @@ impl Transport for Shm {
         self.counters.usage.shared_frames
     }
 
+    #[inline]
+    fn channel_changes(&self) -> u64 {
+        self.counters.promotions + self.counters.demotions
+    }
+
     fn channel_counters(&self) -> ChannelCounters {
         let mut c = self.counters;
         for p in &self.rx_fast {
