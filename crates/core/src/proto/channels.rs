@@ -487,7 +487,7 @@ impl Manager {
         }
         // Over the limit (chan_max lowered): the least recently used give theirs back.
         while held > self.set.max {
-            let Some(v) = self.victim(io, now, false) else {
+            let Some(v) = self.victim(io) else {
                 wait = 1;
                 break;
             };
@@ -512,7 +512,7 @@ impl Manager {
                 held += 1;
             } else if draining > 0 {
                 draining -= 1;
-            } else if let Some(v) = self.victim(io, now, false) {
+            } else if let Some(v) = self.victim(io) {
                 io.quiesce(v);
             }
         }
@@ -548,13 +548,15 @@ impl Manager {
                 // One change at a time: take back the least recently used idle channel; the
                 // peer gets it at a later look once it is drained (that look comes with the
                 // completed change, `Transport::channel_changes`).
-                if let Some(v) = self.victim(io, now, true) {
-                    io.quiesce(v);
-                } else if let Some(v) = self.victim(io, now, false) {
-                    // None idle: the least recently active becomes so a window after it was
-                    // last seen active, at the earliest.
+                // Not idle yet: it becomes so a window after it was last seen active, at the
+                // earliest (and is the first to).
+                if let Some(v) = self.victim(io) {
                     let idle_at = self.stats[v.idx()].last_active + window;
-                    wait = wait.min(idle_at.saturating_sub(now).max(1));
+                    if idle_at <= now {
+                        io.quiesce(v);
+                    } else {
+                        wait = wait.min(idle_at - now);
+                    }
                 }
             }
             // A change is under way: its completion brings the next look.
@@ -570,14 +572,13 @@ impl Manager {
         self.next = now.saturating_add(wait);
     }
 
-    /// The connected peer to take a channel from: the least recently active, not pinned;
-    /// with `idle`, only one that carried nothing for a window.
-    fn victim<T: Transport>(&self, io: &T, now: u64, idle: bool) -> Option<Gpid> {
+    /// The connected peer to take a channel from: the least recently active, not pinned (if
+    /// any peer is idle for a window, this one is).
+    fn victim<T: Transport>(&self, io: &T) -> Option<Gpid> {
         self.candidates
             .iter()
             .copied()
             .filter(|&p| io.channel(p) == ChannelState::Connected && !self.pinned.contains(&p))
-            .filter(|&p| !idle || now - self.stats[p.idx()].last_active >= self.set.window.max(1))
             .min_by_key(|&p| self.stats[p.idx()].last_active)
     }
 }
