@@ -430,6 +430,20 @@ fn write_all_nb(fd: libc::c_int, buf: &[u8], sent: &mut usize) -> Result<bool, S
 }
 
 /// A nonblocking listening socket on `bind`, port chosen by the kernel, and its address.
+/// Take a socket out of the epoll set `ep` (failure: it was not in it).
+fn unwatch(ep: &OwnedFd, sock: &Socket) {
+    // SAFETY: both descriptors are open and ours (sockets stay open until the transport
+    // drops); a null event is allowed for EPOLL_CTL_DEL.
+    unsafe {
+        libc::epoll_ctl(
+            ep.as_raw_fd(),
+            libc::EPOLL_CTL_DEL,
+            sock.as_raw_fd(),
+            std::ptr::null_mut(),
+        )
+    };
+}
+
 fn listen_on(bind: Ipv4Addr) -> io::Result<(Socket, SocketAddr)> {
     let l = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
     l.set_reuse_address(true)?;
@@ -575,15 +589,7 @@ impl Tcp {
             if c.peer != peer || self.free_slots.contains(&ci) {
                 continue;
             }
-            // SAFETY: removing our own open socket from our epoll set (failure: not in it).
-            unsafe {
-                libc::epoll_ctl(
-                    self.ep.as_raw_fd(),
-                    libc::EPOLL_CTL_DEL,
-                    c.sock.as_raw_fd(),
-                    std::ptr::null_mut(),
-                )
-            };
+            unwatch(&self.ep, &c.sock);
             let _ = c.sock.shutdown(std::net::Shutdown::Both);
             c.closed = true;
             c.drop_output(&mut self.done);
@@ -1049,15 +1055,7 @@ impl Tcp {
         // The peer reads to the end of what was written, then its end (a FIN after the data).
         let _ = c.sock.shutdown(std::net::Shutdown::Write);
         c.closed = true;
-        // SAFETY: removing our own open socket from our epoll set (failure: not in it).
-        unsafe {
-            libc::epoll_ctl(
-                self.ep.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                c.sock.as_raw_fd(),
-                std::ptr::null_mut(),
-            )
-        };
+        unwatch(&self.ep, &c.sock);
         self.send_conn[peer.idx()] = Some(to);
         if let Some(Some(pl)) = self.peer_lanes.get_mut(peer.idx()) {
             if let Some(l0) = pl.conns.first_mut() {
@@ -1915,15 +1913,7 @@ impl Tcp {
             };
             if c.closed {
                 // Level triggered: a closed socket would be reported on every pass.
-                // SAFETY: the socket is open (we keep it until the transport drops).
-                unsafe {
-                    libc::epoll_ctl(
-                        self.ep.as_raw_fd(),
-                        libc::EPOLL_CTL_DEL,
-                        c.sock.as_raw_fd(),
-                        std::ptr::null_mut(),
-                    )
-                };
+                unwatch(&self.ep, &c.sock);
                 continue;
             }
             c.readable = true;
