@@ -2371,16 +2371,9 @@ mod tests {
         a.conns[x].queued += rec.total();
         a.conns[x].out.push_back(rec);
         a.post(gb, &eager(1), &[], b"y", Token::NONE).unwrap();
-        let t0 = std::time::Instant::now();
-        while sb.frames.len() < 2 && t0.elapsed().as_secs() < 10 {
-            a.poll(&mut sa);
-            b.poll(&mut sb);
-        }
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| s.frames.len() >= 2);
         b.post(ga, &eager(2), &[], b"z", Token::NONE).unwrap();
-        while sa.frames.is_empty() && t0.elapsed().as_secs() < 10 {
-            a.poll(&mut sa);
-            b.poll(&mut sb);
-        }
+        run(&mut b, &mut a, &mut sb, &mut sa, |s| !s.frames.is_empty());
         let got: Vec<_> = sb.frames.iter().map(|f| f.1).collect();
         assert_eq!(got, vec![eager(0), eager(1)]);
         assert_eq!(sa.frames[0].1, eager(2));
@@ -2398,11 +2391,7 @@ mod tests {
         let big = vec![7u8; 16 << 20];
         a.post(Gpid::new(1), &eager(0), &[], b"x", Token::NONE)
             .unwrap();
-        let t0 = std::time::Instant::now();
-        while sb.frames.is_empty() && t0.elapsed().as_secs() < 10 {
-            a.poll(&mut sa);
-            b.poll(&mut sb);
-        }
+        run(&mut a, &mut b, &mut sa, &mut sb, |s| !s.frames.is_empty());
         // b stops reading: most of 16 MiB stays queued at a.
         for t in 1..4 {
             a.post(Gpid::new(1), &eager(t), &[], &big, Token(t))
