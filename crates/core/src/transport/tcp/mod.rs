@@ -572,6 +572,11 @@ impl Tcp {
         }
     }
 
+    /// Is `peer` a process of another job (connect/accept, spawn)?
+    fn is_foreign(&self, peer: Gpid) -> bool {
+        matches!(self.foreign.get(peer.idx()), Some(Some(_)))
+    }
+
     /// The gpid by which `peer` knows us.
     fn me_for(&self, peer: Gpid) -> Gpid {
         match self.foreign.get(peer.idx()) {
@@ -997,7 +1002,7 @@ impl Tcp {
     /// claims a peer's gpid without its key holds nothing back. Processes of other jobs keep
     /// both connections (their gpids are not comparable).
     fn crossed(&mut self, peer: Gpid, accepted: usize) {
-        if peer < self.me || matches!(self.foreign.get(peer.idx()), Some(Some(_))) {
+        if peer < self.me || self.is_foreign(peer) {
             return;
         }
         let Some(Some(ours)) = self.send_conn.get(peer.idx()).copied() else {
@@ -1021,11 +1026,12 @@ impl Tcp {
 
     /// A [`CROSSED`] record came on connection `ci`, which the peer opened: our connection
     /// to it gives way ([`Tcp::try_retire`]). Ignored where it does not describe our
-    /// connections.
+    /// connections, and from a foreign peer (both connections stay, as [`Tcp::crossed`]
+    /// leaves them).
     fn on_crossed(&mut self, ci: usize) {
         let c = &self.conns[ci];
         let peer = c.peer;
-        if c.dialed || c.lane != 0 || c.closed || peer > self.me {
+        if c.dialed || c.lane != 0 || c.closed || peer > self.me || self.is_foreign(peer) {
             return;
         }
         if let Some(Some(ours)) = self.send_conn.get(peer.idx()).copied() {
