@@ -346,7 +346,7 @@ impl State {
         if h.kind == RmaKind::Get
             && segs.len() == 1
             && w.flavor != super::Flavor::Dynamic
-            && super::lends(p, total as usize, total as usize >= super::LEND_PIECE)
+            && super::lends(total as usize)
         {
             let mut a = RmaHeader::new(RmaKind::Data, h.win);
             a.id = h.id;

@@ -377,24 +377,20 @@ const SOFT_MAX: usize = 64 << 10;
 /// origin's buffer, the window) rather than copied into the frame ([`State::send_lent`]).
 pub(crate) const LEND_MIN: usize = 64 << 10;
 
-/// A get's answer this large is lent from anywhere ([`lends`]).
-pub(crate) const LEND_PIECE: usize = 512 << 10;
-
-/// The pieces of an operation this large are lent from anywhere ([`lends`]).
-pub(crate) const LEND_MANY: usize = 3 << 19;
-
-/// Is a frame's data of `len` bytes at `ptr` sent from there (`State::send_lent`)? Measured
-/// over TCP on loopback (two ranks, put or get + flush, best of 3 launches): copying each
-/// piece into a fresh vector made 2 and 4 MiB operations 2.5 and 6 ms (page faults on every
-/// piece, the unwritten rest copied again), lent 0.7 and 1.4 ms; 64 KiB-1 MiB gets from a
-/// page-aligned window 15-25% faster lent. But the kernel's copy out of a source 16 bytes
-/// past a page boundary (a large `malloc`'s buffer) was 1.5x slower than out of the copy
-/// (1 MiB put: 510-560 against 360-380 us; page-aligned source 290-400 against 325-435): a
-/// put of up to [`LEND_MANY`] bytes is lent only from a cache-line-aligned address, the
-/// pieces of a larger one (`many`) always. A get's answer comes from the window, where the
-/// copy paid page faults too: from anywhere once [`LEND_PIECE`] bytes.
-pub(crate) fn lends(ptr: *const u8, len: usize, many: bool) -> bool {
-    len >= LEND_MIN && (many || (ptr as usize).is_multiple_of(64))
+/// Is a frame's data of `len` bytes sent from where it lies (the origin's buffer, the
+/// window: `State::send_lent`) rather than copied into the frame? From [`LEND_MIN`] bytes on,
+/// whatever its address. Measured over TCP (put or get + flush, best of 3 rounds of 40):
+/// copying each piece into a fresh vector made 2 and 4 MiB operations 2.5 and 6 ms (page
+/// faults on every piece, the unwritten rest copied again), lent 0.7 and 1.4 ms. Session 42's
+/// machine (AMD EPYC) had copied a put of up to 1.5 MiB from a source that is not
+/// cache-line aligned (a large `malloc`'s buffer, page + 16): the kernel's copy out of it
+/// was 1.5x slower than out of the copy (1 MiB on loopback 510-560 against 360-380 us). On
+/// session 45's (Intel Xeon) the copy is what costs, 1 MiB from a `malloc`: on loopback 338-420
+/// copied against 258-304 us lent; across two emulated hosts 410-496 against 248-419 (median of
+/// 5 launches 460 against 282; Open MPI, which sends from the buffer, 386); 64 and 256 KiB
+/// equal. Open MPI's pt2pt component sends from the user's buffer too.
+pub(crate) fn lends(len: usize) -> bool {
+    len >= LEND_MIN
 }
 
 /// Frames held for windows not made yet, at most this many bytes (a target that never
@@ -1568,12 +1564,8 @@ mod tests {
         // Nothing merges into a lent frame.
         s.send_lent(to, h, Vec::new(), data.as_ptr(), data.len(), rel);
         assert!(!s.merge_put(to, ContextId::new(5), &[(0, 1)], &[1]));
-        // Only large data is lent; from anywhere once the operation is large.
-        let p = 0x1000 as *const u8;
-        assert!(lends(p, LEND_MIN, false));
-        assert!(!lends(p, LEND_MIN - 1, true));
-        assert!(!lends(p.wrapping_add(16), LEND_MIN, false));
-        assert!(lends(p.wrapping_add(16), LEND_MIN, true));
+        // Only large data is lent.
+        assert!(lends(LEND_MIN) && !lends(LEND_MIN - 1));
     }
 
     #[test]

@@ -1124,11 +1124,7 @@ impl Engine {
                 h.op = *o;
                 h.elem = *el;
             }
-            if lend
-                && what == What::Put
-                && p.segs.len() == 1
-                && super::lends(src.add(p.at), p.len, r.bytes >= super::LEND_MANY)
-            {
+            if lend && what == What::Put && p.segs.len() == 1 && super::lends(p.len) {
                 let release = super::Release::Origin {
                     win: r.win,
                     target: r.target,
