@@ -7,7 +7,7 @@
 
 use std::io;
 
-use crate::mem::slow_distance;
+use crate::mem::{short_distance_slow, slow_distance};
 
 /// Ask the kernel to let any process of ours read this one (Yama ptrace_scope=1). A no-op
 /// where Yama is absent.
@@ -29,7 +29,8 @@ pub fn write_to(pid: u32, addr: u64, src: &[u8]) -> io::Result<()> {
 }
 
 /// Move `len` bytes between our `local` memory and `addr` in process `pid`: through a buffer
-/// of our own when the kernel's copy would be slow ([`slow_distance`]: see below), else directly, in
+/// of our own when the kernel's copy would be slow ([`slow_distance`] on a processor where
+/// [`short_distance_slow`]: see below), else directly, in
 /// steps of at most 1 GiB so one call never pins an unbounded amount of memory.
 fn transfer(pid: u32, addr: u64, local: *mut u8, len: usize, write: bool) -> io::Result<()> {
     let (src, dst) = if write {
@@ -37,7 +38,7 @@ fn transfer(pid: u32, addr: u64, local: *mut u8, len: usize, write: bool) -> io:
     } else {
         (addr as usize, local as usize)
     };
-    if len >= BOUNCE_MIN && slow_distance(src, dst) {
+    if len >= BOUNCE_MIN && slow_distance(src, dst) && short_distance_slow() {
         return BOUNCE.with(|b| bounced(&mut b.borrow_mut(), pid, addr, local, len, write));
     }
     direct(pid, addr, local, len, write)
@@ -211,6 +212,30 @@ mod tests {
                 write_to(std::process::id(), dst[at..].as_ptr() as u64, s).unwrap();
                 assert!(&dst[at..at + len] == s, "write {len} at distance {dist}");
                 assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0));
+                // The bounce buffer itself, which a processor without the slow distance
+                // never takes (`short_distance_slow`).
+                for write in [false, true] {
+                    dst.fill(0);
+                    let (local, addr) = if write {
+                        (s.as_ptr() as *mut u8, dst[at..].as_ptr() as u64)
+                    } else {
+                        (dst[at..].as_mut_ptr(), s.as_ptr() as u64)
+                    };
+                    BOUNCE
+                        .with(|b| {
+                            bounced(
+                                &mut b.borrow_mut(),
+                                std::process::id(),
+                                addr,
+                                local,
+                                len,
+                                write,
+                            )
+                        })
+                        .unwrap();
+                    assert!(&dst[at..at + len] == s, "bounced {len} at {dist}, {write}");
+                    assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0));
+                }
             }
         }
     }
