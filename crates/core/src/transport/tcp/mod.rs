@@ -429,7 +429,6 @@ fn write_all_nb(fd: libc::c_int, buf: &[u8], sent: &mut usize) -> Result<bool, S
     Ok(true)
 }
 
-/// A nonblocking listening socket on `bind`, port chosen by the kernel, and its address.
 /// Take a socket out of the epoll set `ep` (failure: it was not in it).
 fn unwatch(ep: &OwnedFd, sock: &Socket) {
     // SAFETY: both descriptors are open and ours (sockets stay open until the transport
@@ -444,6 +443,7 @@ fn unwatch(ep: &OwnedFd, sock: &Socket) {
     };
 }
 
+/// A nonblocking listening socket on `bind`, port chosen by the kernel, and its address.
 fn listen_on(bind: Ipv4Addr) -> io::Result<(Socket, SocketAddr)> {
     let l = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), Some(Protocol::TCP))?;
     l.set_reuse_address(true)?;
@@ -1012,10 +1012,10 @@ impl Tcp {
         if ours == accepted || !c.dialed || c.closed || c.after.is_some() {
             return;
         }
-        self.conns[ours].after = Some(accepted);
         let mut rec = Out::new(&[CROSSED; HEADER_LEN], &[], &[], Token::NONE);
         rec.head[..4].copy_from_slice(&RECORD.to_le_bytes());
         let c = &mut self.conns[ours];
+        c.after = Some(accepted);
         c.queued += rec.total();
         c.out.push_back(rec);
         if !self.held {
