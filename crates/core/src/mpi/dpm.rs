@@ -357,11 +357,31 @@ impl Engine {
             })
     }
 
+    /// Processes of another job added for a communicator still being made (a spawn,
+    /// connect, accept or join in flight) keep their places in the table until it is made,
+    /// though no communicator names them yet: another thread may disconnect meanwhile
+    /// ([`Engine::drop_unused_peers`]). `hold` false lets them go again.
+    pub fn hold_peers(&mut self, gpids: &[Gpid], hold: bool) {
+        for &g in gpids {
+            if hold {
+                self.dyn_held.push(g);
+            } else if let Some(i) = self.dyn_held.iter().position(|&h| h == g) {
+                self.dyn_held.swap_remove(i);
+            }
+        }
+    }
+
     /// After MPI_Comm_disconnect: the processes of other jobs that no communicator of ours
-    /// names any more leave the table (segments unmapped, connections closed), so that
-    /// spawning and disconnecting in a loop leaves nothing behind.
+    /// names any more, and no communicator being made holds ([`Engine::hold_peers`]), leave
+    /// the table (segments unmapped, connections closed), so that spawning and disconnecting
+    /// in a loop leaves nothing behind.
     pub fn drop_unused_peers(&mut self) {
         let mut used = vec![false; self.net.routes().len()];
+        for g in &self.dyn_held {
+            if let Some(u) = used.get_mut(g.idx()) {
+                *u = true;
+            }
+        }
         for c in self.comms.iter().flatten() {
             for g in c.group.iter().chain(c.remote.iter().flatten()) {
                 if let Some(u) = used.get_mut(g.idx()) {
@@ -440,22 +460,58 @@ impl Engine {
 }
 
 /// The key of the parents' space under which their root lets the children of its spawn
-/// `tag` go, with the tag as the value: one key per root, rewritten by each of its spawns,
-/// so that spawning in a loop does not grow the space.
+/// `tag` go: one key per root, so that spawning in a loop does not grow the space. Its value
+/// lists the tags of the root's spawns whose children may still be waiting ([`set_go`]).
 fn go_key(tag: &str) -> String {
     let root = tag.split_once('x').map_or(tag, |(me, _)| me);
     format!("dpm-{root}-go")
+}
+
+/// Processes of another job held in the table ([`Engine::hold_peers`], in the same engine
+/// call that added them) while a communicator with them is made: let go at the end of the
+/// scope, whichever way the call leaves it.
+pub(crate) struct Held(pub Vec<Gpid>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = with(|e| e.hold_peers(&self.0, false));
+    }
+}
+
+/// Let the children of this root's spawn `tag` go (`on`), or take the tag back once they
+/// have joined. Threads of one process may spawn at the same time (MPI_THREAD_MULTIPLE;
+/// mpi4py.futures starts pools from several threads), and a key holding one tag would let
+/// a later spawn overwrite an earlier one's word before that one's children read it: they
+/// would wait forever. So the value is every tag in flight, comma-separated ("-" for none),
+/// kept in [`Engine::go_tags`] and written whole under the engine's lock; it is as long as
+/// the spawns in flight, not as their number.
+fn set_go(tag: &str, on: bool) -> Result<()> {
+    with(|e| -> Result<()> {
+        if on {
+            e.go_tags.push(tag.to_string());
+        } else {
+            e.go_tags.retain(|t| t != tag);
+        }
+        let value = if e.go_tags.is_empty() {
+            "-".to_string()
+        } else {
+            e.go_tags.join(",")
+        };
+        let p = e.pmi_mut()?;
+        let kvs = p.kvsname().to_string();
+        p.put_to(&kvs, &go_key(tag), &value).map_err(pmi_err)
+    })?
+}
+
+/// Does a value of a go key ([`set_go`]) let the children of spawn `tag` go?
+fn lets_go(value: &str, tag: &str) -> bool {
+    value.split(',').any(|t| t == tag)
 }
 
 /// Polls the process manager's key `key` of space `kvs` until it is there, keeping our
 /// progress going meanwhile.
 fn wait_key(kvs: &str, key: &str) -> Result<String> {
     wait_for(kvs, key, |_| true)
-}
-
-/// Polls the process manager's key `key` of space `kvs` until it has the value `want`.
-fn wait_value(kvs: &str, key: &str, want: &str) -> Result<()> {
-    wait_for(kvs, key, |v| v == want).map(drop)
 }
 
 /// Polls key `key` of space `kvs` until it has a value that `accept` takes, keeping our
@@ -565,18 +621,18 @@ pub fn spawn(comm: CommId, root: i32, commands: &[Command]) -> Result<(CommId, u
     let mut lines = body.split('\n');
     let tag = lines.next().unwrap_or_default().to_string();
     let children = lines.map(parse_peer).collect::<Result<Vec<_>>>()?;
-    with(|e| e.add_peers(&children))??;
+    let remote: Vec<Gpid> = children.iter().map(|r| r.gpid).collect();
+    with(|e| -> Result<()> {
+        e.add_peers(&children)?;
+        e.hold_peers(&remote, true);
+        Ok(())
+    })??;
+    let _held = Held(remote.clone());
     // Every parent accepts the children's connections: let them go.
     cm::exchange_all(comm, vec![Vec::new(); size])?;
     if me == root {
-        with(|e| -> Result<()> {
-            let kvs = e.pmi_mut()?.kvsname().to_string();
-            e.pmi_mut()?
-                .put_to(&kvs, &go_key(&tag), &tag)
-                .map_err(pmi_err)
-        })??;
+        set_go(&tag, true)?;
     }
-    let remote: Vec<Gpid> = children.iter().map(|r| r.gpid).collect();
     let n = remote.len();
     let spec = with(|e| {
         e.op_intercomm_from_groups(
@@ -588,8 +644,12 @@ pub fn spawn(comm: CommId, root: i32, commands: &[Command]) -> Result<(CommId, u
             errhandler,
         )
     })??;
-    let id =
-        cm::run(spec)?.ok_or_else(|| spawn_err("the parent intercommunicator was not made"))?;
+    let made = cm::run(spec);
+    if me == root {
+        // The children joined the intercommunicator: they have read their word.
+        set_go(&tag, false)?;
+    }
+    let id = made?.ok_or_else(|| spawn_err("the parent intercommunicator was not made"))?;
     Ok((id, n))
 }
 
@@ -719,7 +779,7 @@ pub fn join_parent() -> Result<()> {
         let w = e.live_comm(crate::mpi::comm::COMM_WORLD)?;
         Ok((w.group.clone(), w.errhandler))
     })??;
-    wait_value(&kvs, &go_key(&tag), &tag)?;
+    wait_for(&kvs, &go_key(&tag), |v| lets_go(v, &tag))?;
     let remote: Vec<Gpid> = parents.iter().map(|r| r.gpid).collect();
     let spec = with(|e| {
         e.op_intercomm_from_groups(
@@ -740,4 +800,22 @@ pub fn join_parent() -> Result<()> {
         e.parent = Some(id);
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A go key's value lets go the children of each spawn it lists, and no other's: a
+    /// tag that is a prefix of another is not taken for it.
+    #[test]
+    fn a_go_value_lets_go_the_spawns_it_lists() {
+        assert_eq!(go_key("0x7"), "dpm-0-go");
+        assert_eq!(go_key("12x3"), "dpm-12-go");
+        assert!(lets_go("0x7", "0x7"));
+        assert!(lets_go("0x5,0x7,0x9", "0x7"));
+        assert!(!lets_go("0x5,0x9", "0x7"));
+        assert!(!lets_go("0x71", "0x7"));
+        assert!(!lets_go("-", "0x7"));
+    }
 }

@@ -81,7 +81,7 @@ use protean_pmi::proof::hmac;
 
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::cm;
-use crate::mpi::dpm::{parse_peer, peer_entry, Caller, Foreign};
+use crate::mpi::dpm::{parse_peer, peer_entry, Caller, Foreign, Held};
 use crate::mpi::global::{self, with};
 use crate::runtime::bootstrap::{hex, unhex};
 use crate::transport::Gpid;
@@ -699,15 +699,24 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
     // and then their groups, so that nobody connects to a process that does not know it yet.
     // Processes already in our table (our own job's, or a job we spawned or were spawned
     // by) keep their routes and connections; a new process under a number we knew replaces
-    // the old one's state.
+    // the old one's state. The other group stays in the table until the intercommunicator
+    // is made, whatever another thread disconnects meanwhile (`Engine::hold_peers`).
+    let held: Vec<Gpid> = remote.iter().map(|r| r.gpid).collect();
     let added = with(|e| {
-        if let Some((key, me_there, pair, _)) = foreign.clone() {
-            return e.add_foreign(&remote, key, me_there, pair);
+        let r = match foreign.clone() {
+            Some((key, me_there, pair, _)) => e.add_foreign(&remote, key, me_there, pair),
+            None => {
+                let new: Vec<_> = remote.iter().filter(|r| !e.knows(r)).cloned().collect();
+                e.add_peers(&new)
+            }
+        };
+        if r.is_ok() {
+            e.hold_peers(&held, true);
         }
-        let new: Vec<_> = remote.iter().filter(|r| !e.knows(r)).cloned().collect();
-        e.add_peers(&new)
+        r
     })
     .and_then(|r| r);
+    let _held = Held(if added.is_ok() { held } else { Vec::new() });
     let mut flag = vec![Vec::new(); size];
     flag[root_u] = match &added {
         Ok(()) => b"O".to_vec(),

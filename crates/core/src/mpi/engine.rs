@@ -76,6 +76,12 @@ pub struct Engine {
     pub universe: i32,
     /// Spawns this process asked for as a root so far (names them).
     pub spawns: u32,
+    /// Tags of this process's spawns whose children may still wait for the word to go
+    /// (`dpm::set_go`).
+    pub go_tags: Vec<String>,
+    /// Processes of other jobs held in the table for communicators being made
+    /// (`Engine::hold_peers`), once per hold.
+    pub dyn_held: Vec<Gpid>,
     /// Processes of other jobs counted in `node_procs` (on this machine), by gpid.
     pub dyn_nodes: Vec<bool>,
     /// Processes of other jobs in the table, by gpid: their pids (0: none, or of our own
@@ -211,6 +217,8 @@ impl Engine {
             pair_keys: boot.pair_keys,
             universe,
             spawns: 0,
+            go_tags: Vec::new(),
+            dyn_held: Vec::new(),
             dyn_nodes: Vec::new(),
             dyn_pids: Vec::new(),
             foreign: Vec::new(),
