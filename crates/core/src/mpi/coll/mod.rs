@@ -723,7 +723,18 @@ pub enum Args {
 // SAFETY: the raw pointers are the caller's buffers, used under MPI's rules.
 unsafe impl Send for Args {}
 
-fn count_of(c: i64, what: &str) -> Result<usize> {
+/// A buffer's or count's name in an error message, made of two parts (`"recv"` and `"count"`,
+/// say): formatted only when there is an error, since the checks run at every call.
+#[derive(Clone, Copy)]
+struct Name<'a>(&'a str, &'static str);
+
+impl std::fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.0, self.1)
+    }
+}
+
+fn count_of(c: i64, what: impl std::fmt::Display) -> Result<usize> {
     if c < 0 {
         return err!(Count, "negative {what} {c}");
     }
@@ -761,7 +772,12 @@ impl Engine {
     }
 }
 
-fn check_buf(p: *const u8, count: usize, dt: &Datatype, what: &str) -> Result<()> {
+fn check_buf(
+    p: *const u8,
+    count: usize,
+    dt: &Datatype,
+    what: impl std::fmt::Display,
+) -> Result<()> {
     if count > 0 && dt.size > 0 && p.is_null() && dt.predefined && dt.true_lb >= 0 {
         return err!(
             Buffer,
@@ -803,7 +819,7 @@ fn blocks(
     counts: &Counts,
     types: &Types,
     n: usize,
-    what: &str,
+    what: impl std::fmt::Display + Copy,
 ) -> Result<Vec<Blk>> {
     match (counts, types) {
         (Counts::Uniform(c), Types::One(t)) => {
@@ -872,9 +888,9 @@ fn red_input(sbuf: *const u8, rbuf: *mut u8, count: usize, d: &Datatype) -> Resu
 
 /// A process's own block of a collective (`what`: "send" or "recv"), checked.
 fn own_blk(e: &Engine, buf: *const u8, count: i64, dt: DtypeId, what: &str) -> Result<Blk> {
-    let c = count_of(count, &format!("{what}count"))?;
+    let c = count_of(count, Name(what, "count"))?;
     let d = e.coll_dtype(dt)?;
-    check_buf(buf, c, &d, &format!("{what} buffer"))?;
+    check_buf(buf, c, &d, Name(what, " buffer"))?;
     Ok(Blk::new(buf, c, &d))
 }
 
@@ -915,7 +931,7 @@ impl Rooted {
                 mcounts,
                 &Types::One(mdt),
                 n,
-                &format!("{mname} buffer"),
+                Name(mname, " buffer"),
             )?;
             if let Some(o) = &own {
                 no_alias(o.ptr, mbuf, o.bytes())?;
