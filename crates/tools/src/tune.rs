@@ -405,7 +405,7 @@ fn main() -> ExitCode {
         let _ = std::fs::remove_dir_all(&dir);
     }
     print!("{report}");
-    let table = Table { rules };
+    let table = Table::new(rules);
     let text = format!(
         "# Protean collective decision file, written by protean-tune on {} ({} CPUs).\n\
          # collective  ranks  bytes  algorithm; calls no rule matches use the built-in table.\n{}",
@@ -425,7 +425,7 @@ fn main() -> ExitCode {
     }
     println!(
         "wrote {} rule(s) to {}; use it with PROTEAN_COLL_DECISION_FILE={}",
-        table.rules.len(),
+        table.rules().len(),
         o.out.display(),
         o.out.display()
     );

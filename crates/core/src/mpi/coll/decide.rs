@@ -25,6 +25,42 @@
 
 use std::fmt::Write as _;
 
+/// Where algorithm `name` is in each collective's list (by the collective's discriminant),
+/// found once at compile time: the decision asks at every call.
+const fn index_of_each(name: &str) -> [Option<usize>; Coll::ALL.len()] {
+    const fn same(a: &[u8], b: &[u8]) -> bool {
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+    let mut out = [None; Coll::ALL.len()];
+    let mut c = 0;
+    while c < Coll::ALL.len() {
+        let coll = Coll::ALL[c];
+        let algs = coll.algorithms();
+        let mut i = 0;
+        while i < algs.len() {
+            if same(algs[i].as_bytes(), name.as_bytes()) {
+                out[coll as usize] = Some(i);
+            }
+            i += 1;
+        }
+        c += 1;
+    }
+    out
+}
+
+const SHM_INDEX: [Option<usize>; Coll::ALL.len()] = index_of_each("shm");
+const HIER_INDEX: [Option<usize>; Coll::ALL.len()] = index_of_each("two_level_shm");
+
 /// The collectives with a choice of algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Coll {
@@ -74,7 +110,7 @@ impl Coll {
     }
 
     /// The algorithms of this collective; index 0 is `auto` (the registry's choices).
-    pub fn algorithms(self) -> &'static [&'static str] {
+    pub const fn algorithms(self) -> &'static [&'static str] {
         match self {
             Coll::Barrier => BARRIER_ALGS,
             Coll::Bcast => BCAST_ALGS,
@@ -91,13 +127,13 @@ impl Coll {
 
     /// The index of this collective's shared-memory algorithm (`shm`), if it has one.
     pub fn shm_index(self) -> Option<usize> {
-        self.algorithms().iter().position(|a| *a == "shm")
+        SHM_INDEX[self as usize]
     }
 
     /// The index of this collective's hierarchical shared-memory algorithm (`two_level_shm`),
     /// if it has one.
     pub fn hier_index(self) -> Option<usize> {
-        self.algorithms().iter().position(|a| *a == "two_level_shm")
+        HIER_INDEX[self as usize]
     }
 
     /// The override tunable's current value (index into [`Coll::algorithms`]).
@@ -274,18 +310,44 @@ pub struct Rule {
     pub alg: usize,
 }
 
-/// An ordered list of rules.
+/// An ordered list of rules. Only the order among one collective's rules matters, so they
+/// are kept grouped by collective (each group in the order given), and a lookup, made at every
+/// call, reads its collective's group alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Table {
-    pub rules: Vec<Rule>,
+    rules: Vec<Rule>,
+    /// Each collective's group: `rules[group[c].0..group[c].1]`.
+    group: [(usize, usize); Coll::ALL.len()],
 }
 
 impl Table {
+    pub fn new(mut rules: Vec<Rule>) -> Table {
+        // A stable sort: every collective's rules keep their order.
+        rules.sort_by_key(|r| r.coll as usize);
+        let mut group = [(0, 0); Coll::ALL.len()];
+        for c in Coll::ALL {
+            let lo = rules.partition_point(|r| (r.coll as usize) < c as usize);
+            let hi = rules.partition_point(|r| (r.coll as usize) <= c as usize);
+            group[c as usize] = (lo, hi);
+        }
+        Table { rules, group }
+    }
+
+    /// The rules, grouped by collective.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    fn of(&self, coll: Coll) -> &[Rule] {
+        let (lo, hi) = self.group[coll as usize];
+        &self.rules[lo..hi]
+    }
+
     /// The algorithm (index into [`Coll::algorithms`]) of the first rule that applies.
     pub fn lookup(&self, coll: Coll, ranks: usize, bytes: usize) -> Option<usize> {
-        self.rules
+        self.of(coll)
             .iter()
-            .find(|r| r.coll == coll && r.ranks.contains(ranks) && r.bytes.contains(bytes))
+            .find(|r| r.ranks.contains(ranks) && r.bytes.contains(bytes))
             .map(|r| r.alg)
     }
 
@@ -297,14 +359,9 @@ impl Table {
         bytes: usize,
         skip: Option<usize>,
     ) -> Option<usize> {
-        self.rules
+        self.of(coll)
             .iter()
-            .find(|r| {
-                r.coll == coll
-                    && r.ranks.contains(ranks)
-                    && r.bytes.contains(bytes)
-                    && Some(r.alg) != skip
-            })
+            .find(|r| r.ranks.contains(ranks) && r.bytes.contains(bytes) && Some(r.alg) != skip)
             .map(|r| r.alg)
     }
 
@@ -355,7 +412,7 @@ impl Table {
                 alg,
             });
         }
-        Ok(Table { rules })
+        Ok(Table::new(rules))
     }
 
     /// The file form of the table.
@@ -463,6 +520,13 @@ mod tests {
             assert_eq!(coll.algorithms(), names);
         }
         assert_eq!(BcastAlg::from_index(3), BcastAlg::Chain);
+        for c in Coll::ALL {
+            let at = |name: &str| c.algorithms().iter().position(|a| *a == name);
+            assert_eq!(c.shm_index(), at("shm"), "{c:?}");
+            assert_eq!(c.hier_index(), at("two_level_shm"), "{c:?}");
+        }
+        assert_eq!(Coll::Gather.shm_index(), Some(GatherAlg::Shm as usize));
+        assert_eq!(Coll::Scan.shm_index(), None);
         assert_eq!(BcastAlg::from_index(99), BcastAlg::Auto);
         assert_eq!(AllreduceAlg::Rabenseifner.name(), "rabenseifner");
     }
@@ -477,6 +541,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn rules_of_one_collective_keep_their_order_among_others() {
+        let t = Table::parse(
+            "bcast 2-8 * chain\nreduce * * linear\nbcast * 0-64 binomial\n\
+             gather 3 * binomial\nbcast * * scatter_allgather\nreduce 4 8 binomial\n",
+        )
+        .unwrap();
+        assert_eq!(t.lookup(Coll::Bcast, 4, 8), Some(BcastAlg::Chain as usize));
+        assert_eq!(
+            t.lookup(Coll::Bcast, 9, 8),
+            Some(BcastAlg::Binomial as usize)
+        );
+        assert_eq!(
+            t.lookup(Coll::Bcast, 9, 65),
+            Some(BcastAlg::ScatterAllgather as usize)
+        );
+        assert_eq!(
+            t.lookup_except(Coll::Bcast, 4, 8, Some(BcastAlg::Chain as usize)),
+            Some(BcastAlg::Binomial as usize)
+        );
+        // The first reduce rule covers everything, so the later one never decides.
+        assert_eq!(
+            t.lookup(Coll::Reduce, 4, 8),
+            Some(ReduceAlg::Linear as usize)
+        );
+        assert_eq!(
+            t.lookup(Coll::Gather, 3, 1),
+            Some(GatherAlg::Binomial as usize)
+        );
+        assert_eq!(t.lookup(Coll::Gather, 4, 1), None);
+        assert_eq!(t.lookup(Coll::Scan, 4, 1), None);
+        assert_eq!(t.rules().len(), 6);
+        assert_eq!(Table::parse(&t.render()).unwrap(), t);
+        assert_eq!(Table::default().lookup(Coll::Bcast, 2, 8), None);
     }
 
     #[test]
