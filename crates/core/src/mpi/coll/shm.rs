@@ -971,6 +971,18 @@ unsafe fn rooted(
             return Ok(None);
         };
         let root = check_root(root, n)?;
+        // Decide before the blocks are built and checked where the block's size is known
+        // already (two processes, say, decline here at the cost of the decision alone).
+        let early = if v {
+            None
+        } else {
+            block_bytes(e, me, root, own, many)
+        };
+        if let Some(b) = early {
+            if b == 0 || !e.coll_choose_shm(coll, n, b) {
+                return Ok(None);
+            }
+        }
         let r = Rooted::check(e, own, many, me, root, n, names)?;
         let bytes = match (v, r.blk) {
             (false, Some(b)) => b,
@@ -978,7 +990,10 @@ unsafe fn rooted(
             (true, _) => V_BYTES,
         };
         // The scatter's header holds 2n + 1 words.
-        if (!v && bytes == 0) || (2 * n + 1) * 8 > AREA || !e.coll_choose_shm(coll, n, bytes) {
+        if (!v && bytes == 0)
+            || (2 * n + 1) * 8 > AREA
+            || (early != Some(bytes) && !e.coll_choose_shm(coll, n, bytes))
+        {
             return Ok(None);
         }
         Ok(Some((n, me, root, r)))
@@ -1220,6 +1235,31 @@ unsafe fn rooted(
             None => Ok(()),
         }
     })())
+}
+
+/// The bytes of a block of a gather or scatter (not the v forms) as this process sees them
+/// before any check: one of the root's blocks at the root, its own block elsewhere. None
+/// where the count or datatype is not valid (the full check then reports it) or the block
+/// is MPI_IN_PLACE.
+fn block_bytes(
+    e: &crate::mpi::engine::Engine,
+    me: usize,
+    root: usize,
+    (obuf, ocount, odt): (*const u8, i64, DtypeId),
+    (_, mcounts, mdt): (*const u8, &Counts, DtypeId),
+) -> Option<usize> {
+    let (count, dt) = if me == root {
+        match mcounts {
+            Counts::Uniform(c) => (*c, mdt),
+            Counts::Varied { .. } => return None,
+        }
+    } else if in_place(obuf) {
+        return None;
+    } else {
+        (ocount, odt)
+    };
+    let d = e.dtype(dt).ok()?;
+    usize::try_from(count).ok()?.checked_mul(d.size)
 }
 
 /// MPI_Allgatherv: as the allgather of [`exchange`], with blocks of their own lengths (every

@@ -141,14 +141,13 @@ pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
 /// test is on the configuration, the same at every process (whether this process opened the
 /// shared-memory transport is not: one alone on its host has none).
 fn spanning(e: &mut crate::mpi::engine::Engine, comm: CommId) -> Option<Arc<Views>> {
-    if !e.cfg.transports.split(',').any(|t| t.trim() == "shm") {
-        return None;
-    }
     if e.comm(comm).ok()?.is_inter() {
         return None;
     }
     let views = e.coll_views(comm).ok()?;
-    (views.nodes.count() > 1).then_some(views)
+    // The configuration's list last: most calls are on communicators within one host.
+    (views.nodes.count() > 1 && e.cfg.transports.split(',').any(|t| t.trim() == "shm"))
+        .then_some(views)
 }
 
 /// Where this process stands in a hierarchical call.
