@@ -15,8 +15,10 @@
  *  - gather, scatter, gatherv, scatterv at every root, in and out of place, strided blocks at
  *    odd roots, v forms with odd counts, empty blocks, blocks in reverse order with gaps, and
  *    blocks of several chunks; allgatherv in and out of place;
- *  - with args "shm" (Protean only): a gather and a scatterv whose blocks are too long for
- *    their receivers return MPI_ERR_TRUNCATE there, and the communicator stays usable.
+ *  - with args "shm" or "truncate" (Protean only): a gather, a scatter and a scatterv whose
+ *    blocks are too long for their receivers return MPI_ERR_TRUNCATE there, and the
+ *    communicator stays usable ("truncate" leaves the algorithms to the decision: at two
+ *    processes, or across hosts, the point-to-point ones).
  * Any size >= 1.
  */
 #include "util.h"
@@ -319,6 +321,11 @@ static void truncation(MPI_Comm comm)
         CHECK_CLASS(rc, MPI_ERR_TRUNCATE);
     else
         CHECK_MPI(rc);
+    rc = MPI_Scatter(r, 2, MPI_INT, s, me == n - 1 && n > 1 ? 1 : 2, MPI_INT, 0, comm);
+    if (me == n - 1 && n > 1)
+        CHECK_CLASS(rc, MPI_ERR_TRUNCATE);
+    else
+        CHECK_MPI(rc);
     int cnt[64], dsp[64];
     for (int j = 0; j < n && j < 64; j++) {
         cnt[j] = j == n - 1 && n > 1 ? 3 : 2;
@@ -363,7 +370,7 @@ int main(int argc, char **argv)
             rooteds(comms[j], counts[k]);
         }
     }
-    if (argc > 1 && strcmp(argv[1], "shm") == 0)
+    if (argc > 1 && (strcmp(argv[1], "shm") == 0 || strcmp(argv[1], "truncate") == 0))
         truncation(dup);
     for (int round = 0; round < 20; round++) {
         MPI_Comm t;

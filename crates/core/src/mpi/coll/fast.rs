@@ -1,6 +1,7 @@
 //! Direct paths for small blocking collectives: the same algorithms as the schedules
-//! (dissemination barrier, binomial broadcast, recursive doubling allreduce, and the single
-//! exchange that allgather and alltoall are between two processes), run inline with
+//! (dissemination barrier, binomial broadcast, recursive doubling allreduce, linear gather and
+//! scatter, and the single exchange that allgather and alltoall are between two processes),
+//! run inline with
 //! request-free eager sends and the blocking receive without a request (`Pml::post_direct`),
 //! scratch on the stack, and the reduction done between rounds. No allocation, and one engine
 //! borrow per round plus the waiting loop.
@@ -12,7 +13,7 @@
 use crate::ids::{CommId, ContextId, DtypeId, ReqId};
 use std::sync::Arc;
 
-use super::decide::{AllreduceAlg, BarrierAlg, BcastAlg, ReduceAlg};
+use super::decide::{AllreduceAlg, BarrierAlg, BcastAlg, GatherAlg, ReduceAlg, ScatterAlg};
 use super::op::{Builtin, Op, Reducer};
 use super::sched::{post_recv, post_send};
 use super::{byte_type, in_place, Args, Counts, Types};
@@ -301,6 +302,38 @@ pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
             rcounts: Counts::Uniform(rcount),
             rdt: Types::One(rdt),
         } => pair_exchange(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt), true),
+        Args::Gather {
+            sbuf,
+            scount,
+            sdt,
+            rbuf,
+            rcounts: Counts::Uniform(rcount),
+            rdt,
+            root,
+            v: false,
+        } => rooted(
+            comm,
+            (*sbuf, *scount, *sdt),
+            (*rbuf, *rcount, *rdt),
+            *root,
+            true,
+        ),
+        Args::Scatter {
+            sbuf,
+            scounts: Counts::Uniform(scount),
+            sdt,
+            rbuf,
+            rcount,
+            rdt,
+            root,
+            v: false,
+        } => rooted(
+            comm,
+            (*rbuf, *rcount, *rdt),
+            (*sbuf, *scount, *sdt),
+            *root,
+            false,
+        ),
         _ => None,
     }
 }
@@ -353,6 +386,131 @@ unsafe fn pair_exchange(
             rbuf: rbuf.add((1 - me) * bytes),
             rcap: bytes,
         })
+    })())
+}
+
+/// Gather (`gather`) or scatter, not the v forms, of small contiguous blocks, linear as the
+/// schedule (`gather::rooted_linear`): the root copies its own block and receives (sends)
+/// every other process's block, a round each in rank order; the others send (receive) theirs.
+/// Each block is one message with the schedule's envelope, so processes that take this path
+/// meet those that take the schedule. `own` is a process's own block (a gather's send side, a
+/// scatter's receive side), `many` the root's buffer of n blocks. Anything unusual
+/// (MPI_IN_PLACE away from the root, a null or aliased buffer, blocks of other sizes, the
+/// binomial algorithm) takes the schedule, which also reports the errors.
+unsafe fn rooted(
+    comm: CommId,
+    (obuf, ocount, odt): (*const u8, i64, DtypeId),
+    (mbuf, mcount, mdt): (*const u8, i64, DtypeId),
+    root: i32,
+    gather: bool,
+) -> Option<Result<()>> {
+    let prep = with(|e| {
+        let (call, n, me, views) = begin(e, comm)?;
+        let root = usize::try_from(root).ok().filter(|&r| r < n)?;
+        // Our own block's bytes; None: MPI_IN_PLACE at the root.
+        let own = if in_place(obuf) {
+            if me != root {
+                return None;
+            }
+            None
+        } else {
+            let d = e.coll_dtype(odt).ok()?;
+            let b = contiguous_small(&d, usize::try_from(ocount).ok()?)?;
+            if b > 0 && obuf.is_null() {
+                return None;
+            }
+            Some(b)
+        };
+        let bytes = if me == root {
+            let d = e.coll_dtype(mdt).ok()?;
+            let b = contiguous_small(&d, usize::try_from(mcount).ok()?)?;
+            if b > 0 && (mbuf.is_null() || (own.is_some() && std::ptr::eq(obuf, mbuf))) {
+                return None;
+            }
+            if own.is_some_and(|o| o != b) {
+                return None;
+            }
+            b
+        } else {
+            own?
+        };
+        let binomial = if gather {
+            e.coll_choose::<GatherAlg>(n, bytes).0 == GatherAlg::Binomial
+        } else {
+            e.coll_choose::<ScatterAlg>(n, bytes).0 == ScatterAlg::Binomial
+        };
+        if binomial && n > 1 {
+            return None;
+        }
+        Some((call, me, views, root, bytes, own.is_some()))
+    });
+    let (mut call, me, views, root, bytes, own) = match prep {
+        Ok(Some(x)) => x,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    Some((|| -> Result<()> {
+        call.tag = with(|e| e.coll_tag(comm))?;
+        let m = &views.local.members;
+        let (obuf, mbuf) = (obuf as *mut u8, mbuf as *mut u8);
+        if me != root {
+            let (to, from) = m[root];
+            return call.round(if gather {
+                Round {
+                    to: Some(to),
+                    sdata: obuf,
+                    slen: bytes,
+                    from: None,
+                    rbuf: std::ptr::null_mut(),
+                    rcap: 0,
+                }
+            } else {
+                Round {
+                    to: None,
+                    sdata: std::ptr::null(),
+                    slen: 0,
+                    from: Some(from),
+                    rbuf: obuf,
+                    rcap: bytes,
+                }
+            });
+        }
+        let blk = |j: usize| mbuf.add(j * bytes);
+        if own && bytes > 0 {
+            if gather {
+                crate::mem::copy(obuf, blk(root), bytes);
+            } else {
+                crate::mem::copy(blk(root), obuf, bytes);
+            }
+        }
+        // Every round runs even after one fails (a truncated block, say), so that no message
+        // of this call is left behind; the first error is reported.
+        let mut first = Ok(());
+        for (j, &(to, from)) in m.iter().enumerate().filter(|&(j, _)| j != root) {
+            let r = call.round(if gather {
+                Round {
+                    to: None,
+                    sdata: std::ptr::null(),
+                    slen: 0,
+                    from: Some(from),
+                    rbuf: blk(j),
+                    rcap: bytes,
+                }
+            } else {
+                Round {
+                    to: Some(to),
+                    sdata: blk(j),
+                    slen: bytes,
+                    from: None,
+                    rbuf: std::ptr::null_mut(),
+                    rcap: 0,
+                }
+            });
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     })())
 }
 
