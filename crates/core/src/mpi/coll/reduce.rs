@@ -148,6 +148,8 @@ fn fold_right(s: &mut Sched, bufs: &[*mut u8], sbuf: *const u8, rbuf: *mut u8, c
 pub fn allreduce_allgather(s: &mut Sched, t: &Team, sbuf: *const u8, rbuf: *mut u8, count: usize) {
     let n = t.size();
     let dt = red_dt(s);
+    // n - 1 receives, sends and reductions, and the copies around them.
+    s.reserve(3 * n + 2);
     let bufs: Vec<*mut u8> = (0..n)
         .map(|i| {
             if i == t.me {

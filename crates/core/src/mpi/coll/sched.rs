@@ -288,6 +288,12 @@ impl Sched {
         }
     }
 
+    /// Room for `steps` more steps (a builder that knows its length asks once instead of
+    /// growing the list step by step).
+    pub fn reserve(&mut self, steps: usize) {
+        self.steps.reserve(steps);
+    }
+
     /// Scratch memory of `bytes` bytes, 16-byte aligned, owned by the schedule. Pieces of up to
     /// 256 bytes are cut from 1 KiB chunks (one allocation for the temporaries of a small
     /// reduction's rounds instead of one each).
@@ -373,6 +379,8 @@ impl Sched {
             }
             if !self.posted {
                 self.posted = true;
+                // One allocation for the round's requests (the list is reused by later rounds).
+                self.waiting.reserve(end - self.pc);
                 while self.pc < end {
                     // SAFETY: as above, for message buffers.
                     match unsafe { post(e, self.comm, &self.steps[self.pc]) } {
