@@ -360,19 +360,23 @@ impl Engine {
     /// Processes of another job added for a communicator still being made (a spawn,
     /// connect, accept or join in flight) keep their places in the table until it is made,
     /// though no communicator names them yet: another thread may disconnect meanwhile
-    /// ([`Engine::drop_unused_peers`]). `hold` false lets them go again.
-    pub fn hold_peers(&mut self, gpids: &[Gpid], hold: bool) {
+    /// ([`Engine::drop_unused_peers`]). Call it in the engine call that added them; the
+    /// guard lets them go when it is dropped, whichever way the caller leaves.
+    pub(crate) fn hold(&mut self, gpids: Vec<Gpid>) -> Held {
+        self.dyn_held.extend_from_slice(&gpids);
+        Held(gpids)
+    }
+
+    fn release(&mut self, gpids: &[Gpid]) {
         for &g in gpids {
-            if hold {
-                self.dyn_held.push(g);
-            } else if let Some(i) = self.dyn_held.iter().position(|&h| h == g) {
+            if let Some(i) = self.dyn_held.iter().position(|&h| h == g) {
                 self.dyn_held.swap_remove(i);
             }
         }
     }
 
     /// After MPI_Comm_disconnect: the processes of other jobs that no communicator of ours
-    /// names any more, and no communicator being made holds ([`Engine::hold_peers`]), leave
+    /// names any more, and no communicator being made holds ([`Engine::hold`]), leave
     /// the table (segments unmapped, connections closed), so that spawning and disconnecting
     /// in a loop leaves nothing behind.
     pub fn drop_unused_peers(&mut self) {
@@ -467,14 +471,14 @@ fn go_key(tag: &str) -> String {
     format!("dpm-{root}-go")
 }
 
-/// Processes of another job held in the table ([`Engine::hold_peers`], in the same engine
-/// call that added them) while a communicator with them is made: let go at the end of the
-/// scope, whichever way the call leaves it.
-pub(crate) struct Held(pub Vec<Gpid>);
+/// Processes of another job held in the table while a communicator with them is made
+/// ([`Engine::hold`]): let go when this is dropped. Drop it outside the engine lock.
+#[must_use = "the processes are let go as soon as the guard is dropped"]
+pub(crate) struct Held(Vec<Gpid>);
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let _ = with(|e| e.hold_peers(&self.0, false));
+        let _ = with(|e| e.release(&self.0));
     }
 }
 
@@ -622,12 +626,10 @@ pub fn spawn(comm: CommId, root: i32, commands: &[Command]) -> Result<(CommId, u
     let tag = lines.next().unwrap_or_default().to_string();
     let children = lines.map(parse_peer).collect::<Result<Vec<_>>>()?;
     let remote: Vec<Gpid> = children.iter().map(|r| r.gpid).collect();
-    with(|e| -> Result<()> {
+    let _held = with(|e| -> Result<Held> {
         e.add_peers(&children)?;
-        e.hold_peers(&remote, true);
-        Ok(())
+        Ok(e.hold(remote.clone()))
     })??;
-    let _held = Held(remote.clone());
     // Every parent accepts the children's connections: let them go.
     cm::exchange_all(comm, vec![Vec::new(); size])?;
     if me == root {

@@ -81,7 +81,7 @@ use protean_pmi::proof::hmac;
 
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::mpi::cm;
-use crate::mpi::dpm::{parse_peer, peer_entry, Caller, Foreign, Held};
+use crate::mpi::dpm::{parse_peer, peer_entry, Caller, Foreign};
 use crate::mpi::global::{self, with};
 use crate::runtime::bootstrap::{hex, unhex};
 use crate::transport::Gpid;
@@ -700,8 +700,7 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
     // Processes already in our table (our own job's, or a job we spawned or were spawned
     // by) keep their routes and connections; a new process under a number we knew replaces
     // the old one's state. The other group stays in the table until the intercommunicator
-    // is made, whatever another thread disconnects meanwhile (`Engine::hold_peers`).
-    let held: Vec<Gpid> = remote.iter().map(|r| r.gpid).collect();
+    // is made, whatever another thread disconnects meanwhile (`Engine::hold`).
     let added = with(|e| {
         let r = match foreign.clone() {
             Some((key, me_there, pair, _)) => e.add_foreign(&remote, key, me_there, pair),
@@ -710,16 +709,12 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
                 e.add_peers(&new)
             }
         };
-        if r.is_ok() {
-            e.hold_peers(&held, true);
-        }
-        r
+        r.map(|()| e.hold(remote.iter().map(|r| r.gpid).collect()))
     })
     .and_then(|r| r);
-    let _held = Held(if added.is_ok() { held } else { Vec::new() });
     let mut flag = vec![Vec::new(); size];
     flag[root_u] = match &added {
-        Ok(()) => b"O".to_vec(),
+        Ok(_) => b"O".to_vec(),
         Err(e) => encode_err(e),
     };
     let flags = cm::exchange_all(comm, flag)?;
@@ -739,7 +734,7 @@ pub fn connect_accept(comm: CommId, root: i32, how: Option<How>) -> Result<CommI
         go = vec![g; size];
     }
     let g = cm::exchange_all(comm, go)?.swap_remove(root_u);
-    added?;
+    let _held = added?;
     if g.first() != Some(&b'O') {
         return Err(decode_err(&g));
     }

@@ -80,7 +80,7 @@ pub struct Engine {
     /// (`dpm::set_go`).
     pub go_tags: Vec<String>,
     /// Processes of other jobs held in the table for communicators being made
-    /// (`Engine::hold_peers`), once per hold.
+    /// (`Engine::hold`), once per hold.
     pub dyn_held: Vec<Gpid>,
     /// Processes of other jobs counted in `node_procs` (on this machine), by gpid.
     pub dyn_nodes: Vec<bool>,
