@@ -1,10 +1,9 @@
 //! Direct paths for small blocking collectives: the same algorithms as the schedules
 //! (dissemination barrier, binomial broadcast, recursive doubling allreduce, linear gather and
 //! scatter, and the single exchange that allgather and alltoall are between two processes),
-//! run inline with
-//! request-free eager sends and the blocking receive without a request (`Pml::post_direct`),
-//! scratch on the stack, and the reduction done between rounds. No allocation, and one engine
-//! borrow per round plus the waiting loop.
+//! run inline with request-free eager sends and the blocking receive without a request
+//! (`Pml::post_direct`), scratch on the stack, and the reduction done between rounds. No
+//! allocation, and one engine borrow per round plus the waiting loop.
 //!
 //! Taken only when the algorithm chosen for the call is the one implemented here, the data is
 //! small and contiguous, the operation predefined, the communicator an intracommunicator, and
