@@ -262,6 +262,14 @@ fn begin(e: &mut Engine, comm: CommId) -> Option<(Call, usize, usize, Arc<super:
 /// # Safety
 /// As for [`super::blocking`].
 pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
+    if let Some(r) = a.rooted() {
+        return match (r.v, r.many) {
+            (false, (mbuf, Counts::Uniform(mcount), mdt)) => {
+                rooted(comm, r.own, (mbuf, *mcount, mdt), r.root, r.gather)
+            }
+            _ => None,
+        };
+    }
     match a {
         Args::Allreduce {
             sbuf,
@@ -301,38 +309,6 @@ pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
             rcounts: Counts::Uniform(rcount),
             rdt: Types::One(rdt),
         } => pair_exchange(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt), true),
-        Args::Gather {
-            sbuf,
-            scount,
-            sdt,
-            rbuf,
-            rcounts: Counts::Uniform(rcount),
-            rdt,
-            root,
-            v: false,
-        } => rooted(
-            comm,
-            (*sbuf, *scount, *sdt),
-            (*rbuf, *rcount, *rdt),
-            *root,
-            true,
-        ),
-        Args::Scatter {
-            sbuf,
-            scounts: Counts::Uniform(scount),
-            sdt,
-            rbuf,
-            rcount,
-            rdt,
-            root,
-            v: false,
-        } => rooted(
-            comm,
-            (*rbuf, *rcount, *rdt),
-            (*sbuf, *scount, *sdt),
-            *root,
-            false,
-        ),
         _ => None,
     }
 }

@@ -723,6 +723,58 @@ pub enum Args {
 // SAFETY: the raw pointers are the caller's buffers, used under MPI's rules.
 unsafe impl Send for Args {}
 
+/// A gather or scatter as the mirror images its algorithms take: every process's `own` block
+/// (a gather's send side, a scatter's receive side) and the root's `many` blocks (the other
+/// side).
+pub(super) struct RootedArgs<'a> {
+    pub own: (*const u8, i64, DtypeId),
+    pub many: (*const u8, &'a Counts, DtypeId),
+    pub root: i32,
+    pub v: bool,
+    pub gather: bool,
+}
+
+impl Args {
+    /// MPI_Gather(v) and MPI_Scatter(v) as [`RootedArgs`]; None for the other collectives.
+    pub(super) fn rooted(&self) -> Option<RootedArgs<'_>> {
+        match *self {
+            Args::Gather {
+                sbuf,
+                scount,
+                sdt,
+                rbuf,
+                ref rcounts,
+                rdt,
+                root,
+                v,
+            } => Some(RootedArgs {
+                own: (sbuf, scount, sdt),
+                many: (rbuf as *const u8, rcounts, rdt),
+                root,
+                v,
+                gather: true,
+            }),
+            Args::Scatter {
+                sbuf,
+                ref scounts,
+                sdt,
+                rbuf,
+                rcount,
+                rdt,
+                root,
+                v,
+            } => Some(RootedArgs {
+                own: (rbuf as *const u8, rcount, rdt),
+                many: (sbuf, scounts, sdt),
+                root,
+                v,
+                gather: false,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// A buffer's or count's name in an error message, made of two parts (`"recv"` and `"count"`,
 /// say): formatted only when there is an error, since the checks run at every call.
 #[derive(Clone, Copy)]

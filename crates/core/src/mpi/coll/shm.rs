@@ -236,6 +236,9 @@ fn eligible(e: &mut crate::mpi::engine::Engine, comm: CommId) -> Option<(usize, 
 /// # Safety
 /// As for [`super::blocking`].
 pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
+    if let Some(r) = a.rooted() {
+        return rooted(comm, r.own, r.many, r.root, r.v, r.gather);
+    }
     match a {
         Args::Barrier => barrier(comm),
         Args::Bcast {
@@ -275,40 +278,6 @@ pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
             rcounts: rcounts @ Counts::Varied { .. },
             rdt,
         } => allgatherv(comm, *sbuf, (*scount, *sdt), *rbuf, rcounts, *rdt),
-        Args::Gather {
-            sbuf,
-            scount,
-            sdt,
-            rbuf,
-            rcounts,
-            rdt,
-            root,
-            v,
-        } => rooted(
-            comm,
-            (*sbuf, *scount, *sdt),
-            (*rbuf as *const u8, rcounts, *rdt),
-            *root,
-            *v,
-            true,
-        ),
-        Args::Scatter {
-            sbuf,
-            scounts,
-            sdt,
-            rbuf,
-            rcount,
-            rdt,
-            root,
-            v,
-        } => rooted(
-            comm,
-            (*rbuf as *const u8, *rcount, *rdt),
-            (*sbuf, scounts, *sdt),
-            *root,
-            *v,
-            false,
-        ),
         Args::Alltoall {
             sbuf,
             scounts: Counts::Uniform(scount),

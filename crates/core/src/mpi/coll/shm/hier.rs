@@ -69,6 +69,13 @@ const LARGE: usize = 4096;
 /// # Safety
 /// As for [`super::super::blocking`].
 pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
+    if let Some(r) = a.rooted() {
+        return if r.v {
+            None
+        } else {
+            rooted(comm, r.own, r.many, r.root, r.gather)
+        };
+    }
     match a {
         Args::Barrier => barrier(comm),
         Args::Bcast {
@@ -100,38 +107,6 @@ pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
             rcounts: Counts::Uniform(rcount),
             rdt,
         } => allgather(comm, *sbuf, (*scount, *sdt), *rbuf, (*rcount, *rdt)),
-        Args::Gather {
-            sbuf,
-            scount,
-            sdt,
-            rbuf,
-            rcounts,
-            rdt,
-            root,
-            v: false,
-        } => rooted(
-            comm,
-            (*sbuf, *scount, *sdt),
-            (*rbuf as *const u8, rcounts, *rdt),
-            *root,
-            true,
-        ),
-        Args::Scatter {
-            sbuf,
-            scounts,
-            sdt,
-            rbuf,
-            rcount,
-            rdt,
-            root,
-            v: false,
-        } => rooted(
-            comm,
-            (*rbuf as *const u8, *rcount, *rdt),
-            (*sbuf, scounts, *sdt),
-            *root,
-            false,
-        ),
         _ => None,
     }
 }
