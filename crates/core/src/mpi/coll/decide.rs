@@ -351,6 +351,13 @@ impl Table {
             .map(|r| r.alg)
     }
 
+    /// Does some rule for `coll` at `ranks` (at any size) choose an algorithm `alg` accepts?
+    pub fn names(&self, coll: Coll, ranks: usize, alg: impl Fn(usize) -> bool) -> bool {
+        self.of(coll)
+            .iter()
+            .any(|r| r.ranks.contains(ranks) && alg(r.alg))
+    }
+
     /// As [`Table::lookup`], passing over rules that choose algorithm `skip`.
     pub fn lookup_except(
         &self,
@@ -575,6 +582,13 @@ mod tests {
         assert_eq!(t.lookup(Coll::Gather, 4, 1), None);
         assert_eq!(t.lookup(Coll::Scan, 4, 1), None);
         assert_eq!(t.rules().len(), 6);
+        // Some rule at a rank count, any size.
+        let chain = |a| a == BcastAlg::Chain as usize;
+        assert!(t.names(Coll::Bcast, 8, chain));
+        assert!(!t.names(Coll::Bcast, 9, chain));
+        assert!(!t.names(Coll::Gather, 4, |a| a == GatherAlg::Binomial as usize));
+        assert!(t.names(Coll::Gather, 3, |a| a == GatherAlg::Binomial as usize));
+        assert!(!t.names(Coll::Scan, 3, |_| true));
         assert_eq!(Table::parse(&t.render()).unwrap(), t);
         assert_eq!(Table::default().lookup(Coll::Bcast, 2, 8), None);
     }

@@ -15,8 +15,10 @@
 //!   and compiles the schedule (`inter.rs` for intercommunicators and neighbourhoods);
 //! - this file: the per-communicator state, argument helpers, and the entry points for the
 //!   blocking, nonblocking (`start`) and persistent (`init`) forms, which all build the same
-//!   schedules. A few blocking calls on small buffers take a direct path without a schedule
-//!   (`fast.rs`).
+//!   schedules. A blocking call goes first to the shared-memory component (`shm.rs`, or
+//!   `shm/hier.rs` across hosts) where a rule or override for its collective at the
+//!   communicator's size names it (`Engine::coll_shm_route`, cached per communicator); a few
+//!   on small buffers take a direct path without a schedule (`fast.rs`).
 //!
 //! Matching: collective messages use the communicator's collective context (`ctx + 1`) and a
 //! tag made of the communicator's collective sequence number (bits 0-22, counted identically
@@ -104,6 +106,10 @@ pub struct CommColl {
     /// The shared-memory collective region, mapped at the first call that uses it
     /// (`shm.rs`); a duplicate of the communicator starts without one.
     pub shm: shm::ShmCell,
+    /// Per collective, which shared-memory component may serve a blocking call without an
+    /// override ([`Engine::coll_shm_route`]), found at the first call: the decision file and
+    /// the built-in table do not change while the communicator lives.
+    routes: Option<[ShmRoute; Coll::ALL.len()]>,
 }
 
 /// How algorithms see a communicator.
@@ -397,6 +403,74 @@ impl Engine {
     pub(super) fn coll_choose<A: Algorithm>(&self, ranks: usize, bytes: usize) -> (A, bool) {
         let (i, auto) = self.coll_choose_index(A::COLL, ranks, bytes, false);
         (A::from_index(i), auto)
+    }
+
+    /// Which shared-memory component could serve a blocking call of `coll` on `comm`, at
+    /// some size: the answer of [`Engine::coll_choose_shm`] (one host) or
+    /// [`Engine::coll_choose_hier`] (several) for any size, found before the call's arguments
+    /// are read. A component it rules out is not asked (at two ranks on one host, say, where
+    /// no rule names `shm`): its argument checks and decline cost more than the call.
+    pub(super) fn coll_shm_route(&mut self, comm: CommId, coll: Coll) -> ShmRoute {
+        let Ok(c) = self.comm(comm) else {
+            return ShmRoute::None;
+        };
+        let auto = match &c.coll.routes {
+            Some(r) => r[coll as usize],
+            None => {
+                let r = self.coll_routes(comm);
+                if let Ok(c) = self.comm_mut(comm) {
+                    c.coll.routes = Some(r);
+                }
+                r[coll as usize]
+            }
+        };
+        let i = coll.configured(&self.cfg);
+        if i == 0 || auto == ShmRoute::Never {
+            return auto;
+        }
+        // An override names one algorithm for every size.
+        let hier = coll.hier_index() == Some(i);
+        match auto {
+            ShmRoute::Shm | ShmRoute::None if hier || coll.shm_index() == Some(i) => ShmRoute::Shm,
+            ShmRoute::Hier | ShmRoute::HierNone if hier => ShmRoute::Hier,
+            _ => ShmRoute::None,
+        }
+    }
+
+    /// [`Engine::coll_shm_route`]'s answers without an override, for every collective.
+    fn coll_routes(&mut self, comm: CommId) -> [ShmRoute; Coll::ALL.len()] {
+        let never = [ShmRoute::Never; Coll::ALL.len()];
+        let Ok(c) = self.comm(comm) else {
+            return never;
+        };
+        if c.is_inter() || c.size() < 2 {
+            return never;
+        }
+        let n = c.size();
+        let Ok(views) = self.coll_views(comm) else {
+            return never;
+        };
+        let hosts = views.nodes.count();
+        let shm_here = self.net.has(crate::transport::Route::Shm);
+        Coll::ALL.map(|coll| {
+            let (shm, hier) = (coll.shm_index(), coll.hier_index());
+            if hosts == 1 {
+                let either = |a| Some(a) == shm || Some(a) == hier;
+                if !shm_here {
+                    ShmRoute::Never
+                } else if self.coll.file.names(coll, n, either)
+                    || self.coll.builtin.names(coll, n, |a| Some(a) == shm)
+                {
+                    ShmRoute::Shm
+                } else {
+                    ShmRoute::None
+                }
+            } else if self.coll.file.names(coll, n, |a| Some(a) == hier) {
+                ShmRoute::Hier
+            } else {
+                ShmRoute::HierNone
+            }
+        })
     }
 
     /// Does the choice for a call of `coll` (on a communicator within one host) fall on its
@@ -734,7 +808,40 @@ pub(super) struct RootedArgs<'a> {
     pub gather: bool,
 }
 
+/// Which shared-memory component may serve a call ([`Engine::coll_shm_route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ShmRoute {
+    /// Neither: an intercommunicator, one member, or a job without shared memory.
+    Never,
+    /// Neither at any size for a communicator within one host (an override may name `shm`).
+    None,
+    /// Neither for a communicator spanning hosts (an override may name `two_level_shm`).
+    HierNone,
+    /// `shm.rs`: a communicator within one host.
+    Shm,
+    /// `shm/hier.rs`: a communicator spanning hosts.
+    Hier,
+}
+
 impl Args {
+    /// The collective whose algorithm is chosen for the call; None for those without a
+    /// choice (the neighbourhood collectives).
+    pub(super) fn coll(&self) -> Option<Coll> {
+        Some(match self {
+            Args::Barrier => Coll::Barrier,
+            Args::Bcast { .. } => Coll::Bcast,
+            Args::Reduce { .. } => Coll::Reduce,
+            Args::Allreduce { .. } => Coll::Allreduce,
+            Args::ReduceScatter { .. } => Coll::ReduceScatter,
+            Args::Scan { .. } => Coll::Scan,
+            Args::Gather { .. } => Coll::Gather,
+            Args::Scatter { .. } => Coll::Scatter,
+            Args::Allgather { .. } => Coll::Allgather,
+            Args::Alltoall { .. } => Coll::Alltoall,
+            Args::NeighborAllgather { .. } | Args::NeighborAlltoall { .. } => return None,
+        })
+    }
+
     /// MPI_Gather(v) and MPI_Scatter(v) as [`RootedArgs`]; None for the other collectives.
     pub(super) fn rooted(&self) -> Option<RootedArgs<'_>> {
         match *self {
@@ -1014,10 +1121,16 @@ impl Rooted {
 /// The buffers follow MPI's rules for the collective.
 pub unsafe fn blocking(comm: CommId, a: &Args) -> Result<()> {
     Engine::collective_mark(comm, matches!(a, Args::Barrier))?;
-    if let Some(r) = shm::try_blocking(comm, a) {
-        return r;
-    }
-    if let Some(r) = shm::hier::try_blocking(comm, a) {
+    let route = match a.coll() {
+        Some(c) => with(|e| e.coll_shm_route(comm, c))?,
+        None => ShmRoute::Never,
+    };
+    let shm = match route {
+        ShmRoute::Shm => shm::try_blocking(comm, a),
+        ShmRoute::Hier => shm::hier::try_blocking(comm, a),
+        ShmRoute::Never | ShmRoute::None | ShmRoute::HierNone => None,
+    };
+    if let Some(r) = shm {
         return r;
     }
     if let Some(r) = fast::try_blocking(comm, a) {

@@ -33,6 +33,9 @@
 //! Only blocking calls take these paths (nonblocking and persistent ones need progress without
 //! the caller, and keep their schedules): the decision (`Engine::coll_choose_shm`) may name
 //! `shm` for any call, and the schedule builders then take what would be chosen without it.
+//! A call comes here only where some rule or override could name `shm` for its collective
+//! at the communicator's size (`Engine::coll_shm_route`, asked before the arguments are
+//! read; at two processes the built-in table names it nowhere).
 //! Reductions need a contiguous datatype (the same at every member, so all decide alike);
 //! broadcasts pack any datatype, since only the type signatures agree across members.
 //! Waiting members poll their peers' flags, then drive the engine's progress (nonblocking
