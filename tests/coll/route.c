@@ -6,11 +6,13 @@
  *
  * Each process writes a decision file naming `shm` for allreduce of 0-64 bytes at two
  * processes and sets PROTEAN_COLL_DECISION_FILE before MPI_Init. Messages sent (the
- * protean_eager_sent counter) tell the algorithms apart: a shared-memory collective sends
- * none, a point-to-point one at least one per call. Where the point-to-point messages of an
- * allgather go over shared memory (protean_eager_sent_shm grows), the job uses the
+ * protean_{eager,rndv,split}_sent counters) tell the algorithms apart: a shared-memory collective sends
+ * none, a point-to-point one at least one per call (or per two calls, for a bcast whose
+ * root alternates). Where the point-to-point messages of an
+ * allgather go over shared memory (the counters ending in _shm grow), the job uses the
  * shared-memory transport, and:
  *  - allreduce of 8 B (the file's shm rule) sends nothing; of 1 KiB (no rule) sends;
+ *  - bcast of 8 B sends, of 64 KiB (the built-in table's rule at two processes) does not;
  *  - allgather of 8 B sends, and sends nothing once coll_allgather is written as "shm", and
  *    sends again once it is written back to "auto";
  *  - allreduce of 8 B sends once coll_allreduce names a point-to-point algorithm (the
@@ -25,9 +27,22 @@
 #define CALLS 20
 #define LONG_COUNT 128 /* 1 KiB of longs */
 
+/* Messages sent by every protocol, over every transport (`over` "") or one ("_shm"). */
+static long long sent_over(const char *over)
+{
+    long long n = 0;
+    const char *what[] = {"eager", "rndv", "split"};
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "protean_%s_sent%s", what[i], over);
+        n += tu_pvar(name);
+    }
+    return n;
+}
+
 static long long sent(void)
 {
-    return tu_pvar("protean_eager_sent");
+    return sent_over("");
 }
 
 /* Write the enumerated control variable `name` to its item `item`. */
@@ -95,6 +110,26 @@ static long long allgathers(void)
     return sent() - before;
 }
 
+/* CALLS bcasts of `bytes` bytes, the root rotating, checked; the messages this process sent. */
+static long long bcasts(int bytes)
+{
+    unsigned char *b = tu_malloc(bytes);
+    long long before = 0;
+    for (int k = -1; k < CALLS; k++) { /* the first call uncounted, as above */
+        int root = (k + 2) % 2;
+        if (k == 0)
+            before = sent();
+        if (tu_rank == root)
+            tu_fill(b, bytes, TU_SEED(root, k + 1, bytes));
+        else
+            memset(b, 0, bytes);
+        CHECK_MPI(MPI_Bcast(b, bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+        CHECK_BUF(b, bytes, TU_SEED(root, k + 1, bytes));
+    }
+    free(b);
+    return sent() - before;
+}
+
 int main(int argc, char **argv)
 {
     char path[64];
@@ -108,11 +143,18 @@ int main(int argc, char **argv)
     unlink(path);
     CHECK_EQ(tu_size, 2);
 
-    long long shm_before = tu_pvar("protean_eager_sent_shm");
+    /* Whether the shared-memory collectives serve this job at all: barriers forced onto
+     * them send nothing where they do. */
+    set_choice("coll_barrier", "shm");
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); /* uncounted: may set up the region */
+    long long before = sent();
+    for (int k = 0; k < CALLS; k++)
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    int shm = sent() == before;
+    set_choice("coll_barrier", "auto");
+    TU_LOG("shared-memory collectives: %d", shm);
     long long d = allgathers();
-    int shm = tu_pvar("protean_eager_sent_shm") - shm_before >= CALLS;
     CHECK_INT(d, >=, CALLS);
-    TU_LOG("point-to-point over shared memory: %d", shm);
 
     d = allreduces(1);
     if (shm)
@@ -121,6 +163,15 @@ int main(int argc, char **argv)
         CHECK_INT(d, >=, CALLS);
     d = allreduces(LONG_COUNT);
     CHECK_MSG(d >= CALLS, "allreduce 1 KiB (no shm rule) sent %lld messages", d);
+
+    /* The built-in table names shm for bcast at two processes from 64 KiB only. */
+    d = bcasts(8);
+    CHECK_MSG(d >= CALLS / 2, "bcast 8 B sent %lld messages", d);
+    d = bcasts(65536);
+    if (shm)
+        CHECK_MSG(d == 0, "bcast 64 KiB (the built-in shm rule) sent %lld messages", d);
+    else
+        CHECK_INT(d, >=, CALLS / 2);
 
     set_choice("coll_allgather", "shm");
     d = allgathers();

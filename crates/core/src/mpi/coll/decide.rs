@@ -351,11 +351,14 @@ impl Table {
             .map(|r| r.alg)
     }
 
-    /// Does some rule for `coll` at `ranks` (at any size) choose an algorithm `alg` accepts?
-    pub fn names(&self, coll: Coll, ranks: usize, alg: impl Fn(usize) -> bool) -> bool {
+    /// The fewest bytes for which some rule for `coll` at `ranks` chooses an algorithm `alg`
+    /// accepts; None where no rule does at any size.
+    pub fn least(&self, coll: Coll, ranks: usize, alg: impl Fn(usize) -> bool) -> Option<usize> {
         self.of(coll)
             .iter()
-            .any(|r| r.ranks.contains(ranks) && alg(r.alg))
+            .filter(|r| r.ranks.contains(ranks) && alg(r.alg))
+            .map(|r| r.bytes.lo)
+            .min()
     }
 
     /// As [`Table::lookup`], passing over rules that choose algorithm `skip`.
@@ -470,8 +473,20 @@ impl Table {
 /// 451 us; 16 ranks 516 against 531). Its other rules were left out: `shm` where the table
 /// already chooses it (noise between two launches of the same algorithm), and reduce at 4
 /// ranks, where linear beat shm by 7-12% at 4-32 KiB in that one run.
+///
+/// Two ranks (measured on the 2-core machine, 2026-11-28, session 48; best of 5 launches,
+/// two rounds, `bench/run --coll-np 2` with `PROTEAN_COLL_<NAME>=shm` against `auto`): shm
+/// alltoall (direct reads from 8 KiB) beats the point-to-point exchange from 16 KiB (16 KiB
+/// 5.5-5.6 against 6.1-6.4 us, 32 KiB 7.4-7.5 against 9.3-9.6, 256 KiB 35.4-35.5 against
+/// 44.5-46.7, 512 KiB 102 against 116-120; equal at 8 KiB); shm bcast beats the single
+/// rendezvous message at 64 and 128 KiB (13.8-15.8 against 21.6-22.3 us; 26.2-26.8 against
+/// 31.5-31.7), where the rotating root sends from the buffer it just received into through
+/// cross-memory attach (the same message from a buffer not just written: 10 us); it loses
+/// at 32 KiB and below (eager) and from 256 KiB (48 against 33 us).
 pub fn builtin() -> Table {
     let text = "
+        bcast           2      65536-131072   shm
+        alltoall        2      16384-*        shm
         barrier         3-*    *              shm
         bcast           3-*    1-*            shm
         reduce          3-*    1-*            shm
@@ -584,11 +599,20 @@ mod tests {
         assert_eq!(t.rules().len(), 6);
         // Some rule at a rank count, any size.
         let chain = |a| a == BcastAlg::Chain as usize;
-        assert!(t.names(Coll::Bcast, 8, chain));
-        assert!(!t.names(Coll::Bcast, 9, chain));
-        assert!(!t.names(Coll::Gather, 4, |a| a == GatherAlg::Binomial as usize));
-        assert!(t.names(Coll::Gather, 3, |a| a == GatherAlg::Binomial as usize));
-        assert!(!t.names(Coll::Scan, 3, |_| true));
+        assert_eq!(t.least(Coll::Bcast, 8, chain), Some(0));
+        assert_eq!(t.least(Coll::Bcast, 9, chain), None);
+        let binomial = |a| a == BcastAlg::Binomial as usize || a == ReduceAlg::Binomial as usize;
+        assert_eq!(t.least(Coll::Reduce, 4, binomial), Some(8));
+        assert_eq!(t.least(Coll::Reduce, 5, binomial), None);
+        assert_eq!(
+            t.least(Coll::Gather, 4, |a| a == GatherAlg::Binomial as usize),
+            None
+        );
+        assert_eq!(
+            t.least(Coll::Gather, 3, |a| a == GatherAlg::Binomial as usize),
+            Some(0)
+        );
+        assert_eq!(t.least(Coll::Scan, 3, |_| true), None);
         assert_eq!(Table::parse(&t.render()).unwrap(), t);
         assert_eq!(Table::default().lookup(Coll::Bcast, 2, 8), None);
     }

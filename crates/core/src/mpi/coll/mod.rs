@@ -109,7 +109,7 @@ pub struct CommColl {
     /// Per collective, which shared-memory component may serve a blocking call without an
     /// override ([`Engine::coll_shm_route`]), found at the first call: the decision file and
     /// the built-in table do not change while the communicator lives.
-    routes: Option<[ShmRoute; Coll::ALL.len()]>,
+    routes: Option<[(ShmRoute, usize); Coll::ALL.len()]>,
 }
 
 /// How algorithms see a communicator.
@@ -405,16 +405,20 @@ impl Engine {
         (A::from_index(i), auto)
     }
 
-    /// Which shared-memory component could serve a blocking call of `coll` on `comm`, at
-    /// some size: the answer of [`Engine::coll_choose_shm`] (one host) or
-    /// [`Engine::coll_choose_hier`] (several) for any size, found before the call's arguments
-    /// are read. A component it rules out is not asked (at two ranks on one host, say, where
-    /// no rule names `shm`): its argument checks and decline cost more than the call.
-    pub(super) fn coll_shm_route(&mut self, comm: CommId, coll: Coll) -> ShmRoute {
-        let Ok(c) = self.comm(comm) else {
-            return ShmRoute::None;
+    /// Which shared-memory component could serve blocking call `a` on `comm`: the answer of
+    /// [`Engine::coll_choose_shm`] (one host) or [`Engine::coll_choose_hier`] (several) for
+    /// any size from the fewest bytes a rule names it for, found before the call's arguments
+    /// are checked. A component it rules out is not asked (at two ranks on one host, say,
+    /// where no rule names `shm` for small calls): its argument checks and decline cost more
+    /// than the call.
+    pub(super) fn coll_shm_route(&mut self, comm: CommId, a: &Args) -> ShmRoute {
+        let Some(coll) = a.coll() else {
+            return ShmRoute::Never;
         };
-        let auto = match &c.coll.routes {
+        let Ok(c) = self.comm(comm) else {
+            return ShmRoute::Never;
+        };
+        let (auto, least) = match &c.coll.routes {
             Some(r) => r[coll as usize],
             None => {
                 let r = self.coll_routes(comm);
@@ -425,21 +429,30 @@ impl Engine {
             }
         };
         let i = coll.configured(&self.cfg);
-        if i == 0 || auto == ShmRoute::Never {
-            return auto;
+        if i == 0 {
+            return if least > 0
+                && matches!(auto, ShmRoute::Shm | ShmRoute::Hier)
+                && a.bytes(self) < least
+            {
+                ShmRoute::None
+            } else {
+                auto
+            };
         }
         // An override names one algorithm for every size.
         let hier = coll.hier_index() == Some(i);
         match auto {
+            ShmRoute::Never => ShmRoute::Never,
             ShmRoute::Shm | ShmRoute::None if hier || coll.shm_index() == Some(i) => ShmRoute::Shm,
             ShmRoute::Hier | ShmRoute::HierNone if hier => ShmRoute::Hier,
             _ => ShmRoute::None,
         }
     }
 
-    /// [`Engine::coll_shm_route`]'s answers without an override, for every collective.
-    fn coll_routes(&mut self, comm: CommId) -> [ShmRoute; Coll::ALL.len()] {
-        let never = [ShmRoute::Never; Coll::ALL.len()];
+    /// [`Engine::coll_shm_route`]'s answers without an override, for every collective, with
+    /// the fewest bytes a rule names the component for.
+    fn coll_routes(&mut self, comm: CommId) -> [(ShmRoute, usize); Coll::ALL.len()] {
+        let never = [(ShmRoute::Never, 0); Coll::ALL.len()];
         let Ok(c) = self.comm(comm) else {
             return never;
         };
@@ -452,23 +465,28 @@ impl Engine {
         };
         let hosts = views.nodes.count();
         let shm_here = self.net.has(crate::transport::Route::Shm);
+        let least = |x: Option<usize>, y: Option<usize>| match (x, y) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
         Coll::ALL.map(|coll| {
             let (shm, hier) = (coll.shm_index(), coll.hier_index());
             if hosts == 1 {
                 let either = |a| Some(a) == shm || Some(a) == hier;
-                if !shm_here {
-                    ShmRoute::Never
-                } else if self.coll.file.names(coll, n, either)
-                    || self.coll.builtin.names(coll, n, |a| Some(a) == shm)
-                {
-                    ShmRoute::Shm
-                } else {
-                    ShmRoute::None
+                let from = least(
+                    self.coll.file.least(coll, n, either),
+                    self.coll.builtin.least(coll, n, |a| Some(a) == shm),
+                );
+                match from {
+                    _ if !shm_here => (ShmRoute::Never, 0),
+                    Some(b) => (ShmRoute::Shm, b),
+                    None => (ShmRoute::None, 0),
                 }
-            } else if self.coll.file.names(coll, n, |a| Some(a) == hier) {
-                ShmRoute::Hier
             } else {
-                ShmRoute::HierNone
+                match self.coll.file.least(coll, n, |a| Some(a) == hier) {
+                    Some(b) => (ShmRoute::Hier, b),
+                    None => (ShmRoute::HierNone, 0),
+                }
             }
         })
     }
@@ -842,6 +860,34 @@ impl Args {
         })
     }
 
+    /// The bytes the decision asks about for this call (see `docs/collectives.md`) where they
+    /// are known without checking the arguments: the whole buffer of a bcast or reduction, a
+    /// block of an allgather or alltoall (the receive side, which MPI_IN_PLACE keeps);
+    /// usize::MAX for the others (gather and scatter, whose own block MPI_IN_PLACE leaves out
+    /// at the root) and where a datatype is not valid (the algorithm's checks report it).
+    fn bytes(&self, e: &Engine) -> usize {
+        let of = |count: i64, dt: DtypeId| match e.dtype(dt) {
+            Ok(d) => (count.max(0) as usize).saturating_mul(d.size),
+            Err(_) => usize::MAX,
+        };
+        match *self {
+            Args::Bcast { count, dt, .. }
+            | Args::Reduce { count, dt, .. }
+            | Args::Allreduce { count, dt, .. } => of(count, dt),
+            Args::Allgather {
+                rcounts: Counts::Uniform(c),
+                rdt,
+                ..
+            } => of(c, rdt),
+            Args::Alltoall {
+                rcounts: Counts::Uniform(c),
+                rdt: Types::One(rdt),
+                ..
+            } => of(c, rdt),
+            _ => usize::MAX,
+        }
+    }
+
     /// MPI_Gather(v) and MPI_Scatter(v) as [`RootedArgs`]; None for the other collectives.
     pub(super) fn rooted(&self) -> Option<RootedArgs<'_>> {
         match *self {
@@ -1121,10 +1167,7 @@ impl Rooted {
 /// The buffers follow MPI's rules for the collective.
 pub unsafe fn blocking(comm: CommId, a: &Args) -> Result<()> {
     Engine::collective_mark(comm, matches!(a, Args::Barrier))?;
-    let route = match a.coll() {
-        Some(c) => with(|e| e.coll_shm_route(comm, c))?,
-        None => ShmRoute::Never,
-    };
+    let route = with(|e| e.coll_shm_route(comm, a))?;
     let shm = match route {
         ShmRoute::Shm => shm::try_blocking(comm, a),
         ShmRoute::Hier => shm::hier::try_blocking(comm, a),
