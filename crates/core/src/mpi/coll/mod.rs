@@ -106,10 +106,10 @@ pub struct CommColl {
     /// The shared-memory collective region, mapped at the first call that uses it
     /// (`shm.rs`); a duplicate of the communicator starts without one.
     pub shm: shm::ShmCell,
-    /// Per collective, which shared-memory component may serve a blocking call without an
-    /// override ([`Engine::coll_shm_route`]), found at the first call: the decision file and
-    /// the built-in table do not change while the communicator lives.
-    routes: Option<[(ShmRoute, usize); Coll::ALL.len()]>,
+    /// Which shared-memory component may serve a blocking call, and from how many bytes
+    /// without an override ([`Engine::coll_shm_route`]), found at the first call: the
+    /// decision file and the built-in table do not change while the communicator lives.
+    routes: Option<ShmRoutes>,
 }
 
 /// How algorithms see a communicator.
@@ -411,84 +411,72 @@ impl Engine {
     /// are checked. A component it rules out is not asked (at two ranks on one host, say,
     /// where no rule names `shm` for small calls): its argument checks and decline cost more
     /// than the call.
-    pub(super) fn coll_shm_route(&mut self, comm: CommId, a: &Args) -> ShmRoute {
-        let Some(coll) = a.coll() else {
-            return ShmRoute::Never;
-        };
-        let Ok(c) = self.comm(comm) else {
-            return ShmRoute::Never;
-        };
-        let (auto, least) = match &c.coll.routes {
-            Some(r) => r[coll as usize],
+    pub(super) fn coll_shm_route(&mut self, comm: CommId, a: &Args) -> Option<ShmVia> {
+        let coll = a.coll()?;
+        let routes = match self.comm(comm).ok()?.coll.routes {
+            Some(r) => r,
             None => {
                 let r = self.coll_routes(comm);
-                if let Ok(c) = self.comm_mut(comm) {
-                    c.coll.routes = Some(r);
-                }
-                r[coll as usize]
+                self.comm_mut(comm).ok()?.coll.routes = Some(r);
+                r
             }
         };
+        let via = routes.via?;
         let i = coll.configured(&self.cfg);
         if i == 0 {
-            return if least > 0
-                && matches!(auto, ShmRoute::Shm | ShmRoute::Hier)
-                && a.bytes(self) < least
-            {
-                ShmRoute::None
-            } else {
-                auto
-            };
+            let least = routes.least[coll as usize]?;
+            return (least == 0 || a.bytes(self) >= least).then_some(via);
         }
         // An override names one algorithm for every size.
-        let hier = coll.hier_index() == Some(i);
-        match auto {
-            ShmRoute::Never => ShmRoute::Never,
-            ShmRoute::Shm | ShmRoute::None if hier || coll.shm_index() == Some(i) => ShmRoute::Shm,
-            ShmRoute::Hier | ShmRoute::HierNone if hier => ShmRoute::Hier,
-            _ => ShmRoute::None,
-        }
+        let named = match via {
+            ShmVia::Shm => Some(i) == coll.shm_index() || Some(i) == coll.hier_index(),
+            ShmVia::Hier => Some(i) == coll.hier_index(),
+        };
+        named.then_some(via)
     }
 
-    /// [`Engine::coll_shm_route`]'s answers without an override, for every collective, with
-    /// the fewest bytes a rule names the component for.
-    fn coll_routes(&mut self, comm: CommId) -> [(ShmRoute, usize); Coll::ALL.len()] {
-        let never = [(ShmRoute::Never, 0); Coll::ALL.len()];
+    /// [`Engine::coll_shm_route`]'s component for `comm` and, per collective, the fewest bytes
+    /// a rule of the decision file or the built-in table names it for.
+    fn coll_routes(&mut self, comm: CommId) -> ShmRoutes {
+        let none = ShmRoutes {
+            via: None,
+            least: [None; Coll::ALL.len()],
+        };
         let Ok(c) = self.comm(comm) else {
-            return never;
+            return none;
         };
         if c.is_inter() || c.size() < 2 {
-            return never;
+            return none;
         }
         let n = c.size();
         let Ok(views) = self.coll_views(comm) else {
-            return never;
+            return none;
         };
-        let hosts = views.nodes.count();
-        let shm_here = self.net.has(crate::transport::Route::Shm);
-        let least = |x: Option<usize>, y: Option<usize>| match (x, y) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
+        let via = if views.nodes.count() > 1 {
+            ShmVia::Hier
+        } else if self.net.has(crate::transport::Route::Shm) {
+            ShmVia::Shm
+        } else {
+            return none;
         };
-        Coll::ALL.map(|coll| {
+        let least = Coll::ALL.map(|coll| {
             let (shm, hier) = (coll.shm_index(), coll.hier_index());
-            if hosts == 1 {
-                let either = |a| Some(a) == shm || Some(a) == hier;
-                let from = least(
-                    self.coll.file.least(coll, n, either),
-                    self.coll.builtin.least(coll, n, |a| Some(a) == shm),
-                );
-                match from {
-                    _ if !shm_here => (ShmRoute::Never, 0),
-                    Some(b) => (ShmRoute::Shm, b),
-                    None => (ShmRoute::None, 0),
+            match via {
+                ShmVia::Shm => {
+                    let file = self
+                        .coll
+                        .file
+                        .least(coll, n, |a| Some(a) == shm || Some(a) == hier);
+                    let builtin = self.coll.builtin.least(coll, n, |a| Some(a) == shm);
+                    file.into_iter().chain(builtin).min()
                 }
-            } else {
-                match self.coll.file.least(coll, n, |a| Some(a) == hier) {
-                    Some(b) => (ShmRoute::Hier, b),
-                    None => (ShmRoute::HierNone, 0),
-                }
+                ShmVia::Hier => self.coll.file.least(coll, n, |a| Some(a) == hier),
             }
-        })
+        });
+        ShmRoutes {
+            via: Some(via),
+            least,
+        }
     }
 
     /// Does the choice for a call of `coll` (on a communicator within one host) fall on its
@@ -826,19 +814,23 @@ pub(super) struct RootedArgs<'a> {
     pub gather: bool,
 }
 
-/// Which shared-memory component may serve a call ([`Engine::coll_shm_route`]).
+/// The shared-memory component that may serve a communicator's blocking calls
+/// ([`Engine::coll_shm_route`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ShmRoute {
-    /// Neither: an intercommunicator, one member, or a job without shared memory.
-    Never,
-    /// Neither at any size for a communicator within one host (an override may name `shm`).
-    None,
-    /// Neither for a communicator spanning hosts (an override may name `two_level_shm`).
-    HierNone,
+pub(super) enum ShmVia {
     /// `shm.rs`: a communicator within one host.
     Shm,
     /// `shm/hier.rs`: a communicator spanning hosts.
     Hier,
+}
+
+/// A communicator's [`ShmVia`] (None: an intercommunicator, one member, or one host in a job
+/// without shared memory) and, per collective, the fewest bytes for which a rule without an
+/// override names it (None: no rule does).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ShmRoutes {
+    via: Option<ShmVia>,
+    least: [Option<usize>; Coll::ALL.len()],
 }
 
 impl Args {
@@ -1167,11 +1159,10 @@ impl Rooted {
 /// The buffers follow MPI's rules for the collective.
 pub unsafe fn blocking(comm: CommId, a: &Args) -> Result<()> {
     Engine::collective_mark(comm, matches!(a, Args::Barrier))?;
-    let route = with(|e| e.coll_shm_route(comm, a))?;
-    let shm = match route {
-        ShmRoute::Shm => shm::try_blocking(comm, a),
-        ShmRoute::Hier => shm::hier::try_blocking(comm, a),
-        ShmRoute::Never | ShmRoute::None | ShmRoute::HierNone => None,
+    let shm = match with(|e| e.coll_shm_route(comm, a))? {
+        Some(ShmVia::Shm) => shm::try_blocking(comm, a),
+        Some(ShmVia::Hier) => shm::hier::try_blocking(comm, a),
+        None => None,
     };
     if let Some(r) = shm {
         return r;

@@ -35,7 +35,8 @@
 //! `shm` for any call, and the schedule builders then take what would be chosen without it.
 //! A call comes here only where some rule or override could name `shm` for its collective
 //! at the communicator's size (`Engine::coll_shm_route`, asked before the arguments are
-//! read; at two processes the built-in table names it nowhere).
+//! read; at two processes the built-in table names it only for alltoall from 16 KiB and
+//! bcast of 64-128 KiB).
 //! Reductions need a contiguous datatype (the same at every member, so all decide alike);
 //! broadcasts pack any datatype, since only the type signatures agree across members.
 //! Waiting members poll their peers' flags, then drive the engine's progress (nonblocking
