@@ -10,8 +10,10 @@
 # as in run.sh), five rows per collective, in one run:
 #   prot      Protean as built (the built-in table: shm where its rules say)
 #   prot-shm  Protean with the shared-memory algorithm forced at every size (PROTEAN_COLL_<C>=shm)
-#   prot-shm-depth4  (bcast, reduce, allreduce, 64 KiB to 4 MiB) the same with a ring of 4 areas
-#             per member (coll_shm_depth=4: four chunks of a large call in flight instead of 2)
+#   prot-shm-depth4  (bcast, 64 KiB to 4 MiB) the same with a ring of 4 areas per member
+#             (coll_shm_depth=4: four chunks of a large call in flight instead of 2)
+#   prot-shm-areas  (reduce, allreduce, 64 KiB to 4 MiB) shm forced through the areas only
+#             (coll_shm_reduce_direct=0: no direct reads and writes of the members' buffers)
 #   prot-p2p  Protean without it: a decision file with the point-to-point rules of the built-in
 #             table (what main chose before the shm rules)
 #   mpich, ompi
@@ -36,9 +38,12 @@ for np in ${NPS:-2 8 $N}; do
         V=$(tr a-z A-Z <<<"$c")
         echo "-- $c np=$np prot-shm"
         ( export "PROTEAN_COLL_$V=shm"; prot "$np" "$c" "${S[@]}" 2>&1 | grep -E '^[0-9]+ ' || echo "(failed)" )
-        case $c in bcast|reduce|allreduce)
+        case $c in bcast)
             echo "-- $c np=$np prot-shm-depth4"
             ( export "PROTEAN_COLL_$V=shm" PROTEAN_COLL_SHM_DEPTH=4; prot "$np" "$c" -s 64k,256k,1M,4M 2>&1 | grep -E '^[0-9]+ ' || echo "(failed)" ) ;;
+        reduce|allreduce)
+            echo "-- $c np=$np prot-shm-areas"
+            ( export "PROTEAN_COLL_$V=shm" PROTEAN_COLL_SHM_REDUCE_DIRECT=0; prot "$np" "$c" -s 64k,256k,1M,4M 2>&1 | grep -E '^[0-9]+ ' || echo "(failed)" ) ;;
         esac
         echo "-- $c np=$np prot-p2p"
         ( export PROTEAN_COLL_DECISION_FILE="$D/p2p.rules"; prot "$np" "$c" "${S[@]}" 2>&1 | grep -E '^[0-9]+ ' || echo "(failed)" )

@@ -4,7 +4,8 @@
  *  - a non-commutative user operation (composition of affine maps mod a prime) and MPI_MAXLOC
  *    on MPI_2INT, at counts below the communicator's size, around the size where the
  *    reduction is split among the members, and across several chunks of the region
- *    (32 KiB), at every root, with MPI_IN_PLACE;
+ *    (32 KiB) and of the direct reduction's steps (64 KiB at two members), at every root, with
+ *    MPI_IN_PLACE;
  *  - bcast where the root sends MPI_INT and the others receive a vector type of the same
  *    signature (and the other way round), across several chunks;
  *  - MPI_COMM_WORLD, a duplicate, an even/odd split with the ranks reversed, calls alternating
@@ -360,7 +361,7 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, me % 2, -me, &half));
     MPI_Comm comms[3] = {MPI_COMM_WORLD, dup, half};
     /* around the split point (2 KiB: 256 pairs) and chunk boundaries (32 KiB: 4096 pairs) */
-    static const int counts[] = {1, 2, 3, 5, 255, 256, 257, 1000, 4095, 4096, 4097, 10001};
+    static const int counts[] = {1, 2, 3, 5, 255, 256, 257, 1000, 4095, 4096, 4097, 10001, 40001};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
         for (int j = 0; j < 3; j++) {
             reductions(comms[j], counts[k]);

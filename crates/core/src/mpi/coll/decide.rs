@@ -482,10 +482,17 @@ impl Table {
 /// rendezvous message at 64 and 128 KiB (13.8-15.8 against 21.6-22.3 us; 26.2-26.8 against
 /// 31.5-31.7), where the rotating root sends from the buffer it just received into through
 /// cross-memory attach (the same message from a buffer not just written: 10 us); it loses
-/// at 32 KiB and below (eager) and from 256 KiB (48 against 33 us).
+/// at 32 KiB and below (eager) and from 256 KiB (48 against 33 us). Session 49, the same way:
+/// shm reduce and allreduce with direct copies of the members' buffers
+/// (`coll_shm_reduce_direct`, from 16 KiB per member) beat the point-to-point algorithms from
+/// 32 KiB (reduce 32 KiB 8.7-11.6 against 10.2-13.0 us, 1 MiB 112-131 against 184-232;
+/// allreduce 32 KiB 9.0-12.8 against 12.4-13.7, 64 KiB 15 against 20-22, 1 MiB 192-205 against
+/// 306-310); at 16 KiB neither wins.
 pub fn builtin() -> Table {
     let text = "
         bcast           2      65536-131072   shm
+        reduce          2      32768-*        shm
+        allreduce       2      32768-*        shm
         alltoall        2      16384-*        shm
         barrier         3-*    *              shm
         bcast           3-*    1-*            shm

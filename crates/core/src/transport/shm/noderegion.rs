@@ -48,7 +48,8 @@
 //! block ([`NodeRegion::enroll`]). Another member can then check that the kernel lets it read
 //! that member's memory ([`NodeRegion::probe_direct`]: cross-memory attach, the same
 //! permission as ptrace) and read a buffer the member published by address
-//! ([`NodeRegion::read_direct`]), under the same flag protocol as an area.
+//! ([`NodeRegion::read_direct`]) or write one ([`NodeRegion::write_direct`]), under the same
+//! flag protocol as an area.
 //!
 //! Waiting never blocks in the kernel: [`NodeRegion::wait`] polls, and after a few polls calls
 //! the caller's `idle` (which drives the engine's progress and yields the processor, since
@@ -368,6 +369,22 @@ impl NodeRegion {
     ) -> io::Result<()> {
         let pid = self.ctl(r, PID_WORD).load(Ordering::Acquire) as u32;
         super::cma::read_from(pid, addr, std::slice::from_raw_parts_mut(dst, len))
+    }
+
+    /// Copy `len` bytes at `src` to `addr` in member `r`'s address space (cross-memory
+    /// attach; `r` has enrolled).
+    ///
+    /// # Safety
+    /// `src` holds `len` bytes.
+    pub unsafe fn write_direct(
+        &self,
+        r: usize,
+        addr: u64,
+        src: *const u8,
+        len: usize,
+    ) -> io::Result<()> {
+        let pid = self.ctl(r, PID_WORD).load(Ordering::Acquire) as u32;
+        super::cma::write_to(pid, addr, std::slice::from_raw_parts(src, len))
     }
 
     /// Member `r`'s area of generation `g` (`slot_bytes` long).

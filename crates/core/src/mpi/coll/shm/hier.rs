@@ -15,7 +15,7 @@
 //!   flag of g;
 //! - bcast: a binomial tree among the leaders (rooted at the root), then within each host the
 //!   leader's shared-memory broadcast (`bcast_chunks`; any datatype, packed);
-//! - reduce: a shared-memory reduction to each host's leader (`reduce_chunks`, in rank order;
+//! - reduce: a shared-memory reduction to each host's leader (`reduce_local`, in rank order;
 //!   the root's host reduces straight into its receive buffer), then a binomial reduction
 //!   among the leaders to the root;
 //! - allreduce: a shared-memory reduction to each host's lowest member, in its receive buffer;
@@ -49,7 +49,7 @@ use super::super::{
     byte_type, check_buf, check_root, count_of, in_place, no_alias, Args, Counts, Rooted, Views,
 };
 use super::{
-    bcast_chunks, idler, pack_blk, part_len, reduce_args, reduce_chunks, reducible, region,
+    bcast_chunks, idler, pack_blk, part_len, reduce_args, reduce_local, reducible, region,
     unpack_blk, unpack_part, ShmComm,
 };
 use crate::err;
@@ -289,7 +289,7 @@ unsafe fn reduce(
     } else {
         Coll::Allreduce
     };
-    let (views, root, count, red, input) = prepared!(with(|e| -> Result<Option<_>> {
+    let (views, root, count, red, input, direct_from) = prepared!(with(|e| -> Result<Option<_>> {
         let Some(v) = spanning(e, comm) else {
             return Ok(None);
         };
@@ -301,7 +301,8 @@ unsafe fn reduce(
         {
             return Ok(None);
         }
-        Ok(Some((v, root, count, red, input)))
+        let direct_from = e.cfg.coll_shm_reduce_direct as usize;
+        Ok(Some((v, root, count, red, input, direct_from)))
     })
     .and_then(|x| x));
     let p = prepared!(Place::new(comm, views).transpose());
@@ -324,7 +325,7 @@ unsafe fn reduce(
         };
         let mut idle = idler()?;
         match &p.shm {
-            Some(s) => reduce_chunks(
+            Some(s) => reduce_local(
                 s,
                 p.local,
                 p.me,
@@ -334,6 +335,7 @@ unsafe fn reduce(
                 count,
                 &red,
                 &mut idle,
+                direct_from,
             )?,
             None if !std::ptr::eq(input, part) => crate::mem::copy(input, part, bytes),
             None => {}
