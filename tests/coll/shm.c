@@ -11,8 +11,8 @@
  *  - MPI_COMM_WORLD, a duplicate, an even/odd split with the ranks reversed, calls alternating
  *    between them, and communicators made and freed in a loop (every one maps a region of
  *    its own and frees it);
- *  - allgather into strided blocks on some ranks, alltoall in and out of place, with blocks
- *    of several chunks;
+ *  - allgather into strided blocks on some ranks, in and out of place, alltoall in and out of
+ *    place, with blocks of several chunks;
  *  - gather, scatter, gatherv, scatterv at every root, in and out of place, strided blocks at
  *    odd roots, v forms with odd counts, empty blocks, blocks in reverse order with gaps, and
  *    blocks of several chunks; allgatherv in and out of place;
@@ -178,6 +178,23 @@ static void exchanges(MPI_Comm comm, int c)
             CHECK_MSG(got == j * 100003 + i, "allgather c=%d from %d [%d]=%d", c, j, i, got);
             if (me % 2)
                 CHECK_MSG(r[2 * c * j + 2 * i + 1] == -1, "allgather wrote a gap");
+        }
+    /* in place, into strided blocks on odd ranks (a member's own block is what it sends) */
+    for (size_t i = 0; i < 2 * (size_t)c * n; i++)
+        r[i] = -1;
+    for (int i = 0; i < c; i++)
+        r[me % 2 ? 2 * c * me + 2 * i : c * me + i] = me * 100003 + i + 7;
+    if (me % 2)
+        CHECK_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, 1, blk, comm));
+    else
+        CHECK_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, c, MPI_INT, comm));
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < c; i++) {
+            int got = me % 2 ? r[2 * c * j + 2 * i] : r[c * j + i];
+            CHECK_MSG(got == j * 100003 + i + 7, "allgather in place c=%d from %d [%d]=%d", c, j,
+                      i, got);
+            if (me % 2)
+                CHECK_MSG(r[2 * c * j + 2 * i + 1] == -1, "allgather in place wrote a gap");
         }
     for (int ip = 0; ip < 2; ip++) {
         for (int j = 0; j < n; j++)

@@ -444,6 +444,8 @@ tunables! {
         "Areas per member in a communicator's shared-memory collective region (32 KiB each), used in a ring: how many chunks of a large shm collective may be in flight at once (the communicator's rank 0 decides for all).";
     coll_shm_reduce_direct: i64 = "16384", Kind::Int { min: 0, max: 1 << 40 }, writable = false,
         "Shared-memory reduce and allreduce whose buffer divided by the members has at least this many bytes have each member reduce its part of the elements, reading the other members' inputs and writing the receivers' results straight in their memory (cross-memory attach) in cache-sized steps instead of through the region's areas; 0: never.";
+    coll_shm_allgather_direct: i64 = "16384", Kind::Int { min: 0, max: 1 << 40 }, writable = false,
+        "Blocks of at least this many bytes of the shared-memory allgather on a host of at most 4 members are read straight from the sending member's memory (cross-memory attach: one copy, one generation, no areas) instead of through the region's areas; 0: never.";
     coll_shm_alltoall_direct: i64 = "8192", Kind::Int { min: 0, max: 1 << 40 }, writable = false,
         "Blocks of at least this many bytes of the shared-memory alltoall are read straight from the sending member's memory (cross-memory attach: one copy, one generation, no areas) instead of through the region's areas; 0: never.";
 }

@@ -487,12 +487,16 @@ impl Table {
 /// (`coll_shm_reduce_direct`, from 16 KiB per member) beat the point-to-point algorithms from
 /// 32 KiB (reduce 32 KiB 8.7-11.6 against 10.2-13.0 us, 1 MiB 112-131 against 184-232;
 /// allreduce 32 KiB 9.0-12.8 against 12.4-13.7, 64 KiB 15 against 20-22, 1 MiB 192-205 against
-/// 306-310); at 16 KiB neither wins.
+/// 306-310); at 16 KiB neither wins. Shm allgather (direct reads from 16 KiB,
+/// `coll_shm_allgather_direct`) beats the point-to-point exchange from 8 KiB (64 KiB 14.5-15.4
+/// against 34.7-37.0 us, 256 KiB 43-46 against 102-108, 1 MiB 299-350 against 368-399; 4 and
+/// 8 KiB within noise of each other).
 pub fn builtin() -> Table {
     let text = "
         bcast           2      65536-131072   shm
         reduce          2      32768-*        shm
         allreduce       2      32768-*        shm
+        allgather       2      8192-*         shm
         alltoall        2      16384-*        shm
         barrier         3-*    *              shm
         bcast           3-*    1-*            shm

@@ -864,20 +864,27 @@ unsafe fn exchange(
         if blk == 0 || (alltoall && n > AREA) || !e.coll_choose_shm(coll, n, blk) {
             return Ok(None);
         }
-        let direct_from = e.cfg.coll_shm_alltoall_direct as usize;
+        let direct_from = if alltoall {
+            e.cfg.coll_shm_alltoall_direct as usize
+        } else if n <= ALLGATHER_DIRECT_MEMBERS {
+            e.cfg.coll_shm_allgather_direct as usize
+        } else {
+            0
+        };
         Ok(Some((n, me, blk, send, rcount, rd, direct_from)))
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm);
-    if alltoall && s.direct && direct_from > 0 && blk >= direct_from {
-        let args = Alltoall {
+    if s.direct && direct_from > 0 && blk >= direct_from {
+        let args = Exchange {
             send,
             rbuf,
             rcount,
             rd,
             in_place: in_place(sbuf),
+            alltoall,
         };
-        return Some(alltoall_direct(&s, n, me, blk, &args));
+        return Some(exchange_direct(&s, n, me, blk, &args));
     }
     Some((|| {
         let r = s.region.as_ref().expect("checked");
@@ -932,51 +939,72 @@ unsafe fn exchange(
 
 /// The arguments of an alltoall ([`exchange`]): the send side as (buffer, count, datatype,
 /// distance between blocks), for MPI_IN_PLACE the receive buffer.
-struct Alltoall {
+struct Exchange {
     send: (*const u8, usize, Arc<Datatype>, isize),
     rbuf: *mut u8,
     rcount: usize,
     rd: Arc<Datatype>,
     in_place: bool,
+    alltoall: bool,
 }
 
-/// The alltoall of [`exchange`] for blocks of at least `coll_shm_alltoall_direct` bytes
-/// (`blk` each), in one generation and without the areas' copies: every member says in its
-/// area where its blocks are (its send buffer, or a packed copy of it when a block is not
-/// contiguous or MPI_IN_PLACE will overwrite them) and reads the block meant for it straight
-/// from every other member's memory (cross-memory attach, `ShmComm::direct`), starting with
-/// its next member so that readers spread over the members. It returns once every member is
-/// done, since they read its memory. Measured on the 16-core machine (2026-11-27, 16 ranks):
-/// 52-55 us at 16 KiB against 78-82 through the point-to-point exchanges and MPICH. The same
-/// for allgather lost to the areas (16 ranks, 1 MiB: 4471-4632 against 3408-3416 us), so
-/// allgather keeps them.
+/// Regions of at most this many members read allgather blocks of at least
+/// `coll_shm_allgather_direct` bytes straight from their senders ([`exchange_direct`]). Direct
+/// reads save a member only its own copy into the areas, 1/n of its copying: at two members,
+/// 64 KiB, they win (session 49, the 2-core machine: see `bench/README.md`), at 16 ranks they
+/// lost (16-core machine, 2026-11-27, 1 MiB: 4471-4632 against 3408-3416 us).
+const ALLGATHER_DIRECT_MEMBERS: usize = 4;
+
+/// The allgather or alltoall of [`exchange`] for blocks of at least
+/// `coll_shm_allgather_direct` or `coll_shm_alltoall_direct` bytes (`blk` each), in one
+/// generation and without the areas' copies: every member says in its area where its blocks
+/// are and reads the block meant for it straight from every other member's memory
+/// (cross-memory attach, `ShmComm::direct`), starting with its next member so that readers
+/// spread over the members. An alltoall member publishes its send buffer (n blocks a step
+/// apart), or a packed copy of it when a block is not contiguous or MPI_IN_PLACE will
+/// overwrite them; an allgather member its one block (step 0), from its send buffer, from its
+/// own block of the receive buffer under MPI_IN_PLACE (nobody writes that one), or packed. It
+/// returns once every member is done, since they read its memory. Alltoall measured on the
+/// 16-core machine (2026-11-27, 16 ranks): 52-55 us at 16 KiB against 78-82 through the
+/// point-to-point exchanges and MPICH.
 ///
 /// # Safety
 /// As for [`exchange`].
-unsafe fn alltoall_direct(
+unsafe fn exchange_direct(
     s: &ShmComm,
     n: usize,
     me: usize,
     blk: usize,
-    x: &Alltoall,
+    x: &Exchange,
 ) -> Result<()> {
     let r = s.region.as_ref().expect("checked");
     let mut idle = idler()?;
     let (sp, sc, ref sd, sstep) = x.send;
-    let span = if x.in_place {
+    let rstep = x.rcount as isize * x.rd.extent();
+    // The blocks we send: the first one and the distance between them (alltoall), or our one
+    // block (allgather: under MPI_IN_PLACE, ours in the receive buffer).
+    let (first, blocks, step) = match (x.alltoall, x.in_place) {
+        (true, _) => (sp, n, sstep),
+        (false, true) => (sp.offset(me as isize * sstep), 1, 0),
+        (false, false) => (sp, 1, 0),
+    };
+    let span = if x.alltoall && x.in_place {
         None
     } else {
         sd.contiguous_span(sc)
     };
     let mut packed = Vec::new();
     let (addr, step) = match span {
-        Some(o) => (sp.offset(o) as u64, sstep as i64),
+        Some(o) => (first.offset(o) as u64, step as i64),
         None => {
-            packed.reserve_exact(n * blk);
-            for k in 0..n {
-                sd.pack(sp.offset(k as isize * sstep), sc, &mut packed);
+            packed.reserve_exact(blocks * blk);
+            for k in 0..blocks {
+                sd.pack(first.offset(k as isize * step), sc, &mut packed);
             }
-            (packed.as_ptr() as u64, blk as i64)
+            (
+                packed.as_ptr() as u64,
+                if x.alltoall { blk as i64 } else { 0 },
+            )
         }
     };
     let g = s.next();
@@ -985,12 +1013,16 @@ unsafe fn alltoall_direct(
     words.write(addr);
     words.add(1).write(step as u64);
     r.set(me, Flag::Published, g);
-    let rstep = x.rcount as isize * x.rd.extent();
     let mut failure = None;
     // Our own block: in place already, or a local copy.
     if !x.in_place {
+        let own = if x.alltoall {
+            sp.offset(me as isize * sstep)
+        } else {
+            sp
+        };
         if let Err(e) = super::sched::copy_between(
-            sp.offset(me as isize * sstep),
+            own,
             sc,
             sd,
             x.rbuf.offset(me as isize * rstep),
@@ -1000,6 +1032,11 @@ unsafe fn alltoall_direct(
             failure = Some(e);
         }
     }
+    let what = if x.alltoall {
+        "an alltoall"
+    } else {
+        "an allgather"
+    };
     for t in 1..n {
         let j = (me + t) % n;
         r.wait(|q| q.reached(j, Flag::Published, g), &mut idle)?;
@@ -1010,7 +1047,7 @@ unsafe fn alltoall_direct(
         if let Err(e) = read_direct(r, j, at, &b, blk) {
             failure.get_or_insert(crate::mpi_error!(
                 Other,
-                "reading an alltoall block from member {j} of the communicator's host directly: {e}"
+                "reading {what} block from member {j} of the communicator's host directly: {e}"
             ));
         }
     }
