@@ -54,6 +54,11 @@ fn copy_blk(s: &mut Sched, from: &Blk, to: &Blk) {
     s.copy(from.ptr, from.count, &from.dt, to.ptr, to.count, &to.dt);
 }
 
+/// A block copy that runs while the current round's messages travel ([`Sched::copy_beside`]).
+fn copy_beside(s: &mut Sched, from: &Blk, to: &Blk) {
+    s.copy_beside(from.ptr, from.count, &from.dt, to.ptr, to.count, &to.dt);
+}
+
 /// Size of the binomial subtree of virtual rank `v` among `n`.
 fn subtree(v: usize, n: usize) -> usize {
     if v == 0 {
@@ -122,11 +127,16 @@ fn rooted_linear(
                 send_blk(s, t, i, b);
             }
         }
-        match (own, gather) {
-            (Some(o), true) => copy_blk(s, o, &many[root]),
-            (Some(o), false) => copy_blk(s, &many[root], o),
-            (None, _) => {}
-        }
+        // The own block moves while the others travel (it shares no buffer with them).
+        let (from, to) = match (own, gather) {
+            (Some(o), true) => (o, &many[root]),
+            (Some(o), false) => (&many[root], o),
+            (None, _) => {
+                s.fence();
+                return;
+            }
+        };
+        copy_beside(s, from, to);
     } else if let Some(o) = own {
         if gather {
             send_blk(s, t, root, o);
@@ -266,31 +276,47 @@ pub fn scatter_binomial(
 // Allgather
 
 /// Ring allgather (any block sizes): n-1 steps passing blocks to the right.
+/// The first step sends the process's own block from where it is, and copies it into place
+/// beside that step's messages.
 pub fn allgather_ring(s: &mut Sched, t: &Team, own: Option<&Blk>, recv: &[Blk]) {
     let n = t.size();
     let me = t.me;
-    if let Some(o) = own {
-        copy_blk(s, o, &recv[me]);
+    if n == 1 {
+        if let Some(o) = own {
+            copy_blk(s, o, &recv[me]);
+        }
+        return;
     }
     let right = (me + 1) % n;
     let left = (me + n - 1) % n;
-    for j in 0..n.saturating_sub(1) {
-        send_blk(s, t, right, &recv[(me + n - j) % n]);
-        recv_blk(s, t, left, &recv[(me + 2 * n - j - 1) % n]);
+    for j in 0..n - 1 {
+        match own.filter(|_| j == 0) {
+            Some(o) => {
+                send_blk(s, t, right, o);
+                recv_blk(s, t, left, &recv[left]);
+                copy_beside(s, o, &recv[me]);
+            }
+            None => {
+                send_blk(s, t, right, &recv[(me + n - j) % n]);
+                recv_blk(s, t, left, &recv[(me + 2 * n - j - 1) % n]);
+            }
+        }
         s.fence();
     }
 }
 
 /// Linear allgather: every block to every process at once.
+/// The own block goes out from where it is and is copied into place beside the messages.
 pub fn allgather_linear(s: &mut Sched, t: &Team, own: Option<&Blk>, recv: &[Blk]) {
     let n = t.size();
     let me = t.me;
-    if let Some(o) = own {
-        copy_blk(s, o, &recv[me]);
-    }
+    let mine = own.unwrap_or(&recv[me]);
     for i in (0..n).filter(|&i| i != me) {
-        send_blk(s, t, i, &recv[me]);
+        send_blk(s, t, i, mine);
         recv_blk(s, t, i, &recv[i]);
+    }
+    if let Some(o) = own {
+        copy_beside(s, o, &recv[me]);
     }
     s.fence();
 }
@@ -392,14 +418,18 @@ pub fn alltoall_shifts(
 ) {
     let n = t.size();
     let me = t.me;
-    if !in_place {
+    if n == 1 && !in_place {
         copy_blk(s, &send[me], &recv[me]);
     }
+    // The own block is copied beside the first shift's messages.
     for k in 1..n {
         let to = (me + k) % n;
         let from = (me + n - k) % n;
         recv_blk(s, t, from, &recv[from]);
         send_blk(s, t, to, &send[to]);
+        if k == 1 && !in_place {
+            copy_beside(s, &send[me], &recv[me]);
+        }
         if pairwise {
             s.fence();
         }
@@ -517,4 +547,53 @@ pub fn neighbor_exchange(
     }
     s.tag = base;
     s.fence();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{CommId, ContextId};
+    use crate::mpi::coll::byte_type;
+    use crate::transport::Gpid;
+
+    /// The own block of a linear scatter or gather, an alltoall by shifts and an allgather
+    /// moves beside the first round's messages, not in a round after them.
+    #[test]
+    fn own_blocks_move_beside_the_first_messages() {
+        let byte = byte_type();
+        let n = 3;
+        let t = Team {
+            members: (0..n).map(|i| (Gpid::new(i as u32), i as i32)).collect(),
+            me: 0,
+            bit: 0,
+        };
+        let mut a = vec![0u8; 8 * n];
+        let mut b = vec![0u8; 8 * n];
+        let blks = |p: &mut Vec<u8>| uniform(p.as_mut_ptr(), 8, &byte, n);
+        let (sa, rb) = (blks(&mut a), blks(&mut b));
+        let mut own = [0u8; 8];
+        let o = Blk::new(own.as_mut_ptr(), 8, &byte);
+        let sched = || Sched::new(CommId::new(0), ContextId::new(0), 0, 0);
+        let mut s = sched();
+        rooted_linear(&mut s, &t, Some(&o), &sa, 0, false);
+        assert_eq!(s.shape(), ["SSC"]);
+        let mut s = sched();
+        rooted_linear(&mut s, &t, Some(&o), &rb, 0, true);
+        assert_eq!(s.shape(), ["RRC"]);
+        let mut s = sched();
+        rooted_linear(&mut s, &t, None, &rb, 0, true);
+        assert_eq!(s.shape(), ["RR"]);
+        let mut s = sched();
+        alltoall_shifts(&mut s, &t, &sa, &rb, false, true);
+        assert_eq!(s.shape(), ["RSC", "RS"]);
+        let mut s = sched();
+        alltoall_shifts(&mut s, &t, &sa, &rb, false, false);
+        assert_eq!(s.shape(), ["RSCRS"]);
+        let mut s = sched();
+        allgather_ring(&mut s, &t, Some(&o), &rb);
+        assert_eq!(s.shape(), ["SRC", "SR"]);
+        let mut s = sched();
+        allgather_linear(&mut s, &t, Some(&o), &rb);
+        assert_eq!(s.shape(), ["SRSRC"]);
+    }
 }
