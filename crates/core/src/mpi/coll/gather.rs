@@ -262,11 +262,12 @@ pub fn scatter_binomial(
         }
         m >>= 1;
     }
+    // The own block moves beside the sends (they only read the same buffers).
     if let Some(o) = own {
         if v == 0 {
-            copy_blk(s, &send[root], o);
+            copy_beside(s, &send[root], o);
         } else {
-            s.copy(tbuf, blk, &byte, o.ptr, o.count, &o.dt);
+            s.copy_beside(tbuf, blk, &byte, o.ptr, o.count, &o.dt);
         }
     }
     s.fence();
@@ -556,8 +557,8 @@ mod tests {
     use crate::mpi::coll::byte_type;
     use crate::transport::Gpid;
 
-    /// The own block of a linear scatter or gather, an alltoall by shifts and an allgather
-    /// moves beside the first round's messages, not in a round after them.
+    /// The own block of a linear or binomial scatter, a linear gather, an alltoall by shifts
+    /// and an allgather moves beside the first round's messages, not in a round after them.
     #[test]
     fn own_blocks_move_beside_the_first_messages() {
         let byte = byte_type();
@@ -595,5 +596,9 @@ mod tests {
         let mut s = sched();
         allgather_linear(&mut s, &t, Some(&o), &rb);
         assert_eq!(s.shape(), ["SRSRC"]);
+        // The binomial scatter's root packs the others' blocks first, then sends them.
+        let mut s = sched();
+        scatter_binomial(&mut s, &t, &sa, Some(&o), 8, 0);
+        assert_eq!(s.shape(), ["CCSSC"]);
     }
 }
