@@ -507,19 +507,28 @@ unsafe fn reduce(
     let s = region_or_decline!(comm);
     Some((|| {
         let mut idle = idler()?;
-        reduce_local(
-            &s,
+        let job = LocalReduce {
             n,
             me,
             root,
             input,
             rbuf,
             count,
-            &red,
-            &mut idle,
-            direct_from,
-        )
+        };
+        reduce_local(&s, job, &red, &mut idle, direct_from)
     })())
+}
+
+/// One member's part in a reduction over a region's `n` members: `count` elements at `input`,
+/// the result into `rbuf` at member `root` (Some) or at every member (None).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LocalReduce {
+    pub n: usize,
+    pub me: usize,
+    pub root: Option<usize>,
+    pub input: *const u8,
+    pub rbuf: *mut u8,
+    pub count: usize,
 }
 
 /// [`reduce_direct`] where the region allows it and each member's part has at least
@@ -527,23 +536,17 @@ unsafe fn reduce(
 ///
 /// # Safety
 /// As for [`reduce_chunks`].
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn reduce_local(
     s: &ShmComm,
-    n: usize,
-    me: usize,
-    root: Option<usize>,
-    input: *const u8,
-    rbuf: *mut u8,
-    count: usize,
+    job: LocalReduce,
     red: &Reducer,
     idle: &mut impl FnMut() -> Result<()>,
     direct_from: usize,
 ) -> Result<()> {
-    if s.direct && direct_from > 0 && count * red.dt.size / n >= direct_from {
-        reduce_direct(s, n, me, root, input, rbuf, count, red, idle)
+    if s.direct && direct_from > 0 && job.count * red.dt.size / job.n >= direct_from {
+        reduce_direct(s, job, red, idle)
     } else {
-        reduce_chunks(s, n, me, root, input, rbuf, count, red, idle)
+        reduce_chunks(s, job, red, idle)
     }
 }
 
@@ -555,18 +558,20 @@ pub(super) unsafe fn reduce_local(
 /// # Safety
 /// `input` holds `count` elements of the reducer's contiguous datatype, and so does `rbuf`
 /// where it receives.
-#[allow(clippy::too_many_arguments)]
 unsafe fn reduce_chunks(
     s: &ShmComm,
-    n: usize,
-    me: usize,
-    root: Option<usize>,
-    input: *const u8,
-    rbuf: *mut u8,
-    count: usize,
+    job: LocalReduce,
     red: &Reducer,
     idle: &mut impl FnMut() -> Result<()>,
 ) -> Result<()> {
+    let LocalReduce {
+        n,
+        me,
+        root,
+        input,
+        rbuf,
+        count,
+    } = job;
     let r = s.region.as_ref().expect("checked");
     let ext = red.dt.size;
     let per = AREA / ext;
@@ -647,18 +652,20 @@ thread_local! {
 ///
 /// # Safety
 /// As for [`reduce_chunks`]; `s.direct`.
-#[allow(clippy::too_many_arguments)]
 unsafe fn reduce_direct(
     s: &ShmComm,
-    n: usize,
-    me: usize,
-    root: Option<usize>,
-    input: *const u8,
-    rbuf: *mut u8,
-    count: usize,
+    job: LocalReduce,
     red: &Reducer,
     idle: &mut impl FnMut() -> Result<()>,
 ) -> Result<()> {
+    let LocalReduce {
+        n,
+        me,
+        root,
+        input,
+        rbuf,
+        count,
+    } = job;
     let r = s.region.as_ref().expect("checked");
     let ext = red.dt.size;
     let receives = |k: usize| root.is_none_or(|x| x == k);
@@ -689,18 +696,21 @@ unsafe fn reduce_direct(
     let in_place = receives(me) && std::ptr::eq(input, rbuf);
     let (lo, hi) = direct_part(n, me, root, count);
     let mut failure: Option<std::io::Error> = None;
+    // A receiver other than us: where the step's result goes when our buffer cannot take it,
+    // our slot matches its page offset.
+    let peer = (0..n).find(|&j| j != me && receives(j));
+    let mut ops = [std::ptr::null::<u8>(); 64];
+    let mut heap = Vec::new();
+    let ops: &mut [*const u8] = if n <= ops.len() {
+        &mut ops[..n]
+    } else {
+        heap.resize(n, std::ptr::null());
+        &mut heap
+    };
     let mut e0 = lo;
     while e0 < hi && failure.is_none() {
         let c = per.min(hi - e0);
         let (off, bytes) = (e0 * ext, c * ext);
-        let mut ops = [std::ptr::null::<u8>(); 64];
-        let mut heap = Vec::new();
-        let ops: &mut [*const u8] = if n <= ops.len() {
-            &mut ops[..n]
-        } else {
-            heap.resize(n, std::ptr::null());
-            &mut heap
-        };
         for (j, op) in ops.iter_mut().enumerate() {
             if j == me {
                 *op = input.add(off);
@@ -719,7 +729,6 @@ unsafe fn reduce_direct(
         }
         // The step's result: straight into our receive buffer where it is not an operand,
         // else into our slot; then into every other receiver's buffer.
-        let peer = (0..n).find(|&j| j != me && receives(j));
         let out = if receives(me) && !in_place {
             rbuf.add(off)
         } else {

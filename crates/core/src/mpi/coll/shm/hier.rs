@@ -50,7 +50,7 @@ use super::super::{
 };
 use super::{
     bcast_chunks, idler, pack_blk, part_len, reduce_args, reduce_local, reducible, region,
-    unpack_blk, unpack_part, ShmComm,
+    unpack_blk, unpack_part, LocalReduce, ShmComm,
 };
 use crate::err;
 use crate::error::Result;
@@ -325,18 +325,17 @@ unsafe fn reduce(
         };
         let mut idle = idler()?;
         match &p.shm {
-            Some(s) => reduce_local(
-                s,
-                p.local,
-                p.me,
-                Some(lead),
-                input,
-                part,
-                count,
-                &red,
-                &mut idle,
-                direct_from,
-            )?,
+            Some(s) => {
+                let job = LocalReduce {
+                    n: p.local,
+                    me: p.me,
+                    root: Some(lead),
+                    input,
+                    rbuf: part,
+                    count,
+                };
+                reduce_local(s, job, &red, &mut idle, direct_from)?
+            }
             None if !std::ptr::eq(input, part) => crate::mem::copy(input, part, bytes),
             None => {}
         }
