@@ -93,6 +93,26 @@ impl Step {
     }
 }
 
+/// A typed copy step; None where it would copy a buffer onto itself.
+fn copy_step(
+    src: *const u8,
+    scount: usize,
+    sdt: &Arc<Datatype>,
+    dst: *mut u8,
+    rcount: usize,
+    rdt: &Arc<Datatype>,
+) -> Option<Step> {
+    let same = std::ptr::eq(src, dst) && Arc::ptr_eq(sdt, rdt) && scount == rcount;
+    (!same).then(|| Step::Copy {
+        src,
+        scount,
+        sdt: sdt.clone(),
+        dst,
+        rcount,
+        rdt: rdt.clone(),
+    })
+}
+
 /// What [`Sched::advance`] left to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Adv {
@@ -247,17 +267,9 @@ impl Sched {
         rcount: usize,
         rdt: &Arc<Datatype>,
     ) {
-        if std::ptr::eq(src, dst) && Arc::ptr_eq(sdt, rdt) && scount == rcount {
-            return;
+        if let Some(c) = copy_step(src, scount, sdt, dst, rcount, rdt) {
+            self.push_local(c);
         }
-        self.push_local(Step::Copy {
-            src,
-            scount,
-            sdt: sdt.clone(),
-            dst,
-            rcount,
-            rdt: rdt.clone(),
-        });
     }
 
     /// Typed copy that runs while the current round's messages travel: after they are posted
@@ -274,17 +286,9 @@ impl Sched {
         rcount: usize,
         rdt: &Arc<Datatype>,
     ) {
-        if std::ptr::eq(src, dst) && Arc::ptr_eq(sdt, rdt) && scount == rcount {
-            return;
+        if let Some(c) = copy_step(src, scount, sdt, dst, rcount, rdt) {
+            self.steps.push(c);
         }
-        self.steps.push(Step::Copy {
-            src,
-            scount,
-            sdt: sdt.clone(),
-            dst,
-            rcount,
-            rdt: rdt.clone(),
-        });
     }
 
     /// Copy `count` elements of the reduction's datatype.

@@ -560,18 +560,17 @@ pub(super) unsafe fn reduce_local(
 /// where it receives.
 unsafe fn reduce_chunks(
     s: &ShmComm,
-    job: LocalReduce,
-    red: &Reducer,
-    idle: &mut impl FnMut() -> Result<()>,
-) -> Result<()> {
-    let LocalReduce {
+    LocalReduce {
         n,
         me,
         root,
         input,
         rbuf,
         count,
-    } = job;
+    }: LocalReduce,
+    red: &Reducer,
+    idle: &mut impl FnMut() -> Result<()>,
+) -> Result<()> {
     let r = s.region.as_ref().expect("checked");
     let ext = red.dt.size;
     let per = AREA / ext;
@@ -654,18 +653,17 @@ thread_local! {
 /// As for [`reduce_chunks`]; `s.direct`.
 unsafe fn reduce_direct(
     s: &ShmComm,
-    job: LocalReduce,
-    red: &Reducer,
-    idle: &mut impl FnMut() -> Result<()>,
-) -> Result<()> {
-    let LocalReduce {
+    LocalReduce {
         n,
         me,
         root,
         input,
         rbuf,
         count,
-    } = job;
+    }: LocalReduce,
+    red: &Reducer,
+    idle: &mut impl FnMut() -> Result<()>,
+) -> Result<()> {
     let r = s.region.as_ref().expect("checked");
     let ext = red.dt.size;
     let receives = |k: usize| root.is_none_or(|x| x == k);
