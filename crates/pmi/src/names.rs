@@ -666,7 +666,7 @@ mod tests {
     }
 
     /// The cost of a publish and a lookup (a connection and handshake each), for the record:
-    /// `cargo test --release -p protean-pmi publish_lookup_cost -- --ignored --nocapture`.
+    /// `cargo test --profile unit -p protean-pmi publish_lookup_cost -- --ignored --nocapture`.
     #[test]
     #[ignore]
     fn publish_lookup_cost() {
