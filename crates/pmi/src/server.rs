@@ -371,6 +371,23 @@ impl Server {
         self.groups.last().map_or(self.size, |g| g.first + g.size)
     }
 
+    /// MPI_UNIVERSE_SIZE as answered now: the size given to [`Server::new`], but never fewer
+    /// than the processes of the universe still running (the first job and every spawned job
+    /// not yet retired). A spawned job would otherwise see a universe no larger than itself
+    /// once its parents had spawned up to the limit, and could not tell that it may spawn too
+    /// (the limit is soft: spawning past it oversubscribes, it is not refused).
+    fn universe_size_now(&self) -> i32 {
+        let running = self.size
+            + self
+                .groups
+                .iter()
+                .filter(|g| !g.retired)
+                .map(|g| g.size)
+                .sum::<usize>();
+        self.universe_size
+            .max(i32::try_from(running).unwrap_or(i32::MAX))
+    }
+
     /// Adds a job started by a spawn: `appnums.len()` clients numbered after every client so
     /// far, with the KVS space `kvsname` (created if new) and a barrier of their own. Returns
     /// the number of its first client.
@@ -649,7 +666,7 @@ impl Server {
                     .map_or_else(|| self.kvsname.clone(), |g| self.groups[g].kvsname.clone()),
             }),
             Request::GetUniverseSize => one(Response::UniverseSize {
-                size: self.universe_size,
+                size: self.universe_size_now(),
             }),
             Request::Put {
                 kvsname,
@@ -1164,6 +1181,21 @@ mod tests {
             s.poll_event(),
             Some(Event::ProtocolError { client: 5, .. })
         ));
+    }
+
+    #[test]
+    fn the_universe_is_never_smaller_than_the_processes_running() {
+        let mut s = Server::new(2, "k", 0, 4);
+        let universe = |s: &mut Server| one(s, 0, "cmd=get_universe_size\n");
+        let g1 = s.add_group("k_s1", vec![0; 2]);
+        assert_eq!(universe(&mut s), "cmd=universe_size size=4\n");
+        let g2 = s.add_group("k_s2", vec![0; 3]);
+        assert_eq!(universe(&mut s), "cmd=universe_size size=7\n");
+        assert_eq!(one(&mut s, g2, "cmd=get_universe_size\n"), universe(&mut s));
+        s.retire_group(g1);
+        assert_eq!(universe(&mut s), "cmd=universe_size size=5\n");
+        s.retire_group(g2);
+        assert_eq!(universe(&mut s), "cmd=universe_size size=4\n");
     }
 
     #[test]
