@@ -35,6 +35,8 @@ static void test_names(void)
     name_is(MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG");
     name_is(MPI_DOUBLE_INT, "MPI_DOUBLE_INT");
     name_is(MPI_2INT, "MPI_2INT");
+    /* One handle in MPICH's ABI; MPICH and Open MPI both call it MPI_C_COMPLEX. */
+    name_is(MPI_C_COMPLEX, "MPI_C_COMPLEX");
 
     MPI_Datatype t, d;
     CHECK_MPI(MPI_Type_contiguous(2, MPI_INT, &t));

@@ -816,7 +816,7 @@ mod tests {
         for (op, t) in [
             (Sum, "MPI_BYTE"),
             (Band, "MPI_DOUBLE"),
-            (Max, "MPI_C_FLOAT_COMPLEX"),
+            (Max, "MPI_C_COMPLEX"),
             (Sum, "MPI_C_BOOL"),
             (Minloc, "MPI_INT"),
             (Sum, "MPI_2INT"),
@@ -858,7 +858,7 @@ mod tests {
         assert_eq!(b, [1.5, 4.0]);
         let mut b = [[1.0f32, 2.0]];
         run(
-            &red(Prod, "MPI_C_FLOAT_COMPLEX").unwrap(),
+            &red(Prod, "MPI_C_COMPLEX").unwrap(),
             &[[3.0f32, -1.0]],
             &mut b,
         );

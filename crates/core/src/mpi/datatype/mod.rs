@@ -579,7 +579,8 @@ pub fn predefined() -> Vec<Datatype> {
         n("MPI_UINT32_T", Uint32),
         n("MPI_UINT64_T", Uint64),
         n("MPI_C_BOOL", Bool),
-        n("MPI_C_FLOAT_COMPLEX", FloatComplex),
+        // MPI_C_COMPLEX and MPI_C_FLOAT_COMPLEX are one handle; MPICH names it MPI_C_COMPLEX.
+        n("MPI_C_COMPLEX", FloatComplex),
         n("MPI_C_DOUBLE_COMPLEX", DoubleComplex),
         n("MPI_C_LONG_DOUBLE_COMPLEX", LongDoubleComplex),
         n("MPI_AINT", Aint),
@@ -655,7 +656,7 @@ pub const PREDEFINED_NAMES: &[&str] = &[
     "MPI_UINT32_T",
     "MPI_UINT64_T",
     "MPI_C_BOOL",
-    "MPI_C_FLOAT_COMPLEX",
+    "MPI_C_COMPLEX",
     "MPI_C_DOUBLE_COMPLEX",
     "MPI_C_LONG_DOUBLE_COMPLEX",
     "MPI_AINT",
