@@ -10,7 +10,8 @@
  * - Sizes and extents in their _x (and _c) forms agree with the plain ones.
  * - Bad arguments give the standard's error classes under MPI_ERRORS_RETURN: negative counts,
  *   MPI_DATATYPE_NULL, freeing a predefined type, an uncommitted type in a send, negative
- *   block lengths, subarray bounds outside the array, darray grids that do not match.
+ *   block lengths, subarray bounds outside the array, darray grids that do not match, NULL
+ *   for MPI_Type_get_(true_)extent's outputs.
  * One process or more (each checks alone).
  */
 #include "util.h"
@@ -174,6 +175,16 @@ static void test_errors(void)
     u = MPI_INT;
     rc = MPI_Type_free(&u);
     CHECK_CLASS(rc, MPI_ERR_TYPE);
+    if (!tu_quirk("arg_checks")) {
+        MPI_Aint lb, ext;
+        MPI_Count clb;
+        rc = MPI_Type_get_extent(MPI_INT, &lb, NULL);
+        CHECK_CLASS(rc, MPI_ERR_ARG);
+        rc = MPI_Type_get_true_extent(MPI_INT, NULL, &ext);
+        CHECK_CLASS(rc, MPI_ERR_ARG);
+        rc = MPI_Type_get_true_extent_x(MPI_INT, &clb, NULL);
+        CHECK_CLASS(rc, MPI_ERR_ARG);
+    }
     int bl[2] = {1, -2}, di[2] = {0, 4};
     rc = MPI_Type_indexed(2, bl, di, MPI_INT, &t);
     CHECK(rc != MPI_SUCCESS);

@@ -122,6 +122,14 @@ unsafe fn bounds(
     true_bounds: bool,
     func: &str,
 ) -> c_int {
+    if lb.is_null() || extent.is_null() {
+        let which = if lb.is_null() { "lb" } else { "extent" };
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, format!("null {which} pointer")),
+            func,
+        );
+    }
     let r = with_type(datatype, func, |d| {
         if true_bounds {
             (d.true_lb, d.true_extent())
