@@ -4,8 +4,10 @@
  * a root out of range (MPI_ERR_ROOT), a negative count (MPI_ERR_COUNT), MPI_DATATYPE_NULL
  * (MPI_ERR_TYPE), MPI_OP_NULL and an operation that does not apply to the type (MPI_ERR_OP),
  * MPI_COMM_NULL (MPI_ERR_COMM), an uncommitted datatype (MPI_ERR_TYPE), freeing a predefined
- * operation (MPI_ERR_OP). Every process makes the same erroneous calls, so no process waits
- * for another. Any size >= 1.
+ * operation (MPI_ERR_OP); a send buffer that is the receive buffer, or (allgather) this
+ * process's own block of it, without MPI_IN_PLACE, and MPI_IN_PLACE or aliased buffers in
+ * MPI_Reduce_local (MPI_ERR_BUFFER). Every process makes the same erroneous calls, so no
+ * process waits for another. Any size >= 1.
  */
 #include "util.h"
 
@@ -60,6 +62,36 @@ int main(int argc, char **argv)
     rc = MPI_Bcast(two, 1, v, 0, MPI_COMM_WORLD);
     CHECK_CLASS(rc, MPI_ERR_TYPE);
     CHECK_MPI(MPI_Type_free(&v));
+
+    /* Aliased buffers. In an allgather each process passes its own block of the receive
+     * buffer as the send buffer: every process must refuse it, or the others wait for ever
+     * for the one that did. */
+    {
+        int *all = calloc((size_t)np, sizeof(int)), *cnt = calloc((size_t)np, sizeof(int));
+        int *dsp = calloc((size_t)np, sizeof(int)), i;
+        CHECK(all && cnt && dsp);
+        for (i = 0; i < np; i++) {
+            cnt[i] = 1;
+            dsp[i] = i;
+        }
+        if (!tu_quirk("no_alias_check")) {
+            rc = MPI_Allreduce(all, all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            CHECK_CLASS(rc, MPI_ERR_BUFFER);
+            rc = MPI_Allgather(&all[me], 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+            CHECK_CLASS(rc, MPI_ERR_BUFFER);
+            rc = MPI_Allgatherv(&all[me], 1, MPI_INT, all, cnt, dsp, MPI_INT, MPI_COMM_WORLD);
+            CHECK_CLASS(rc, MPI_ERR_BUFFER);
+            rc = MPI_Iallgather(&all[me], 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD, &rq);
+            CHECK_CLASS(rc, MPI_ERR_BUFFER);
+            rc = MPI_Reduce_local(MPI_IN_PLACE, all, 1, MPI_INT, MPI_SUM);
+            CHECK_CLASS(rc, MPI_ERR_BUFFER);
+            rc = MPI_Reduce_local(all, all, 1, MPI_INT, MPI_SUM);
+            CHECK_CLASS(rc, MPI_ERR_BUFFER);
+        }
+        free(all);
+        free(cnt);
+        free(dsp);
+    }
 
     MPI_Op sum = MPI_SUM;
     rc = MPI_Op_free(&sum);

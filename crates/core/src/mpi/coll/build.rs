@@ -14,8 +14,8 @@ use super::gather::Blk;
 use super::sched::{Sched, Team};
 use super::{
     all_equal, avg_bytes, bcast, blocks, byte_type, check_buf, check_root, count_of, gather,
-    in_place, inter, no_alias, own_blk, red_input, reduce, Args, Counts, Nodes, Rooted, Types,
-    Views,
+    in_place, inter, no_alias, no_alias_own, own_blk, red_input, reduce, Args, Counts, Nodes,
+    Rooted, Types, Views,
 };
 use crate::err;
 use crate::error::Result;
@@ -523,6 +523,7 @@ unsafe fn build_allgather(
     } else {
         let o = own_blk(e, sbuf, scount, sdt, "send")?;
         no_alias(sbuf, rbuf, o.bytes())?;
+        no_alias_own(sbuf, recv[t.me].ptr, o.bytes())?;
         Some(o)
     };
     let mut s = b.sched(e);

@@ -316,7 +316,7 @@ pub unsafe fn try_blocking(comm: CommId, a: &Args) -> Option<Result<()>> {
 /// Allgather (`alltoall` false) or alltoall of small contiguous blocks between two
 /// processes: every algorithm comes down to one exchange there, so copy our own block and
 /// trade the other in one round. Anything unusual (MPI_IN_PLACE, differing block sizes, null
-/// buffers, other sizes) takes the schedule, which also reports the errors.
+/// or aliased buffers, other sizes) takes the schedule, which also reports the errors.
 unsafe fn pair_exchange(
     comm: CommId,
     sbuf: *const u8,
@@ -336,7 +336,9 @@ unsafe fn pair_exchange(
         if contiguous_small(&rd, usize::try_from(rcount).ok()?)? != bytes {
             return None;
         }
-        if bytes > 0 && (sbuf.is_null() || rbuf.is_null() || std::ptr::eq(sbuf, rbuf)) {
+        let own_block = !alltoall && std::ptr::eq(sbuf, rbuf.wrapping_add(me * bytes));
+        if bytes > 0 && (sbuf.is_null() || rbuf.is_null() || std::ptr::eq(sbuf, rbuf) || own_block)
+        {
             return None;
         }
         let peer = views.local.members[1 - me];

@@ -1009,6 +1009,19 @@ fn no_alias(sbuf: *const u8, rbuf: *const u8, bytes: usize) -> Result<()> {
     Ok(())
 }
 
+/// An allgather's send buffer must not be this process's own block of the receive buffer
+/// either: that is MPI_IN_PLACE spelled wrong, and the other processes would hang waiting for
+/// a process that was refused.
+fn no_alias_own(sbuf: *const u8, own: *const u8, bytes: usize) -> Result<()> {
+    if bytes > 0 && std::ptr::eq(sbuf, own) {
+        return err!(
+            Buffer,
+            "the send buffer is this process's own block of the receive buffer (use MPI_IN_PLACE)"
+        );
+    }
+    Ok(())
+}
+
 /// Blocks of a buffer, one per process, checked.
 fn blocks(
     e: &Engine,
@@ -1255,8 +1268,12 @@ pub unsafe fn reduce_local(
 ) -> Result<()> {
     let count = count_of(count, "count")?;
     let red = with(|e| e.coll_reducer(op, dt))??;
+    if in_place(inbuf) || in_place(inout) {
+        return err!(Buffer, "MPI_IN_PLACE is not valid in MPI_Reduce_local");
+    }
     check_buf(inbuf, count, &red.dt, "input buffer")?;
     check_buf(inout, count, &red.dt, "inout buffer")?;
+    no_alias(inbuf, inout, count * red.dt.size)?;
     if count == 0 {
         return Ok(());
     }

@@ -53,8 +53,8 @@ use super::decide::Coll;
 use super::gather::Blk;
 use super::op::Reducer;
 use super::{
-    avg_bytes, blocks, check_buf, check_root, count_of, in_place, no_alias, own_blk, Args, Counts,
-    Rooted, Types,
+    avg_bytes, blocks, check_buf, check_root, count_of, in_place, no_alias, no_alias_own, own_blk,
+    Args, Counts, Rooted, Types,
 };
 use crate::err;
 use crate::error::Result;
@@ -857,6 +857,10 @@ unsafe fn exchange(
             let sd = e.coll_dtype(sdt)?;
             check_buf(sbuf, scount, &sd, "send buffer")?;
             no_alias(sbuf, rbuf, scount * sd.size)?;
+            if !alltoall {
+                let own = rbuf.wrapping_offset(me as isize * rcount as isize * rext);
+                no_alias_own(sbuf, own, scount * sd.size)?;
+            }
             if scount * sd.size != blk {
                 return err!(
                     Truncate,
@@ -1496,6 +1500,7 @@ unsafe fn allgatherv(
         } else {
             let o = own_blk(e, sbuf, scount, sdt, "send")?;
             no_alias(sbuf, rbuf, o.bytes())?;
+            no_alias_own(sbuf, recv[me].ptr, o.bytes())?;
             if o.bytes() != recv[me].bytes() {
                 return err!(
                     Truncate,
