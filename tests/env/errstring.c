@@ -208,5 +208,33 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CHECK_EQ(MPI_Comm_call_errhandler(MPI_COMM_WORLD, ucode), MPI_SUCCESS);
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+
+#if defined(PROTEAN) || defined(MPICH_NUMVERSION)
+    if (!tu_quirk("delete_error")) {
+        /* MPICH's MPIX_Delete_error_string/code/class (MPI-4.1's MPI_Remove_error_*): a string
+         * goes and the code stays; a class with codes cannot go; removed numbers come back, so
+         * adding and removing in a loop never runs out (more rounds than there are classes). */
+        CHECK_MPI(MPIX_Delete_error_string(ucode));
+        CHECK_MPI(MPI_Error_string(ucode, s, &len));
+        CHECK_MSG(len == 0, "string of a code whose string was removed: %s", s);
+        CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+        CHECK(MPIX_Delete_error_class(uclass) != MPI_SUCCESS);
+        CHECK(MPIX_Delete_error_code(MPI_ERR_TRUNCATE) != MPI_SUCCESS);
+        CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+        CHECK_MPI(MPIX_Delete_error_code(ucode));
+        CHECK_MPI(MPIX_Delete_error_code(ucode2));
+        CHECK_MPI(MPIX_Delete_error_class(uclass));
+        for (i = 0; i < 5000; i++) {
+            int cl, k;
+            CHECK_MPI(MPI_Add_error_class(&cl));
+            CHECK_MPI(MPI_Add_error_code(cl, &k));
+            CHECK_MPI(MPI_Add_error_string(k, "protean test: round"));
+            CHECK_MPI(MPI_Error_class(k, &j));
+            CHECK_EQ(j, cl);
+            CHECK_MPI(MPIX_Delete_error_code(k));
+            CHECK_MPI(MPIX_Delete_error_class(cl));
+        }
+    }
+#endif
     return tu_finish();
 }

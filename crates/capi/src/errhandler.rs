@@ -17,17 +17,25 @@ const MPIX_CLASSES: std::ops::RangeInclusive<c_int> = MPIX_ERR_PROC_FAILED..=MPI
 
 /// Classes and codes added by the application, and the strings attached to them.
 struct UserErrors {
-    /// Classes handed out so far (class k is `USER_BIT | k`, k from 1).
+    /// Class indices handed out so far (class k is `USER_BIT | k`, k from 1).
     classes: c_int,
-    /// Codes handed out so far, per class index (code n of class k is
+    /// Code numbers handed out so far (code n of class k is
     /// `USER_BIT | (n << USER_CODE_SHIFT) | k`).
     codes: c_int,
+    /// Class indices and code numbers given back by MPIX_Delete_error_class/code, handed out
+    /// again before new ones (a program that adds and removes in a loop never runs out).
+    free_classes: Vec<c_int>,
+    free_codes: Vec<c_int>,
+    /// Every class and code added and not removed, with its string (empty until one is added,
+    /// and again after MPIX_Delete_error_string).
     strings: BTreeMap<c_int, String>,
 }
 
 static USER: Mutex<UserErrors> = Mutex::new(UserErrors {
     classes: 0,
     codes: 0,
+    free_classes: Vec::new(),
+    free_codes: Vec::new(),
     strings: BTreeMap::new(),
 });
 
@@ -42,15 +50,14 @@ pub fn user_error_string(code: c_int) -> Option<String> {
     user().strings.get(&code).cloned()
 }
 
-/// Is `class` a class the application added?
+/// Is `class` a class the application added (and has not removed)?
 fn is_user_class(u: &UserErrors, class: c_int) -> bool {
-    class & USER_BIT != 0 && class & !USER_BIT >= 1 && class & !USER_BIT <= u.classes
+    class & USER_BIT != 0 && class_of_code(class) == class && u.strings.contains_key(&class)
 }
 
-/// Is `code` a code the application added (or one of its classes)?
+/// Is `code` a code the application added (or one of its classes), not removed?
 fn is_user_code(u: &UserErrors, code: c_int) -> bool {
-    let n = (code & !USER_BIT) >> USER_CODE_SHIFT;
-    is_user_class(u, class_of_code(code)) && n <= u.codes
+    code & USER_BIT != 0 && u.strings.contains_key(&code)
 }
 
 /// MPI_LASTUSEDCODE: the largest error code or class in use (never below MPI_ERR_LASTCODE).
@@ -137,7 +144,7 @@ pub unsafe extern "C" fn protean_MPI_Error_class(
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
     let mut u = user();
-    if u.classes >= MAX_USER_CLASSES {
+    if u.classes >= MAX_USER_CLASSES && u.free_classes.is_empty() {
         drop(u);
         return raise(
             MPI_COMM_WORLD,
@@ -145,8 +152,11 @@ pub unsafe extern "C" fn protean_MPI_Add_error_class(errorclass: *mut c_int) -> 
             "MPI_Add_error_class",
         );
     }
-    u.classes += 1;
-    let class = USER_BIT | u.classes;
+    let k = u.free_classes.pop().unwrap_or_else(|| {
+        u.classes += 1;
+        u.classes
+    });
+    let class = USER_BIT | k;
     u.strings.insert(class, String::new());
     out(errorclass, class);
     MPI_SUCCESS
@@ -175,7 +185,7 @@ pub unsafe extern "C" fn protean_MPI_Add_error_code(
             "MPI_Add_error_code",
         );
     }
-    if u.codes >= MAX_USER_CODES {
+    if u.codes >= MAX_USER_CODES && u.free_codes.is_empty() {
         drop(u);
         return raise(
             MPI_COMM_WORLD,
@@ -183,10 +193,13 @@ pub unsafe extern "C" fn protean_MPI_Add_error_code(
             "MPI_Add_error_code",
         );
     }
-    u.codes += 1;
     // Codes of predefined classes keep the class in the low byte like every other code.
     let code = if errorclass & USER_BIT != 0 {
-        USER_BIT | (u.codes << USER_CODE_SHIFT) | (errorclass & !USER_BIT)
+        let n = u.free_codes.pop().unwrap_or_else(|| {
+            u.codes += 1;
+            u.codes
+        });
+        USER_BIT | (n << USER_CODE_SHIFT) | (errorclass & !USER_BIT)
     } else {
         errors::code_for(errorclass, String::new())
     };
@@ -239,6 +252,78 @@ pub unsafe extern "C" fn protean_MPI_Add_error_string(
     }
     u.strings.insert(errorcode, s);
     MPI_SUCCESS
+}
+
+/// Removes an error class added with MPI_Add_error_class (MPICH's MPIX_Delete_error_class,
+/// MPI-4.1's MPI_Remove_error_class). A class that still has codes cannot go.
+#[no_mangle]
+pub extern "C" fn protean_MPIX_Delete_error_class(errorclass: c_int) -> c_int {
+    const F: &str = "MPIX_Delete_error_class";
+    let mut u = user();
+    if !is_user_class(&u, errorclass) {
+        drop(u);
+        let why = format!("{errorclass} is not an error class added with MPI_Add_error_class");
+        return raise(MPI_COMM_WORLD, bad(ErrorClass::Arg, why), F);
+    }
+    let codes = u
+        .strings
+        .keys()
+        .filter(|&&c| c != errorclass && c & USER_BIT != 0 && class_of_code(c) == errorclass)
+        .count();
+    if codes > 0 {
+        drop(u);
+        let why = format!("error class {errorclass} still has {codes} error codes");
+        return raise(MPI_COMM_WORLD, bad(ErrorClass::Arg, why), F);
+    }
+    u.strings.remove(&errorclass);
+    u.free_classes.push(errorclass & !USER_BIT);
+    MPI_SUCCESS
+}
+
+/// Removes an error code added with MPI_Add_error_code (MPIX_Delete_error_code).
+#[no_mangle]
+pub extern "C" fn protean_MPIX_Delete_error_code(errorcode: c_int) -> c_int {
+    let mut u = user();
+    let added = u.strings.contains_key(&errorcode) && class_of_code(errorcode) != errorcode;
+    if !added {
+        drop(u);
+        let why = format!("{errorcode} is not an error code added with MPI_Add_error_code");
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, why),
+            "MPIX_Delete_error_code",
+        );
+    }
+    u.strings.remove(&errorcode);
+    if errorcode & USER_BIT != 0 {
+        u.free_codes
+            .push((errorcode & !USER_BIT) >> USER_CODE_SHIFT);
+    }
+    MPI_SUCCESS
+}
+
+/// Removes the string of an added error class or code (MPIX_Delete_error_string); the class
+/// or code stays, with no string of its own.
+#[no_mangle]
+pub extern "C" fn protean_MPIX_Delete_error_string(errorcode: c_int) -> c_int {
+    let mut u = user();
+    match u.strings.get_mut(&errorcode) {
+        Some(s) => {
+            s.clear();
+            MPI_SUCCESS
+        }
+        None => {
+            drop(u);
+            let why = format!(
+                "{errorcode} is not an error code or class added with MPI_Add_error_code/class"
+            );
+            raise(
+                MPI_COMM_WORLD,
+                bad(ErrorClass::Arg, why),
+                "MPIX_Delete_error_string",
+            )
+        }
+    }
 }
 
 /// # Safety
