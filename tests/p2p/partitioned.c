@@ -21,7 +21,12 @@
  *     not completed is erroneous): refused with MPI_ERR_REQUEST, the handle kept and the round
  *     going on to deliver its data; MPI_Cancel of an inactive request and of a round that is
  *     complete does nothing (not cancelled); MPI_Request_free of an active request whose
- *     round is complete frees it (its data in the buffer).
+ *     round is complete frees it (its data in the buffer);
+ *  8. matching follows initialization, not MPI_Start: two sends and two receives with the
+ *     same peer and tag, the sends started (and made ready) in the reverse order of their
+ *     initialization, the receives in order; then a pair initialized and freed on both sides
+ *     without ever being started, and a new pair of that peer and tag after it, which still
+ *     matches its own partner.
  * Any size.
  */
 #include "util.h"
@@ -279,6 +284,54 @@ int main(int argc, char **argv)
         CHECK(s == MPI_REQUEST_NULL);
     }
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+
+    /* 8. Initialization order, whatever the order of the starts; a pair never started. */
+    {
+        int a[8], b[8], ra[8], rb2[8];
+        for (int i = 0; i < 8; i++) {
+            a[i] = tu_rank * 100 + i;
+            b[i] = tu_rank * 100 + 50 + i;
+            ra[i] = rb2[i] = -1;
+        }
+        CHECK_MPI(MPI_Psend_init(a, 4, 2, MPI_INT, next, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &rs[0]));
+        CHECK_MPI(MPI_Psend_init(b, 4, 2, MPI_INT, next, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &rs[1]));
+        CHECK_MPI(MPI_Precv_init(ra, 4, 2, MPI_INT, prev, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &rs[2]));
+        CHECK_MPI(MPI_Precv_init(rb2, 4, 2, MPI_INT, prev, 13, MPI_COMM_WORLD, MPI_INFO_NULL, &rs[3]));
+        CHECK_MPI(MPI_Start(&rs[1]));
+        CHECK_MPI(MPI_Pready_range(0, 3, rs[1]));
+        CHECK_MPI(MPI_Start(&rs[0]));
+        CHECK_MPI(MPI_Pready_range(0, 3, rs[0]));
+        CHECK_MPI(MPI_Start(&rs[2]));
+        CHECK_MPI(MPI_Start(&rs[3]));
+        CHECK_MPI(MPI_Waitall(4, rs, MPI_STATUSES_IGNORE));
+        for (int i = 0; i < 8; i++) {
+            CHECK_EQ(ra[i], prev * 100 + i);
+            CHECK_EQ(rb2[i], prev * 100 + 50 + i);
+        }
+        for (int i = 0; i < 4; i++)
+            CHECK_MPI(MPI_Request_free(&rs[i]));
+
+        /* Never started: freed on both sides. */
+        CHECK_MPI(MPI_Psend_init(a, 4, 2, MPI_INT, next, 14, MPI_COMM_WORLD, MPI_INFO_NULL, &s));
+        CHECK_MPI(MPI_Precv_init(ra, 4, 2, MPI_INT, prev, 14, MPI_COMM_WORLD, MPI_INFO_NULL, &r));
+        CHECK_MPI(MPI_Request_free(&s));
+        CHECK_MPI(MPI_Request_free(&r));
+        CHECK(s == MPI_REQUEST_NULL && r == MPI_REQUEST_NULL);
+        for (int i = 0; i < 8; i++)
+            ra[i] = -1;
+        CHECK_MPI(MPI_Psend_init(b, 2, 4, MPI_INT, next, 14, MPI_COMM_WORLD, MPI_INFO_NULL, &s));
+        CHECK_MPI(MPI_Precv_init(ra, 2, 4, MPI_INT, prev, 14, MPI_COMM_WORLD, MPI_INFO_NULL, &r));
+        CHECK_MPI(MPI_Start(&r));
+        CHECK_MPI(MPI_Start(&s));
+        CHECK_MPI(MPI_Pready_range(0, 1, s));
+        CHECK_MPI(MPI_Wait(&s, MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Wait(&r, &st));
+        CHECK_STATUS(st, MPI_INT, prev, 14, 8);
+        for (int i = 0; i < 8; i++)
+            CHECK_EQ(ra[i], prev * 100 + 50 + i);
+        CHECK_MPI(MPI_Request_free(&s));
+        CHECK_MPI(MPI_Request_free(&r));
+    }
 
     MPI_Barrier(MPI_COMM_WORLD);
     return tu_finish();

@@ -134,6 +134,9 @@ pub struct Engine {
     passes: u32,
     /// Active partitioned requests (`mpi::part`), advanced by each progress pass.
     pub(crate) parts: Vec<ReqId>,
+    /// Partitioned requests freed before their handshake requests ended: kept (their
+    /// buffers with them) until those end (`Engine::part_sweep_orphans`).
+    pub(crate) part_orphans: Vec<crate::mpi::part::Part>,
     launcher_seen: std::time::Instant,
 }
 
@@ -249,6 +252,7 @@ impl Engine {
             freed_types: Vec::new(),
             passes: 0,
             parts: Vec::new(),
+            part_orphans: Vec::new(),
             launcher_seen: std::time::Instant::now(),
         })
     }
@@ -273,7 +277,7 @@ impl Engine {
         if self.coll.busy() {
             self.coll_progress();
         }
-        if !self.parts.is_empty() {
+        if !self.parts.is_empty() || !self.part_orphans.is_empty() {
             self.part_progress();
         }
         n

@@ -8,14 +8,17 @@
 //! 2^31, and matching compares context ids for equality only), so they never meet the user's
 //! point-to-point messages, collectives or management traffic.
 //!
-//! - **Matching, once, at the first MPI_Start** (MPI-4.1 4.2.3: a partitioned send matches the
-//!   partitioned receive by communicator, ranks and tag, in initialization order): the sender
-//!   sends a Hello (`HELLO` space, the user's tag) with its token (its request slot), its
-//!   partition count S and bytes per partition s; the receiver, whose first round posted a
-//!   receive for it, checks that S * s equals its own size, takes a block of S data tags from a
+//! - **Matching, once, at initialization** (MPI-4.1 4.2.3: a partitioned send matches the
+//!   partitioned receive by communicator, ranks and tag, in initialization order): at
+//!   MPI_Psend_init the sender sends a Hello (`HELLO` space, the user's tag) with its token (a
+//!   process-wide counter), its partition count S and bytes per partition s, and posts the
+//!   receive of the reply; MPI_Precv_init posts the receive of a Hello. Messages of one pair
+//!   and space are not overtaken, so hellos match receives in initialization order, whatever
+//!   the order of the first MPI_Start calls. When its first round starts and the Hello is in,
+//!   the receiver checks that S * s equals its own size, takes a block of S data tags from a
 //!   process-wide counter and answers with its first tag (`REPLY` space, tag = the sender's
-//!   token). Messages of one pair and space are not overtaken, so hellos match receives in
-//!   initialization order.
+//!   token). A request freed before its handshake ended leaves the hello going on (kept in
+//!   `Engine::part_orphans` with its buffers), so later pairs still match in order.
 //! - **Data**: partition k of the sender is one message in the `DATA` space with tag
 //!   base + k, sent at MPI_Pready (or, before the reply came, by the next progress pass after
 //!   it); the receiver posts the S receives when its round starts (once matched), straight into
@@ -52,6 +55,19 @@ const BYTE: DtypeId = DtypeId::new(3);
 
 /// Data tags handed out by receivers of this process.
 static NEXT_TAG: AtomicU32 = AtomicU32::new(0);
+
+/// Tokens of partitioned sends of this process: the tag of their handshake reply.
+static NEXT_TOKEN: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh token (unique among the live requests, and not reused for a long time, so that a
+/// reply meant for a freed request can never meet a later one).
+fn token() -> u32 {
+    NEXT_TOKEN
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+            Some(if t >= TAG_UB as u32 { 0 } else { t + 1 })
+        })
+        .unwrap_or(0)
+}
 
 /// A block of `n` data tags.
 fn tag_block(n: u32) -> i32 {
@@ -207,7 +223,72 @@ impl Engine {
             packed: Vec::new(),
             error: None,
         }));
-        Ok(self.pml.reqs.insert(r))
+        let slot = self.pml.reqs.insert(r);
+        // The handshake is posted now, so that sends and receives match in initialization
+        // order (not in the order of their first MPI_Start).
+        let mut p = self.part_take(slot)?;
+        let posted = self.part_post_handshake(&mut p);
+        self.part_put(slot, p);
+        if let Err(e) = posted {
+            let _ = self.part_free(slot);
+            return Err(e);
+        }
+        Ok(slot)
+    }
+
+    /// The handshake of a new partitioned request: the sender's hello and the receive of its
+    /// reply; the receiver's receive of the hello.
+    fn part_post_handshake(&mut self, p: &mut Part) -> Result<()> {
+        if p.peer == PROC_NULL {
+            return Ok(());
+        }
+        // SAFETY: the handshake buffers are boxed in the Part, which lives as long as the
+        // request, and past it while these requests are pending (`part_orphans`).
+        unsafe {
+            if p.send {
+                let s = p.dtype.size * p.count;
+                let token = token();
+                *p.hello = [
+                    token,
+                    p.partitions as u32,
+                    s as u32,
+                    (s as u64 >> 32) as u32,
+                ];
+                let h = self.isend_on(
+                    p.hello.as_ptr().cast(),
+                    16,
+                    BYTE,
+                    p.peer,
+                    p.tag,
+                    p.comm,
+                    Mode::Standard,
+                    HELLO,
+                )?;
+                p.handshake.push(h);
+                let rr = self.irecv_on(
+                    p.reply.as_mut_ptr().cast(),
+                    4,
+                    BYTE,
+                    p.peer,
+                    token as i32,
+                    p.comm,
+                    REPLY,
+                )?;
+                p.handshake.push(rr);
+            } else {
+                let h = self.irecv_on(
+                    p.hello.as_mut_ptr().cast(),
+                    16,
+                    BYTE,
+                    p.peer,
+                    p.tag,
+                    p.comm,
+                    HELLO,
+                )?;
+                p.handshake.push(h);
+            }
+        }
+        Ok(())
     }
 
     /// Take a partitioned request's [`Part`] out of its slot (put back by `part_put`).
@@ -230,7 +311,7 @@ impl Engine {
     /// MPI_Start of a partitioned request.
     pub(crate) fn part_start(&mut self, slot: ReqId) -> Result<()> {
         let mut p = self.part_take(slot)?;
-        let r = self.part_start_in(slot, &mut p);
+        let r = self.part_start_in(&mut p);
         self.part_put(slot, p);
         r?;
         if !self.parts.contains(&slot) {
@@ -240,7 +321,7 @@ impl Engine {
         Ok(())
     }
 
-    fn part_start_in(&mut self, slot: ReqId, p: &mut Part) -> Result<()> {
+    fn part_start_in(&mut self, p: &mut Part) -> Result<()> {
         if p.active {
             return err!(
                 Request,
@@ -253,53 +334,6 @@ impl Engine {
         p.unpacked.iter_mut().for_each(|x| *x = false);
         if p.peer == PROC_NULL {
             return Ok(());
-        }
-        if p.matched.is_none() && p.handshake.is_empty() {
-            // SAFETY: the handshake buffers are boxed in the Part, which lives as long as the
-            // request; the requests end before it does (a completion call waits for them).
-            unsafe {
-                if p.send {
-                    let s = p.dtype.size * p.count;
-                    *p.hello = [
-                        slot.get(),
-                        p.partitions as u32,
-                        s as u32,
-                        (s as u64 >> 32) as u32,
-                    ];
-                    let h = self.isend_on(
-                        p.hello.as_ptr().cast(),
-                        16,
-                        BYTE,
-                        p.peer,
-                        p.tag,
-                        p.comm,
-                        Mode::Standard,
-                        HELLO,
-                    )?;
-                    p.handshake.push(h);
-                    let rr = self.irecv_on(
-                        p.reply.as_mut_ptr().cast(),
-                        4,
-                        BYTE,
-                        p.peer,
-                        slot.get() as i32,
-                        p.comm,
-                        REPLY,
-                    )?;
-                    p.handshake.push(rr);
-                } else {
-                    let h = self.irecv_on(
-                        p.hello.as_mut_ptr().cast(),
-                        16,
-                        BYTE,
-                        p.peer,
-                        p.tag,
-                        p.comm,
-                        HELLO,
-                    )?;
-                    p.handshake.push(h);
-                }
-            }
         }
         if p.matched.is_some() && !p.send {
             self.part_post_receives(p)?;
@@ -465,6 +499,9 @@ impl Engine {
     pub(crate) fn part_progress(&mut self) {
         for slot in self.parts.clone() {
             self.part_step(slot);
+        }
+        if !self.part_orphans.is_empty() {
+            self.part_sweep_orphans();
         }
     }
 
@@ -700,8 +737,50 @@ impl Engine {
             let _ = self.part_collect(slot)?;
         }
         self.parts.retain(|&s| s != slot);
-        self.pml.reqs.remove(slot);
+        // A request never started may have its handshake pending: the sender's reply
+        // receive is cancelled; the hello (sent, or a receive posted for it) goes on, so
+        // that later requests of the pair still match in initialization order; the Part
+        // (the buffers) stays until they end.
+        if let Ok(mut p) = self.part_take(slot) {
+            if p.send && p.handshake.len() == 2 && !self.is_complete(p.handshake[1]).unwrap_or(true)
+            {
+                // (A receive not matched yet is cancelled at once; one that is completes.)
+                let _ = self.cancel(p.handshake[1]);
+            }
+            self.pml.reqs.remove(slot);
+            if !self.part_settle_handshake(&mut p) {
+                // (The buffers are boxed apart: moving the Part moves no buffer.)
+                self.part_orphans.push(*p);
+            }
+        } else {
+            self.pml.reqs.remove(slot);
+        }
         Ok(())
+    }
+
+    /// Collect the ended handshake requests of a freed partitioned request; true when none
+    /// is left.
+    fn part_settle_handshake(&mut self, p: &mut Part) -> bool {
+        let hs = std::mem::take(&mut p.handshake);
+        for h in hs {
+            if h == Pml::DONE_SEND {
+                continue;
+            }
+            if self.is_complete(h).unwrap_or(true) {
+                let _ = self.collect(h);
+            } else {
+                p.handshake.push(h);
+            }
+        }
+        p.handshake.is_empty()
+    }
+
+    /// Progress pass: drop the freed partitioned requests whose handshake has ended.
+    fn part_sweep_orphans(&mut self) {
+        let mut orphans = std::mem::take(&mut self.part_orphans);
+        orphans.retain_mut(|p| !self.part_settle_handshake(p));
+        orphans.append(&mut self.part_orphans);
+        self.part_orphans = orphans;
     }
 
     /// MPI_Cancel of a partitioned request. Cancelling an active one whose round has not
