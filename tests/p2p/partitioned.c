@@ -26,7 +26,8 @@
  *     same peer and tag, the sends started (and made ready) in the reverse order of their
  *     initialization, the receives in order; then a pair initialized and freed on both sides
  *     without ever being started, and a new pair of that peer and tag after it, which still
- *     matches its own partner.
+ *     matches its own partner;
+ *  9. partitions of no elements naming MPI_DATATYPE_NULL (accepted, as in point-to-point).
  * Any size.
  */
 #include "util.h"
@@ -331,6 +332,21 @@ int main(int argc, char **argv)
             CHECK_EQ(ra[i], prev * 100 + 50 + i);
         CHECK_MPI(MPI_Request_free(&s));
         CHECK_MPI(MPI_Request_free(&r));
+    }
+
+    /* 9. Empty partitions of MPI_DATATYPE_NULL. */
+    {
+        int x = 1;
+        CHECK_MPI(MPI_Psend_init(&x, 2, 0, MPI_DATATYPE_NULL, next, 15, MPI_COMM_WORLD, MPI_INFO_NULL, &s));
+        CHECK_MPI(MPI_Precv_init(&x, 2, 0, MPI_DATATYPE_NULL, prev, 15, MPI_COMM_WORLD, MPI_INFO_NULL, &r));
+        CHECK_MPI(MPI_Start(&r));
+        CHECK_MPI(MPI_Start(&s));
+        CHECK_MPI(MPI_Pready_range(0, 1, s));
+        CHECK_MPI(MPI_Wait(&s, MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Request_free(&s));
+        CHECK_MPI(MPI_Request_free(&r));
+        CHECK_EQ(x, 1);
     }
 
     MPI_Barrier(MPI_COMM_WORLD);

@@ -1,7 +1,10 @@
 /*
  * Blocking standard-mode MPI_Send/MPI_Recv between partners, MPI_Sendrecv and
  * MPI_Sendrecv_replace around a ring, for message sizes from 0 bytes to 1 MiB.
- * Checks contents, and source, tag and count in the status. Any size >= 1.
+ * Checks contents, and source, tag and count in the status. Empty messages whose buffers
+ * name MPI_DATATYPE_NULL (count 0: MPICH checks the datatype only when count > 0) through
+ * MPI_Send/MPI_Recv, MPI_Isend/MPI_Irecv, MPI_Sendrecv; a nonzero count with it is
+ * MPI_ERR_TYPE. Any size >= 1.
  */
 #include "util.h"
 
@@ -113,6 +116,35 @@ int main(int argc, char **argv)
         CHECK_STATUS(st, MPI_DOUBLE, next, 500, 1000);
         for (k = 0; k < 1000; k++)
             CHECK(d[k] == next + k * 0.5);
+    }
+
+    /* Empty messages of MPI_DATATYPE_NULL (Open MPI 4.1.4 rejects them). */
+    if (!tu_quirk("empty_datatype_null")) {
+        MPI_Request rq[2];
+        int rc;
+        CHECK_MPI(MPI_Sendrecv(NULL, 0, MPI_DATATYPE_NULL, next, 600, NULL, 0, MPI_DATATYPE_NULL,
+                               prev, 600, MPI_COMM_WORLD, &st));
+        CHECK_STATUS(st, MPI_BYTE, prev, 600, 0);
+        CHECK_MPI(MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, prev, 601, MPI_COMM_WORLD, &rq[0]));
+        CHECK_MPI(MPI_Isend(NULL, 0, MPI_DATATYPE_NULL, next, 601, MPI_COMM_WORLD, &rq[1]));
+        CHECK_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+        /* Blocking, between partners (a blocking send to self may wait for its receive). */
+        if (partner != tu_rank) {
+            if (tu_rank < partner) {
+                CHECK_MPI(MPI_Send(NULL, 0, MPI_DATATYPE_NULL, partner, 602, MPI_COMM_WORLD));
+                CHECK_MPI(MPI_Recv(NULL, 0, MPI_DATATYPE_NULL, partner, 602, MPI_COMM_WORLD, &st));
+            } else {
+                CHECK_MPI(MPI_Recv(NULL, 0, MPI_DATATYPE_NULL, partner, 602, MPI_COMM_WORLD, &st));
+                CHECK_MPI(MPI_Send(NULL, 0, MPI_DATATYPE_NULL, partner, 602, MPI_COMM_WORLD));
+            }
+            CHECK_STATUS(st, MPI_INT, partner, 602, 0);
+        }
+        CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+        rc = MPI_Send(sbuf, 1, MPI_DATATYPE_NULL, next, 603, MPI_COMM_WORLD);
+        CHECK_CLASS(rc, MPI_ERR_TYPE);
+        rc = MPI_Irecv(rbuf, 4, MPI_DATATYPE_NULL, prev, 603, MPI_COMM_WORLD, &rq[0]);
+        CHECK_CLASS(rc, MPI_ERR_TYPE);
+        CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
     }
 
     free(sbuf);

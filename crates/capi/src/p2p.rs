@@ -12,9 +12,20 @@ use protean_core::mpi::global::{try_with, with};
 use protean_core::mpi::p2p as core;
 use protean_core::mpi::request::{Mode, Status};
 
-/// Resolve the communicator and datatype handles of a call, or raise.
+/// The datatype of a point-to-point buffer of `count` elements. A buffer of no elements may
+/// name MPI_DATATYPE_NULL, as MPICH accepts (it checks the datatype only when count > 0):
+/// it stands for an empty message of bytes.
+fn buffer_dtype(dt: MPI_Datatype, count: i64) -> Option<protean_core::ids::DtypeId> {
+    match dtype_id(dt) {
+        None if count == 0 && dt == MPI_DATATYPE_NULL => dtype_id(MPI_BYTE),
+        d => d,
+    }
+}
+
+/// Resolve the communicator and datatype handles of a call (the datatype of a buffer of
+/// `count` elements, see [`buffer_dtype`]), or raise.
 macro_rules! resolve {
-    ($comm:expr, $dt:expr, $func:expr) => {{
+    ($comm:expr, $dt:expr, $count:expr, $func:expr) => {{
         let Some(c) = comm_id($comm) else {
             return raise(
                 $comm,
@@ -25,7 +36,7 @@ macro_rules! resolve {
                 $func,
             );
         };
-        let Some(d) = dtype_id($dt) else {
+        let Some(d) = buffer_dtype($dt, $count) else {
             return raise(
                 $comm,
                 bad(
@@ -50,7 +61,7 @@ unsafe fn blocking_send(
     mode: Mode,
     func: &str,
 ) -> c_int {
-    let (c, d) = resolve!(comm, dt, func);
+    let (c, d) = resolve!(comm, dt, count, func);
     match core::send(buf.cast(), count, d, dest, tag, c, mode) {
         Ok(()) => MPI_SUCCESS,
         Err(e) => raise(comm, e, func),
@@ -81,7 +92,7 @@ unsafe fn blocking_recv(
     status: *mut MPI_Status,
     func: &str,
 ) -> c_int {
-    let (c, d) = resolve!(comm, dt, func);
+    let (c, d) = resolve!(comm, dt, count, func);
     match core::recv(buf.cast(), count, d, src, tag, c) {
         Ok(st) => finish_status(st, status, comm, func),
         Err(e) => raise(comm, e, func),
@@ -100,7 +111,7 @@ unsafe fn start_send(
     mode: Mode,
     func: &str,
 ) -> c_int {
-    let (c, d) = resolve!(comm, dt, func);
+    let (c, d) = resolve!(comm, dt, count, func);
     if request.is_null() {
         return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
     }
@@ -124,7 +135,7 @@ unsafe fn start_recv(
     request: *mut MPI_Request,
     func: &str,
 ) -> c_int {
-    let (c, d) = resolve!(comm, dt, func);
+    let (c, d) = resolve!(comm, dt, count, func);
     if request.is_null() {
         return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
     }
@@ -150,7 +161,7 @@ unsafe fn make_persistent(
     is_send: bool,
     func: &str,
 ) -> c_int {
-    let (c, d) = resolve!(comm, dt, func);
+    let (c, d) = resolve!(comm, dt, count, func);
     if request.is_null() {
         return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
     }
@@ -250,8 +261,8 @@ unsafe fn sendrecv(
     status: *mut MPI_Status,
     func: &str,
 ) -> c_int {
-    let (c, sd) = resolve!(comm, sendtype, func);
-    let (_, rd) = resolve!(comm, recvtype, func);
+    let (c, sd) = resolve!(comm, sendtype, sendcount, func);
+    let (_, rd) = resolve!(comm, recvtype, recvcount, func);
     match core::sendrecv(
         sendbuf.cast(),
         sendcount,
@@ -351,7 +362,7 @@ unsafe fn sendrecv_replace(
     status: *mut MPI_Status,
     func: &str,
 ) -> c_int {
-    let (c, d) = resolve!(comm, dt, func);
+    let (c, d) = resolve!(comm, dt, count, func);
     match core::sendrecv_replace(buf.cast(), count, d, dest, sendtag, source, recvtag, c) {
         Ok(st) => finish_status(st, status, comm, func),
         Err(e) => raise(comm, e, func),
@@ -1206,7 +1217,7 @@ unsafe fn mrecv(
         Ok(m) => m,
         Err(rc) => return rc,
     };
-    let Some(d) = dtype_id(datatype) else {
+    let Some(d) = buffer_dtype(datatype, count) else {
         return raise(
             MPI_COMM_WORLD,
             bad(ErrorClass::Type, "invalid datatype"),
@@ -1236,7 +1247,7 @@ unsafe fn imrecv(
         Ok(m) => m,
         Err(rc) => return rc,
     };
-    let Some(d) = dtype_id(datatype) else {
+    let Some(d) = buffer_dtype(datatype, count) else {
         return raise(
             MPI_COMM_WORLD,
             bad(ErrorClass::Type, "invalid datatype"),
@@ -1542,8 +1553,8 @@ unsafe fn isendrecv(
     request: *mut MPI_Request,
     func: &str,
 ) -> c_int {
-    let (c, sd) = resolve!(comm, sendtype, func);
-    let (_, rd) = resolve!(comm, recvtype, func);
+    let (c, sd) = resolve!(comm, sendtype, sendcount, func);
+    let (_, rd) = resolve!(comm, recvtype, recvcount, func);
     if request.is_null() {
         return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
     }
@@ -1655,7 +1666,7 @@ unsafe fn isendrecv_replace(
     request: *mut MPI_Request,
     func: &str,
 ) -> c_int {
-    let (c, d) = resolve!(comm, dt, func);
+    let (c, d) = resolve!(comm, dt, count, func);
     if request.is_null() {
         return raise(comm, bad(ErrorClass::Request, "null request pointer"), func);
     }

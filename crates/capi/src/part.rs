@@ -46,7 +46,12 @@ unsafe fn init(
             return Err(bad(ErrorClass::Arg, "null request"));
         }
         let c = comm_id(comm).ok_or_else(|| bad(ErrorClass::Comm, "invalid communicator"))?;
-        let d = dtype_id(datatype).ok_or_else(|| bad(ErrorClass::Type, "invalid datatype"))?;
+        // Partitions of no elements may name MPI_DATATYPE_NULL (as in point-to-point).
+        let d = match dtype_id(datatype) {
+            None if count == 0 && datatype == MPI_DATATYPE_NULL => dtype_id(MPI_BYTE),
+            d => d,
+        }
+        .ok_or_else(|| bad(ErrorClass::Type, "invalid datatype"))?;
         let slot = with(|e| {
             e.part_init(
                 send,
