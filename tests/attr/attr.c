@@ -8,7 +8,12 @@
  * still runs) and the variable holding it becomes MPI_KEYVAL_INVALID; a copy callback that fails makes the
  * dup fail; get_attr of an unset keyval gives flag 0; the MPI-1 names (Keyval_create, Attr_put,
  * Attr_get, Attr_delete); predefined attributes are visible on a dup and cannot be set;
- * datatype attributes follow MPI_Type_dup and are deleted by MPI_Type_free. Any number of
+ * datatype attributes follow MPI_Type_dup and are deleted by MPI_Type_free. A keyval freed while
+ * attributes use it still serves them, through the handle saved before the free, for
+ * communicators, datatypes and windows: get, replace (the delete callback on the old value),
+ * copy on dup, delete_attr, the delete callbacks when the object is freed; no new attribute
+ * takes it (MPI_ERR_KEYVAL). A keyval of another kind of object is MPI_ERR_KEYVAL, raised on
+ * the object the call names (a window's own handler for the window calls). Any number of
  * processes.
  */
 #include "util.h"
@@ -74,6 +79,15 @@ static int type_copy_cb(MPI_Datatype t, int keyval, void *extra, void *in, void 
 static int type_delete_cb(MPI_Datatype t, int keyval, void *value, void *extra)
 {
     (void)t;
+    (void)keyval;
+    (void)extra;
+    deleted[(intptr_t)value % 16]++;
+    return MPI_SUCCESS;
+}
+
+static int win_delete_cb(MPI_Win w, int keyval, void *value, void *extra)
+{
+    (void)w;
     (void)keyval;
     (void)extra;
     deleted[(intptr_t)value % 16]++;
@@ -221,6 +235,102 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Type_free(&t2));
         CHECK_EQ(deleted[7], 2);
         CHECK_MPI(MPI_Type_free_keyval(&tk));
+    }
+
+    /* Freed keyvals still serve the attributes that use them. */
+    {
+        int ck, saved, tk, tsaved, wk, wsaved, buf = 0;
+        MPI_Comm c1, c2;
+        MPI_Datatype t, t2;
+        MPI_Win w;
+        memset(deleted, 0, sizeof deleted);
+        memset(copied, 0, sizeof copied);
+        CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+
+        /* Communicators. */
+        CHECK_MPI(MPI_Comm_create_keyval(copy_cb, delete_cb, &ck, &extra_seen));
+        CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c1));
+        CHECK_MPI(MPI_Comm_set_attr(c1, ck, (void *)(intptr_t)3));
+        saved = ck;
+        CHECK_MPI(MPI_Comm_free_keyval(&ck));
+        CHECK_EQ(ck, MPI_KEYVAL_INVALID);
+        CHECK_MPI(MPI_Comm_get_attr(c1, saved, &v, &flag));
+        CHECK_EQ(flag, 1);
+        CHECK_EQ((int)(intptr_t)v, 3);
+        CHECK_MPI(MPI_Comm_dup(c1, &c2)); /* copied as 103 */
+        CHECK_EQ(copied[3], 1);
+        CHECK_MPI(MPI_Comm_get_attr(c2, saved, &v, &flag));
+        CHECK_EQ(flag, 1);
+        CHECK_EQ((int)(intptr_t)v, 103);
+        CHECK_MPI(MPI_Comm_delete_attr(c1, saved));
+        CHECK_EQ(deleted[3], 1);
+        CHECK_MPI(MPI_Comm_get_attr(c1, saved, &v, &flag));
+        CHECK_EQ(flag, 0);
+        rc = MPI_Comm_set_attr(c1, saved, (void *)(intptr_t)5); /* a new attribute: refused */
+        CHECK_CLASS(rc, MPI_ERR_KEYVAL);
+        CHECK_MPI(MPI_Comm_set_attr(c2, saved, (void *)(intptr_t)4)); /* replaces 103 */
+        CHECK_EQ(deleted[103 % 16], 1);
+        CHECK_MPI(MPI_Comm_free(&c2));
+        CHECK_EQ(deleted[4], 1);
+        CHECK_MPI(MPI_Comm_free(&c1));
+
+        /* Datatypes. */
+        CHECK_MPI(MPI_Type_create_keyval(type_copy_cb, type_delete_cb, &tk, NULL));
+        CHECK_MPI(MPI_Type_contiguous(2, MPI_INT, &t));
+        CHECK_MPI(MPI_Type_set_attr(t, tk, (void *)(intptr_t)8));
+        tsaved = tk;
+        CHECK_MPI(MPI_Type_free_keyval(&tk));
+        CHECK_EQ(tk, MPI_KEYVAL_INVALID);
+        CHECK_MPI(MPI_Type_dup(t, &t2));
+        CHECK_EQ(copied[8], 1);
+        CHECK_MPI(MPI_Type_get_attr(t2, tsaved, &v, &flag));
+        CHECK_EQ(flag, 1);
+        CHECK_EQ((int)(intptr_t)v, 8);
+        CHECK_MPI(MPI_Type_delete_attr(t, tsaved));
+        CHECK_EQ(deleted[8], 1);
+        CHECK_MPI(MPI_Type_free(&t));
+        CHECK_MPI(MPI_Type_free(&t2));
+        CHECK_EQ(deleted[8], 2);
+
+        /* Windows. */
+        CHECK_MPI(MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, win_delete_cb, &wk, NULL));
+        CHECK_MPI(MPI_Win_create(&buf, sizeof buf, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &w));
+        CHECK_MPI(MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN));
+        CHECK_MPI(MPI_Win_set_attr(w, wk, (void *)(intptr_t)9));
+        wsaved = wk;
+        CHECK_MPI(MPI_Win_free_keyval(&wk));
+        CHECK_EQ(wk, MPI_KEYVAL_INVALID);
+        CHECK_MPI(MPI_Win_get_attr(w, wsaved, &v, &flag));
+        CHECK_EQ(flag, 1);
+        CHECK_EQ((int)(intptr_t)v, 9);
+        CHECK_MPI(MPI_Win_set_attr(w, wsaved, (void *)(intptr_t)10));
+        CHECK_EQ(deleted[9], 1);
+        CHECK_MPI(MPI_Win_delete_attr(w, wsaved));
+        CHECK_EQ(deleted[10], 1);
+
+        /* Keyvals of another kind: MPI_ERR_KEYVAL, on the handler of the object named (the
+         * window's is MPI_ERRORS_RETURN, set above; windows start with MPI_ERRORS_ARE_FATAL). */
+        CHECK_MPI(MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, &wk, NULL));
+        CHECK_MPI(MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, MPI_TYPE_NULL_DELETE_FN, &tk, NULL));
+        CHECK_MPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &ck, NULL));
+        rc = MPI_Comm_set_attr(MPI_COMM_WORLD, wk, &buf);
+        CHECK_CLASS(rc, MPI_ERR_KEYVAL);
+        rc = MPI_Comm_get_attr(MPI_COMM_WORLD, tk, &v, &flag);
+        CHECK_CLASS(rc, MPI_ERR_KEYVAL);
+        rc = MPI_Type_set_attr(MPI_INT, ck, &buf);
+        CHECK_CLASS(rc, MPI_ERR_KEYVAL);
+        rc = MPI_Win_set_attr(w, ck, &buf);
+        CHECK_CLASS(rc, MPI_ERR_KEYVAL);
+        rc = MPI_Win_get_attr(w, tk, &v, &flag);
+        CHECK_CLASS(rc, MPI_ERR_KEYVAL);
+        rc = MPI_Comm_free_keyval(&wk);
+        CHECK_CLASS(rc, MPI_ERR_KEYVAL);
+        CHECK(wk != MPI_KEYVAL_INVALID);
+        CHECK_MPI(MPI_Win_free_keyval(&wk));
+        CHECK_MPI(MPI_Type_free_keyval(&tk));
+        CHECK_MPI(MPI_Comm_free_keyval(&ck));
+        CHECK_MPI(MPI_Win_free(&w));
+        CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
     }
 
     CHECK_MPI(MPI_Comm_free_keyval(&k2));

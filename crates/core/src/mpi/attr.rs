@@ -10,8 +10,9 @@
 //! - copy callbacks run in the order the attributes were set;
 //! - delete callbacks run in the reverse order (MPI-4.0 11.2.4 requires it for MPI_COMM_SELF
 //!   at MPI_Finalize; we use it for every object);
-//! - a keyval freed while attributes still use it stays alive (its callbacks still run) until
-//!   the last of them is deleted.
+//! - a keyval freed while attributes still use it stays alive (its callbacks still run, and
+//!   those attributes can still be read, replaced and deleted with it) until the last of them
+//!   is deleted.
 
 use std::collections::HashMap;
 
@@ -114,6 +115,17 @@ impl AttrStore {
         }
     }
 
+    /// Keyval `id` of kind `kind` for a call on the attributes already set: a keyval the
+    /// user freed is still accepted while attributes use it (MPI-4.0 7.7.2: the free takes
+    /// effect once the last of them is deleted; MPICH counts the references the same way),
+    /// so such an attribute can still be read, replaced and deleted.
+    fn keyval_in_use(&self, id: u32, kind: ObjKind) -> Result<&Keyval> {
+        match self.keyvals.get(id as usize) {
+            Some(Some(k)) if k.freed && k.uses > 0 && k.kind == kind => Ok(k),
+            _ => self.keyval(id, kind),
+        }
+    }
+
     /// MPI_*_free_keyval. Freeing again a keyval that attributes still keep alive does
     /// nothing (as MPICH: a delete callback commonly frees its keyval, whichever attribute of
     /// it goes first).
@@ -133,7 +145,7 @@ impl AttrStore {
     }
 
     pub fn get(&self, kind: ObjKind, obj: u32, keyval: u32) -> Result<Option<usize>> {
-        self.keyval(keyval, kind)?;
+        self.keyval_in_use(keyval, kind)?;
         Ok(self
             .attrs
             .get(&(kind, obj))
@@ -142,8 +154,13 @@ impl AttrStore {
     }
 
     /// Before MPI_*_set_attr: the delete callback to run on the value it replaces, if any.
+    /// A keyval freed by the user (alive while attributes use it) may still replace the
+    /// value of an attribute set with it, but not make a new one.
     pub fn before_set(&self, kind: ObjKind, obj: u32, keyval: u32) -> Result<Option<AttrCall>> {
-        let k = self.keyval(keyval, kind)?;
+        let k = match self.current(kind, obj, keyval) {
+            Some(_) => self.keyval_in_use(keyval, kind)?,
+            None => self.keyval(keyval, kind)?,
+        };
         Ok(self.current(kind, obj, keyval).map(|value| AttrCall {
             keyval,
             func: k.delete,
@@ -182,7 +199,7 @@ impl AttrStore {
     /// Before MPI_*_delete_attr: the delete callback to run. Errors when the attribute is
     /// not set.
     pub fn before_delete(&self, kind: ObjKind, obj: u32, keyval: u32) -> Result<AttrCall> {
-        let k = self.keyval(keyval, kind)?;
+        let k = self.keyval_in_use(keyval, kind)?;
         match self.current(kind, obj, keyval) {
             Some(value) => Ok(AttrCall {
                 keyval,
@@ -316,7 +333,23 @@ mod tests {
         );
         assert!(s.free_keyval(k, ObjKind::Type).is_err(), "wrong kind");
         assert_eq!(s.delete_order(ObjKind::Comm, 1)[0].func, 7);
+        // The attributes using it can still be read, replaced and deleted; the kind is
+        // still checked, and no new attribute takes it.
+        assert_eq!(s.get(ObjKind::Comm, 1, k).unwrap(), Some(10));
+        assert_eq!(s.get(ObjKind::Comm, 2, k).unwrap(), None);
+        assert!(s.get(ObjKind::Type, 1, k).is_err());
+        assert_eq!(
+            s.before_set(ObjKind::Comm, 1, k).unwrap().unwrap().value,
+            10
+        );
+        assert!(s.before_set(ObjKind::Comm, 2, k).is_err());
+        assert_eq!(s.before_delete(ObjKind::Comm, 1, k).unwrap().func, 7);
         s.remove(ObjKind::Comm, 1, k);
+        assert!(
+            s.get(ObjKind::Comm, 1, k).is_err(),
+            "gone with its last use"
+        );
+        assert!(s.before_delete(ObjKind::Comm, 1, k).is_err());
         assert!(s.keyval_any(k).is_none());
         assert!(
             s.free_keyval(k, ObjKind::Comm).is_err(),
