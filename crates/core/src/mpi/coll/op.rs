@@ -233,7 +233,19 @@ fn predefined_elems() -> &'static [Option<Elem>] {
 /// basic type all its components share. None when mixed. A derived type's components are
 /// followed through the references it holds, so a component the user freed still counts.
 pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: DtypeId) -> Option<Elem> {
-    fn walk(id: DtypeId, d: &Datatype, depth: usize) -> Option<Elem> {
+    elem_walk(dtypes, id, false)
+}
+
+/// As [`elem_of`], and a derived type made of one MINLOC/MAXLOC pair type (a vector of
+/// MPI_DOUBLE_INT, say) is of that pair: what one-sided accumulates allow (MPI-4.1 12.3.4).
+/// The reductions of collectives apply a pair kernel at the type's extent, so they keep to
+/// [`elem_of`].
+pub fn acc_elem_of(dtypes: &[Option<Arc<Datatype>>], id: DtypeId) -> Option<Elem> {
+    elem_walk(dtypes, id, true)
+}
+
+fn elem_walk(dtypes: &[Option<Arc<Datatype>>], id: DtypeId, pairs: bool) -> Option<Elem> {
+    fn walk(id: DtypeId, d: &Datatype, depth: usize, pairs: bool) -> Option<Elem> {
         if id.idx() < PREDEFINED_NAMES.len() {
             return predefined_elems()[id.idx()];
         }
@@ -252,8 +264,8 @@ pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: DtypeId) -> Option<Elem> {
             {
                 continue;
             }
-            let k = walk(*t, c, depth + 1)?;
-            if matches!(k, Elem::Pair { .. }) || found.is_some_and(|f| f != k) {
+            let k = walk(*t, c, depth + 1, pairs)?;
+            if (!pairs && matches!(k, Elem::Pair { .. })) || found.is_some_and(|f| f != k) {
                 return None;
             }
             found = Some(k);
@@ -264,7 +276,7 @@ pub fn elem_of(dtypes: &[Option<Arc<Datatype>>], id: DtypeId) -> Option<Elem> {
         return predefined_elems()[id.idx()];
     }
     let d = dtypes.get(id.idx())?.as_ref()?;
-    walk(id, d, 0)
+    walk(id, d, 0, pairs)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -559,7 +571,7 @@ pub fn kernel(op: Builtin, b: Basic) -> Option<Kernel> {
 }
 
 /// MINLOC/MAXLOC kernel for a pair type.
-fn pair_kernel(op: Builtin, val: Basic, idx: Basic) -> Option<PairKernel> {
+pub(crate) fn pair_kernel(op: Builtin, val: Basic, idx: Basic) -> Option<PairKernel> {
     let max = match op {
         Builtin::Maxloc => true,
         Builtin::Minloc => false,

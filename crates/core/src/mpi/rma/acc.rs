@@ -26,7 +26,9 @@ use std::sync::{Arc, OnceLock};
 
 use crate::err;
 use crate::error::Result;
-use crate::mpi::coll::op::{elem_of, Builtin, Elem, Op, Reducer, NPREDEFINED};
+use crate::mpi::coll::op::{
+    elem_of, pair_kernel, Builtin, Elem, Op, PairKernel, Reducer, NPREDEFINED,
+};
 use crate::mpi::datatype::{predefined, Basic, Datatype, PREDEFINED_NAMES};
 
 /// The predefined datatypes, as the reducers look them up.
@@ -76,11 +78,16 @@ enum Fast {
     Loop,
 }
 
-/// An operation bound to an element type.
+/// An operation bound to an element type. Elements are packed: a MINLOC/MAXLOC pair is its
+/// value followed at once by its index (`size` bytes), as the origin's data travels, whatever
+/// padding the pair type has in memory (MPI_SHORT_INT: 2 bytes of value, 2 of padding, 4 of
+/// index).
 pub struct Acc {
     red: Reducer,
     pub size: usize,
     fast: Fast,
+    /// MINLOC/MAXLOC on a pair type: the kernel and the index's offset in a packed pair.
+    pair: Option<(PairKernel, usize)>,
 }
 
 fn is_integer(b: Basic) -> bool {
@@ -135,7 +142,82 @@ impl Acc {
             (Builtin::Sum, Some(Elem::Basic(t))) if is_integer(t) => Fast::Add,
             _ => Fast::Loop,
         };
-        Ok(Acc { red, size, fast })
+        let pair = match (b, elem_of(&[], DtypeId::new(elem as u32))) {
+            (Builtin::Maxloc | Builtin::Minloc, Some(Elem::Pair { val, idx })) => {
+                match pair_kernel(b, val, idx) {
+                    Some(k) => Some((k, val.size())),
+                    None => return err!(Op, "{} is not defined for this pair type", b.name()),
+                }
+            }
+            _ => None,
+        };
+        Ok(Acc {
+            red,
+            size,
+            fast,
+            pair,
+        })
+    }
+
+    /// `d = a op b` on `n` packed elements (`d` may be `a` or `b`); not for MPI_NO_OP.
+    #[inline]
+    unsafe fn kernel(&self, a: *const u8, b: *const u8, d: *mut u8, n: usize) {
+        match (self.fast, self.pair) {
+            (Fast::Swap, _) => std::ptr::copy(a, d, n * self.size),
+            (_, Some((k, off))) => k(a, b, d, n, self.size, off),
+            _ => self.red.apply(a, b, d, n),
+        }
+    }
+
+    /// [`Acc::apply`] on window memory given as runs of bytes (address, length), in order,
+    /// that together hold whole elements, where an element may straddle two runs: a pair
+    /// type with a gap between value and index (MPI_SHORT_INT), alone or in a derived type.
+    /// `origin` and `old` are packed. When an element straddles, every element is gathered,
+    /// computed and scattered back under the accumulate lock; such elements (6 bytes for
+    /// MPI_SHORT_INT) never take the atomic instructions, so every process updates them
+    /// under the lock.
+    ///
+    /// # Safety
+    /// As [`Acc::apply`], for each run; the runs do not overlap.
+    pub unsafe fn apply_runs<I>(&self, origin: *const u8, runs: I, old: Option<*mut u8>, mode: Mode)
+    where
+        I: Iterator<Item = (*mut u8, usize)> + Clone,
+    {
+        let s = self.size;
+        if runs.clone().all(|(_, len)| len % s == 0) {
+            let mut done = 0usize;
+            for (p, len) in runs {
+                let o = if origin.is_null() {
+                    origin
+                } else {
+                    origin.add(done)
+                };
+                self.apply(o, p, len / s, old.map(|q| q.add(done)), mode);
+                done += len;
+            }
+            return;
+        }
+        let total: usize = runs.clone().map(|r| r.1).sum();
+        let mut tmp = vec![0u8; total];
+        if let Mode::Atomic(ctl) = mode {
+            ctl.acc_lock();
+        }
+        let mut done = 0usize;
+        for (p, len) in runs.clone() {
+            std::ptr::copy(p, tmp.as_mut_ptr().add(done), len);
+            done += len;
+        }
+        self.plain(origin, tmp.as_mut_ptr(), total / s, old);
+        if self.fast != Fast::Load {
+            let mut done = 0usize;
+            for (p, len) in runs {
+                std::ptr::copy(tmp.as_ptr().add(done), p, len);
+                done += len;
+            }
+        }
+        if let Mode::Atomic(ctl) = mode {
+            ctl.acc_unlock();
+        }
     }
 
     /// `dst[i] = origin[i] op dst[i]` for `n` elements, the values before into `old` when
@@ -184,7 +266,7 @@ impl Acc {
         if self.fast == Fast::Load {
             return;
         }
-        self.red.apply(origin, dst, dst, n);
+        self.kernel(origin, dst, dst, n);
     }
 
     /// One element with atomic instructions.
@@ -204,7 +286,7 @@ impl Acc {
                         let mut cur = a.load(Ordering::Relaxed);
                         loop {
                             let mut new = cur;
-                            self.red.apply(
+                            self.kernel(
                                 origin,
                                 (&cur as *const $t).cast(),
                                 (&mut new as *mut $t).cast(),
@@ -452,6 +534,89 @@ mod tests {
             "SUM is not defined on bytes"
         );
         assert!(Acc::new(14, int).is_err(), "not a predefined operation");
+    }
+
+    /// MPI_SHORT_INT in memory: value, 2 bytes of padding, index.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    struct ShortInt(i16, i32);
+
+    fn pack(v: &[(i16, i32)]) -> Vec<u8> {
+        v.iter()
+            .flat_map(|&(a, b)| a.to_ne_bytes().into_iter().chain(b.to_ne_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn pairs_across_their_gap() {
+        let ctl = Ctl::boxed();
+        let maxloc = Acc::new(11, id("MPI_SHORT_INT")).unwrap();
+        let rep = Acc::new(12, id("MPI_SHORT_INT")).unwrap();
+        let noop = Acc::new(13, id("MPI_SHORT_INT")).unwrap();
+        assert_eq!(maxloc.size, 6);
+        for mode in [Mode::Atomic(&ctl), Mode::Locked] {
+            let mut t = [ShortInt(1, 10), ShortInt(5, 11), ShortInt(3, 12)];
+            // Runs as the segments of three pairs: each value, then each index.
+            let runs = |t: &mut [ShortInt; 3]| {
+                let b = t.as_mut_ptr() as *mut u8;
+                (0..3usize)
+                    .flat_map(move |i| unsafe { [(b.add(8 * i), 2usize), (b.add(8 * i + 4), 4)] })
+                    .collect::<Vec<_>>()
+            };
+            let o = pack(&[(2, 20), (5, 3), (1, 22)]);
+            let mut old = vec![0u8; 18];
+            unsafe {
+                maxloc.apply_runs(
+                    o.as_ptr(),
+                    runs(&mut t).into_iter(),
+                    Some(old.as_mut_ptr()),
+                    mode,
+                )
+            };
+            assert_eq!(t, [ShortInt(2, 20), ShortInt(5, 3), ShortInt(3, 12)]);
+            assert_eq!(old, pack(&[(1, 10), (5, 11), (3, 12)]));
+            let o = pack(&[(7, 70), (8, 80), (9, 90)]);
+            unsafe { rep.apply_runs(o.as_ptr(), runs(&mut t).into_iter(), None, mode) };
+            assert_eq!(t, [ShortInt(7, 70), ShortInt(8, 80), ShortInt(9, 90)]);
+            unsafe {
+                noop.apply_runs(
+                    std::ptr::null(),
+                    runs(&mut t).into_iter(),
+                    Some(old.as_mut_ptr()),
+                    mode,
+                )
+            };
+            assert_eq!(old, pack(&[(7, 70), (8, 80), (9, 90)]));
+            assert_eq!(t, [ShortInt(7, 70), ShortInt(8, 80), ShortInt(9, 90)]);
+        }
+        // Packed pairs with no gap (MPI_DOUBLE_INT's 12 bytes) in whole runs.
+        let minloc = Acc::new(10, id("MPI_DOUBLE_INT")).unwrap();
+        let mut t = [0u8; 24];
+        t[..8].copy_from_slice(&4.0f64.to_ne_bytes());
+        t[8..12].copy_from_slice(&1i32.to_ne_bytes());
+        t[12..20].copy_from_slice(&4.0f64.to_ne_bytes());
+        t[20..24].copy_from_slice(&9i32.to_ne_bytes());
+        let mut o = [0u8; 24];
+        o[..8].copy_from_slice(&4.0f64.to_ne_bytes());
+        o[8..12].copy_from_slice(&0i32.to_ne_bytes());
+        o[12..20].copy_from_slice(&5.0f64.to_ne_bytes());
+        o[20..24].copy_from_slice(&0i32.to_ne_bytes());
+        let p = t.as_mut_ptr();
+        unsafe {
+            minloc.apply_runs(
+                o.as_ptr(),
+                [(p, 12), (p.add(12), 12)].into_iter(),
+                None,
+                Mode::Locked,
+            )
+        };
+        assert_eq!(
+            i32::from_ne_bytes(t[8..12].try_into().unwrap()),
+            0,
+            "tie: lower index"
+        );
+        assert_eq!(i32::from_ne_bytes(t[20..24].try_into().unwrap()), 9);
+        assert!(Acc::new(OP_SUM as u8, id("MPI_SHORT_INT")).is_err());
     }
 
     #[test]

@@ -30,8 +30,10 @@ pub(crate) struct Piece {
     pub len: usize,
 }
 
-/// Cut `segs` into pieces whose segment list and data fit `budget` bytes, splitting segments
-/// only at multiples of `elem` bytes.
+/// Cut `segs` into pieces whose segment list and data fit `budget` bytes, each piece whole
+/// elements of `elem` bytes of the operation's packed data. An element may straddle two
+/// segments (a pair type with a gap between value and index): a piece that fills up in the
+/// middle of one gives the element's first bytes back to the next piece.
 pub(crate) fn cut(segs: &[(u64, u64)], elem: usize, budget: usize) -> Vec<Piece> {
     let elem = elem.max(1);
     let mut out = Vec::new();
@@ -40,37 +42,66 @@ pub(crate) fn cut(segs: &[(u64, u64)], elem: usize, budget: usize) -> Vec<Piece>
         at: 0,
         len: 0,
     };
-    let mut at = 0usize;
-    for &(off, len) in segs {
-        let (mut o, mut l) = (off, len as usize);
-        while l > 0 {
-            let room = budget.saturating_sub(frame::SEG_LEN * (cur.segs.len() + 1) + cur.len)
-                / elem
-                * elem;
-            if room == 0 {
-                let next = cur.at + cur.len;
-                out.push(std::mem::replace(
-                    &mut cur,
-                    Piece {
-                        segs: Vec::new(),
-                        at: next,
-                        len: 0,
-                    },
-                ));
-                continue;
+    // The segments (or the parts of them) still to place, in order.
+    let mut rest: std::collections::VecDeque<(u64, usize)> =
+        segs.iter().map(|&(o, l)| (o, l as usize)).collect();
+    while let Some((o, l)) = rest.pop_front() {
+        if l == 0 {
+            continue;
+        }
+        let room = budget.saturating_sub(frame::SEG_LEN * (cur.segs.len() + 1) + cur.len);
+        let here = cur.at + cur.len;
+        let mut take = if l <= room {
+            l
+        } else {
+            // Within a segment, cut where an element ends.
+            ((here + room) / elem * elem).saturating_sub(here)
+        };
+        if take == 0 && cur.segs.is_empty() {
+            // A budget smaller than one element: one element per piece all the same.
+            take = l.min(elem);
+        }
+        if take == 0 {
+            rest.push_front((o, l));
+            // Close the piece at its last whole element; what follows goes back in front.
+            let keep = match cur.len / elem * elem {
+                0 => cur.len,
+                k => k,
+            };
+            let mut excess = cur.len - keep;
+            while excess > 0 {
+                let (so, sl) = cur.segs.pop().expect("the excess lies in the piece");
+                let sl = sl as usize;
+                if sl <= excess {
+                    rest.push_front((so, sl));
+                    excess -= sl;
+                } else {
+                    cur.segs.push((so, (sl - excess) as u64));
+                    rest.push_front((so + (sl - excess) as u64, excess));
+                    excess = 0;
+                }
             }
-            let take = l.min(room);
-            cur.segs.push((o, take as u64));
-            cur.len += take;
-            at += take;
-            o += take as u64;
-            l -= take;
+            cur.len = keep;
+            let next = cur.at + keep;
+            out.push(std::mem::replace(
+                &mut cur,
+                Piece {
+                    segs: Vec::new(),
+                    at: next,
+                    len: 0,
+                },
+            ));
+            continue;
+        }
+        cur.segs.push((o, take as u64));
+        cur.len += take;
+        if take < l {
+            rest.push_front((o + take as u64, l - take));
         }
     }
     if !cur.segs.is_empty() {
         out.push(cur);
     }
-    debug_assert_eq!(out.iter().map(|p| p.len).sum::<usize>(), at);
     out
 }
 
@@ -335,8 +366,8 @@ impl State {
             return fail(self, "its data does not match its length");
         }
         if let Some(a) = &acc {
-            if segs.iter().any(|s| s.1 % a.size as u64 != 0) {
-                return fail(self, "a segment splits an element");
+            if !total.is_multiple_of(a.size as u64) {
+                return fail(self, "its length is no whole number of elements");
             }
         }
         let w = self.wins[wid as usize].as_ref().expect("live");
@@ -365,33 +396,36 @@ impl State {
         if locked {
             w.ctl().acc_lock();
         }
-        for &(off, len) in segs {
-            let p = w.at(off);
-            let len = len as usize;
-            // SAFETY: [off, off + len) lies in our window memory (checked above), mapped here
-            // and alive with the window; `data` and `out` hold `total` bytes.
-            unsafe {
-                match h.kind {
-                    RmaKind::Put => crate::mem::copy_overlap(data.as_ptr().add(done), p, len),
-                    RmaKind::Get => crate::mem::copy_overlap(p, out.as_mut_ptr().add(done), len),
-                    _ => {
-                        let a = acc.as_ref().expect("acc");
-                        let o = if data.is_empty() {
-                            std::ptr::null()
-                        } else {
-                            data.as_ptr().add(done)
-                        };
-                        let old = reads.then(|| out.as_mut_ptr().add(done));
-                        let mode = if w.atomic {
-                            w.mode()
-                        } else {
-                            acc::Mode::Locked
-                        };
-                        a.apply(o, p, len / a.size, old, mode);
+        if let Some(a) = &acc {
+            let o = if data.is_empty() {
+                std::ptr::null()
+            } else {
+                data.as_ptr()
+            };
+            let old = reads.then_some(out.as_mut_ptr());
+            let mode = if w.atomic {
+                w.mode()
+            } else {
+                acc::Mode::Locked
+            };
+            let runs = segs.iter().map(|&(off, len)| (w.at(off), len as usize));
+            // SAFETY: every segment lies in our window memory (checked above), mapped here and
+            // alive with the window; `data` and `out` hold `total` bytes, whole elements.
+            unsafe { a.apply_runs(o, runs, old, mode) };
+        } else {
+            for &(off, len) in segs {
+                let p = w.at(off);
+                let len = len as usize;
+                // SAFETY: [off, off + len) lies in our window memory (checked above), mapped
+                // here and alive with the window; `data` and `out` hold `total` bytes.
+                unsafe {
+                    match h.kind {
+                        RmaKind::Put => crate::mem::copy_overlap(data.as_ptr().add(done), p, len),
+                        _ => crate::mem::copy_overlap(p, out.as_mut_ptr().add(done), len),
                     }
                 }
+                done += len;
             }
-            done += len;
         }
         if locked {
             w.ctl().acc_unlock();
@@ -533,5 +567,38 @@ mod tests {
             .iter()
             .all(|x| frame::SEG_LEN * x.segs.len() + x.len <= 4096));
         assert!(cut(&[], 4, 4096).is_empty());
+    }
+
+    #[test]
+    fn pieces_keep_straddling_elements_whole() {
+        // MPI_SHORT_INT: 6-byte packed elements, 2 bytes at +0 and 4 at +4 of each 8; a
+        // vector of them merges the index of one with the value of the next.
+        let mut segs = vec![(0u64, 2u64)];
+        for i in 0..999u64 {
+            segs.push((i * 8 + 4, 6));
+        }
+        segs.push((999 * 8 + 4, 4));
+        for budget in [64, 100, 4096] {
+            let p = cut(&segs, 6, budget);
+            let mut at = 0;
+            let mut all = Vec::new();
+            for x in &p {
+                assert_eq!(x.at, at);
+                assert_eq!(
+                    x.len % 6,
+                    0,
+                    "budget {budget}: a piece ends inside an element"
+                );
+                assert_eq!(x.segs.iter().map(|s| s.1 as usize).sum::<usize>(), x.len);
+                assert!(frame::SEG_LEN * x.segs.len() + x.len <= budget);
+                all.extend(x.segs.iter().copied());
+                at += x.len;
+            }
+            assert_eq!(at, 6000);
+            // The same bytes in the same order.
+            let flat =
+                |v: &[(u64, u64)]| -> Vec<u64> { v.iter().flat_map(|&(o, l)| o..o + l).collect() };
+            assert_eq!(flat(&all), flat(&segs));
+        }
     }
 }

@@ -18,7 +18,7 @@ use super::ctl::Lookup;
 use super::{Fetching, Flavor, Mech, Peer, State, Waiting, Win};
 use crate::err;
 use crate::error::Result;
-use crate::mpi::coll::op::{elem_of, Builtin, NPREDEFINED};
+use crate::mpi::coll::op::{acc_elem_of, elem_of, Builtin, NPREDEFINED};
 use crate::mpi::datatype::layout::for_each_block;
 use crate::mpi::datatype::Datatype;
 use crate::mpi::engine::Engine;
@@ -664,10 +664,10 @@ impl Engine {
         let acc = match (what, op) {
             (What::Acc(o) | What::GetAcc(o), Some(_)) => {
                 let b = Builtin::ALL[o as usize];
-                let telem = elem_of(&self.dtypes, t.dt);
+                let telem = acc_elem_of(&self.dtypes, t.dt);
                 let elem = match (b, telem) {
                     (_, Some(el)) => {
-                        if let (Some(_), Some(oe)) = (&od, elem_of(&self.dtypes, origin.dt)) {
+                        if let (Some(_), Some(oe)) = (&od, acc_elem_of(&self.dtypes, origin.dt)) {
                             if oe != el && !matches!(b, Builtin::Replace | Builtin::NoOp) {
                                 return err!(
                                     Type,
@@ -719,11 +719,13 @@ impl Engine {
                 .ok_or_else(|| crate::mpi_error!(Disp, "displacement {} overflows", t.disp))?
         };
         let segs = segments(&td, tcount, start)?;
+        // Segments may split an element (a pair type with a gap between value and index):
+        // every mechanism applies the operation across them (`Acc::apply_runs`, `cut`).
         if let Some((a, _, _)) = &acc {
-            if segs.iter().any(|s| s.1 % a.size as u64 != 0) {
+            if tbytes % a.size != 0 {
                 return err!(
                     Type,
-                    "the target datatype splits an element of the accumulate's basic type"
+                    "the target datatype holds no whole number of the accumulate's elements"
                 );
             }
         }
@@ -860,24 +862,24 @@ impl Engine {
         } else {
             acc::Mode::Locked
         };
-        let mut done = 0usize;
-        for &(off, len) in &r.segs {
-            let p = at(off);
-            let len = len as usize;
-            match what {
-                What::Put => crate::mem::copy_overlap(src.add(done), p, len),
-                What::Get => crate::mem::copy_overlap(p, dst.expect("sink").add(done), len),
-                What::Acc(_) | What::GetAcc(_) => {
-                    let (a, _, _) = r.acc.as_ref().expect("acc");
-                    let o = if src.is_null() { src } else { src.add(done) };
-                    let old = dst.map(|d| d.add(done));
-                    a.apply(o, p, len / a.size, old, mode);
+        if let (What::Acc(_) | What::GetAcc(_), Some((a, _, _))) = (what, &r.acc) {
+            let runs = r.segs.iter().map(|&(off, len)| (at(off), len as usize));
+            a.apply_runs(src, runs, dst, mode);
+        } else {
+            let mut done = 0usize;
+            for &(off, len) in &r.segs {
+                let p = at(off);
+                let len = len as usize;
+                match what {
+                    What::Put => crate::mem::copy_overlap(src.add(done), p, len),
+                    What::Get => crate::mem::copy_overlap(p, dst.expect("sink").add(done), len),
+                    What::Cas => {
+                        acc::compare_and_swap(len, src, cmp, p, dst.expect("sink"), mode);
+                    }
+                    What::Acc(_) | What::GetAcc(_) => unreachable!("an accumulate has its kernel"),
                 }
-                What::Cas => {
-                    acc::compare_and_swap(len, src, cmp, p, dst.expect("sink"), mode);
-                }
+                done += len;
             }
-            done += len;
         }
         if locked {
             ctl.acc_unlock();
@@ -899,14 +901,14 @@ impl Engine {
         sink: Option<Sinkhole>,
     ) -> std::result::Result<(), Fallback> {
         let ctl = &*r.ctl;
-        // Where each segment is: (region, offset in it).
+        // Where each segment is: (region, offset in it, length).
         let mut places = Vec::with_capacity(r.segs.len());
         for &(off, len) in &r.segs {
             match region {
-                Some(reg) => places.push((reg, off as usize)),
+                Some(reg) => places.push((reg, off as usize, len as usize)),
                 None => match ctl.lookup(off, len) {
                     Lookup::Found(a) if !a.region.is_none() => {
-                        places.push((a.region, (off - a.base) as usize))
+                        places.push((a.region, (off - a.base) as usize, len as usize))
                     }
                     Lookup::Found(_) | Lookup::Unknown => return Err(Fallback::Am),
                     Lookup::Missing => {
@@ -928,9 +930,27 @@ impl Engine {
         let mut done = 0usize;
         let mut failed = false;
         let mut tmp: Vec<u8> = Vec::new();
-        for (k, &(_, len)) in r.segs.iter().enumerate() {
-            let (reg, at) = places[k];
-            let len = len as usize;
+        // An accumulate reads every segment, applies the operation to them together (an
+        // element may straddle two: `Acc::apply_runs`), then writes every segment back.
+        let nsegs = places.len();
+        let gathered = matches!(what, What::Acc(_) | What::GetAcc(_));
+        if gathered {
+            tmp.resize(r.bytes, 0);
+        }
+        let steps = if gathered { 2 * nsegs } else { nsegs };
+        for step in 0..steps {
+            let (reg, at, len) = places[step % nsegs];
+            if gathered && step == nsegs {
+                let (a, _, _) = r.acc.as_ref().expect("acc");
+                a.apply(
+                    src,
+                    tmp.as_mut_ptr(),
+                    r.bytes / a.size,
+                    dst,
+                    acc::Mode::Locked,
+                );
+                done = 0;
+            }
             let res = match what {
                 What::Put => self.net.put(
                     r.gpid,
@@ -946,7 +966,21 @@ impl Engine {
                     Span::new(dst.expect("sink").add(done), len),
                     Token::NONE,
                 ),
-                What::Acc(_) | What::GetAcc(_) | What::Cas => {
+                What::Acc(_) | What::GetAcc(_) if step < nsegs => self.net.get(
+                    r.gpid,
+                    &reg,
+                    at,
+                    Span::new(tmp.as_mut_ptr().add(done), len),
+                    Token::NONE,
+                ),
+                What::Acc(_) | What::GetAcc(_) => self.net.put(
+                    r.gpid,
+                    &reg,
+                    at,
+                    Span::new(tmp.as_mut_ptr().add(done), len),
+                    Token::NONE,
+                ),
+                What::Cas => {
                     tmp.resize(len, 0);
                     let got = self.net.get(
                         r.gpid,
@@ -956,22 +990,15 @@ impl Engine {
                         Token::NONE,
                     );
                     if got.is_ok() {
-                        if what == What::Cas {
-                            let old = dst.expect("sink");
-                            acc::compare_and_swap(
-                                len,
-                                src,
-                                cmp,
-                                tmp.as_mut_ptr(),
-                                old,
-                                acc::Mode::Locked,
-                            );
-                        } else {
-                            let (a, _, _) = r.acc.as_ref().expect("acc");
-                            let o = if src.is_null() { src } else { src.add(done) };
-                            let old = dst.map(|d| d.add(done));
-                            a.apply(o, tmp.as_mut_ptr(), len / a.size, old, acc::Mode::Locked);
-                        }
+                        let old = dst.expect("sink");
+                        acc::compare_and_swap(
+                            len,
+                            src,
+                            cmp,
+                            tmp.as_mut_ptr(),
+                            old,
+                            acc::Mode::Locked,
+                        );
                         self.net.put(
                             r.gpid,
                             &reg,
@@ -986,7 +1013,7 @@ impl Engine {
             };
             match res {
                 Ok(_) => {}
-                Err(CopyError::Refused(why)) if k == 0 => {
+                Err(CopyError::Refused(why)) if step == 0 => {
                     if self.cfg.verbose > 0 {
                         eprintln!(
                             "Protean[{}]: cross-memory attach to rank {} refused ({why}); its window operations go through it",
