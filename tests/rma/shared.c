@@ -1,6 +1,7 @@
 /*
  * rma/shared: MPI_Win_allocate_shared and MPI_Win_shared_query. The processes of each host
- * (MPI_Comm_split_type SHARED) allocate segments of different sizes (rank 1 none at all);
+ * (MPI_Comm_split_type SHARED) allocate segments of different sizes (rank 1 none at all,
+ * and the query answers NULL for it);
  * by default the segments are contiguous in rank order, and every process can load and
  * store every other's memory through the queried address, synchronised with MPI_Win_sync and
  * barriers inside a lock_all epoch (the idiom of MPI-3 shared memory programs);
@@ -35,6 +36,9 @@ static void run(MPI_Comm node, int noncontig)
         CHECK_EQ(du, sizeof(int));
         if (r == rank && mine > 0)
             CHECK(ptr[r] == base);
+        /* A process that gave size 0 has no memory, so no address (as in MPICH). */
+        if (sz[r] == 0)
+            CHECK_MSG(ptr[r] == NULL, "rank %d has size 0 but its address is %p", r, (void *)ptr[r]);
         if (!noncontig && r > 0 && sz[r] > 0) {
             /* Contiguous: the segment starts where the previous ones end. */
             int k = r - 1;

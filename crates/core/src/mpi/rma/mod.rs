@@ -1302,8 +1302,8 @@ pub fn detach(win: u32, base: *const u8) -> Result<()> {
 }
 
 /// MPI_Win_shared_query: the size, unit and address (here) of `rank`'s memory when this
-/// process can load and store it directly (size 0 and null otherwise); MPI_PROC_NULL (-1)
-/// asks for the first member with memory.
+/// process can load and store it directly (size 0 and null otherwise, and null for a member
+/// that gave size 0); MPI_PROC_NULL (-1) asks for the first member with memory.
 pub fn shared_query(win: u32, rank: i32) -> Result<(u64, u64, *mut u8)> {
     with(|e| -> Result<_> {
         let w = e.rma.win(win)?;
@@ -1336,6 +1336,11 @@ pub fn shared_query(win: u32, rank: i32) -> Result<(u64, u64, *mut u8)> {
                     w.peers.len()
                 )
             })?;
+        if p.size == 0 {
+            // No memory: no address (as MPICH answers), not where its memory
+            // would have begun in the segment.
+            return Ok((0, p.disp_unit, std::ptr::null_mut()));
+        }
         let mut b = direct(p);
         if b.is_none() && w.flavor == Flavor::Shared {
             // A member on this host reached by TCP: its memory is still mapped here.
