@@ -221,17 +221,25 @@ impl Win {
         }
     }
 
-    /// Is `[off, off + len)` inside our memory (an attached region for a dynamic window)?
+    /// Is `[off, off + len)` inside our memory (attached regions for a dynamic window)?
     fn holds(&self, off: u64, len: u64) -> bool {
         let Some(end) = off.checked_add(len) else {
             return false;
         };
         if self.flavor == Flavor::Dynamic {
-            return len == 0
-                || self
+            // Attached regions one after the other in memory hold what runs across them.
+            let mut at = off;
+            while at < end {
+                match self
                     .attached
                     .iter()
-                    .any(|a| off >= a.base && end <= a.base + a.len);
+                    .find(|a| at >= a.base && at < a.base + a.len)
+                {
+                    Some(a) => at = a.base + a.len,
+                    None => return false,
+                }
+            }
+            return true;
         }
         end <= self.size as u64
     }

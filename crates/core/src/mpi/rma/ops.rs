@@ -901,25 +901,42 @@ impl Engine {
         sink: Option<Sinkhole>,
     ) -> std::result::Result<(), Fallback> {
         let ctl = &*r.ctl;
-        // Where each segment is: (region, offset in it, length).
+        // Where each segment is: (region, offset in it, length). In a dynamic window a
+        // segment may run on from one attached region into the next one adjacent to it: a
+        // part in each.
         let mut places = Vec::with_capacity(r.segs.len());
         for &(off, len) in &r.segs {
-            match region {
-                Some(reg) => places.push((reg, off as usize, len as usize)),
-                None => match ctl.lookup(off, len) {
-                    Lookup::Found(a) if !a.region.is_none() => {
-                        places.push((a.region, (off - a.base) as usize, len as usize))
+            let Some(reg) = region else {
+                let (mut o, mut l) = (off, len);
+                while l > 0 {
+                    let found = match ctl.lookup(o, l) {
+                        Lookup::Missing => ctl.lookup(o, 1),
+                        x => x,
+                    };
+                    match found {
+                        Lookup::Found(a) if !a.region.is_none() => {
+                            let take = l.min(a.base + a.len - o);
+                            places.push((a.region, (o - a.base) as usize, take as usize));
+                            o += take;
+                            l -= take;
+                        }
+                        Lookup::Found(_) | Lookup::Unknown => return Err(Fallback::Am),
+                        Lookup::Missing => {
+                            return Err(Fallback::Range(crate::mpi_error!(
+                                RmaRange,
+                                "address {o:#x} ({l} bytes) is not in memory attached to rank {}'s window",
+                                r.target
+                            )))
+                        }
                     }
-                    Lookup::Found(_) | Lookup::Unknown => return Err(Fallback::Am),
-                    Lookup::Missing => {
-                        return Err(Fallback::Range(crate::mpi_error!(
-                            RmaRange,
-                            "address {off:#x} ({len} bytes) is not in memory attached to rank {}'s window",
-                            r.target
-                        )))
-                    }
-                },
-            }
+                }
+                continue;
+            };
+            places.push((reg, off as usize, len as usize));
+        }
+        if what == What::Cas && places.len() != 1 {
+            // An element across two regions: the target checks it.
+            return Err(Fallback::Am);
         }
         let mut staged = sink.as_ref().and_then(|s| s.stage(r.bytes));
         let dst = sink.as_ref().map(|s| s.dst(&mut staged));
