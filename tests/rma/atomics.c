@@ -5,7 +5,8 @@
  * values fetched must all differ (each update seen exactly once), concurrent MPI_Accumulate
  * of long doubles and of MAXLOC pairs (elements of 16 bytes: not one atomic instruction),
  * MPI_Compare_and_swap on 1-, 2-, 4- and 8-byte integers, MPI_Get_accumulate with MPI_NO_OP
- * (an atomic read) and MPI_REPLACE (an atomic swap), unaligned targets.
+ * (an atomic read) and MPI_REPLACE (an atomic swap), unaligned targets; the datatypes
+ * MPI_Compare_and_swap refuses (floating point, derived) with MPI_ERR_TYPE.
  * Argument: create | allocate | dynamic (window flavor).
  */
 #include "util.h"
@@ -234,8 +235,25 @@ int main(int argc, char **argv)
         CHECK_CLASS(MPI_Accumulate(&ione, 1, MPI_INT, 0, AT(0, 600), 1, MPI_FLOAT, MPI_SUM, win), MPI_ERR_TYPE);
         CHECK_CLASS(MPI_Fetch_and_op(&ione, &r1, MPI_INT, 0, AT(0, 600), MPI_MAXLOC, win), MPI_ERR_OP);
     }
+    /* MPI_Compare_and_swap takes integer, logical, byte and multi-language types only:
+     * not floating point, nor a derived type, even one of bytes. */
+    {
+        long double lv = 0, lc = 0, lr = 0;
+        MPI_Datatype four;
+        CHECK_MPI(MPI_Type_contiguous(4, MPI_BYTE, &four));
+        CHECK_MPI(MPI_Type_commit(&four));
+        const MPI_Datatype bad[] = {MPI_FLOAT, MPI_DOUBLE, MPI_LONG_DOUBLE, four};
+        for (int k = 0; k < 4; k++)
+            CHECK_CLASS(MPI_Compare_and_swap(&lv, &lc, &lr, bad[k], 0, AT(0, 640), win), MPI_ERR_TYPE);
+        CHECK_MPI(MPI_Type_free(&four));
+        const MPI_Datatype good[] = {MPI_CHAR, MPI_BYTE, MPI_C_BOOL, MPI_AINT, MPI_COUNT, MPI_UINT64_T};
+        for (int k = 0; k < 6; k++)
+            CHECK_MPI(MPI_Compare_and_swap(&lv, &lc, &lr, good[k], 0, AT(0, 640), win));
+    }
     CHECK_MPI(MPI_Win_unlock(0, win));
 
+    /* Detaching is local: rank 0 keeps its memory until every origin is done with it. */
+    MPI_Barrier(MPI_COMM_WORLD);
     if (dynamic)
         CHECK_MPI(MPI_Win_detach(win, mem));
     CHECK_MPI(MPI_Win_free(&win));

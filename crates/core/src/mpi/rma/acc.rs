@@ -405,6 +405,29 @@ impl Cache {
     }
 }
 
+/// Whether MPI_Compare_and_swap takes elements of `b`: a C or Fortran integer, a
+/// multi-language type (MPI_AINT, MPI_OFFSET, MPI_COUNT), a logical or MPI_BYTE (MPI-4.1
+/// 12.3.4, 6.9.2). MPI_CHAR counts as the C integer it is, as in MPICH.
+pub fn cas_allowed(b: Basic) -> bool {
+    is_integer(b) || matches!(b, Basic::Byte | Basic::Bool | Basic::Logical)
+}
+
+/// The compare-and-swap element of a predefined datatype (its own id) when
+/// [`cas_allowed`], from a table made once: None for derived and other types.
+#[inline]
+pub fn predefined_cas_elem(dt: DtypeId) -> Option<u16> {
+    static T: OnceLock<Vec<Option<u16>>> = OnceLock::new();
+    let t = T.get_or_init(|| {
+        (0..PREDEFINED_NAMES.len())
+            .map(|i| match elem_of(&[], DtypeId::from_idx(i)) {
+                Some(Elem::Basic(b)) if cas_allowed(b) => elem_id(Elem::Basic(b)),
+                _ => None,
+            })
+            .collect()
+    });
+    t.get(dt.idx()).copied().flatten()
+}
+
 /// The accumulate element of a predefined datatype ([`elem_id`] of its [`elem_of`]), from a
 /// table made once: None for derived types and types without one.
 #[inline]
@@ -661,5 +684,36 @@ mod tests {
             Some(id("MPI_DOUBLE_INT"))
         );
         assert_eq!(byte_id(), id("MPI_BYTE"));
+    }
+
+    #[test]
+    fn compare_and_swap_takes_integers_logicals_and_bytes() {
+        for ok in [
+            "MPI_CHAR",
+            "MPI_INT",
+            "MPI_UINT64_T",
+            "MPI_BYTE",
+            "MPI_C_BOOL",
+            "MPI_AINT",
+            "MPI_COUNT",
+        ] {
+            assert!(
+                predefined_cas_elem(DtypeId::from_idx(id(ok) as usize)).is_some(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "MPI_FLOAT",
+            "MPI_DOUBLE",
+            "MPI_LONG_DOUBLE",
+            "MPI_C_DOUBLE_COMPLEX",
+            "MPI_2INT",
+            "MPI_PACKED",
+        ] {
+            assert!(
+                predefined_cas_elem(DtypeId::from_idx(id(bad) as usize)).is_none(),
+                "{bad}"
+            );
+        }
     }
 }

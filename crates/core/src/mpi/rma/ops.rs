@@ -18,9 +18,9 @@ use super::ctl::Lookup;
 use super::{Fetching, Flavor, Mech, Peer, State, Waiting, Win};
 use crate::err;
 use crate::error::Result;
-use crate::mpi::coll::op::{acc_elem_of, elem_of, Builtin, NPREDEFINED};
+use crate::mpi::coll::op::{acc_elem_of, elem_of, Builtin, Elem, NPREDEFINED};
 use crate::mpi::datatype::layout::for_each_block;
-use crate::mpi::datatype::Datatype;
+use crate::mpi::datatype::{Datatype, PREDEFINED_NAMES};
 use crate::mpi::engine::Engine;
 use crate::mpi::global::with;
 use crate::mpi::request::{Kind, Request, Status};
@@ -383,7 +383,11 @@ impl Engine {
                 if ctl.is_null() || (fetch && (result.dt != t.dt || result.count != t.count)) {
                     return None;
                 }
-                let el = acc::predefined_elem(t.dt)?;
+                let el = if what == What::Cas {
+                    acc::predefined_cas_elem(t.dt)?
+                } else {
+                    acc::predefined_elem(t.dt)?
+                };
                 let o = match what {
                     What::Acc(o) | What::GetAcc(o) => o,
                     _ => REPLACE,
@@ -692,14 +696,24 @@ impl Engine {
                 Some((a, o as u8, elem))
             }
             (What::Cas, _) => {
-                let el = elem_of(&self.dtypes, t.dt)
-                    .and_then(acc::elem_id)
-                    .ok_or_else(|| {
-                        crate::mpi_error!(
-                            Type,
-                            "MPI_Compare_and_swap needs a predefined integer, logical or byte type"
-                        )
-                    })?;
+                // A predefined type (one of MPI_Type_create_f90_integer's too), not a derived
+                // one, of the kinds the standard lists.
+                let el = match elem_of(&self.dtypes, t.dt) {
+                    Some(e @ Elem::Basic(b))
+                        if (t.dt.idx() < PREDEFINED_NAMES.len() || td.predefined)
+                            && acc::cas_allowed(b) =>
+                    {
+                        acc::elem_id(e)
+                    }
+                    _ => None,
+                }
+                .ok_or_else(|| {
+                    crate::mpi_error!(
+                        Type,
+                        "MPI_Compare_and_swap takes a predefined integer, logical or byte type, not {}",
+                        td.describe()
+                    )
+                })?;
                 // REPLACE on the element: the kernel is never used, only its size.
                 let a = self
                     .rma
