@@ -5,7 +5,7 @@
  * datatypes on both sides; fences with and without assertions; MPI_PROC_NULL targets; a zero
  * count; many short epochs of puts and gets between neighbours checking that a fence lets
  * nobody through early. Values are checked at the target after the closing fence and at the
- * origin.
+ * origin. A lock epoch after a fence that no operation followed, and none open after it.
  */
 #include "util.h"
 
@@ -168,6 +168,15 @@ int main(int argc, char **argv)
     /* 6. An operation outside any epoch is MPI_ERR_RMA_SYNC. */
     CHECK_MPI(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
     CHECK_CLASS(MPI_Put(src, 1, MPI_INT, 0, DISP(0, 0), 1, MPI_INT, win), MPI_ERR_RMA_SYNC);
+    /* A fence that no operation followed opened no epoch: a lock epoch may follow it, and
+     * once that ends no epoch is open until the next fence (MPI-4.1 12.5.1). */
+    int seen = -1;
+    CHECK_MPI(MPI_Win_fence(0, win));
+    CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+    CHECK_MPI(MPI_Get(&seen, 1, MPI_INT, 0, DISP(0, 0), 1, MPI_INT, win));
+    CHECK_MPI(MPI_Win_unlock(0, win));
+    CHECK_CLASS(MPI_Put(src, 1, MPI_INT, 0, DISP(0, 0), 1, MPI_INT, win), MPI_ERR_RMA_SYNC);
+    CHECK_MPI(MPI_Win_fence(MPI_MODE_NOSUCCEED, win));
     /* MPICH reports an invalid assertion as MPI_ERR_ARG; the standard has MPI_ERR_ASSERT. */
     CHECK_CLASS(MPI_Win_fence(1, win), tu_quirk("arg_classes") ? MPI_ERR_ARG : MPI_ERR_ASSERT);
 

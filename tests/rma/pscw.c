@@ -4,7 +4,8 @@
  * a ring where every rank is origin and target in the same epoch; MPI_Win_test polls until
  * the origins completed (and not before: the origins complete only after a message that
  * the target sends once it saw MPI_Win_test fail); MPI_MODE_NOCHECK with a barrier standing
- * in for the post; empty groups; errors for epochs opened twice or closed unopened.
+ * in for the post; empty groups; errors for epochs opened twice or closed unopened, and for
+ * a lock inside an access epoch.
  */
 #include "util.h"
 
@@ -139,6 +140,9 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Win_start(MPI_GROUP_EMPTY, 0, win));
         CHECK_CLASS(MPI_Win_start(MPI_GROUP_EMPTY, 0, win), MPI_ERR_RMA_SYNC);
         CHECK_CLASS(MPI_Put(&nine, 1, MPI_INT, right, 6, 1, MPI_INT, win), MPI_ERR_RMA_SYNC);
+        /* No lock epoch inside an access epoch of MPI_Win_start. */
+        CHECK_CLASS(MPI_Win_lock(MPI_LOCK_SHARED, right, 0, win), MPI_ERR_RMA_SYNC);
+        CHECK_CLASS(MPI_Win_lock_all(0, win), MPI_ERR_RMA_SYNC);
         CHECK_MPI(MPI_Win_complete(win));
     }
 

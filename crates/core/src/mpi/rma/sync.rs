@@ -419,6 +419,12 @@ pub fn start(win: u32, group: &[Gpid], assert: i32) -> Result<()> {
         if w.access.is_some() {
             return err!(RmaSync, "MPI_Win_start: an access epoch is already open");
         }
+        if w.lock_all || w.peers.iter().any(|p| p.lock.is_some()) {
+            return err!(
+                RmaSync,
+                "MPI_Win_start inside a lock epoch (unlock the window first)"
+            );
+        }
         Ok(ranks)
     })??;
     if assert & MODE_NOCHECK == 0 {
@@ -437,6 +443,7 @@ pub fn start(win: u32, group: &[Gpid], assert: i32) -> Result<()> {
         }
         full_barrier();
         w.access = Some(ranks);
+        w.fence_open = false;
         Ok(())
     })?
 }
@@ -655,9 +662,33 @@ pub fn lock(win: u32, t: LockType, rank: i32, assert: i32) -> Result<()> {
                 "MPI_Win_lock: rank {r} is already locked by this process"
             );
         }
+        no_active_access(w, "MPI_Win_lock")?;
         Ok(r)
     })??;
-    acquire(win, &[r], t, assert)
+    acquire(win, &[r], t, assert)?;
+    end_fence_epoch(win)
+}
+
+/// A lock epoch may not begin inside a post-start-complete-wait access epoch (MPI-4.1 12.5:
+/// access epochs of one window do not overlap).
+fn no_active_access(w: &super::Win, call: &str) -> Result<()> {
+    if w.access.is_some() {
+        return err!(
+            RmaSync,
+            "{call} inside an access epoch begun by MPI_Win_start (call MPI_Win_complete first)"
+        );
+    }
+    Ok(())
+}
+
+/// A fence that did not end the window's epochs (no MPI_MODE_NOSUCCEED) begins an access
+/// epoch only if RMA calls follow it (MPI-4.1 12.5.1); a lock or start that follows it
+/// instead begins its own, and once that ends no epoch is open until the next fence.
+fn end_fence_epoch(win: u32) -> Result<()> {
+    with(|e| -> Result<()> {
+        e.rma.win_mut(win)?.fence_open = false;
+        Ok(())
+    })?
 }
 
 /// MPI_Win_unlock.
@@ -687,11 +718,14 @@ pub fn lock_all(win: u32, assert: i32) -> Result<()> {
         if w.lock_all || w.peers.iter().any(|p| p.lock.is_some()) {
             return err!(RmaSync, "MPI_Win_lock_all: the window is already locked");
         }
+        no_active_access(w, "MPI_Win_lock_all")?;
         Ok((0..w.peers.len()).collect())
     })??;
     acquire(win, &all, LockType::Shared, assert)?;
     with(|e| -> Result<()> {
-        e.rma.win_mut(win)?.lock_all = true;
+        let w = e.rma.win_mut(win)?;
+        w.lock_all = true;
+        w.fence_open = false;
         Ok(())
     })?
 }
