@@ -4,7 +4,10 @@
  * the empty group, the whole group (CONGRUENT with the parent); create_group called by the
  * members only (the others do something else meanwhile), two create_group calls on
  * overlapping groups told apart by their tags, a create_group nested in a create_group'd
- * communicator. Each new communicator carries traffic. A group with a process outside the
+ * communicator, and 200 create_group calls in a row with one tag on pseudo-random subsets
+ * (each process calls only those it is in, so a process may already be in a later call
+ * while a member of an earlier one is still in it: the calls must not take each other's
+ * messages). Each new communicator carries traffic. A group with a process outside the
  * communicator is an error (MPI_ERR_GROUP or another class). Any number of processes.
  */
 #include "util.h"
@@ -165,6 +168,37 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Comm_free(&c));
         CHECK_MPI(MPI_Group_free(&hg));
         CHECK_MPI(MPI_Comm_free(&half));
+    }
+
+    /* The same tag, subsets changing every time: member k of one group and member k of the
+     * next are different processes. */
+    {
+        unsigned seed = 12345;
+        int round, k, count, in, got;
+        for (round = 0; round < 200; round++) {
+            count = 0;
+            in = 0;
+            for (k = 0; k < tu_size; k++) {
+                seed = seed * 1103515245u + 12345u;
+                if ((seed >> 16) & 1) {
+                    ranks[count++] = k;
+                    in |= k == tu_rank;
+                }
+            }
+            if (count == 0)
+                continue;
+            CHECK_MPI(MPI_Group_incl(world, count, ranks, &g));
+            if (in) {
+                CHECK_MPI(MPI_Comm_create_group(MPI_COMM_WORLD, g, 5, &c));
+                CHECK_MPI(MPI_Comm_size(c, &got));
+                CHECK_EQ(got, count);
+                if (round % 16 == 0)
+                    ring(c, round);
+                CHECK_MPI(MPI_Barrier(c));
+                CHECK_MPI(MPI_Comm_free(&c));
+            }
+            CHECK_MPI(MPI_Group_free(&g));
+        }
     }
 
     CHECK_MPI(MPI_Group_free(&world));

@@ -371,6 +371,21 @@ struct Party {
     me: usize,
     ctx: ContextId,
     tag: i32,
+    /// The envelope's source of each member, when it is not the member's index: matching
+    /// compares (context, source, tag) only, so the source must name the same process in
+    /// every operation that shares a context and tag. MPI_Comm_create_group's parties are
+    /// any subsets of the parent with the user's tag: member 2 of one group and member 2 of
+    /// the next are different processes, and a process still in the first call took the
+    /// second call's message (MPICH's comm/comm_group_rand hung). Their sources are the
+    /// members' ranks in the parent communicator.
+    srcs: Option<Vec<i32>>,
+}
+
+impl Party {
+    /// The envelope source of member `j`'s messages.
+    fn src(&self, j: usize) -> i32 {
+        self.srcs.as_ref().map_or(j as i32, |s| s[j])
+    }
 }
 
 /// The leaders' connection of an intercommunicator operation (at the leader only).
@@ -627,6 +642,7 @@ impl Engine {
             me: c.rank as usize,
             ctx: c.mgmt_ctx(),
             tag: if inter { tag | LOCAL_BIT } else { tag },
+            srcs: None,
         };
         let link = (inter && c.rank == 0).then(|| Link {
             peer: c.peers()[0],
@@ -746,6 +762,12 @@ impl Engine {
             },
             needs_id: true,
             party: Party {
+                srcs: Some(
+                    group
+                        .iter()
+                        .map(|p| c.group.iter().position(|q| q == p).unwrap_or(0) as i32)
+                        .collect(),
+                ),
                 members: group,
                 me: idx,
                 ctx: c.tagged_ctx(),
@@ -784,11 +806,16 @@ impl Engine {
                 seq: tag as u32,
             },
             needs_id: true,
+            // No parent communicator whose ranks could name the members in every process
+            // alike (a group may mix jobs, whose processes each job names its own way): the
+            // index in the group, as MPI_Comm_create_from_group with the same string tag and
+            // overlapping groups at once is for the application to avoid.
             party: Party {
                 members: group,
                 me: idx,
                 ctx: CTX_FROM_GROUP.offset(2),
                 tag,
+                srcs: None,
             },
             inter: false,
             leader: 0,
@@ -908,6 +935,7 @@ impl Engine {
                 me: idx,
                 ctx: CTX_FROM_GROUP.offset(2),
                 tag: tag | LOCAL_BIT,
+                srcs: None,
             },
             inter: true,
             leader: local_leader as usize,
@@ -1190,7 +1218,7 @@ impl Engine {
             }
             let party_env = Envelope {
                 ctx: op.party.ctx,
-                src: op.party.me as i32,
+                src: op.party.src(op.party.me),
                 tag: op.party.tag,
             };
             match op.steps[op.at] {
@@ -1202,7 +1230,7 @@ impl Engine {
                 }
                 Step::XRecv(j, replace) => {
                     let spec = Envelope {
-                        src: j as i32,
+                        src: op.party.src(j),
                         ..party_env
                     };
                     let from = op.party.members[j];
@@ -1280,7 +1308,7 @@ impl Engine {
                 }
                 Step::BRecv(j) => {
                     let spec = Envelope {
-                        src: j as i32,
+                        src: op.party.src(j),
                         ..party_env
                     };
                     let from = op.party.members[j];
