@@ -9,7 +9,8 @@
 #                             across an emulated cluster (ssh, Slurm, Hydra; a chosen subset of
 #                             the C programs across hosts)
 #   make check-full           make check, plus every C program across 2 and 3 emulated hosts,
-#                             and mpi4py's whole test suite at 1-4 ranks over shm and TCP
+#                             mpi4py's whole test suite at 1-4 ranks over shm and TCP, and
+#                             MPICH's own test suite (tests/clients/mpich-suite)
 #   make bench                benchmarks side by side with Open MPI and MPICH
 #   make fuzz                 every fuzz target for FUZZ_SECONDS (default 300) each
 #   make wan-demo             iperf3 across the WAN link emulator (protean-wan): table and plot
@@ -108,6 +109,7 @@ check-full: check
 	tests/run --variants cluster2,cluster3,cluster2-udp,udp-lossy,lanes
 	CLIENTS=mpich MPICH_VARIANTS=tcp tests/clients/run
 	CLIENTS=mpi4py MPI4PY_FULL=1 tests/clients/run
+	tests/clients/mpich-suite
 	@echo "make check-full: every suite passed"
 
 test: check
