@@ -48,7 +48,10 @@
 //!
 //! Messages travel in the parent communicator's management context (`ctx + 2`) with the
 //! operation's number as the tag, or in the tagged context (`ctx + 3`) with the user's tag
-//! (MPI_Comm_create_group, the leaders of MPI_Intercomm_create). Between two processes the
+//! (MPI_Comm_create_group, the leaders of MPI_Intercomm_create). A message's source is the
+//! sender's rank in the parent communicator (`Party::srcs`), which names one process in every
+//! operation of that context; an index into the operation's group would not, for groups that
+//! differ from call to call under one tag. Between two processes the
 //! messages of one operation are always consumed in the order they were sent, so one tag per
 //! operation is enough; every message still carries its kind and round, which are checked.
 
