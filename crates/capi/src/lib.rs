@@ -26,6 +26,7 @@ pub mod mpit;
 pub mod p2p;
 pub mod part;
 pub mod rma;
+pub mod session;
 pub mod status;
 pub mod topo;
 mod unimplemented;

@@ -520,6 +520,7 @@ impl Engine {
 
     /// MPI_Abort: tell the launcher, then leave.
     pub fn abort(&mut self, code: i32, msg: &str) -> ! {
+        global::mark_aborting();
         if let Some(p) = self.pmi.as_mut() {
             let _ = p.abort(code, msg);
         }

@@ -1,7 +1,7 @@
 //! The engine of this process, and how the layers above reach it (see `runtime::global` for
 //! the rule: no lock below MPI_THREAD_MULTIPLE, one mutex at that level).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::engine::Engine;
 use crate::config::YIELD_MODES;
@@ -30,6 +30,23 @@ pub fn poll_hook() {
     // SAFETY: only `set_poll_hook` stores a non-zero value, a `fn()` cast to usize.
     let f: fn() = unsafe { std::mem::transmute::<usize, fn()>(h) };
     f();
+}
+
+/// Set when this process is taking the job down (MPI_Abort, a fatal error): what runs at its
+/// exit must not wait for other processes then.
+static ABORTING: AtomicBool = AtomicBool::new(false);
+
+pub fn mark_aborting() {
+    ABORTING.store(true, Ordering::Release);
+}
+
+pub fn aborting() -> bool {
+    ABORTING.load(Ordering::Acquire)
+}
+
+/// Switch the engine to MPI_THREAD_MULTIPLE's locking (see [`Global::make_multi`]).
+pub fn make_multithreaded() {
+    ENGINE.make_multi();
 }
 
 pub fn phase() -> Phase {

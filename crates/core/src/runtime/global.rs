@@ -93,6 +93,15 @@ impl<T> Global<T> {
             .store(Phase::Initialized as u8, Ordering::Release);
     }
 
+    /// Switch to MPI_THREAD_MULTIPLE's rule (every access under the mutex) while the state is
+    /// installed: an MPI_Session_init that asks for MPI_THREAD_MULTIPLE where an earlier
+    /// initialisation provided less. The caller is the only thread inside MPI at that moment
+    /// (the lower level promised it), so no access is in flight without the lock.
+    pub fn make_multi(&self) {
+        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.multi.store(true, Ordering::Release);
+    }
+
     /// Remove the state (end of MPI_Finalize). Further calls report "already finalized".
     pub fn uninstall(&self) -> Option<Box<T>> {
         let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
