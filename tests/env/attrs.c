@@ -49,9 +49,17 @@ int main(int argc, char **argv)
     /* (quirk "singleton_universe": MPICH 4.0.2 started as a singleton tries to start
      * "mpiexec -pmi_args ..." to answer this, which its own Hydra rejects, and hangs.) */
     if (!tu_quirk("singleton_universe")) {
+        const char *want = getenv("TU_EXPECT_UNIVERSE");
         CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &v, &flag));
         if (flag)
             CHECK_MSG(*v >= 1, "MPI_UNIVERSE_SIZE = %d", *v);
+        /* What the launcher was told (mpirun -usize, MPIEXEC_UNIVERSE_SIZE): "unset" or N. */
+        if (want && !strcmp(want, "unset"))
+            CHECK_MSG(!flag, "MPI_UNIVERSE_SIZE is set (%d) where the launcher was told INFINITE",
+                      *v);
+        else if (want)
+            CHECK_MSG(flag && *v == atoi(want), "MPI_UNIVERSE_SIZE is %d (flag %d), not %s",
+                      flag ? *v : -1, flag, want);
     }
 
     CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &v, &flag));

@@ -457,8 +457,12 @@ unsafe fn comm_get(comm: MPI_Comm, keyval: c_int, value: *mut c_void, flag: *mut
     if let Some(p) = predefined_comm_attr(keyval)? {
         nonnull(flag, "flag")?;
         nonnull(value, "attribute_val")?;
-        *(value as *mut *mut c_int) = p;
-        *flag = 1;
+        // A process manager that states no universe size (mpirun -usize INFINITE, Hydra's
+        // default): the attribute is not set.
+        *flag = (keyval != MPI_UNIVERSE_SIZE || *p >= 0) as c_int;
+        if *flag == 1 {
+            *(value as *mut *mut c_int) = p;
+        }
         return Ok(());
     }
     get_attr(ObjKind::Comm, obj, keyval, value, flag)

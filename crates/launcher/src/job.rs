@@ -39,7 +39,7 @@ use protean_pmi::{Event, Framer, Response, Server};
 use crate::hosts::{self, Host};
 use crate::launch::{self, LaunchSpec, LauncherKind, Remote, RemoteEvent, RemoteSrc};
 use crate::msg::{Launch, ToMpirun, ToProxy};
-use crate::options::{BindTo, Options, StdinTarget};
+use crate::options::{BindTo, Options, StdinTarget, Universe};
 use crate::spawn::{self, RankSpec};
 use crate::sys::{self, ExitStatus};
 
@@ -252,13 +252,17 @@ pub fn run(opts: Options) -> i32 {
         say(&format!("warning: cannot become a child subreaper: {e}"));
     }
     let jobid = new_jobid();
-    // MPI_UNIVERSE_SIZE: the slots of the hosts given, else this machine's CPUs (at least the
-    // job's size).
-    let universe = match &host_list {
-        Some(l) => l.iter().map(|h| h.slots).sum::<usize>(),
-        None => sys::cpu_count(),
-    }
-    .max(opts.np) as i32;
+    // MPI_UNIVERSE_SIZE (-usize): by default the slots of the hosts given, else this machine's
+    // CPUs (at least the job's size); -1 leaves it unset.
+    let universe = match opts.universe {
+        Universe::System => match &host_list {
+            Some(l) => l.iter().map(|h| h.slots).sum::<usize>(),
+            None => sys::cpu_count(),
+        }
+        .max(opts.np) as i32,
+        Universe::Infinite => -1,
+        Universe::Size(n) => n as i32,
+    };
     let mut server = Server::new(opts.np, &format!("kvs_{jobid}"), 0, universe);
     server.forward_names(opts.nameserver.is_some());
     server.kvs_put(

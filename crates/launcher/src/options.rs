@@ -36,6 +36,17 @@ pub enum BindTo {
     Socket,
 }
 
+/// What MPI_UNIVERSE_SIZE says (`-usize`, Hydra's option and values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Universe {
+    /// The slots of the hosts given, else this machine's CPUs (never fewer than the job).
+    System,
+    /// No limit: the attribute is not set (the program decides for itself).
+    Infinite,
+    /// This many processes.
+    Size(usize),
+}
+
 /// A job to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
@@ -73,6 +84,8 @@ pub struct Options {
     /// MPI_Lookup_name for this job: its address and secret (None: mpirun serves them
     /// itself).
     pub nameserver: Option<protean_pmi::names::Address>,
+    /// MPI_UNIVERSE_SIZE.
+    pub universe: Universe,
     /// Warnings to print before running (e.g. `-x` of an unset variable).
     pub warnings: Vec<String>,
     /// The program and its arguments (not empty).
@@ -139,6 +152,11 @@ Options:
                           visible to every user (also: PROTEAN_NAMESERVER=URI or file:PATH;
                           also --ompi-server); without it mpirun serves its own jobs' names.
                           Every request proves the server's secret and travels sealed
+  -usize N|SYSTEM|INFINITE
+                          MPI_UNIVERSE_SIZE, the processes a job may expect to run with
+                          spawned ones: N, SYSTEM (default: the hosts' slots, else this
+                          machine's CPUs, at least the job's size) or INFINITE (not set);
+                          never less than the processes running (also: MPIEXEC_UNIVERSE_SIZE)
   --stdin 0|none          forward mpirun's standard input to rank 0 (default), or to nobody
                           (then every rank reads /dev/null and mpirun does not touch its input)
   -h, --help              print this help and exit
@@ -251,10 +269,12 @@ pub fn parse(
         timeout: None,
         stdin: StdinTarget::Rank0,
         nameserver: None,
+        universe: Universe::System,
         warnings: Vec::new(),
         program: Vec::new(),
     };
     let mut timeout_given = false;
+    let mut universe_given = false;
     let mut it = args.into_iter().peekable();
     while let Some(arg) = it.next() {
         let Some(text) = arg.to_str() else {
@@ -387,6 +407,10 @@ pub fn parse(
                 let v = value("file:PATH or a protean-ns: URI")?;
                 opts.nameserver = Some(nameserver_addr(&shown, &v)?);
             }
+            "usize" | "universe-size" => {
+                opts.universe = parse_universe(&shown, &value("N, SYSTEM or INFINITE")?)?;
+                universe_given = true;
+            }
             "oversubscribe" => opts.oversubscribe = true,
             "allow-run-as-root" => {}
             "bind-to" | "binding" => {
@@ -423,7 +447,28 @@ pub fn parse(
             opts.timeout = parse_timeout("MPIEXEC_TIMEOUT", &t)?;
         }
     }
+    if !universe_given {
+        if let Some(u) = getenv("MPIEXEC_UNIVERSE_SIZE").filter(|u| !u.trim().is_empty()) {
+            opts.universe = parse_universe("MPIEXEC_UNIVERSE_SIZE", &u)?;
+        }
+    }
     Ok(Command::Run(Box::new(opts)))
+}
+
+fn parse_universe(what: &str, v: &str) -> Result<Universe, UsageError> {
+    let v = v.trim();
+    if v.eq_ignore_ascii_case("SYSTEM") {
+        Ok(Universe::System)
+    } else if v.eq_ignore_ascii_case("INFINITE") {
+        Ok(Universe::Infinite)
+    } else {
+        match v.parse::<usize>() {
+            Ok(n) if n > 0 && n <= i32::MAX as usize => Ok(Universe::Size(n)),
+            _ => Err(UsageError(format!(
+                "{what}: {v:?} is not a number of processes (1 or more), SYSTEM or INFINITE"
+            ))),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -579,6 +624,31 @@ mod tests {
         assert!(from_env(&["p"], "soon").is_err());
         assert!(run(&["--timeout", "-3", "p"]).is_err());
         assert!(run(&["--timeout", "inf", "p"]).is_err());
+    }
+
+    #[test]
+    fn universe_size() {
+        assert_eq!(opts(&["p"]).universe, Universe::System);
+        assert_eq!(opts(&["-usize", "12", "p"]).universe, Universe::Size(12));
+        assert_eq!(
+            opts(&["--usize=infinite", "p"]).universe,
+            Universe::Infinite
+        );
+        assert_eq!(opts(&["-usize", "SYSTEM", "p"]).universe, Universe::System);
+        let from_env =
+            |words: &[&str], u: &str| match run_env(words, &[("MPIEXEC_UNIVERSE_SIZE", u)]) {
+                Ok(Command::Run(o)) => Ok(o.universe),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e),
+            };
+        assert_eq!(from_env(&["p"], "INFINITE"), Ok(Universe::Infinite));
+        assert_eq!(
+            from_env(&["-usize", "3", "p"], "INFINITE"),
+            Ok(Universe::Size(3))
+        );
+        assert!(from_env(&["p"], "lots").is_err());
+        assert!(run(&["-usize", "0", "p"]).is_err());
+        assert!(run(&["-usize", "-2", "p"]).is_err());
     }
 
     #[test]

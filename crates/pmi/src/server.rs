@@ -371,12 +371,17 @@ impl Server {
         self.groups.last().map_or(self.size, |g| g.first + g.size)
     }
 
-    /// MPI_UNIVERSE_SIZE as answered now: the size given to [`Server::new`], but never fewer
+    /// MPI_UNIVERSE_SIZE as answered now: the size given to [`Server::new`] (negative: unset,
+    /// answered as it is), but never fewer
     /// than the processes of the universe still running (the first job and every spawned job
     /// not yet retired). A spawned job would otherwise see a universe no larger than itself
     /// once its parents had spawned up to the limit, and could not tell that it may spawn too
     /// (the limit is soft: spawning past it oversubscribes, it is not refused).
     fn universe_size_now(&self) -> i32 {
+        if self.universe_size < 0 {
+            // Unset (mpirun -usize INFINITE): no limit to state.
+            return self.universe_size;
+        }
         let running = self.size
             + self
                 .groups

@@ -72,7 +72,7 @@ pub struct Engine {
     /// Connections are authenticated by pair keys (`runtime::keys`): there is no job key to
     /// share with other jobs.
     pub pair_keys: bool,
-    /// MPI_UNIVERSE_SIZE: what the process manager says, else the job's size.
+    /// MPI_UNIVERSE_SIZE: what the process manager says (-1: unset), a singleton's own size.
     pub universe: i32,
     /// Spawns this process asked for as a root so far (names them).
     pub spawns: u32,
@@ -160,11 +160,13 @@ impl Engine {
             "never" => false,
             _ => node_procs > ncpus,
         };
+        // MPI_UNIVERSE_SIZE: what the process manager says; -1 (unset) where it states none
+        // (mpirun -usize INFINITE, Hydra's default); a singleton's own size.
         let universe = match boot.pmi.as_mut() {
-            Some(p) => p.universe_size().map_err(pmi_err)?,
-            None => -1,
+            Some(p) => p.universe_size().map_err(pmi_err)?.max(-1),
+            None => size as i32,
         };
-        let universe = if universe > 0 { universe } else { size as i32 };
+        let universe = if universe == 0 { size as i32 } else { universe };
         let policy = Policy::from_config(&cfg).map_err(|e| MpiError::new(ErrorClass::Other, e))?;
         let mut pml = Pml::new(me, net.routes().to_vec(), policy, cfg.shm_single_copy);
         pml.verbose = cfg.verbose > 0;
