@@ -1480,6 +1480,21 @@ impl Engine {
         let Some(rank) = group.iter().position(|&p| p == me) else {
             return Ok(None);
         };
+        // A process of the other group that this one was never introduced to (a job spawned
+        // by other processes of ours, which this one took no part in): no route to it.
+        if let Some(rg) = &remote_g {
+            let unknown = rg
+                .iter()
+                .find(|&&g| g != me && self.net.route(g) == crate::transport::Route::Unreachable);
+            if let Some(g) = unknown {
+                return err!(
+                    Other,
+                    "process {g} of the other group is unknown to this process (it joined \
+                     through processes this one did not take part with, e.g. a job they \
+                     spawned); an intercommunicator with it is not supported yet"
+                );
+            }
+        }
         if !self.cm.ctx.claim(b) {
             return err!(Intern, "context block {b} was agreed but is not free here");
         }
