@@ -371,6 +371,7 @@ pub unsafe extern "C" fn protean_MPI_Intercomm_create(
         // peer_comm is significant only at the local leader (it may be MPI_COMM_NULL
         // elsewhere); the engine checks it there.
         let peer = comm_id(peer_comm).map(|p| (p, remote_leader));
+        protean_core::mpi::dpm::introduce(id, local_leader, peer, tag)?;
         Ok(run(|e| e.op_intercomm(id, local_leader, peer, tag))?)
     })
 }

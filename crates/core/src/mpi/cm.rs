@@ -1481,7 +1481,8 @@ impl Engine {
             return Ok(None);
         };
         // A process of the other group that this one was never introduced to (a job spawned
-        // by other processes of ours, which this one took no part in): no route to it.
+        // by other processes of ours, which this one took no part in, where the operation is
+        // not MPI_Intercomm_create: `dpm::introduce`): no route to it.
         if let Some(rg) = &remote_g {
             let unknown = rg
                 .iter()
@@ -1491,7 +1492,8 @@ impl Engine {
                     Other,
                     "process {g} of the other group is unknown to this process (it joined \
                      through processes this one did not take part with, e.g. a job they \
-                     spawned); an intercommunicator with it is not supported yet"
+                     spawned, and only MPI_Intercomm_create introduces processes that never \
+                     met: see mpi::dpm::introduce)"
                 );
             }
         }
@@ -1760,6 +1762,65 @@ pub fn exchange_all(comm: CommId, mut data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>
         })??;
         if done {
             return Ok(got.into_iter().map(|g| g.expect("all received")).collect());
+        }
+        global::idle();
+    }
+}
+
+/// Two processes swap `data` (blocking): the leaders of the two groups of an
+/// MPI_Intercomm_create, over its peer communicator. `ctx` is that communicator's tagged
+/// context, `my_src` and `peer_src` the two sides' ranks in it, and `tag` one no other message
+/// of that context carries (the caller's: negative, unlike every user tag).
+pub fn swap_with(
+    peer: Gpid,
+    ctx: ContextId,
+    my_src: i32,
+    peer_src: i32,
+    tag: i32,
+    data: Vec<u8>,
+) -> Result<Vec<u8>> {
+    let mut sends = Vec::new();
+    with(|e| {
+        let env = Envelope {
+            ctx,
+            src: my_src,
+            tag,
+        };
+        e.mgmt_send(peer, env, data, &mut sends);
+    })?;
+    let spec = Envelope {
+        ctx,
+        src: peer_src,
+        tag,
+    };
+    let mut recv = None;
+    let mut got = None;
+    loop {
+        let done = with(|e| -> Result<bool> {
+            e.progress();
+            if got.is_none() {
+                got = e.mgmt_take_any(&mut recv, spec)?;
+            }
+            sends.retain(|(slot, _)| {
+                if e.pml.reqs.get(*slot).is_some_and(|r| r.complete) {
+                    e.pml.release(*slot);
+                    false
+                } else {
+                    true
+                }
+            });
+            if got.is_none() {
+                if let Some(why) = e.pml.peer_lost(peer) {
+                    return Err(MpiError::new(
+                        ErrorClass::Other,
+                        format!("the other group's leader (process {peer}) is gone: {why}"),
+                    ));
+                }
+            }
+            Ok(sends.is_empty() && got.is_some())
+        })??;
+        if done {
+            return Ok(got.expect("received"));
         }
         global::idle();
     }

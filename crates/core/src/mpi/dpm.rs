@@ -35,6 +35,14 @@
 //!
 //! Processes of the other job are reached over TCP (loopback on one host), whatever the
 //! transports among the processes of each job.
+//!
+//! # Introductions
+//!
+//! A process knows the processes of its own job, and those of the jobs it spawned or was
+//! spawned by together with them. MPI_Intercomm_create over a link between jobs can bring
+//! together processes that never met (rank 0 spawns alone through MPI_COMM_SELF, then
+//! MPI_COMM_WORLD and the children make an intercommunicator): [`introduce`] first hands
+//! every member's card to the other side.
 
 use crate::error::{ErrorClass, MpiError, Result};
 use crate::ids::CommId;
@@ -732,6 +740,84 @@ fn root_spawn(
         children.push(wait_key(&kvs, &format!("dpm-{tag}-c{r}"))?);
     }
     Ok((tag, children))
+}
+
+/// Tag of the leaders' introduction messages ([`introduce`]): negative, as no user tag is, in
+/// the peer communicator's tagged context, with the user's tag below it.
+const INTRO_TAG: i32 = i32::MIN;
+
+/// The first step of MPI_Intercomm_create, collective over `local`: when the leaders' link
+/// crosses jobs of this mpirun (a spawned job and its parents, or two jobs spawned apart),
+/// processes of the two groups that never met (a job spawned by other processes of ours,
+/// which this one took no part in) are introduced, so that the intercommunicator reaches
+/// every member. The leader says whether its link crosses (one small exchange over `local`
+/// in every MPI_Intercomm_create); if so, every member's card goes to the leader, the leaders
+/// swap their sides' cards over the peer communicator, and every member adds the processes of
+/// the other side it has no route to (as a spawn adds the children). They are added before
+/// the member enters the agreement, and the other side's members send to them only once it
+/// is done, so a process is always known before anyone connects to it. Processes of an
+/// independent job (MPI_Comm_connect/accept) number theirs their own way: not introduced.
+pub fn introduce(local: CommId, leader: i32, peer: Option<(CommId, i32)>, tag: i32) -> Result<()> {
+    let (rank, size) = with(|e| e.live_comm(local).map(|c| (c.rank as usize, c.size())))??;
+    if leader < 0 || leader as usize >= size || tag < 0 {
+        // The agreement reports it.
+        return Ok(());
+    }
+    let leader = leader as usize;
+    let link = if rank == leader {
+        with(|e| {
+            let (pc, rl) = peer?;
+            let p = e.live_comm(pc).ok()?;
+            let &g = p.peers().get(usize::try_from(rl).ok()?)?;
+            let own = e.base..e.base.offset(e.size);
+            let crosses = !own.contains(&g) && !e.foreign.iter().any(|f| f.holds(g));
+            crosses.then(|| (g, p.tagged_ctx(), p.rank, rl))
+        })?
+    } else {
+        None
+    };
+    let mut word = vec![Vec::new(); size];
+    if rank == leader {
+        word = vec![vec![link.is_some() as u8]; size];
+    }
+    if cm::exchange_all(local, word)?.swap_remove(leader).first() != Some(&1) {
+        return Ok(());
+    }
+    let mine = with(|e| e.dyn_card().map(|r| peer_entry(&r)))??;
+    let mut cards = vec![Vec::new(); size];
+    cards[leader] = mine.into_bytes();
+    let cards = cm::exchange_all(local, cards)?;
+    let mut theirs = Vec::new();
+    if let Some((g, ctx, my_src, peer_src)) = link {
+        let ours = cards
+            .iter()
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let t = INTRO_TAG | (tag & 0x3fff_ffff);
+        theirs = cm::swap_with(g, ctx, my_src, peer_src, t, ours.into_bytes())?;
+    }
+    let mut word = vec![Vec::new(); size];
+    if rank == leader {
+        word = vec![theirs; size];
+    }
+    let theirs = cm::exchange_all(local, word)?.swap_remove(leader);
+    let remotes = String::from_utf8_lossy(&theirs)
+        .split('\n')
+        .filter(|l| !l.is_empty())
+        .map(parse_peer)
+        .collect::<Result<Vec<_>>>()?;
+    with(|e| {
+        let new: Vec<Remote> = remotes
+            .into_iter()
+            .filter(|r| r.gpid != e.me && e.net.route(r.gpid) == Route::Unreachable)
+            .collect();
+        if new.is_empty() {
+            Ok(())
+        } else {
+            e.add_peers(&new)
+        }
+    })?
 }
 
 /// A spawned process joins its parents (end of MPI_Init): reads what the spawning root
