@@ -322,13 +322,11 @@ fn errhandler_of(h: MPI_Errhandler) -> R<u32> {
         return Ok(protean_core::mpi::comm::ERRH_FATAL);
     }
     let id = errh_id(h).ok_or_else(|| bad(ErrorClass::Arg, "invalid error handler"))?;
-    with(|e| {
-        if e.errhandlers.get(id as usize).is_some_and(|x| x.is_some()) {
-            Ok(id)
-        } else {
-            Err(bad(ErrorClass::Arg, "invalid error handler (freed?)"))
-        }
-    })?
+    if crate::errhandler::live_errhandler(id) {
+        Ok(id)
+    } else {
+        Err(bad(ErrorClass::Arg, "invalid error handler (freed?)"))
+    }
 }
 
 /// # Safety

@@ -46,6 +46,12 @@ fn user() -> std::sync::MutexGuard<'static, UserErrors> {
     USER.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Is engine id `id` an error handler that exists (predefined, or made and not freed)?
+pub fn live_errhandler(id: u32) -> bool {
+    id <= protean_core::mpi::comm::ERRH_ABORT
+        || with(|e| e.errhandlers.get(id as usize).is_some_and(|x| x.is_some())).unwrap_or(false)
+}
+
 pub fn user_error_string(code: c_int) -> Option<String> {
     user().strings.get(&code).cloned()
 }

@@ -199,10 +199,40 @@ pub fn fatal(func: &str, text: &str, code: c_int) -> ! {
 /// returns.
 #[cold]
 pub fn raise(comm: MPI_Comm, e: MpiError, func: &str) -> c_int {
-    let class = class_code(e.class);
-    let text = format!("{func}: {}", e.msg);
-    let code = code_for(class, format!("{text} ({})", e.class.mpi_name()));
+    let (code, text) = code_of(&e, func);
     raise_code(comm, code, func, &text)
+}
+
+/// The error code that names `e`, raised by `func` (its message kept for MPI_Error_string),
+/// and the text a fatal handler prints.
+pub fn code_of(e: &MpiError, func: &str) -> (c_int, String) {
+    let text = format!("{func}: {}", e.msg);
+    let code = code_for(
+        class_code(e.class),
+        format!("{text} ({})", e.class.mpi_name()),
+    );
+    (code, text)
+}
+
+/// Run error handler `h` on `code`, raised by `func`; returns the code for the caller to
+/// return. `user` calls a user handler's function (its address) with the object's handle and
+/// the code, in the shape of the object's kind (communicator, window, session); it runs
+/// outside the engine, so the function may call MPI itself.
+pub fn run_handler(
+    h: Errhandler,
+    code: c_int,
+    func: &str,
+    text: &str,
+    user: impl FnOnce(usize, c_int),
+) -> c_int {
+    match h {
+        Errhandler::Return => code,
+        Errhandler::Fatal | Errhandler::Abort => fatal(func, text, code),
+        Errhandler::User(f) => {
+            user(f, code);
+            code
+        }
+    }
 }
 
 /// Hand an existing error code to the handler of `comm`.
@@ -217,19 +247,13 @@ pub fn raise_code(comm: MPI_Comm, code: c_int, func: &str, text: &str) -> c_int 
         std::process::exit(1);
     }
     let handler = with(|eng| eng.errhandler_for(comm_id(comm))).unwrap_or(Errhandler::Fatal);
-    match handler {
-        Errhandler::Return => code,
-        Errhandler::Fatal | Errhandler::Abort => fatal(func, text, code),
-        Errhandler::User(f) => {
-            // SAFETY: the address was stored by MPI_Comm_create_errhandler from a function of
-            // this type; it is called outside the engine, so it may call MPI itself.
-            let f: MPI_Comm_errhandler_function = unsafe { std::mem::transmute(f) };
-            let mut c = comm;
-            let mut k = code;
-            unsafe { f(&mut c, &mut k) };
-            code
-        }
-    }
+    run_handler(handler, code, func, text, |f, mut k| {
+        // SAFETY: the address was stored by MPI_Comm_create_errhandler from a function of
+        // this type.
+        let f: MPI_Comm_errhandler_function = unsafe { std::mem::transmute(f) };
+        let mut c = comm;
+        unsafe { f(&mut c, &mut k) };
+    })
 }
 
 /// Shorthand for functions that return `Result<(), MpiError>`.

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use crate::abi::*;
 use crate::attr::{delete_attrs, report};
-use crate::errors::{self, bad, class_code, raise};
+use crate::errors::{self, bad, raise};
 use crate::handles::{comm_id, dtype_id, errh_handle, errh_id, op_id};
 use crate::util::{copy_cstr, nonnull, object_name, out};
 use protean_core::error::{ErrorClass, MpiError};
@@ -96,26 +96,18 @@ pub fn raise_win(win: MPI_Win, e: MpiError, func: &str) -> c_int {
     let Some(handler) = handler else {
         return raise(MPI_COMM_WORLD, e, func);
     };
-    let class = class_code(e.class);
-    let text = format!("{func}: {}", e.msg);
-    let code = errors::code_for(class, format!("{text} ({})", e.class.mpi_name()));
+    let (code, text) = errors::code_of(&e, func);
     call_handler(handler, win, code, func, &text)
 }
 
 fn call_handler(h: Errhandler, win: MPI_Win, code: c_int, func: &str, text: &str) -> c_int {
-    match h {
-        Errhandler::Return => code,
-        Errhandler::Fatal | Errhandler::Abort => errors::fatal(func, text, code),
-        Errhandler::User(f) => {
-            // SAFETY: stored by MPI_Win_create_errhandler (or a communicator's, which has the
-            // same shape) from a function of this type; called outside the engine.
-            let f: MPI_Win_errhandler_function = unsafe { std::mem::transmute(f) };
-            let mut w = win;
-            let mut k = code;
-            unsafe { f(&mut w, &mut k) };
-            code
-        }
-    }
+    errors::run_handler(h, code, func, text, |f, mut k| {
+        // SAFETY: stored by MPI_Win_create_errhandler (or a communicator's, which has the
+        // same shape) from a function of this type.
+        let f: MPI_Win_errhandler_function = unsafe { std::mem::transmute(f) };
+        let mut w = win;
+        unsafe { f(&mut w, &mut k) };
+    })
 }
 
 fn done(r: R<()>, win: MPI_Win, func: &str) -> c_int {

@@ -15,7 +15,8 @@ use std::sync::Mutex;
 
 use crate::abi::*;
 use crate::env::{life, start_engine};
-use crate::errors::{self, bad, class_code, code_for, raise};
+use crate::errhandler::live_errhandler;
+use crate::errors::{self, bad, raise};
 use crate::group::new_group;
 use crate::handles::{errh_handle, errh_id};
 use crate::info::{new_info, with_info};
@@ -86,30 +87,13 @@ fn call_handler(handler: u32, session: MPI_Session, code: c_int, func: &str, tex
             .flatten()
             .unwrap_or(Errhandler::Fatal),
     };
-    match h {
-        Errhandler::Return => code,
-        Errhandler::Fatal | Errhandler::Abort => {
-            if global::phase() != Phase::Initialized {
-                // No engine to take the job down with: this process goes.
-                eprintln!("Protean: fatal error in {func}: {text}");
-                std::process::exit(class_of(code).clamp(1, 255));
-            }
-            errors::fatal(func, text, code)
-        }
-        Errhandler::User(f) => {
-            // SAFETY: stored by MPI_Session_create_errhandler (or another kind's, which has the
-            // same shape) from a function of this type; called outside the engine.
-            let f: MPI_Session_errhandler_function = unsafe { std::mem::transmute(f) };
-            let mut s = session;
-            let mut k = code;
-            unsafe { f(&mut s, &mut k) };
-            code
-        }
-    }
-}
-
-fn class_of(code: c_int) -> c_int {
-    errors::class_of_code(code)
+    errors::run_handler(h, code, func, text, |f, mut k| {
+        // SAFETY: stored by MPI_Session_create_errhandler (or another kind's, which has the
+        // same shape) from a function of this type.
+        let f: MPI_Session_errhandler_function = unsafe { std::mem::transmute(f) };
+        let mut s = session;
+        unsafe { f(&mut s, &mut k) };
+    })
 }
 
 /// Report `e`, raised by `func`, on `session` (its handler; MPI_COMM_WORLD's when the session
@@ -119,9 +103,7 @@ fn raise_session(session: MPI_Session, e: MpiError, func: &str) -> c_int {
     let Ok(handler) = with_session(session, |s| s.errhandler) else {
         return raise(MPI_COMM_WORLD, e, func);
     };
-    let class = class_code(e.class);
-    let text = format!("{func}: {}", e.msg);
-    let code = code_for(class, format!("{text} ({})", e.class.mpi_name()));
+    let (code, text) = errors::code_of(&e, func);
     call_handler(handler, session, code, func, &text)
 }
 
@@ -182,25 +164,18 @@ pub unsafe extern "C" fn protean_MPI_Session_init(
     let func = "MPI_Session_init";
     // Errors before the session exists go to the handler the call was given.
     let fail = |e: MpiError, handler: u32| {
-        let class = class_code(e.class);
-        let text = format!("{func}: {}", e.msg);
-        let code = code_for(class, format!("{text} ({})", e.class.mpi_name()));
+        let (code, text) = errors::code_of(&e, func);
         call_handler(handler, MPI_SESSION_NULL, code, func, &text)
     };
     let mut l = life();
+    // Before the engine runs, the handlers are the predefined ones and those made early.
     let early = l.early_errhandlers.len() as u32;
+    let exists = |id: u32| match global::phase() {
+        Phase::Initialized => live_errhandler(id),
+        _ => id <= ERRH_ABORT + early,
+    };
     let handler = match errh_id(errhandler) {
-        Some(id)
-            if id <= ERRH_ABORT
-                || if global::phase() == Phase::Initialized {
-                    with(|e| e.errhandlers.get(id as usize).is_some_and(|x| x.is_some()))
-                        .unwrap_or(false)
-                } else {
-                    id <= ERRH_ABORT + early
-                } =>
-        {
-            id
-        }
+        Some(id) if exists(id) => id,
         _ => {
             drop(l);
             return fail(bad(ErrorClass::Arg, "invalid error handler"), ERRH_FATAL);
@@ -488,11 +463,7 @@ pub unsafe extern "C" fn protean_MPI_Session_set_errhandler(
     let r = (|| {
         with_session(session, |_| ())?;
         let id = errh_id(errhandler)
-            .filter(|&id| {
-                id <= ERRH_ABORT
-                    || with(|e| e.errhandlers.get(id as usize).is_some_and(|x| x.is_some()))
-                        .unwrap_or(false)
-            })
+            .filter(|&id| live_errhandler(id))
             .ok_or_else(|| bad(ErrorClass::Arg, "invalid error handler"))?;
         with_session(session, |s| s.errhandler = id)
     })();

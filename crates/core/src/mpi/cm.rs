@@ -1066,15 +1066,7 @@ impl Engine {
             }
         }
         // Sends still referencing their buffers.
-        let reqs = &mut self.pml;
-        op.sends.retain(|(slot, _)| {
-            if reqs.reqs.get(*slot).is_some_and(|r| r.complete) {
-                reqs.release(*slot);
-                false
-            } else {
-                true
-            }
-        });
+        self.reap_sends(&mut op.sends);
         let finished = op.outcome.is_some() && op.sends.is_empty();
         if finished {
             self.cm.live -= 1;
@@ -1750,14 +1742,7 @@ pub fn exchange_all(comm: CommId, mut data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>
                     got[j] = Some(d);
                 }
             }
-            sends.retain(|(slot, _)| {
-                if e.pml.reqs.get(*slot).is_some_and(|r| r.complete) {
-                    e.pml.release(*slot);
-                    false
-                } else {
-                    true
-                }
-            });
+            e.reap_sends(&mut sends);
             Ok(sends.is_empty() && got.iter().all(|g| g.is_some()))
         })??;
         if done {
@@ -1801,14 +1786,7 @@ pub fn swap_with(
             if got.is_none() {
                 got = e.mgmt_take_any(&mut recv, spec)?;
             }
-            sends.retain(|(slot, _)| {
-                if e.pml.reqs.get(*slot).is_some_and(|r| r.complete) {
-                    e.pml.release(*slot);
-                    false
-                } else {
-                    true
-                }
-            });
+            e.reap_sends(&mut sends);
             if got.is_none() {
                 if let Some(why) = e.pml.peer_lost(peer) {
                     return Err(MpiError::new(
@@ -1827,6 +1805,18 @@ pub fn swap_with(
 }
 
 impl Engine {
+    /// Release the management sends that completed (their buffers go with them).
+    fn reap_sends(&mut self, sends: &mut Vec<(ReqId, Box<[u8]>)>) {
+        sends.retain(|(slot, _)| {
+            if self.pml.reqs.get(*slot).is_some_and(|r| r.complete) {
+                self.pml.release(*slot);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
     /// Like `mgmt_take`, for a message of unknown size: the receive is posted once the
     /// message has arrived (its size is then known).
     fn mgmt_take_any(
