@@ -339,15 +339,35 @@ pub unsafe extern "C" fn protean_MPI_Comm_create_errhandler(
     comm_errhandler_fn: Option<MPI_Comm_errhandler_function>,
     errhandler: *mut MPI_Errhandler,
 ) -> c_int {
-    let Some(f) = comm_errhandler_fn else {
+    create_user(
+        comm_errhandler_fn.map(|f| f as usize),
+        errhandler,
+        "MPI_Comm_create_errhandler",
+    )
+}
+
+/// MPI_Comm/Win/File_create_errhandler: a user error handler (the function's address; the
+/// object it is set on decides the shape it is called with).
+///
+/// # Safety
+/// `errhandler` is writable or null (an error).
+pub unsafe fn create_user(f: Option<usize>, errhandler: *mut MPI_Errhandler, func: &str) -> c_int {
+    let Some(f) = f else {
         return raise(
             MPI_COMM_WORLD,
             bad(ErrorClass::Arg, "null error handler function"),
-            "MPI_Comm_create_errhandler",
+            func,
         );
     };
+    if errhandler.is_null() {
+        return raise(
+            MPI_COMM_WORLD,
+            bad(ErrorClass::Arg, "null errhandler pointer"),
+            func,
+        );
+    }
     let r = with(|e| {
-        e.errhandlers.push(Some(Errhandler::User(f as usize)));
+        e.errhandlers.push(Some(Errhandler::User(f)));
         (e.errhandlers.len() - 1) as u32
     });
     match r {
@@ -355,7 +375,7 @@ pub unsafe extern "C" fn protean_MPI_Comm_create_errhandler(
             out(errhandler, errh_handle(id));
             MPI_SUCCESS
         }
-        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Comm_create_errhandler"),
+        Err(e) => raise(MPI_COMM_WORLD, e, func),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod dpm;
 pub mod env;
 pub mod errhandler;
 pub mod errors;
+pub mod file;
 pub mod grequest;
 pub mod group;
 pub mod handles;

@@ -20,7 +20,7 @@ use crate::abi::*;
 use crate::attr::{delete_attrs, report};
 use crate::errors::{self, bad, raise};
 use crate::handles::{comm_id, dtype_id, errh_handle, errh_id, op_id};
-use crate::util::{copy_cstr, nonnull, object_name, out};
+use crate::util::{copy_cstr, nonnull, object_name};
 use protean_core::error::{ErrorClass, MpiError};
 use protean_core::mpi::attr::ObjKind;
 use protean_core::mpi::comm::Errhandler;
@@ -559,23 +559,11 @@ pub unsafe extern "C" fn protean_MPI_Win_create_errhandler(
     win_errhandler_fn: Option<MPI_Win_errhandler_function>,
     errhandler: *mut MPI_Errhandler,
 ) -> c_int {
-    let Some(f) = win_errhandler_fn else {
-        return raise(
-            MPI_COMM_WORLD,
-            bad(ErrorClass::Arg, "null error handler function"),
-            "MPI_Win_create_errhandler",
-        );
-    };
-    match with(|e| {
-        e.errhandlers.push(Some(Errhandler::User(f as usize)));
-        (e.errhandlers.len() - 1) as u32
-    }) {
-        Ok(id) => {
-            out(errhandler, errh_handle(id));
-            MPI_SUCCESS
-        }
-        Err(e) => raise(MPI_COMM_WORLD, e, "MPI_Win_create_errhandler"),
-    }
+    crate::errhandler::create_user(
+        win_errhandler_fn.map(|f| f as usize),
+        errhandler,
+        "MPI_Win_create_errhandler",
+    )
 }
 
 /// # Safety

@@ -11,6 +11,7 @@ pub mod dpm_port;
 pub mod engine;
 pub mod global;
 pub mod group;
+pub mod io;
 pub mod p2p;
 pub mod part;
 pub mod pml;

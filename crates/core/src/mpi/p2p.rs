@@ -185,7 +185,9 @@ impl Engine {
         )
     }
 
-    fn done_request(&mut self, comm: CommId, st: Status) -> ReqId {
+    /// A request complete from the start, with status `st` (also MPI-IO's nonblocking
+    /// accesses, done when they return).
+    pub(crate) fn done_request(&mut self, comm: CommId, st: Status) -> ReqId {
         let mut r = Request::new(Kind::Done, comm);
         r.complete = true;
         r.status = st;
