@@ -277,11 +277,6 @@ pub fn set_errhandler(id: Option<u32>, h: u32) -> Result<()> {
     Ok(())
 }
 
-/// Open files (for MPI_Finalize's report of what was left open).
-pub fn open_count() -> usize {
-    files().iter().filter(|f| f.is_some()).count()
-}
-
 pub(crate) fn int64() -> DtypeId {
     DtypeId::new(predefined_index("MPI_INT64_T").expect("MPI_INT64_T") as u32)
 }
