@@ -141,6 +141,15 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_File_write_at_all(fh, 0, big, 1, every_other, &st));
     MPI_Get_count(&st, every_other, &n);
     CHECK_EQ(n, 1);
+    /* A collective write that fails at one process fails everywhere, and nobody waits for
+     * it (with a strided view every process first tells the others what it writes). */
+    if (size > 1 && !tu_quirk("coll_error_hangs")) {
+        int rc = MPI_File_write_at_all(fh, 0, big, rank == 0 ? -1 : 1, every_other, &st);
+        if (rank == 0)
+            CHECK_CLASS(rc, MPI_ERR_COUNT);
+        else
+            CHECK_CLASS(rc, MPI_ERR_IO);
+    }
     MPI_File_sync(fh);
     MPI_Barrier(comm);
     MPI_File_sync(fh);

@@ -485,6 +485,9 @@ pub unsafe extern "C" fn protean_MPI_File_get_position_shared(
 enum How {
     At(MPI_Offset),
     Individual,
+    /// The blocking collective forms (`_all`): writes may go by collective buffering.
+    AllAt(MPI_Offset),
+    All,
     Shared,
     Ordered,
 }
@@ -516,17 +519,17 @@ unsafe fn access(
         let id = fid(fh)?;
         let dt = dtype_of(datatype)?;
         let pos = match how {
-            How::At(o) => Pos::At(o),
-            How::Individual => Pos::Individual,
+            How::At(o) | How::AllAt(o) => Pos::At(o),
+            How::Individual | How::All => Pos::Individual,
             How::Shared | How::Ordered => Pos::Shared,
         };
         if let Out::Begin(s) = to {
             return access::begin(id, s, pos, buf, count, dt);
         }
-        let st = if matches!(how, How::Ordered) {
-            access::ordered(id, write, buf, count, dt)?
-        } else {
-            access::rw(id, pos, write, buf, count, dt)?
+        let st = match how {
+            How::Ordered => access::ordered(id, write, buf, count, dt)?,
+            How::All | How::AllAt(_) if write => access::write_all(id, pos, buf, count, dt)?,
+            _ => access::rw(id, pos, write, buf, count, dt)?,
         };
         match to {
             Out::Status(p) => {
@@ -605,7 +608,7 @@ macro_rules! blocking {
 
 /// Blocking accesses at an explicit offset.
 macro_rules! blocking_at {
-    ($f:ident, $fc:ident, $name:literal, $bt:ty, $write:expr) => {
+    ($f:ident, $fc:ident, $name:literal, $bt:ty, $write:expr, $at:ident) => {
         /// # Safety
         /// MPI's rules for I/O buffers; `status` is writable or MPI_STATUS_IGNORE.
         #[no_mangle]
@@ -621,7 +624,7 @@ macro_rules! blocking_at {
                 fh,
                 $name,
                 $write,
-                How::At(offset),
+                How::$at(offset),
                 buf as *mut u8,
                 count as i64,
                 datatype,
@@ -644,7 +647,7 @@ macro_rules! blocking_at {
                 fh,
                 concat!($name, "_c"),
                 $write,
-                How::At(offset),
+                How::$at(offset),
                 buf as *mut u8,
                 count,
                 datatype,
@@ -888,7 +891,7 @@ blocking!(
     "MPI_File_read_all",
     *mut c_void,
     false,
-    Individual
+    All
 );
 blocking!(
     protean_MPI_File_write_all,
@@ -896,7 +899,7 @@ blocking!(
     "MPI_File_write_all",
     *const c_void,
     true,
-    Individual
+    All
 );
 blocking!(
     protean_MPI_File_read_shared,
@@ -935,28 +938,32 @@ blocking_at!(
     protean_MPI_File_read_at_c,
     "MPI_File_read_at",
     *mut c_void,
-    false
+    false,
+    At
 );
 blocking_at!(
     protean_MPI_File_write_at,
     protean_MPI_File_write_at_c,
     "MPI_File_write_at",
     *const c_void,
-    true
+    true,
+    At
 );
 blocking_at!(
     protean_MPI_File_read_at_all,
     protean_MPI_File_read_at_all_c,
     "MPI_File_read_at_all",
     *mut c_void,
-    false
+    false,
+    AllAt
 );
 blocking_at!(
     protean_MPI_File_write_at_all,
     protean_MPI_File_write_at_all_c,
     "MPI_File_write_at_all",
     *const c_void,
-    true
+    true,
+    AllAt
 );
 nonblocking!(
     protean_MPI_File_iread,

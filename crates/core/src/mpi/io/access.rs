@@ -213,13 +213,7 @@ unsafe fn transfer(
             sig::convert(&dt.sig, count, &data, &mut c, true);
             data = Cow::Owned(c);
         }
-        let mut k = 0;
-        for (o, l) in segs {
-            let l = l as usize;
-            f.fd.write_all_at(&data[k..k + l], o)
-                .map_err(|e| io_error(&e, &format!("write to {}", f.path.display())))?;
-            k += l;
-        }
+        write_pieces(f, &segs, &data)?;
         return Ok(n as u64);
     }
     if let (false, Some(off), [(o, _)]) = (ext32, span, &*segs) {
@@ -239,6 +233,18 @@ unsafe fn transfer(
     }
     dt.unpack(&v, buf, count);
     Ok(got as u64)
+}
+
+/// Write the consecutive bytes of `data` at the file extents `segs`, one after the other.
+fn write_pieces(f: &File, segs: &[(u64, u64)], data: &[u8]) -> Result<()> {
+    let mut k = 0;
+    for &(o, l) in segs {
+        let l = l as usize;
+        f.fd.write_all_at(&data[k..k + l], o)
+            .map_err(|e| io_error(&e, &format!("write to {}", f.path.display())))?;
+        k += l;
+    }
+    Ok(())
 }
 
 /// Checks every access makes before touching the file.
@@ -330,6 +336,71 @@ pub unsafe fn rw(
     }
 }
 
+/// MPI_File_write_all and MPI_File_write_at_all (`pos`: the individual pointer or an
+/// explicit offset), blocking: with collective buffering where the views call for it
+/// (`buffering.rs`), else as the independent forms.
+///
+/// # Safety
+/// As [`rw`].
+pub unsafe fn write_all(
+    id: u32,
+    pos: Pos,
+    buf: *const u8,
+    count: i64,
+    dt: DtypeId,
+) -> Result<Status> {
+    let f = get(id)?;
+    let mut st = f.state();
+    let view = st.view.clone();
+    if f.size == 1 || view.all_contig || st.atomic || view.rep == Rep::External32 {
+        drop(st);
+        return rw(id, pos, true, buf as *mut u8, count, dt);
+    }
+    // Everything this process would check, kept for the word with the others: a process
+    // that fails here still takes part, and every process returns an error.
+    let local = (|| -> Result<(usize, Arc<Datatype>, u64)> {
+        let count = count_of(count)?;
+        let d = dtype(dt)?;
+        check_access(&f, true, pos)?;
+        whole_etypes(&view, count, &d)?;
+        let start = match pos {
+            Pos::At(off) if off < 0 => return err!(Arg, "negative offset {off}"),
+            Pos::At(off) => off as u64,
+            _ => st.pos,
+        };
+        if buf.is_null() && d.contiguous_span(count) == Some(0) && d.size * count > 0 {
+            return err!(Buffer, "null buffer for {} bytes", d.size * count);
+        }
+        Ok((count, d, start))
+    })();
+    let mut segs = Vec::new();
+    let mut data: Cow<[u8]> = Cow::Borrowed(&[]);
+    if let Ok((count, d, start)) = &local {
+        let n = d.size * count;
+        view.map
+            .segments(start * view.esize(), n as u64, &mut |o, l| {
+                segs.push((o, l))
+            });
+        data = match d.contiguous_span(*count) {
+            Some(off) => Cow::Borrowed(std::slice::from_raw_parts(buf.offset(off), n)),
+            None => {
+                let mut v = Vec::with_capacity(n);
+                d.pack(buf, *count, &mut v);
+                Cow::Owned(v)
+            }
+        };
+    }
+    let checked = local.as_ref().map(|_| ()).map_err(|e| e.clone());
+    if !super::buffering::write(&f, &segs, &data, &checked)? {
+        write_pieces(&f, &segs, &data)?;
+    }
+    let n = data.len() as u64;
+    if pos == Pos::Individual {
+        st.pos += etypes(&view, n);
+    }
+    Ok(status(n))
+}
+
 /// MPI_File_read_ordered / write_ordered: collective; the processes' data follow each other
 /// in rank order from the shared file pointer, which moves past all of it.
 ///
@@ -389,10 +460,10 @@ pub unsafe fn begin(
         );
     }
     let write = matches!(s, Split::WriteAt | Split::WriteAll | Split::WriteOrdered);
-    let st = if matches!(s, Split::ReadOrdered | Split::WriteOrdered) {
-        ordered(id, write, buf, count, dt)?
-    } else {
-        rw(id, pos, write, buf, count, dt)?
+    let st = match s {
+        Split::ReadOrdered | Split::WriteOrdered => ordered(id, write, buf, count, dt)?,
+        Split::WriteAll | Split::WriteAt => write_all(id, pos, buf, count, dt)?,
+        _ => rw(id, pos, write, buf, count, dt)?,
     };
     f.state().split = Some((s, st.bytes));
     Ok(())

@@ -21,6 +21,7 @@
 //! only for the collectives and the shared pointer, never across a system call.
 
 pub mod access;
+mod buffering;
 pub mod view;
 
 use std::fs::OpenOptions;
@@ -99,6 +100,9 @@ pub struct View {
     pub ftype: (DtypeId, Arc<Datatype>),
     pub rep: Rep,
     pub map: Map,
+    /// Every process's view of the file is contiguous (agreed at MPI_File_set_view): a
+    /// collective write then needs no collective buffering, nor a word with the others.
+    pub all_contig: bool,
 }
 
 impl View {
@@ -277,6 +281,10 @@ pub fn set_errhandler(id: Option<u32>, h: u32) -> Result<()> {
     Ok(())
 }
 
+pub(crate) fn byte_id() -> DtypeId {
+    DtypeId::new(predefined_index("MPI_BYTE").expect("MPI_BYTE") as u32)
+}
+
 pub(crate) fn int64() -> DtypeId {
     DtypeId::new(predefined_index("MPI_INT64_T").expect("MPI_INT64_T") as u32)
 }
@@ -291,6 +299,7 @@ fn byte_view() -> View {
         etype: (id, t.clone()),
         ftype: (id, t),
         rep: Rep::Native,
+        all_contig: true,
     }
 }
 
@@ -312,6 +321,28 @@ pub(crate) fn allgather_i64(comm: CommId, v: i64) -> Result<Vec<i64>> {
                 sdt: dt,
                 rbuf: out.as_mut_ptr() as *mut u8,
                 rcounts: Counts::Uniform(1),
+                rdt: dt,
+            },
+        )?;
+    }
+    Ok(out)
+}
+
+/// Every process's `v` (the same number of words everywhere), in rank order.
+pub(crate) fn allgather_words(comm: CommId, v: &[i64]) -> Result<Vec<i64>> {
+    let n = with(|e| e.live_comm(comm).map(|c| c.size()))??;
+    let mut out = vec![0i64; n * v.len()];
+    let dt = int64();
+    // SAFETY: `v.len()` elements in, that many per process out, alive across the call.
+    unsafe {
+        coll::blocking(
+            comm,
+            &Args::Allgather {
+                sbuf: v.as_ptr() as *const u8,
+                scount: v.len() as i64,
+                sdt: dt,
+                rbuf: out.as_mut_ptr() as *mut u8,
+                rcounts: Counts::Uniform(v.len() as i64),
                 rdt: dt,
             },
         )?;
@@ -545,12 +576,17 @@ pub fn close(id: u32) -> Result<()> {
             .and_then(|x| x.take())
             .ok_or_else(|| mpi_error!(File, "invalid file handle (MPI_FILE_NULL or closed)"))?
     };
-    let f = Arc::try_unwrap(f).map_err(|_| {
-        mpi_error!(
-            File,
-            "the file is in use by another thread of this process while it is closed"
-        )
-    })?;
+    let f = match Arc::try_unwrap(f) {
+        Ok(f) => f,
+        Err(f) => {
+            // Put back: the other thread's access goes on, and the file stays open.
+            files()[id as usize] = Some(f);
+            return err!(
+                FileInUse,
+                "the file is in use by another thread of this process while it is closed"
+            );
+        }
+    };
     let File {
         fd,
         comm,
@@ -796,29 +832,32 @@ pub fn set_view(
         return err!(Arg, "negative displacement {disp}");
     }
     let map = Map::new(disp as u64, &ftype.1, read_only)?;
-    {
-        let mut st = f.state();
-        st.view = Arc::new(View {
-            disp: disp as u64,
-            etype,
-            ftype,
-            rep,
-            map,
-        });
-        st.pos = 0;
-        crate::mpi::rma::set_hints(&mut st.hints, &hints);
-    }
     // Every process is done with the old pointer before rank 0 resets it, and nobody uses
-    // the new one before.
+    // the new one before (the allgather waits for everyone too).
     if f.size > 1 {
         coll::barrier(f.comm)?;
     }
     if f.rank == 0 {
         f.shared_set(0)?;
     }
-    if f.size > 1 {
-        coll::barrier(f.comm)?;
-    }
+    let all_contig = if f.size > 1 {
+        allgather_i64(f.comm, map.contiguous() as i64)?
+            .iter()
+            .all(|&c| c != 0)
+    } else {
+        map.contiguous()
+    };
+    let mut st = f.state();
+    st.view = Arc::new(View {
+        disp: disp as u64,
+        etype,
+        ftype,
+        rep,
+        map,
+        all_contig,
+    });
+    st.pos = 0;
+    crate::mpi::rma::set_hints(&mut st.hints, &hints);
     Ok(())
 }
 
