@@ -12,7 +12,8 @@
 //! consistency rules ask nothing more of them (the application synchronises conflicting
 //! accesses with MPI_File_sync and a barrier), and it leaves the nonblocking collective forms
 //! free of any wait on other processes. The shared file pointer lives in a one-sided window
-//! at rank 0 of the file's communicator, moved by MPI_Fetch_and_op under an exclusive lock,
+//! at rank 0 of the file's communicator, moved by MPI_Fetch_and_op in a passive epoch that a
+//! process opens at its first use and holds until close,
 //! so that a process reaches it without the others' help on a transport that exposes
 //! memory; the ordered forms gather the counts, rank 0 moves the pointer once, and every
 //! process accesses its part at once.
@@ -38,7 +39,6 @@ use crate::mpi::comm::ERRH_RETURN;
 use crate::mpi::datatype::{predefined, predefined_index, Datatype};
 use crate::mpi::global::with;
 use crate::mpi::rma::ops::{Buf, Target, What};
-use crate::mpi::rma::sync::LockType;
 use crate::{err, mpi_error};
 use view::Map;
 
@@ -153,8 +153,10 @@ pub struct State {
 enum Shared {
     /// A file of one process: here.
     Local(Mutex<u64>),
-    /// A window holding one 64-bit integer at rank 0 of the file's communicator.
-    Win(u32),
+    /// A window holding one 64-bit integer at rank 0 of the file's communicator, and
+    /// whether this process holds its passive epoch (MPI_Win_lock_all, taken at the first use
+    /// and kept until the file is closed).
+    Win(u32, Mutex<bool>),
 }
 
 /// An open file.
@@ -184,7 +186,7 @@ impl File {
                 *v += n;
                 Ok(old)
             }
-            Shared::Win(w) => self.win_rmw(*w, OP_SUM, n as i64).map(|v| v as u64),
+            Shared::Win(w, l) => self.win_rmw(*w, l, OP_SUM, n as i64).map(|v| v as u64),
         }
     }
 
@@ -192,7 +194,7 @@ impl File {
     pub fn shared_get(&self) -> Result<u64> {
         match &self.shared {
             Shared::Local(m) => Ok(*m.lock().unwrap_or_else(|p| p.into_inner())),
-            Shared::Win(w) => self.win_rmw(*w, OP_NO_OP, 0).map(|v| v as u64),
+            Shared::Win(w, l) => self.win_rmw(*w, l, OP_NO_OP, 0).map(|v| v as u64),
         }
     }
 
@@ -203,18 +205,27 @@ impl File {
                 *m.lock().unwrap_or_else(|p| p.into_inner()) = v;
                 Ok(())
             }
-            Shared::Win(w) => self.win_rmw(*w, OP_REPLACE, v as i64).map(|_| ()),
+            Shared::Win(w, l) => self.win_rmw(*w, l, OP_REPLACE, v as i64).map(|_| ()),
         }
     }
 
-    /// One read-modify-write of the window's integer under an exclusive lock.
-    fn win_rmw(&self, win: u32, op: u32, v: i64) -> Result<i64> {
+    /// One read-modify-write of the window's integer: an accumulate operation, atomic
+    /// against the others on it, in the passive epoch every process holds on the window
+    /// from open to close (MPI_Win_lock_all), completed by a flush.
+    fn win_rmw(&self, win: u32, locked: &Mutex<bool>, op: u32, v: i64) -> Result<i64> {
         use crate::mpi::rma::{ops, sync};
+        {
+            let mut l = locked.lock().unwrap_or_else(|p| p.into_inner());
+            if !*l {
+                sync::lock_all(win, 0)?;
+                *l = true;
+            }
+        }
         let dt = int64();
         let origin = v;
         let mut old = 0i64;
-        sync::lock(win, LockType::Exclusive, 0, 0)?;
-        // SAFETY: both buffers are locals that outlive the epoch, closed by the unlock below.
+        // SAFETY: both buffers are locals that outlive the operation, completed by the flush
+        // below.
         let r = unsafe {
             ops::op(
                 win,
@@ -239,9 +250,8 @@ impl File {
                 false,
             )
         };
-        let u = sync::unlock(win, 0);
         r?;
-        u?;
+        sync::flush(win, Some(0))?;
         Ok(old)
     }
 }
@@ -518,7 +528,7 @@ fn open_on(fcomm: CommId, name: &str, amode: i32, hints: Vec<(String, String)>) 
                 fcomm,
             )?
         };
-        Shared::Win(w)
+        Shared::Win(w, Mutex::new(false))
     };
     let view = byte_view();
     let mut pos = 0;
@@ -596,7 +606,10 @@ pub fn close(id: u32) -> Result<()> {
         shared,
         ..
     } = f;
-    if let Shared::Win(w) = shared {
+    if let Shared::Win(w, locked) = shared {
+        if locked.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            crate::mpi::rma::sync::unlock_all(w)?;
+        }
         crate::mpi::rma::free(w)?;
     }
     drop(fd);
