@@ -95,6 +95,23 @@ fn done(r: R<()>, fh: MPI_File, func: &str) -> c_int {
     }
 }
 
+/// A query of an open file: `value` of its id, written through `p` (named `what`; checked
+/// non-null), or the error raised on the file.
+unsafe fn query<T>(
+    fh: MPI_File,
+    p: *mut T,
+    what: &str,
+    func: &str,
+    value: impl FnOnce(u32) -> R<T>,
+) -> c_int {
+    let r = (|| -> R<()> {
+        nonnull(p, what)?;
+        *p = value(fid(fh)?)?;
+        Ok(())
+    })();
+    done(r, fh, func)
+}
+
 fn hints(info: MPI_Info) -> R<Vec<(String, String)>> {
     if info == MPI_INFO_NULL {
         return Ok(Vec::new());
@@ -213,36 +230,27 @@ pub unsafe extern "C" fn protean_MPI_File_preallocate(fh: MPI_File, size: MPI_Of
 /// `size` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(size, "size")?;
-        *size = io::size(fid(fh)?)? as MPI_Offset;
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_size")
+    query(fh, size, "size", "MPI_File_get_size", |id| {
+        Ok(io::size(id)? as MPI_Offset)
+    })
 }
 
 /// # Safety
 /// `group` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(group, "group")?;
-        *group = crate::group::new_group(io::group(fid(fh)?)?)?;
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_group")
+    query(fh, group, "group", "MPI_File_get_group", |id| {
+        crate::group::new_group(io::group(id)?)
+    })
 }
 
 /// # Safety
 /// `amode` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(amode, "amode")?;
-        *amode = io::get(fid(fh)?)?.amode;
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_amode")
+    query(fh, amode, "amode", "MPI_File_get_amode", |id| {
+        Ok(io::get(id)?.amode)
+    })
 }
 
 /// # Safety
@@ -263,14 +271,10 @@ pub unsafe extern "C" fn protean_MPI_File_get_info(
     fh: MPI_File,
     info_used: *mut MPI_Info,
 ) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(info_used, "info_used")?;
-        let f = io::get(fid(fh)?)?;
-        let h = f.state().hints.clone();
-        *info_used = crate::info::new_info(h);
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_info")
+    query(fh, info_used, "info_used", "MPI_File_get_info", |id| {
+        let h = io::get(id)?.state().hints.clone();
+        Ok(crate::info::new_info(h))
+    })
 }
 
 /// # Safety
@@ -288,12 +292,9 @@ pub unsafe extern "C" fn protean_MPI_File_set_atomicity(fh: MPI_File, flag: c_in
 /// `flag` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(flag, "flag")?;
-        *flag = io::get(fid(fh)?)?.state().atomic as c_int;
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_atomicity")
+    query(fh, flag, "flag", "MPI_File_get_atomicity", |id| {
+        Ok(io::get(id)?.state().atomic as c_int)
+    })
 }
 
 /// # Safety
@@ -374,12 +375,9 @@ pub unsafe extern "C" fn protean_MPI_File_get_byte_offset(
     offset: MPI_Offset,
     disp: *mut MPI_Offset,
 ) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(disp, "disp")?;
-        *disp = access::byte_offset(fid(fh)?, offset)? as MPI_Offset;
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_byte_offset")
+    query(fh, disp, "disp", "MPI_File_get_byte_offset", |id| {
+        Ok(access::byte_offset(id, offset)? as MPI_Offset)
+    })
 }
 
 /// # Safety
@@ -390,12 +388,9 @@ pub unsafe extern "C" fn protean_MPI_File_get_type_extent(
     datatype: MPI_Datatype,
     extent: *mut MPI_Aint,
 ) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(extent, "extent")?;
-        *extent = access::type_extent(fid(fh)?, dtype_of(datatype)?)? as MPI_Aint;
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_type_extent")
+    query(fh, extent, "extent", "MPI_File_get_type_extent", |id| {
+        Ok(access::type_extent(id, dtype_of(datatype)?)? as MPI_Aint)
+    })
 }
 
 /// # Safety
@@ -406,12 +401,9 @@ pub unsafe extern "C" fn protean_MPI_File_get_type_extent_c(
     datatype: MPI_Datatype,
     extent: *mut MPI_Count,
 ) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(extent, "extent")?;
-        *extent = access::type_extent(fid(fh)?, dtype_of(datatype)?)? as MPI_Count;
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_type_extent_c")
+    query(fh, extent, "extent", "MPI_File_get_type_extent_c", |id| {
+        Ok(access::type_extent(id, dtype_of(datatype)?)? as MPI_Count)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -454,12 +446,9 @@ pub unsafe extern "C" fn protean_MPI_File_get_position(
     fh: MPI_File,
     offset: *mut MPI_Offset,
 ) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(offset, "offset")?;
-        *offset = access::position(fid(fh)?)? as MPI_Offset;
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_position")
+    query(fh, offset, "offset", "MPI_File_get_position", |id| {
+        Ok(access::position(id)? as MPI_Offset)
+    })
 }
 
 /// # Safety
@@ -469,12 +458,9 @@ pub unsafe extern "C" fn protean_MPI_File_get_position_shared(
     fh: MPI_File,
     offset: *mut MPI_Offset,
 ) -> c_int {
-    let r = (|| -> R<()> {
-        nonnull(offset, "offset")?;
-        *offset = access::position_shared(fid(fh)?)? as MPI_Offset;
-        Ok(())
-    })();
-    done(r, fh, "MPI_File_get_position_shared")
+    query(fh, offset, "offset", "MPI_File_get_position_shared", |id| {
+        Ok(access::position_shared(id)? as MPI_Offset)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

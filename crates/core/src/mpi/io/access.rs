@@ -284,6 +284,22 @@ fn whole_etypes(view: &View, count: usize, dt: &Datatype) -> Result<u64> {
     Ok(n / view.esize())
 }
 
+/// What every access needs first: the file, the count, the datatype, and the access
+/// allowed.
+fn prepare(
+    id: u32,
+    write: bool,
+    pos: Pos,
+    count: i64,
+    dt: DtypeId,
+) -> Result<(Arc<File>, usize, Arc<Datatype>)> {
+    let f = get(id)?;
+    let count = count_of(count)?;
+    let d = dtype(dt)?;
+    check_access(&f, write, pos)?;
+    Ok((f, count, d))
+}
+
 /// MPI_File_read/write and their `_at`, `_shared`, `_all` forms: the status of the access.
 ///
 /// # Safety
@@ -296,10 +312,7 @@ pub unsafe fn rw(
     count: i64,
     dt: DtypeId,
 ) -> Result<Status> {
-    let f = get(id)?;
-    let count = count_of(count)?;
-    let d = dtype(dt)?;
-    check_access(&f, write, pos)?;
+    let (f, count, d) = prepare(id, write, pos, count, dt)?;
     match pos {
         Pos::At(off) => {
             if off < 0 {
@@ -413,10 +426,7 @@ pub unsafe fn ordered(
     count: i64,
     dt: DtypeId,
 ) -> Result<Status> {
-    let f = get(id)?;
-    let count = count_of(count)?;
-    let d = dtype(dt)?;
-    check_access(&f, write, Pos::Shared)?;
+    let (f, count, d) = prepare(id, write, Pos::Shared, count, dt)?;
     let (view, atomic) = {
         let st = f.state();
         (st.view.clone(), st.atomic)
