@@ -152,6 +152,23 @@ fn read_segments(fd: &std::fs::File, segs: &[(u64, u64)], out: &mut [u8]) -> Res
     Ok(k)
 }
 
+/// The bytes `count` elements of `dt` at `buf` write: the memory itself where it is one
+/// span, else packed by the datatype engine.
+///
+/// # Safety
+/// `buf` holds `count` elements of `dt`, alive as long as the result.
+unsafe fn packed<'a>(buf: *const u8, count: usize, dt: &Datatype) -> Cow<'a, [u8]> {
+    let n = dt.size * count;
+    match dt.contiguous_span(count) {
+        Some(off) => Cow::Borrowed(std::slice::from_raw_parts(buf.offset(off), n)),
+        None => {
+            let mut v = Vec::with_capacity(n);
+            dt.pack(buf, count, &mut v);
+            Cow::Owned(v)
+        }
+    }
+}
+
 /// Move `count` elements of `dt` at `buf` to or from the view's stream from etype `start`.
 /// Returns the bytes moved (a read stops at the end of the file).
 ///
@@ -200,14 +217,7 @@ unsafe fn transfer(
         None
     };
     if write {
-        let mut data: Cow<[u8]> = match span {
-            Some(off) => Cow::Borrowed(std::slice::from_raw_parts(buf.offset(off), n)),
-            None => {
-                let mut v = Vec::with_capacity(n);
-                dt.pack(buf, count, &mut v);
-                Cow::Owned(v)
-            }
-        };
+        let mut data = packed(buf, count, dt);
         if ext32 {
             let mut c = vec![0u8; n];
             sig::convert(&dt.sig, count, &data, &mut c, true);
@@ -394,14 +404,7 @@ pub unsafe fn write_all(
             .segments(start * view.esize(), n as u64, &mut |o, l| {
                 segs.push((o, l))
             });
-        data = match d.contiguous_span(*count) {
-            Some(off) => Cow::Borrowed(std::slice::from_raw_parts(buf.offset(off), n)),
-            None => {
-                let mut v = Vec::with_capacity(n);
-                d.pack(buf, *count, &mut v);
-                Cow::Owned(v)
-            }
-        };
+        data = packed(buf, *count, d);
     }
     let checked = local.as_ref().map(|_| ()).map_err(|e| e.clone());
     if !super::buffering::write(&f, &segs, &data, &checked)? {

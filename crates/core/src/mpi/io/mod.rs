@@ -210,8 +210,8 @@ impl File {
     }
 
     /// One read-modify-write of the window's integer: an accumulate operation, atomic
-    /// against the others on it, in the passive epoch every process holds on the window
-    /// from open to close (MPI_Win_lock_all), completed by a flush.
+    /// against the others on it, in the passive epoch this process opens on the window at
+    /// its first use and holds until close (MPI_Win_lock_all), completed by a flush.
     fn win_rmw(&self, win: u32, locked: &Mutex<bool>, op: u32, v: i64) -> Result<i64> {
         use crate::mpi::rma::{ops, sync};
         {
@@ -300,9 +300,8 @@ pub(crate) fn int64() -> DtypeId {
 }
 
 fn byte_view() -> View {
-    let i = predefined_index("MPI_BYTE").expect("MPI_BYTE");
-    let t = Arc::new(predefined()[i].clone());
-    let id = DtypeId::new(i as u32);
+    let id = byte_id();
+    let t = Arc::new(predefined()[id.idx()].clone());
     View {
         disp: 0,
         map: Map::new(0, &t, false).expect("MPI_BYTE maps"),
@@ -318,24 +317,7 @@ fn byte_view() -> View {
 
 /// Every process's `v`, in rank order.
 pub(crate) fn allgather_i64(comm: CommId, v: i64) -> Result<Vec<i64>> {
-    let n = with(|e| e.live_comm(comm).map(|c| c.size()))??;
-    let mut out = vec![0i64; n];
-    let dt = int64();
-    // SAFETY: one element in, `n` out, both alive across the blocking call.
-    unsafe {
-        coll::blocking(
-            comm,
-            &Args::Allgather {
-                sbuf: &v as *const i64 as *const u8,
-                scount: 1,
-                sdt: dt,
-                rbuf: out.as_mut_ptr() as *mut u8,
-                rcounts: Counts::Uniform(1),
-                rdt: dt,
-            },
-        )?;
-    }
-    Ok(out)
+    allgather_words(comm, &[v])
 }
 
 /// Every process's `v` (the same number of words everywhere), in rank order.
