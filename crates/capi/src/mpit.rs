@@ -9,7 +9,10 @@
 //! - Performance variables: `profile::PVARS`, class COUNTER, MPI_UNSIGNED_LONG_LONG,
 //!   continuous (always counting: start/stop report MPI_T_ERR_PVAR_NO_STARTSTOP) and read-only
 //!   (reset is per handle: it remembers the value to subtract).
-//! - Categories: protocol, transport, progress. No events and no event sources.
+//! - Events: `protean_core::events::EVENTS` (channel grants, take-backs, promotions and
+//!   demotions, protocol boundaries per peer, program phases), all from one source, the clock
+//!   of MPI_Wtime in nanoseconds; how callbacks are called is described at their section.
+//! - Categories: protocol, transport, progress.
 //!
 //! MPI_T functions return their error codes; they do not call error handlers.
 //! Handles are small integers disguised as pointers (never 0, never dereferenced).
@@ -20,6 +23,7 @@ use std::sync::Mutex;
 use crate::abi::*;
 use crate::util::{copy_cstr, out};
 use protean_core::config::{Config, Kind, Value, TUNABLES};
+use protean_core::events::{self, Elem, Event, Group, EVENTS};
 use protean_core::mpi::global::{self, with, Phase};
 use protean_core::profile::PVARS;
 
@@ -92,6 +96,7 @@ unsafe fn give_string(s: &str, buf: *mut c_char, len: *mut c_int) {
 /// `provided` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
+    events::set_sink(on_event);
     state().inits += 1;
     out(
         provided,
@@ -109,6 +114,12 @@ pub extern "C" fn protean_MPI_T_finalize() -> c_int {
     s.inits -= 1;
     if s.inits == 0 {
         *s = State::default();
+        // Registrations end with the interface (their callbacks are not called again).
+        let mut regs = registrations();
+        regs.clear();
+        for k in 0..EVENTS.len() {
+            rearm(&regs, k);
+        }
     }
     MPI_SUCCESS
 }
@@ -744,6 +755,7 @@ struct Category {
     desc: &'static str,
     cvars: fn(&str) -> bool,
     pvars: bool,
+    events: Option<Group>,
 }
 
 const CATEGORIES: &[Category] = &[
@@ -752,18 +764,21 @@ const CATEGORIES: &[Category] = &[
         desc: "Point-to-point protocols: the policy, eager limits, single copy; counters of messages per protocol and transport",
         cvars: |n| n.contains("eager") || n.contains("protocol") || n.contains("coop") || n.contains("single_copy") || n == "eager_rndv_prefix",
         pvars: true,
+        events: Some(Group::Protocol),
     },
     Category {
         name: "protean_transport",
-        desc: "Transports: which are used, shared-memory channel geometry, TCP settings, host identity",
+        desc: "Transports: which are used, shared-memory channel geometry, TCP settings, host identity; the dedicated channels' changes and the program's phases",
         cvars: |n| n == "transports" || n == "hostname" || ((n.starts_with("shm_") || n.starts_with("tcp_")) && !n.contains("eager") && !n.contains("coop") && !n.contains("single_copy")),
         pvars: false,
+        events: Some(Group::Transport),
     },
     Category {
         name: "protean_progress",
         desc: "Progress: how waiting ranks wait, diagnostics",
         cvars: |n| n == "progress_yield" || n == "verbose",
         pvars: false,
+        events: None,
     },
 ];
 
@@ -780,6 +795,13 @@ fn category_cvars(c: &Category) -> Vec<c_int> {
         .enumerate()
         .filter(|(_, t)| (c.cvars)(t.name))
         .map(|(i, _)| i as c_int)
+        .collect()
+}
+
+fn category_events(c: &Category) -> Vec<c_int> {
+    (0..EVENTS.len())
+        .filter(|&k| Some(EVENTS[k].group) == c.events)
+        .map(|k| k as c_int)
         .collect()
 }
 
@@ -908,8 +930,7 @@ pub unsafe extern "C" fn protean_MPI_T_category_get_events(
     indices: *mut c_int,
 ) -> c_int {
     code(initialised(|_| {
-        category(cat_index)?;
-        give_indices(&[], len, indices)
+        give_indices(&category_events(category(cat_index)?), len, indices)
     }))
 }
 
@@ -921,8 +942,10 @@ pub unsafe extern "C" fn protean_MPI_T_category_get_num_events(
     num_events: *mut c_int,
 ) -> c_int {
     code(initialised(|_| {
-        category(cat_index)?;
-        out(num_events, 0);
+        out(
+            num_events,
+            category_events(category(cat_index)?).len() as c_int,
+        );
         Ok(())
     }))
 }
@@ -938,27 +961,596 @@ pub unsafe extern "C" fn protean_MPI_T_category_changed(update_number: *mut c_in
 }
 
 // -------------------------------------------------------------------------------------------
-// Events and sources: Protean defines none.
+// Events and their source
+//
+// The kinds are `protean_core::events::EVENTS`; the layer where a change happens raises an
+// occurrence, and `on_event` below hands it to the registrations for its kind. Every
+// occurrence is raised inside an MPI call with the engine held, so the context Protean offers
+// is MPI_T_CB_REQUIRE_MPI_RESTRICTED: a registration's callback for that level is called, or
+// else its callback for the least strict level above it (THREAD_SAFE, then
+// ASYNC_SIGNAL_SAFE), each promising more. A registration with none of those (no callback,
+// or one at MPI_T_CB_REQUIRE_NONE only, which may call any MPI function and so cannot run
+// inside one) drops the occurrence and counts it; its dropped handler hears the count
+// before the next callback it gets (with that callback's user data), or at
+// MPI_T_event_handle_free (with the free call's). The registrations live under their own
+// lock, never held while the engine is taken (the engine's holder takes it to raise) nor
+// while a callback runs.
+
+/// The source of every event: the clock of the timestamps.
+const SOURCE_NAME: &str = "protean_clock";
+const SOURCE_DESC: &str = "CLOCK_MONOTONIC in nanoseconds, MPI_Wtime's clock (timestamp / 1e9 = MPI_Wtime then); raises every event of this process, in order";
+
+/// An occurrence as a callback sees it: `MPI_T_event_instance` points at it, on the raising
+/// thread's stack, for the duration of the callback.
+struct Instance {
+    magic: u64,
+    kind: usize,
+    timestamp: u64,
+    values: [i64; MAX_ELEMENTS],
+}
+
+const INSTANCE_MAGIC: u64 = 0x7072_6f74_6576_7421;
+const MAX_ELEMENTS: usize = 8;
+
+/// A callback and its user data (a pointer the tool owns, kept as a number).
+#[derive(Clone, Copy)]
+struct Callback {
+    f: MPI_T_event_cb_function,
+    user_data: usize,
+}
+
+struct Registration {
+    kind: usize,
+    info: Vec<(String, String)>,
+    /// By safety level (MPI_T_CB_REQUIRE_NONE ..= ASYNC_SIGNAL_SAFE), with their info.
+    callbacks: [Option<Callback>; 4],
+    callback_info: [Vec<(String, String)>; 4],
+    dropped_handler: Option<MPI_T_event_dropped_cb_function>,
+    dropped: u64,
+    /// Callbacks running now; a free waits for them (the last one calls the free callback).
+    running: u32,
+    freeing: Option<(Option<MPI_T_event_free_cb_function>, usize)>,
+}
+
+static REGISTRATIONS: Mutex<Vec<Option<Registration>>> = Mutex::new(Vec::new());
+
+fn registrations() -> std::sync::MutexGuard<'static, Vec<Option<Registration>>> {
+    REGISTRATIONS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// MPI_T is initialised (the registrations' lock is not held while asking).
+fn live() -> Result<(), c_int> {
+    if state().inits == 0 {
+        Err(MPI_T_ERR_NOT_INITIALIZED)
+    } else {
+        Ok(())
+    }
+}
+
+fn event_kind(i: c_int) -> Result<usize, c_int> {
+    usize::try_from(i)
+        .ok()
+        .filter(|&i| i < EVENTS.len())
+        .ok_or(MPI_T_ERR_INVALID_INDEX)
+}
+
+/// Arm kind `k` exactly when a live registration listens to it.
+fn rearm(regs: &[Option<Registration>], k: usize) {
+    let on = regs
+        .iter()
+        .flatten()
+        .any(|r| r.kind == k && r.freeing.is_none());
+    events::arm(Event::ALL[k], on);
+}
+
+/// Run `f` on the live registration behind `h`.
+fn with_registration<R>(
+    h: MPI_T_event_registration,
+    f: impl FnOnce(&mut Registration) -> Result<R, c_int>,
+) -> Result<R, c_int> {
+    live()?;
+    let mut regs = registrations();
+    let r = from_ptr(h)
+        .and_then(|i| regs.get_mut(i))
+        .and_then(|r| r.as_mut())
+        .filter(|r| r.freeing.is_none())
+        .ok_or(MPI_T_ERR_INVALID_HANDLE)?;
+    f(r)
+}
+
+/// The (key, value) pairs of an info argument; MPI_INFO_NULL has none.
+fn info_pairs(info: MPI_Info) -> Result<Vec<(String, String)>, c_int> {
+    if info == MPI_INFO_NULL {
+        return Ok(Vec::new());
+    }
+    crate::info::with_info(info, |i| i.clone()).map_err(|_| MPI_T_ERR_INVALID)
+}
+
+fn safety_level(cb_safety: MPI_T_cb_safety) -> Result<usize, c_int> {
+    usize::try_from(cb_safety)
+        .ok()
+        .filter(|&l| l <= MPI_T_CB_REQUIRE_ASYNC_SIGNAL_SAFE as usize)
+        .ok_or(MPI_T_ERR_INVALID)
+}
+
+/// The sink of `protean_core::events`: one occurrence for every registration of its kind.
+fn on_event(e: Event, timestamp: u64, values: &[i64]) {
+    let mut inst = Instance {
+        magic: INSTANCE_MAGIC,
+        kind: e as usize,
+        timestamp,
+        values: [0; MAX_ELEMENTS],
+    };
+    inst.values[..values.len()].copy_from_slice(values);
+    // (registration, callback, drops to report first and their handler)
+    let mut calls = Vec::new();
+    {
+        let mut regs = registrations();
+        for (i, r) in regs.iter_mut().enumerate() {
+            let Some(r) = r
+                .as_mut()
+                .filter(|r| r.kind == e as usize && r.freeing.is_none())
+            else {
+                continue;
+            };
+            let level = MPI_T_CB_REQUIRE_MPI_RESTRICTED as usize;
+            match r.callbacks[level..].iter().flatten().next().copied() {
+                Some(cb) => {
+                    let drops = std::mem::take(&mut r.dropped);
+                    r.running += 1;
+                    calls.push((i, cb, r.dropped_handler.filter(|_| drops > 0), drops));
+                }
+                None => r.dropped += 1,
+            }
+        }
+    }
+    let ptr = &mut inst as *mut Instance as MPI_T_event_instance;
+    for &(i, cb, dropped_handler, drops) in &calls {
+        let h = to_ptr(i);
+        let user = cb.user_data as *mut c_void;
+        // SAFETY: functions the tool registered, called as MPI_T defines them; the instance
+        // outlives the calls.
+        unsafe {
+            if let Some(d) = dropped_handler {
+                d(
+                    drops as MPI_Count,
+                    h,
+                    0,
+                    MPI_T_CB_REQUIRE_MPI_RESTRICTED,
+                    user,
+                );
+            }
+            (cb.f)(ptr, h, MPI_T_CB_REQUIRE_MPI_RESTRICTED, user);
+        }
+    }
+    // A stale instance handle kept by a tool is refused from now on.
+    // SAFETY: a field of our own local.
+    unsafe { std::ptr::write_volatile(&mut inst.magic, 0) };
+    // A free that came while a callback ran completes with the last one.
+    let mut frees = Vec::new();
+    {
+        let mut regs = registrations();
+        for &(i, ..) in &calls {
+            let Some(r) = regs.get_mut(i).and_then(|r| r.as_mut()) else {
+                continue;
+            };
+            r.running -= 1;
+            if r.running == 0 {
+                if let Some(f) = r.freeing {
+                    regs[i] = None;
+                    frees.push((i, f));
+                }
+            }
+        }
+    }
+    for (i, (f, user)) in frees {
+        if let Some(f) = f {
+            // SAFETY: the tool's free callback, as MPI_T_event_handle_free promised it.
+            unsafe {
+                f(
+                    to_ptr(i),
+                    MPI_T_CB_REQUIRE_MPI_RESTRICTED,
+                    user as *mut c_void,
+                )
+            };
+        }
+    }
+}
 
 /// # Safety
 /// `num_events` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_T_event_get_num(num_events: *mut c_int) -> c_int {
     code(initialised(|_| {
-        out(num_events, 0);
+        out(num_events, EVENTS.len() as c_int);
         Ok(())
     }))
 }
 
 /// # Safety
-/// `name` is a NUL-terminated string.
+/// Output arguments are null or writable; the arrays have room for `*num_elements` entries
+/// (its value on input); strings follow MPI_T's length convention.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_get_info(
+    event_index: c_int,
+    name: *mut c_char,
+    name_len: *mut c_int,
+    verbosity: *mut c_int,
+    array_of_datatypes: *mut MPI_Datatype,
+    array_of_displacements: *mut MPI_Aint,
+    num_elements: *mut c_int,
+    enumtype: *mut MPI_T_enum,
+    info: *mut MPI_Info,
+    desc: *mut c_char,
+    desc_len: *mut c_int,
+    bind: *mut c_int,
+) -> c_int {
+    code(initialised(|_| {
+        let k = &EVENTS[event_kind(event_index)?];
+        give_string(k.name, name, name_len);
+        give_string(k.desc, desc, desc_len);
+        out(
+            verbosity,
+            if k.basic {
+                MPI_T_VERBOSITY_TUNER_BASIC
+            } else {
+                MPI_T_VERBOSITY_TUNER_DETAIL
+            },
+        );
+        let (offsets, _) = k.layout();
+        let room = if num_elements.is_null() {
+            0
+        } else {
+            usize::try_from(*num_elements).unwrap_or(0)
+        };
+        for (j, (e, off)) in k.elements.iter().zip(&offsets).enumerate().take(room) {
+            if !array_of_datatypes.is_null() {
+                *array_of_datatypes.add(j) = match e {
+                    Elem::Int => MPI_INT,
+                    Elem::Count => MPI_COUNT,
+                };
+            }
+            if !array_of_displacements.is_null() {
+                *array_of_displacements.add(j) = *off as MPI_Aint;
+            }
+        }
+        out(num_elements, k.elements.len() as c_int);
+        out(enumtype, MPI_T_ENUM_NULL as MPI_T_enum);
+        out(info, MPI_INFO_NULL);
+        out(bind, MPI_T_BIND_NO_OBJECT);
+        Ok(())
+    }))
+}
+
+/// # Safety
+/// `name` is a NUL-terminated string; `event_index` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_T_event_get_index(
     name: *const c_char,
     event_index: *mut c_int,
 ) -> c_int {
-    let _ = (name, event_index);
-    code(initialised(|_| Err(MPI_T_ERR_INVALID_NAME)))
+    code(initialised(|_| {
+        if name.is_null() || event_index.is_null() {
+            return Err(MPI_T_ERR_INVALID);
+        }
+        let n = CStr::from_ptr(name).to_string_lossy();
+        let i = EVENTS
+            .iter()
+            .position(|k| k.name == n)
+            .ok_or(MPI_T_ERR_INVALID_NAME)?;
+        out(event_index, i as c_int);
+        Ok(())
+    }))
+}
+
+/// # Safety
+/// `event_registration` is writable. Every kind binds no object: `obj_handle` is not read.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_handle_alloc(
+    event_index: c_int,
+    obj_handle: *mut c_void,
+    info: MPI_Info,
+    event_registration: *mut MPI_T_event_registration,
+) -> c_int {
+    let _ = obj_handle;
+    code((|| {
+        live()?;
+        let kind = event_kind(event_index)?;
+        if event_registration.is_null() {
+            return Err(MPI_T_ERR_INVALID);
+        }
+        let info = info_pairs(info)?;
+        let mut regs = registrations();
+        let r = Registration {
+            kind,
+            info,
+            callbacks: [None; 4],
+            callback_info: Default::default(),
+            dropped_handler: None,
+            dropped: 0,
+            running: 0,
+            freeing: None,
+        };
+        let i = match regs.iter().position(|r| r.is_none()) {
+            Some(i) => {
+                regs[i] = Some(r);
+                i
+            }
+            None => {
+                regs.push(Some(r));
+                regs.len() - 1
+            }
+        };
+        rearm(&regs, kind);
+        *event_registration = to_ptr(i);
+        Ok(())
+    })())
+}
+
+/// # Safety
+/// `info` is MPI_INFO_NULL or an info object.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_handle_set_info(
+    event_registration: MPI_T_event_registration,
+    info: MPI_Info,
+) -> c_int {
+    code((|| {
+        let pairs = info_pairs(info)?;
+        with_registration(event_registration, |r| {
+            for (k, v) in pairs {
+                match r.info.iter_mut().find(|(key, _)| *key == k) {
+                    Some(e) => e.1 = v,
+                    None => r.info.push((k, v)),
+                }
+            }
+            Ok(())
+        })
+    })())
+}
+
+/// # Safety
+/// `info_used` is writable; the new info object is the caller's to free.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_handle_get_info(
+    event_registration: MPI_T_event_registration,
+    info_used: *mut MPI_Info,
+) -> c_int {
+    code((|| {
+        if info_used.is_null() {
+            return Err(MPI_T_ERR_INVALID);
+        }
+        let pairs = with_registration(event_registration, |r| Ok(r.info.clone()))?;
+        *info_used = crate::info::new_info(pairs);
+        Ok(())
+    })())
+}
+
+/// # Safety
+/// `event_cb_function` is null (the level's callback is removed) or a callback of that
+/// safety; `info` is MPI_INFO_NULL or an info object.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_register_callback(
+    event_registration: MPI_T_event_registration,
+    cb_safety: MPI_T_cb_safety,
+    info: MPI_Info,
+    user_data: *mut c_void,
+    event_cb_function: Option<MPI_T_event_cb_function>,
+) -> c_int {
+    code((|| {
+        let level = safety_level(cb_safety)?;
+        let pairs = info_pairs(info)?;
+        with_registration(event_registration, |r| {
+            r.callbacks[level] = event_cb_function.map(|f| Callback {
+                f,
+                user_data: user_data as usize,
+            });
+            r.callback_info[level] = pairs;
+            Ok(())
+        })
+    })())
+}
+
+/// # Safety
+/// `info` is MPI_INFO_NULL or an info object.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_callback_set_info(
+    event_registration: MPI_T_event_registration,
+    cb_safety: MPI_T_cb_safety,
+    info: MPI_Info,
+) -> c_int {
+    code((|| {
+        let level = safety_level(cb_safety)?;
+        let pairs = info_pairs(info)?;
+        with_registration(event_registration, |r| {
+            let held = &mut r.callback_info[level];
+            for (k, v) in pairs {
+                match held.iter_mut().find(|(key, _)| *key == k) {
+                    Some(e) => e.1 = v,
+                    None => held.push((k, v)),
+                }
+            }
+            Ok(())
+        })
+    })())
+}
+
+/// # Safety
+/// `info_used` is writable; the new info object is the caller's to free.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_callback_get_info(
+    event_registration: MPI_T_event_registration,
+    cb_safety: MPI_T_cb_safety,
+    info_used: *mut MPI_Info,
+) -> c_int {
+    code((|| {
+        let level = safety_level(cb_safety)?;
+        if info_used.is_null() {
+            return Err(MPI_T_ERR_INVALID);
+        }
+        let pairs = with_registration(event_registration, |r| Ok(r.callback_info[level].clone()))?;
+        *info_used = crate::info::new_info(pairs);
+        Ok(())
+    })())
+}
+
+/// # Safety
+/// `dropped_cb_function` is null (removes the handler) or a dropped handler.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_set_dropped_handler(
+    event_registration: MPI_T_event_registration,
+    dropped_cb_function: Option<MPI_T_event_dropped_cb_function>,
+) -> c_int {
+    code(with_registration(event_registration, |r| {
+        r.dropped_handler = dropped_cb_function;
+        Ok(())
+    }))
+}
+
+/// No callback of the registration starts after this returns; the free callback runs once
+/// none is running (here, or at the end of the last one).
+///
+/// # Safety
+/// `free_cb_function` is null or a free callback.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_handle_free(
+    event_registration: MPI_T_event_registration,
+    user_data: *mut c_void,
+    free_cb_function: Option<MPI_T_event_free_cb_function>,
+) -> c_int {
+    let report = (|| {
+        live()?;
+        let mut regs = registrations();
+        let i = from_ptr(event_registration)
+            .filter(|&i| {
+                regs.get(i)
+                    .is_some_and(|r| r.as_ref().is_some_and(|r| r.freeing.is_none()))
+            })
+            .ok_or(MPI_T_ERR_INVALID_HANDLE)?;
+        let r = regs[i].as_mut().expect("checked");
+        let kind = r.kind;
+        let drops = (r.dropped_handler, std::mem::take(&mut r.dropped));
+        let now = r.running == 0;
+        if now {
+            regs[i] = None;
+        } else {
+            r.freeing = Some((free_cb_function, user_data as usize));
+        }
+        rearm(&regs, kind);
+        Ok((drops, now))
+    })();
+    match report {
+        Err(c) => c,
+        Ok(((dropped_handler, drops), now)) => {
+            // SAFETY: the tool's functions, outside every lock of ours.
+            if let (Some(d), true) = (dropped_handler, drops > 0) {
+                d(
+                    drops as MPI_Count,
+                    event_registration,
+                    0,
+                    MPI_T_CB_REQUIRE_NONE,
+                    user_data,
+                );
+            }
+            if let (Some(f), true) = (free_cb_function, now) {
+                f(event_registration, MPI_T_CB_REQUIRE_NONE, user_data);
+            }
+            MPI_SUCCESS
+        }
+    }
+}
+
+/// The occurrence behind an instance handle a callback was given.
+unsafe fn instance<'a>(h: MPI_T_event_instance) -> Result<&'a Instance, c_int> {
+    let p = h as *const Instance;
+    if p.is_null() || !(p as usize).is_multiple_of(std::mem::align_of::<Instance>()) {
+        return Err(MPI_T_ERR_INVALID_HANDLE);
+    }
+    let i = &*p;
+    if i.magic != INSTANCE_MAGIC {
+        return Err(MPI_T_ERR_INVALID_HANDLE);
+    }
+    Ok(i)
+}
+
+/// Write element `j` of `inst` at `buf` (unaligned: the tool's buffer).
+unsafe fn put_element(inst: &Instance, j: usize, buf: *mut u8) {
+    match EVENTS[inst.kind].elements[j] {
+        Elem::Int => (buf as *mut i32).write_unaligned(inst.values[j] as i32),
+        Elem::Count => (buf as *mut i64).write_unaligned(inst.values[j]),
+    }
+}
+
+/// # Safety
+/// `event_instance` is the instance a running callback was given; `buffer` has room for the
+/// element (its datatype in MPI_T_event_get_info).
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_read(
+    event_instance: MPI_T_event_instance,
+    element_index: c_int,
+    buffer: *mut c_void,
+) -> c_int {
+    code((|| {
+        let inst = instance(event_instance)?;
+        let j = usize::try_from(element_index)
+            .ok()
+            .filter(|&j| j < EVENTS[inst.kind].elements.len())
+            .ok_or(MPI_T_ERR_INVALID_INDEX)?;
+        if buffer.is_null() {
+            return Err(MPI_T_ERR_INVALID);
+        }
+        put_element(inst, j, buffer as *mut u8);
+        Ok(())
+    })())
+}
+
+/// # Safety
+/// `event_instance` is the instance a running callback was given; `buffer` has room for every
+/// element at its displacement.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_copy(
+    event_instance: MPI_T_event_instance,
+    buffer: *mut c_void,
+) -> c_int {
+    code((|| {
+        let inst = instance(event_instance)?;
+        if buffer.is_null() {
+            return Err(MPI_T_ERR_INVALID);
+        }
+        let (offsets, _) = EVENTS[inst.kind].layout();
+        for (j, off) in offsets.iter().enumerate() {
+            put_element(inst, j, (buffer as *mut u8).add(*off));
+        }
+        Ok(())
+    })())
+}
+
+/// # Safety
+/// `event_instance` is the instance a running callback was given; `event_timestamp` is
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_get_timestamp(
+    event_instance: MPI_T_event_instance,
+    event_timestamp: *mut MPI_Count,
+) -> c_int {
+    code((|| {
+        let inst = instance(event_instance)?;
+        out(event_timestamp, inst.timestamp as MPI_Count);
+        Ok(())
+    })())
+}
+
+/// # Safety
+/// `event_instance` is the instance a running callback was given; `source_index` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_event_get_source(
+    event_instance: MPI_T_event_instance,
+    source_index: *mut c_int,
+) -> c_int {
+    code((|| {
+        instance(event_instance)?;
+        out(source_index, 0);
+        Ok(())
+    })())
 }
 
 /// # Safety
@@ -966,7 +1558,55 @@ pub unsafe extern "C" fn protean_MPI_T_event_get_index(
 #[no_mangle]
 pub unsafe extern "C" fn protean_MPI_T_source_get_num(num_sources: *mut c_int) -> c_int {
     code(initialised(|_| {
-        out(num_sources, 0);
+        out(num_sources, 1);
+        Ok(())
+    }))
+}
+
+fn source(i: c_int) -> Result<(), c_int> {
+    if i == 0 {
+        Ok(())
+    } else {
+        Err(MPI_T_ERR_INVALID_INDEX)
+    }
+}
+
+/// # Safety
+/// Output arguments are null or writable; strings follow MPI_T's length convention.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_source_get_info(
+    source_index: c_int,
+    name: *mut c_char,
+    name_len: *mut c_int,
+    desc: *mut c_char,
+    desc_len: *mut c_int,
+    ordering: *mut MPI_T_source_order,
+    ticks_per_second: *mut MPI_Count,
+    max_ticks: *mut MPI_Count,
+    info: *mut MPI_Info,
+) -> c_int {
+    code(initialised(|_| {
+        source(source_index)?;
+        give_string(SOURCE_NAME, name, name_len);
+        give_string(SOURCE_DESC, desc, desc_len);
+        out(ordering, MPI_T_SOURCE_ORDERED);
+        out(ticks_per_second, 1_000_000_000);
+        out(max_ticks, MPI_Count::MAX);
+        out(info, MPI_INFO_NULL);
+        Ok(())
+    }))
+}
+
+/// # Safety
+/// `timestamp` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn protean_MPI_T_source_get_timestamp(
+    source_index: c_int,
+    timestamp: *mut MPI_Count,
+) -> c_int {
+    code(initialised(|_| {
+        source(source_index)?;
+        out(timestamp, events::now_ns() as MPI_Count);
         Ok(())
     }))
 }

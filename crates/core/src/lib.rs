@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod ids;
 pub mod mem;
 pub mod mpi;

@@ -1,7 +1,8 @@
 //! The layering of docs/architecture.md, checked on the source: a module may name only the
 //! modules of its own layer and the layers below it.
 //!
-//! From the floor up: `config`, `error`, `ids`, `mem` (values every layer uses); `runtime`
+//! From the floor up: `config`, `error`, `events`, `ids`, `mem` (values and hooks every layer
+//! uses); `runtime`
 //! (bootstrap, the process-wide cell); `transport` (the contract, the dispatcher and the
 //! transports); `proto` (frames, protocol machines, policy); `profile` (MPI_T counters);
 //! `mpi` (the engine and the MPI objects). Test code inside a file counts like the rest.
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first; modules in one entry are one layer.
 const LAYERS: &[&[&str]] = &[
-    &["config", "error", "ids", "mem"],
+    &["config", "error", "events", "ids", "mem"],
     &["runtime"],
     &["transport"],
     &["proto"],

@@ -1,6 +1,6 @@
 //! protean-info: what this Protean build is and what it implements.
 //!
-//! Each query is one entry in `QUERIES`; add components, tunables and counters by adding entries.
+//! Each query is one entry in `QUERIES`; add components, tunables, counters and events by adding entries.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use protean_capi::abi::{FUNCTIONS, MISSING, MPI_SUBVERSION, MPI_VERSION};
 use protean_capi::version::LIBRARY_VERSION;
 use protean_core::config::{Config, Kind, PROTOCOLS, TUNABLES};
+use protean_core::events::{Elem, EVENTS};
 use protean_core::profile::PVARS;
 use protean_core::proto::policy::Protocol;
 
@@ -42,6 +43,11 @@ const QUERIES: &[Query] = &[
         flag: "--counters",
         help: "the counters the library keeps (MPI_T performance variables)",
         run: counters,
+    },
+    Query {
+        flag: "--events",
+        help: "the events the library raises (MPI_T events) and their elements",
+        run: events,
     },
     Query {
         flag: "--missing",
@@ -157,6 +163,21 @@ fn tunables(out: &mut dyn Write) -> io::Result<()> {
 fn counters(out: &mut dyn Write) -> io::Result<()> {
     for p in PVARS.iter() {
         writeln!(out, "{}\n    {}", p.name, p.desc)?;
+    }
+    Ok(())
+}
+
+fn events(out: &mut dyn Write) -> io::Result<()> {
+    for k in EVENTS {
+        let elems: Vec<&str> = k
+            .elements
+            .iter()
+            .map(|e| match e {
+                Elem::Int => "int",
+                Elem::Count => "MPI_Count",
+            })
+            .collect();
+        writeln!(out, "{} ({})\n    {}", k.name, elems.join(", "), k.desc)?;
     }
     Ok(())
 }

@@ -430,6 +430,8 @@ impl Engine {
     pub fn next_phase(&mut self) {
         let pml = &self.pml;
         self.chan.next_phase(|p| pml.sent_to(p));
+        let phase = self.chan.phase;
+        crate::events::raise(crate::events::Event::Phase, || [phase as i64]);
     }
 
     /// A blocking collective over communicator `comm` begins (`barrier`: it is MPI_Barrier):

@@ -37,6 +37,7 @@
 
 use std::fmt::Write as _;
 
+use crate::events::{self, reason, Event};
 use crate::transport::{ChannelState, Gpid, Transport};
 
 pub use crate::config::CHAN_POLICIES;
@@ -491,7 +492,7 @@ impl Manager {
                 wait = 1;
                 break;
             };
-            io.quiesce(v);
+            take_back(io, v, reason::OVER_MAX);
             held -= 1;
             changing = true;
         }
@@ -508,12 +509,12 @@ impl Manager {
             }
             changing = true;
             wait = 1;
-            if held < self.set.max && io.connect(p) {
+            if held < self.set.max && grant(io, p, reason::SCHEDULE) {
                 held += 1;
             } else if draining > 0 {
                 draining -= 1;
             } else if let Some(v) = self.victim(io) {
-                io.quiesce(v);
+                take_back(io, v, reason::SCHEDULE);
             }
         }
         // The online rule: the busiest peer on the shared path within the window.
@@ -538,7 +539,7 @@ impl Manager {
             // No peer is busy enough yet: none can be before `threshold - most` arrivals.
             None => wait = wait.min(threshold - most),
             Some((_, p)) if held < self.set.max => {
-                if io.connect(p) {
+                if grant(io, p, reason::ONLINE) {
                     self.stats[p.idx()].last_active = now;
                 } else {
                     wait = 1;
@@ -553,7 +554,7 @@ impl Manager {
                 if let Some(v) = self.victim(io) {
                     let idle_at = self.stats[v.idx()].last_active + window;
                     if idle_at <= now {
-                        io.quiesce(v);
+                        take_back(io, v, reason::IDLE);
                     } else {
                         wait = wait.min(idle_at - now);
                     }
@@ -580,6 +581,22 @@ impl Manager {
             .copied()
             .filter(|&p| io.channel(p) == ChannelState::Connected && !self.pinned.contains(&p))
             .min_by_key(|&p| self.stats[p.idx()].last_active)
+    }
+}
+
+/// Offer `p` a channel (the transport's `connect`); an event tells tools when it was offered.
+fn grant<T: Transport>(io: &mut T, p: Gpid, why: i64) -> bool {
+    let done = io.connect(p);
+    if done {
+        events::raise(Event::ChanGrant, || [p.get() as i64, why]);
+    }
+    done
+}
+
+/// Take back `p`'s channel (the transport's `quiesce`), with its event.
+fn take_back<T: Transport>(io: &mut T, p: Gpid, why: i64) {
+    if io.quiesce(p) {
+        events::raise(Event::ChanTakeBack, || [p.get() as i64, why]);
     }
 }
 
@@ -819,6 +836,47 @@ mod tests {
         io.arrive(4, 50);
         run(&mut m, &mut io);
         assert_eq!(io.held(), vec![4]);
+    }
+
+    #[test]
+    fn each_grant_and_take_back_is_an_event_with_its_reason() {
+        use crate::events::testing;
+        testing::record(&[Event::ChanGrant, Event::ChanTakeBack]);
+        let ev = |v: Vec<(Event, u64, Vec<i64>)>| -> Vec<(Event, i64, i64)> {
+            v.into_iter().map(|(e, _, x)| (e, x[0], x[1])).collect()
+        };
+        let (grant, back) = (Event::ChanGrant, Event::ChanTakeBack);
+        let mut io = Fake::new(4, 1);
+        let peers = vec![Gpid::new(1), Gpid::new(2), Gpid::new(3)];
+        let mut m = Manager::new(Gpid::new(0), 4, peers, online(1, 1, 4));
+        io.arrive(1, 2);
+        run(&mut m, &mut io);
+        assert_eq!(ev(testing::take()), vec![(grant, 1, reason::ONLINE)]);
+        // Peer 1 falls silent, 2 is busy: 1's channel is taken back once idle, 2 gets it.
+        for _ in 0..4 {
+            io.arrive(2, 2);
+            run(&mut m, &mut io);
+        }
+        assert_eq!(
+            ev(testing::take()),
+            vec![(back, 1, reason::IDLE), (grant, 2, reason::ONLINE)]
+        );
+        // The schedule wants 3 in phase 1: 2's channel goes to it.
+        m.use_schedule(Schedule::parse("protean-schedule 1 size 4\n0 1 3\n").unwrap());
+        m.next_phase(|_| (0, 0));
+        run(&mut m, &mut io);
+        assert_eq!(
+            ev(testing::take()),
+            vec![(back, 2, reason::SCHEDULE), (grant, 3, reason::SCHEDULE)]
+        );
+        // Phase 2 is not scheduled, and no channel at all is allowed: 3 gives its back.
+        m.next_phase(|_| (0, 0));
+        m.configure(Settings {
+            max: 0,
+            ..online(1, 1, 4)
+        });
+        run(&mut m, &mut io);
+        assert_eq!(ev(testing::take()), vec![(back, 3, reason::OVER_MAX)]);
     }
 
     #[test]

@@ -40,6 +40,7 @@
 //! and an empty box pointer); the [`Link`] of a peer is made when a channel first concerns
 //! it.
 
+use crate::events::{self, Event};
 use std::collections::VecDeque;
 
 use super::HEADER_LEN;
@@ -253,9 +254,11 @@ impl Hybrid {
         if l.rx_on == Path::Conn {
             l.state = ChannelState::Connected;
             self.promotions += 1;
+            events::raise(Event::ChanPromoted, || [from.get() as i64]);
         } else {
             l.state = ChannelState::Shared;
             self.demotions += 1;
+            events::raise(Event::ChanDemoted, || [from.get() as i64]);
         }
         loop {
             let l = self.link(from);

@@ -29,6 +29,7 @@ use crate::ids::{CommId, ReqId};
 use std::collections::VecDeque;
 
 use crate::error::{ErrorClass, MpiError};
+use crate::events::{self, Event};
 use crate::mem::BufCache;
 use crate::mpi::comm::COMM_WORLD;
 use crate::mpi::datatype::pool;
@@ -313,9 +314,20 @@ impl Pml {
     }
 
     fn update_limits(&mut self, peer: Gpid) {
-        let p = &self.peers[peer.idx()];
+        let p = &mut self.peers[peer.idx()];
         let limits = p.limits_under(&self.policy, self.policy.protocol, peer);
-        self.peers[peer.idx()].limits = limits;
+        if events::armed(Event::ProtocolLimits) && limits != p.limits {
+            let none = |m: Option<usize>| m.map_or(-1, |m| m as i64);
+            events::raise(Event::ProtocolLimits, || {
+                [
+                    peer.get() as i64,
+                    none(limits.eager_max),
+                    none(limits.lone_eager_max),
+                    limits.split_max as i64,
+                ]
+            });
+        }
+        p.limits = limits;
     }
 
     /// The limits in use for messages to `peer` (protean-info, tests).

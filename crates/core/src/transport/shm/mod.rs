@@ -32,6 +32,7 @@ pub mod noderegion;
 pub mod queue;
 pub mod ring;
 
+use crate::events::{self, Event};
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::io;
@@ -702,6 +703,7 @@ impl Shm {
                 pos,
             };
             self.counters.demotions += 1;
+            events::raise(Event::ChanDemoted, || [peer.get() as i64]);
         }
     }
 
@@ -992,6 +994,7 @@ impl Shm {
             p.inbound = ChannelState::Connected;
         }
         self.counters.promotions += 1;
+        events::raise(Event::ChanPromoted, || [from.get() as i64]);
     }
 
     /// The sender's last record in a quiesced channel: it is free again.
@@ -1020,6 +1023,7 @@ impl Shm {
         self.counters.usage.fast_bytes += c.bytes;
         self.quiescing -= 1;
         self.counters.demotions += 1;
+        events::raise(Event::ChanDemoted, || [from.get() as i64]);
     }
 
     /// How we send to `peer` (diagnostics).
