@@ -309,6 +309,21 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_File_close(&fh));
     CHECK(fh == MPI_FILE_NULL);
 
+    /* Append: both pointers start at the end (100 bytes); shared writes go after it. */
+    CHECK_MPI(MPI_File_open(comm, name, MPI_MODE_WRONLY | MPI_MODE_APPEND, MPI_INFO_NULL, &fh));
+    MPI_Offset at;
+    CHECK_MPI(MPI_File_get_position(fh, &at));
+    CHECK_EQ((int)at, 100);
+    CHECK_MPI(MPI_File_get_position_shared(fh, &at));
+    CHECK_EQ((int)at, 100);
+    MPI_Barrier(comm); /* everyone read it before anyone moves it */
+    int tail = 1000 + rank;
+    CHECK_MPI(MPI_File_write_shared(fh, &tail, 1, MPI_INT, &st));
+    MPI_Barrier(comm);
+    CHECK_MPI(MPI_File_get_size(fh, &fsize));
+    CHECK_EQ((int)fsize, 100 + 4 * size);
+    CHECK_MPI(MPI_File_close(&fh));
+
     /* Read-only: writes are refused; then delete on close. */
     CHECK_MPI(MPI_File_open(comm, name, MPI_MODE_RDONLY | MPI_MODE_DELETE_ON_CLOSE,
                             MPI_INFO_NULL, &fh));

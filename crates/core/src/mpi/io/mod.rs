@@ -538,11 +538,14 @@ fn open_on(fcomm: CommId, name: &str, amode: i32, hints: Vec<(String, String)>) 
             split: None,
         }),
     };
-    if pos > 0 && rank == 0 {
-        f.shared_set(pos)?;
-    }
-    if size > 1 {
-        coll::barrier(fcomm)?;
+    if amode & mode::APPEND != 0 {
+        // The shared pointer starts at the end too: set before anyone can move it.
+        if rank == 0 {
+            f.shared_set(pos)?;
+        }
+        if size > 1 {
+            coll::barrier(fcomm)?;
+        }
     }
     let mut t = files();
     let f = Some(Arc::new(f));
