@@ -56,16 +56,7 @@ pub fn with_info<R>(h: MPI_Info, f: impl FnOnce(&mut Info) -> R) -> Result<R, Mp
 /// Store an info object; its handle.
 pub fn new_info(i: Info) -> MPI_Info {
     let mut t = INFOS.lock().unwrap_or_else(|p| p.into_inner());
-    let id = match t.iter().position(|x| x.is_none()) {
-        Some(id) => {
-            t[id] = Some(i);
-            id
-        }
-        None => {
-            t.push(Some(i));
-            t.len() - 1
-        }
-    };
+    let id = crate::util::store(&mut t, i);
     (INFO_DIRECT | id as u32) as MPI_Info
 }
 

@@ -1020,11 +1020,7 @@ fn registrations() -> std::sync::MutexGuard<'static, Vec<Option<Registration>>> 
 
 /// MPI_T is initialised (the registrations' lock is not held while asking).
 fn live() -> Result<(), c_int> {
-    if state().inits == 0 {
-        Err(MPI_T_ERR_NOT_INITIALIZED)
-    } else {
-        Ok(())
-    }
+    initialised(|_| Ok(()))
 }
 
 fn event_kind(i: c_int) -> Result<usize, c_int> {
@@ -1271,16 +1267,7 @@ pub unsafe extern "C" fn protean_MPI_T_event_handle_alloc(
             running: 0,
             freeing: None,
         };
-        let i = match regs.iter().position(|r| r.is_none()) {
-            Some(i) => {
-                regs[i] = Some(r);
-                i
-            }
-            None => {
-                regs.push(Some(r));
-                regs.len() - 1
-            }
-        };
+        let i = crate::util::store(&mut regs, r);
         rearm(&regs, kind);
         *event_registration = to_ptr(i);
         Ok(())

@@ -206,16 +206,7 @@ pub unsafe extern "C" fn protean_MPI_Session_init(
         thread_level: provided,
     };
     let mut t = sessions();
-    let id = match t.iter().position(|x| x.is_none()) {
-        Some(id) => {
-            t[id] = Some(s);
-            id
-        }
-        None => {
-            t.push(Some(s));
-            t.len() - 1
-        }
-    };
+    let id = crate::util::store(&mut t, s);
     *session = (SESSION_DIRECT | id as u32) as MPI_Session;
     MPI_SUCCESS
 }

@@ -1,4 +1,4 @@
-//! Small helpers for the C boundary: out-parameters, strings, statuses.
+//! Small helpers for the C boundary: out-parameters, strings, statuses, handle tables.
 
 use std::ffi::{c_char, c_int, CStr};
 
@@ -185,6 +185,20 @@ pub fn nonnull<T>(p: *mut T, what: &str) -> Result<(), MpiError> {
         ));
     }
     Ok(())
+}
+
+/// Put `x` in the first free slot of a handle table (or a new one at the end); its index.
+pub fn store<T>(table: &mut Vec<Option<T>>, x: T) -> usize {
+    match table.iter().position(|s| s.is_none()) {
+        Some(i) => {
+            table[i] = Some(x);
+            i
+        }
+        None => {
+            table.push(Some(x));
+            table.len() - 1
+        }
+    }
 }
 
 #[cfg(test)]
