@@ -278,6 +278,14 @@ static TU_UNUSED void tu_sleep_ms(int ms)
         }                                                                                \
     } while (0)
 
+/* The directory for the files a program makes: the runner's scratch directory for this run
+ * (TU_TEST_SCRATCH, removed after the run however it ended), else /tmp. */
+static TU_UNUSED const char *tu_scratch(void)
+{
+    const char *d = getenv("TU_TEST_SCRATCH");
+    return d && *d ? d : "/tmp";
+}
+
 /* Known deviations of the implementation under test that the manifest asks a program to
  * tolerate (quirk=mpi:name; the runner passes the names in TU_TEST_QUIRKS). A program
  * relaxes exactly the one check named, so the rest of it still runs on that implementation.

@@ -132,8 +132,8 @@ static long long bcasts(int bytes)
 
 int main(int argc, char **argv)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/protean-route-%d.rules", (int)getpid());
+    char path[256];
+    snprintf(path, sizeof path, "%s/protean-route-%d.rules", tu_scratch(), (int)getpid());
     FILE *f = fopen(path, "w");
     CHECK_MSG(f != NULL, "cannot write %s", path);
     fprintf(f, "allreduce 2 0-64 shm\n");

@@ -46,7 +46,8 @@ int main(int argc, char **argv)
     MPI_Comm comm = MPI_COMM_WORLD;
     char name[256];
     if (rank == 0)
-        snprintf(name, sizeof name, "/tmp/protean-io-%d-%ld", (int)getpid(), (long)time(NULL));
+        snprintf(name, sizeof name, "%s/protean-io-%d-%ld", tu_scratch(), (int)getpid(),
+                 (long)time(NULL));
     MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm);
     MPI_File fh;
     MPI_Status st;
