@@ -89,6 +89,19 @@ unsafe fn give_string(s: &str, buf: *mut c_char, len: *mut c_int) {
     *len = s.len() as c_int + 1;
 }
 
+/// The position of the NUL-terminated `name` among `names` (a get_index call's answer);
+/// MPI_T_ERR_INVALID_NAME for a null name or none that matches.
+unsafe fn index_by_name<'a>(
+    name: *const c_char,
+    mut names: impl Iterator<Item = &'a str>,
+) -> Result<usize, c_int> {
+    if name.is_null() {
+        return Err(MPI_T_ERR_INVALID_NAME);
+    }
+    let n = CStr::from_ptr(name).to_string_lossy();
+    names.position(|x| x == n).ok_or(MPI_T_ERR_INVALID_NAME)
+}
+
 // -------------------------------------------------------------------------------------------
 // Setup
 
@@ -481,14 +494,7 @@ pub unsafe extern "C" fn protean_MPI_T_pvar_get_index(
     pvar_index: *mut c_int,
 ) -> c_int {
     code(initialised(|_| {
-        if name.is_null() {
-            return Err(MPI_T_ERR_INVALID_NAME);
-        }
-        let n = CStr::from_ptr(name).to_string_lossy();
-        let i = PVARS
-            .iter()
-            .position(|p| p.name == n)
-            .ok_or(MPI_T_ERR_INVALID_NAME)?;
+        let i = index_by_name(name, PVARS.iter().map(|p| p.name.as_str()))?;
         if var_class != MPI_T_PVAR_CLASS_COUNTER {
             return Err(MPI_T_ERR_INVALID_NAME);
         }
@@ -855,14 +861,7 @@ pub unsafe extern "C" fn protean_MPI_T_category_get_index(
     cat_index: *mut c_int,
 ) -> c_int {
     code(initialised(|_| {
-        if name.is_null() {
-            return Err(MPI_T_ERR_INVALID_NAME);
-        }
-        let n = CStr::from_ptr(name).to_string_lossy();
-        let i = CATEGORIES
-            .iter()
-            .position(|c| c.name == n)
-            .ok_or(MPI_T_ERR_INVALID_NAME)?;
+        let i = index_by_name(name, CATEGORIES.iter().map(|c| c.name))?;
         out(cat_index, i as c_int);
         Ok(())
     }))
@@ -1062,6 +1061,16 @@ fn info_pairs(info: MPI_Info) -> Result<Vec<(String, String)>, c_int> {
     crate::info::with_info(info, |i| i.clone()).map_err(|_| MPI_T_ERR_INVALID)
 }
 
+/// Set each of `pairs` in `held` (a key already there takes the new value).
+fn set_pairs(held: &mut Vec<(String, String)>, pairs: Vec<(String, String)>) {
+    for (k, v) in pairs {
+        match held.iter_mut().find(|(key, _)| *key == k) {
+            Some(e) => e.1 = v,
+            None => held.push((k, v)),
+        }
+    }
+}
+
 fn safety_level(cb_safety: MPI_T_cb_safety) -> Result<usize, c_int> {
     usize::try_from(cb_safety)
         .ok()
@@ -1229,11 +1238,7 @@ pub unsafe extern "C" fn protean_MPI_T_event_get_index(
         if name.is_null() || event_index.is_null() {
             return Err(MPI_T_ERR_INVALID);
         }
-        let n = CStr::from_ptr(name).to_string_lossy();
-        let i = EVENTS
-            .iter()
-            .position(|k| k.name == n)
-            .ok_or(MPI_T_ERR_INVALID_NAME)?;
+        let i = index_by_name(name, EVENTS.iter().map(|k| k.name))?;
         out(event_index, i as c_int);
         Ok(())
     }))
@@ -1284,12 +1289,7 @@ pub unsafe extern "C" fn protean_MPI_T_event_handle_set_info(
     code((|| {
         let pairs = info_pairs(info)?;
         with_registration(event_registration, |r| {
-            for (k, v) in pairs {
-                match r.info.iter_mut().find(|(key, _)| *key == k) {
-                    Some(e) => e.1 = v,
-                    None => r.info.push((k, v)),
-                }
-            }
+            set_pairs(&mut r.info, pairs);
             Ok(())
         })
     })())
@@ -1349,13 +1349,7 @@ pub unsafe extern "C" fn protean_MPI_T_event_callback_set_info(
         let level = safety_level(cb_safety)?;
         let pairs = info_pairs(info)?;
         with_registration(event_registration, |r| {
-            let held = &mut r.callback_info[level];
-            for (k, v) in pairs {
-                match held.iter_mut().find(|(key, _)| *key == k) {
-                    Some(e) => e.1 = v,
-                    None => held.push((k, v)),
-                }
-            }
+            set_pairs(&mut r.callback_info[level], pairs);
             Ok(())
         })
     })())
