@@ -1692,7 +1692,18 @@ impl Engine {
 /// A blocking personalised exchange among the members of intracommunicator `comm`, in its
 /// management context: `data[j]` goes to rank j; returns what every rank sent to this one
 /// (messages of any size; MPI_Dist_graph_create uses it to route edges to their ends).
-pub fn exchange_all(comm: CommId, mut data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
+pub fn exchange_all(comm: CommId, data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
+    exchange_all_watching(comm, data, |_| Ok(()))
+}
+
+/// [`exchange_all`], giving up with the error `watch` returns, which it is asked at every
+/// pass of the wait (with the engine; the shared-memory collectives watch for a member that
+/// took another path at the call that maps their region).
+pub fn exchange_all_watching(
+    comm: CommId,
+    mut data: Vec<Vec<u8>>,
+    mut watch: impl FnMut(&mut Engine) -> Result<()>,
+) -> Result<Vec<Vec<u8>>> {
     let (me, members, ctx, tag) = with(|e| -> Result<_> {
         let seq = e.next_seq(comm)?;
         let c = e.live_comm(comm)?;
@@ -1743,7 +1754,11 @@ pub fn exchange_all(comm: CommId, mut data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>
                 }
             }
             e.reap_sends(&mut sends);
-            Ok(sends.is_empty() && got.iter().all(|g| g.is_some()))
+            let done = sends.is_empty() && got.iter().all(|g| g.is_some());
+            if !done {
+                watch(e)?;
+            }
+            Ok(done)
         })??;
         if done {
             return Ok(got.into_iter().map(|g| g.expect("all received")).collect());

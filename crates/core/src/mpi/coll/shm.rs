@@ -44,6 +44,12 @@
 //! Waiting members poll their peers' flags, then drive the engine's progress (nonblocking
 //! operations of the caller continue meanwhile) and yield the processor when ranks outnumber
 //! cores.
+//!
+//! Arguments that disagree between members (an erroneous program) end in an error rather
+//! than a wait without end: each call's first generation carries a signature (collective and
+//! bytes, [`Sig`]) that the members waiting for each other compare, and a waiting member
+//! watches for point-to-point messages of its own call ([`Watch`]), the mark of a member that
+//! took another path for it (`docs/collectives.md`, "Arguments that disagree").
 
 use crate::ids::{CommId, DtypeId};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -96,6 +102,8 @@ pub struct ShmComm {
     /// Our index among the region's members (this host's members of the communicator, in
     /// rank order).
     me: usize,
+    /// The members' ranks in the communicator.
+    ranks: Vec<usize>,
     /// Every member agreed that members may read each other's buffers directly
     /// (`shm_single_copy` on, and the probe at mapping time worked: see [`region`]).
     direct: bool,
@@ -105,6 +113,141 @@ impl ShmComm {
     fn next(&self) -> u64 {
         self.gen.fetch_add(1, Ordering::Relaxed) + 1
     }
+
+    /// Begin a call of `coll` over `bytes` at generation `g`, its first: say so in our
+    /// signature of `g`, once its ring position is free (after `wait_free`, or after a
+    /// flag of `g` set by a member that waited for it) and before we publish in `g`.
+    fn announce(&self, g: u64, coll: Coll, bytes: usize) -> Sig {
+        let sig = Sig::new(g, coll, bytes);
+        self.region
+            .as_ref()
+            .expect("checked")
+            .set_sig(self.me, g, sig.word);
+        sig
+    }
+
+    /// Check that member `j`, whose flag of our call's first generation we have seen, is in
+    /// the same call: the same collective over the same bytes. A signature of another
+    /// generation is one `j` left earlier (a call that announces nothing, such as a gather):
+    /// no check.
+    fn agree(&self, j: usize, mine: Sig) -> Result<()> {
+        let theirs = Sig {
+            g: mine.g,
+            word: self.region.as_ref().expect("checked").sig(j, mine.g),
+        };
+        if theirs == mine || theirs.gen() != mine.gen() {
+            return Ok(());
+        }
+        let rank = self.ranks.get(j).copied().unwrap_or(j);
+        if theirs.coll() != mine.coll() {
+            return err!(
+                Other,
+                "rank {rank} of the communicator calls {} at the same point: every rank must \
+                 call the communicator's collectives in the same order",
+                mpi_name(theirs.coll())
+            );
+        }
+        err!(
+            Truncate,
+            "rank {rank} of the communicator passes {} bytes and this rank {}: the counts \
+             (and type signatures) must agree",
+            theirs.bytes(),
+            mine.bytes()
+        )
+    }
+
+    /// [`ShmComm::agree`] with every other member.
+    fn agree_all(&self, mine: Sig) -> Result<()> {
+        let n = self.ranks.len();
+        (1..n).try_for_each(|t| self.agree((self.me + t) % n, mine))
+    }
+}
+
+/// What a call is, in the region (`NodeRegion::set_sig`): the low 16 bits of its first
+/// generation, the collective (4 bits) and the bytes every member passes alike (44 bits; the
+/// v forms and rooted calls, whose counts differ by rank, announce nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sig {
+    /// The generation (whole).
+    g: u64,
+    /// The signature as the region holds it.
+    word: u64,
+}
+
+const SIG_BYTES: u64 = (1 << 44) - 1;
+
+impl Sig {
+    fn new(g: u64, coll: Coll, bytes: usize) -> Sig {
+        let word = (g & 0xffff) << 48 | (coll as u64 & 0xf) << 44 | (bytes as u64).min(SIG_BYTES);
+        Sig { g, word }
+    }
+
+    /// The generation's low 16 bits, as the word holds them.
+    fn gen(self) -> u64 {
+        self.word >> 48
+    }
+
+    fn coll(self) -> Coll {
+        Coll::ALL
+            .get((self.word >> 44 & 0xf) as usize)
+            .copied()
+            .unwrap_or(Coll::Barrier)
+    }
+
+    fn bytes(self) -> u64 {
+        self.word & SIG_BYTES
+    }
+}
+
+/// The MPI name of a collective: "MPI_Allreduce".
+fn mpi_name(c: Coll) -> String {
+    let n = c.name();
+    format!("MPI_{}{}", n[..1].to_uppercase(), &n[1..])
+}
+
+/// What a waiting member of a shared-memory call watches for besides its peers' flags:
+/// point-to-point messages of this very call (the collective context, the call's tag). Every
+/// blocking collective takes the next tag of the communicator's sequence, whichever path
+/// serves it (so a member that has gone on to a later call sends later tags), and a call
+/// served here sends none: such a message comes from a member that took a point-to-point
+/// algorithm for this call, because its arguments chose differently (a count that differs,
+/// say). Without the watch both would wait for each other forever.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Watch {
+    ctx: crate::ids::ContextId,
+    tag: i32,
+    coll: Coll,
+}
+
+impl Watch {
+    /// Take the next collective tag of `comm` for a call of `coll` served here.
+    fn take(e: &mut crate::mpi::engine::Engine, comm: CommId, coll: Coll) -> Result<Watch> {
+        let ctx = e.comm(comm)?.coll_ctx();
+        Ok(Watch {
+            ctx,
+            tag: e.coll_tag(comm),
+            coll,
+        })
+    }
+
+    /// Has a member sent this call point-to-point messages?
+    fn check(&self, e: &crate::mpi::engine::Engine) -> Result<()> {
+        let spec = crate::proto::frame::Envelope {
+            ctx: self.ctx,
+            src: crate::mpi::request::ANY_SOURCE,
+            tag: self.tag,
+        };
+        match e.pml.probe(&spec) {
+            None => Ok(()),
+            Some(st) => err!(
+                Other,
+                "rank {} of the communicator serves this call with point-to-point messages \
+                 and this rank from shared memory: the ranks' arguments differ (counts or type \
+                 signatures?) or they call the communicator's collectives in different orders",
+                st.source
+            ),
+        }
+    }
 }
 
 /// The region of intracommunicator `comm`'s members on this host (all of them for a
@@ -112,7 +255,7 @@ impl ShmComm {
 /// `hier.rs`), made and mapped at the first call. Collective over the whole communicator:
 /// every member calls it at the same collective, the lowest member of each host makes its
 /// host's region, and all agree whether every member mapped one (else none is used).
-fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
+fn region(comm: CommId, watch: Option<Watch>) -> Result<Option<Arc<ShmComm>>> {
     let (cached, n, local, me, jobid, gpid, serial, (depth, single)) = with(|e| -> Result<_> {
         let settings = (e.cfg.coll_shm_depth as usize, e.cfg.shm_single_copy);
         if let Some(s) = &e.live_comm(comm)?.coll.shm.0 {
@@ -163,7 +306,8 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
             region = Some(r);
         }
     }
-    let got = crate::mpi::cm::exchange_all(comm, msgs)?;
+    let check = |e: &mut crate::mpi::engine::Engine| watch.as_ref().map_or(Ok(()), |w| w.check(e));
+    let got = crate::mpi::cm::exchange_all_watching(comm, msgs, check)?;
     if me != lead {
         if let Some((&depth, d)) = got[lead].split_last() {
             if let Ok(d) = <[u8; REGION_LEN]>::try_from(d) {
@@ -183,7 +327,7 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
     // Everyone says whether it mapped its region and could read directly; this is also the
     // point after which the name may go.
     let ok = vec![vec![region.is_some() as u8, direct as u8]; n];
-    let said = crate::mpi::cm::exchange_all(comm, ok)?;
+    let said = crate::mpi::cm::exchange_all_watching(comm, ok, check)?;
     let all = said.iter().all(|v| v.first() == Some(&1));
     let direct = all && said.iter().all(|v| v.get(1) == Some(&1));
     if let Some(r) = region.as_mut() {
@@ -193,6 +337,7 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
         region: if all { region } else { None },
         gen: AtomicU64::new(0),
         me: mine,
+        ranks: local,
         direct,
     });
     with(|e| {
@@ -204,14 +349,17 @@ fn region(comm: CommId) -> Result<Option<Arc<ShmComm>>> {
 }
 
 /// What waiting members do between polls: drive the engine (every pass when ranks
-/// outnumber cores, else every 16th) and yield or pause.
-fn idler() -> Result<impl FnMut() -> Result<()>> {
+/// outnumber cores, else every 16th), check the `watch` then, and yield or pause.
+fn idler(watch: Option<Watch>) -> Result<impl FnMut() -> Result<()>> {
     let yield_mode = with(|e| e.yield_wait)?;
     let mut k = 0u32;
     Ok(move || {
         k = k.wrapping_add(1);
         if yield_mode || k.is_multiple_of(16) {
-            with(|e| e.progress())?;
+            with(|e| {
+                e.progress();
+                watch.as_ref().map_or(Ok(()), |w| w.check(e))
+            })??;
             super::run_deferred();
         }
         global::idle_pass(k);
@@ -310,8 +458,8 @@ macro_rules! prepared {
 
 /// The region, or decline the call.
 macro_rules! region_or_decline {
-    ($comm:expr) => {
-        match region($comm) {
+    ($comm:expr, $watch:expr) => {
+        match region($comm, Some($watch)) {
             Ok(Some(s)) => s,
             Ok(None) => return None,
             Err(e) => return Some(Err(e)),
@@ -322,17 +470,25 @@ macro_rules! region_or_decline {
 pub mod hier;
 
 unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
-    let me = prepared!(with(|e| {
-        let (n, me) = eligible(e, comm)?;
-        e.coll_choose_shm(Coll::Barrier, n, 0).then_some(me)
-    }));
-    let s = region_or_decline!(comm);
+    let (me, w) = prepared!(with(|e| -> Result<Option<_>> {
+        let Some((n, me)) = eligible(e, comm) else {
+            return Ok(None);
+        };
+        if !e.coll_choose_shm(Coll::Barrier, n, 0) {
+            return Ok(None);
+        }
+        Ok(Some((me, Watch::take(e, comm, Coll::Barrier)?)))
+    })
+    .and_then(|x| x));
+    let s = region_or_decline!(comm, w);
     Some((|| {
         let r = s.region.as_ref().expect("checked");
-        let mut idle = idler()?;
+        let mut idle = idler(Some(w))?;
         let g = s.next();
+        let sig = s.announce(g, Coll::Barrier, 0);
         r.set(me, Flag::Published, g);
         r.wait_all(Flag::Published, g, &mut idle)?;
+        s.agree_all(sig)?;
         r.set(me, Flag::Done, g);
         Ok(())
     })())
@@ -345,7 +501,7 @@ unsafe fn bcast(
     dt: DtypeId,
     root: i32,
 ) -> Option<Result<()>> {
-    let (me, root, count, d) = prepared!(with(|e| -> Result<Option<_>> {
+    let (me, root, count, d, w) = prepared!(with(|e| -> Result<Option<_>> {
         let Some((n, me)) = eligible(e, comm) else {
             return Ok(None);
         };
@@ -357,12 +513,18 @@ unsafe fn bcast(
         if bytes == 0 || !e.coll_choose_shm(Coll::Bcast, n, bytes) {
             return Ok(None);
         }
-        Ok(Some((me, root, count, d)))
+        Ok(Some((
+            me,
+            root,
+            count,
+            d,
+            Watch::take(e, comm, Coll::Bcast)?,
+        )))
     })
     .and_then(|x| x));
-    let s = region_or_decline!(comm);
+    let s = region_or_decline!(comm, w);
     Some((|| {
-        let mut idle = idler()?;
+        let mut idle = idler(Some(w))?;
         bcast_chunks(&s, me, root, buf, count, &d, &mut idle)
     })())
 }
@@ -390,10 +552,17 @@ unsafe fn bcast_chunks(
         let area = r.area(root, g);
         if me == root {
             r.wait_free(g, idle)?;
+            if off == 0 {
+                s.announce(g, Coll::Bcast, total);
+            }
             pack_part(d, buf, count, off, area, len);
             r.set(me, Flag::Published, g);
         } else {
             r.wait(|r| r.reached(root, Flag::Published, g), idle)?;
+            if off == 0 {
+                // After the root's flag: it waited until the ring position was free.
+                s.agree(root, s.announce(g, Coll::Bcast, total))?;
+            }
             unpack_part(d, buf, count, off, area, len);
         }
         r.set(me, Flag::Done, g);
@@ -492,21 +661,23 @@ unsafe fn reduce(
     } else {
         Coll::Allreduce
     };
-    let (n, me, root, count, red, input, direct_from) = prepared!(with(|e| -> Result<Option<_>> {
-        let Some((n, me)) = eligible(e, comm) else {
-            return Ok(None);
-        };
-        let (root, count, red, input) = reduce_args(e, n, me, sbuf, rbuf, count, dt, op, root)?;
-        if !reducible(&red, count) || !e.coll_choose_shm(coll, n, count * red.dt.size) {
-            return Ok(None);
-        }
-        let direct_from = e.cfg.coll_shm_reduce_direct as usize;
-        Ok(Some((n, me, root, count, red, input, direct_from)))
-    })
-    .and_then(|x| x));
-    let s = region_or_decline!(comm);
+    let (n, me, root, count, red, input, direct_from, w) =
+        prepared!(with(|e| -> Result<Option<_>> {
+            let Some((n, me)) = eligible(e, comm) else {
+                return Ok(None);
+            };
+            let (root, count, red, input) = reduce_args(e, n, me, sbuf, rbuf, count, dt, op, root)?;
+            if !reducible(&red, count) || !e.coll_choose_shm(coll, n, count * red.dt.size) {
+                return Ok(None);
+            }
+            let direct_from = e.cfg.coll_shm_reduce_direct as usize;
+            let w = Watch::take(e, comm, coll)?;
+            Ok(Some((n, me, root, count, red, input, direct_from, w)))
+        })
+        .and_then(|x| x));
+    let s = region_or_decline!(comm, w);
     Some((|| {
-        let mut idle = idler()?;
+        let mut idle = idler(Some(w))?;
         let job = LocalReduce {
             n,
             me,
@@ -575,6 +746,7 @@ unsafe fn reduce_chunks(
     let ext = red.dt.size;
     let per = AREA / ext;
     let receives = root.is_none_or(|x| x == me);
+    let coll = reduction(root);
     let mut e0 = 0;
     while e0 < count {
         let c = per.min(count - e0);
@@ -582,12 +754,16 @@ unsafe fn reduce_chunks(
         let g = s.next();
         let out = rbuf.wrapping_add(e0 * ext);
         r.wait_free(g, idle)?;
+        let sig = (e0 == 0).then(|| s.announce(g, coll, count * ext));
         crate::mem::copy(input.add(e0 * ext), r.area(me, g), bytes);
         r.set(me, Flag::Published, g);
         if bytes >= PARTS_FROM && c >= n {
             // Member k reduces part k of the chunk into the result area.
             let (lo, hi) = (c * me / n, c * (me + 1) / n);
             r.wait_all(Flag::Published, g, idle)?;
+            if let Some(sig) = sig {
+                s.agree_all(sig)?;
+            }
             if hi > lo {
                 let at = |i: usize| r.area(i, g).add(lo * ext) as *const u8;
                 reduce_all(red, at, n, r.result(g).add(lo * ext), hi - lo);
@@ -599,6 +775,9 @@ unsafe fn reduce_chunks(
             }
         } else if receives {
             r.wait_all(Flag::Published, g, idle)?;
+            if let Some(sig) = sig {
+                s.agree_all(sig)?;
+            }
             reduce_all(red, |i| r.area(i, g) as *const u8, n, out, c);
         }
         r.set(me, Flag::Done, g);
@@ -669,6 +848,7 @@ unsafe fn reduce_direct(
     let receives = |k: usize| root.is_none_or(|x| x == k);
     let g = s.next();
     r.wait_free(g, idle)?;
+    let sig = s.announce(g, reduction(root), count * ext);
     let words = r.area(me, g) as *mut u64;
     words.write(input as u64);
     words
@@ -676,6 +856,8 @@ unsafe fn reduce_direct(
         .write(if receives(me) { rbuf as u64 } else { 0 });
     r.set(me, Flag::Published, g);
     r.wait_all(Flag::Published, g, idle)?;
+    // Before any member's buffer is read with our count.
+    s.agree_all(sig)?;
     let addr = |j: usize, w: usize| (r.area(j, g) as *const u64).add(w).read();
 
     // Slot j of the scratch holds member j's operand of a step (ours: the step's result),
@@ -768,6 +950,15 @@ unsafe fn reduce_direct(
     }
 }
 
+/// The collective of a reduction to `root` (Some) or to every member (None).
+fn reduction(root: Option<usize>) -> Coll {
+    if root.is_some() {
+        Coll::Reduce
+    } else {
+        Coll::Allreduce
+    }
+}
+
 /// `count` elements of `d` are `count * size` bytes from the buffer's address itself.
 fn contiguous_from_zero(d: &Datatype, count: usize) -> bool {
     d.contig && d.contiguous_span(count) == Some(0)
@@ -834,58 +1025,60 @@ unsafe fn exchange(
     } else {
         Coll::Allgather
     };
-    let (n, me, blk, send, rcount, rd, direct_from) = prepared!(with(|e| -> Result<Option<_>> {
-        let Some((n, me)) = eligible(e, comm) else {
-            return Ok(None);
-        };
-        let rcount = count_of(rcount, "recvcount")?;
-        let rd = e.coll_dtype(rdt)?;
-        let blk = rcount * rd.size;
-        let rext = rd.extent();
-        // The whole receive buffer: n blocks.
-        check_buf(rbuf, rcount * n, &rd, "receive buffer")?;
-        // Where the data we send is: (buffer, count, datatype, distance between blocks).
-        let send = if in_place(sbuf) {
-            (
-                rbuf as *const u8,
-                rcount,
-                rd.clone(),
-                rcount as isize * rext,
-            )
-        } else {
-            let scount = count_of(scount, "sendcount")?;
-            let sd = e.coll_dtype(sdt)?;
-            check_buf(sbuf, scount, &sd, "send buffer")?;
-            no_alias(sbuf, rbuf, scount * sd.size)?;
-            if !alltoall {
-                let own = rbuf.wrapping_offset(me as isize * rcount as isize * rext);
-                no_alias_own(sbuf, own, scount * sd.size)?;
-            }
-            if scount * sd.size != blk {
-                return err!(
+    let (n, me, blk, send, rcount, rd, direct_from, w) =
+        prepared!(with(|e| -> Result<Option<_>> {
+            let Some((n, me)) = eligible(e, comm) else {
+                return Ok(None);
+            };
+            let rcount = count_of(rcount, "recvcount")?;
+            let rd = e.coll_dtype(rdt)?;
+            let blk = rcount * rd.size;
+            let rext = rd.extent();
+            // The whole receive buffer: n blocks.
+            check_buf(rbuf, rcount * n, &rd, "receive buffer")?;
+            // Where the data we send is: (buffer, count, datatype, distance between blocks).
+            let send = if in_place(sbuf) {
+                (
+                    rbuf as *const u8,
+                    rcount,
+                    rd.clone(),
+                    rcount as isize * rext,
+                )
+            } else {
+                let scount = count_of(scount, "sendcount")?;
+                let sd = e.coll_dtype(sdt)?;
+                check_buf(sbuf, scount, &sd, "send buffer")?;
+                no_alias(sbuf, rbuf, scount * sd.size)?;
+                if !alltoall {
+                    let own = rbuf.wrapping_offset(me as isize * rcount as isize * rext);
+                    no_alias_own(sbuf, own, scount * sd.size)?;
+                }
+                if scount * sd.size != blk {
+                    return err!(
                     Truncate,
                     "{} sends {} bytes per block and receives {blk}: the type signatures differ",
                     coll.name(),
                     scount * sd.size
                 );
+                }
+                let step = scount as isize * sd.extent();
+                (sbuf, scount, sd, step)
+            };
+            if blk == 0 || (alltoall && n > AREA) || !e.coll_choose_shm(coll, n, blk) {
+                return Ok(None);
             }
-            let step = scount as isize * sd.extent();
-            (sbuf, scount, sd, step)
-        };
-        if blk == 0 || (alltoall && n > AREA) || !e.coll_choose_shm(coll, n, blk) {
-            return Ok(None);
-        }
-        let direct_from = if alltoall {
-            e.cfg.coll_shm_alltoall_direct as usize
-        } else if n <= ALLGATHER_DIRECT_MEMBERS {
-            e.cfg.coll_shm_allgather_direct as usize
-        } else {
-            0
-        };
-        Ok(Some((n, me, blk, send, rcount, rd, direct_from)))
-    })
-    .and_then(|x| x));
-    let s = region_or_decline!(comm);
+            let direct_from = if alltoall {
+                e.cfg.coll_shm_alltoall_direct as usize
+            } else if n <= ALLGATHER_DIRECT_MEMBERS {
+                e.cfg.coll_shm_allgather_direct as usize
+            } else {
+                0
+            };
+            let w = Watch::take(e, comm, coll)?;
+            Ok(Some((n, me, blk, send, rcount, rd, direct_from, w)))
+        })
+        .and_then(|x| x));
+    let s = region_or_decline!(comm, w);
     if s.direct && direct_from > 0 && blk >= direct_from {
         let args = Exchange {
             send,
@@ -895,11 +1088,11 @@ unsafe fn exchange(
             in_place: in_place(sbuf),
             alltoall,
         };
-        return Some(exchange_direct(&s, n, me, blk, &args));
+        return Some(exchange_direct(&s, n, me, blk, &args, w));
     }
     Some((|| {
         let r = s.region.as_ref().expect("checked");
-        let mut idle = idler()?;
+        let mut idle = idler(Some(w))?;
         let (sp, sc, sd, sstep) = send;
         let rstep = rcount as isize * rd.extent();
         let in_place_gather = !alltoall && in_place(sbuf);
@@ -910,6 +1103,7 @@ unsafe fn exchange(
             let len = per.min(blk - off);
             let g = s.next();
             r.wait_free(g, &mut idle)?;
+            let sig = (off == 0).then(|| s.announce(g, coll, blk));
             let mine = r.area(me, g);
             if alltoall {
                 for k in 0..n {
@@ -938,6 +1132,9 @@ unsafe fn exchange(
                     continue;
                 }
                 r.wait(|r| r.reached(j, Flag::Published, g), &mut idle)?;
+                if let (Some(sig), true) = (sig, j != me) {
+                    s.agree(j, sig)?;
+                }
                 let src = r.area(j, g).add(if alltoall { me * len } else { 0 });
                 unpack_part(&rd, rbuf.offset(j as isize * rstep), rcount, off, src, len);
             }
@@ -987,9 +1184,10 @@ unsafe fn exchange_direct(
     me: usize,
     blk: usize,
     x: &Exchange,
+    w: Watch,
 ) -> Result<()> {
     let r = s.region.as_ref().expect("checked");
-    let mut idle = idler()?;
+    let mut idle = idler(Some(w))?;
     let (sp, sc, ref sd, sstep) = x.send;
     let rstep = x.rcount as isize * x.rd.extent();
     // The blocks we send: the first one and the distance between them (alltoall), or our one
@@ -1020,6 +1218,7 @@ unsafe fn exchange_direct(
     };
     let g = s.next();
     r.wait_free(g, &mut idle)?;
+    let sig = s.announce(g, w.coll, blk);
     let words = r.area(me, g) as *mut u64;
     words.write(addr);
     words.add(1).write(step as u64);
@@ -1051,6 +1250,8 @@ unsafe fn exchange_direct(
     for t in 1..n {
         let j = (me + t) % n;
         r.wait(|q| q.reached(j, Flag::Published, g), &mut idle)?;
+        // Before its memory is read with our block size.
+        s.agree(j, sig)?;
         let w = r.area(j, g) as *const u64;
         let (addr, step) = (w.read(), w.add(1).read() as i64);
         let at = addr.wrapping_add((me as i64).wrapping_mul(step) as u64);
@@ -1184,7 +1385,7 @@ unsafe fn rooted(
     } else {
         ["recv", "send"]
     };
-    let (n, me, root, r) = prepared!(with(|e| -> Result<Option<_>> {
+    let (n, me, root, r, w) = prepared!(with(|e| -> Result<Option<_>> {
         let Some((n, me)) = eligible(e, comm) else {
             return Ok(None);
         };
@@ -1214,13 +1415,13 @@ unsafe fn rooted(
         {
             return Ok(None);
         }
-        Ok(Some((n, me, root, r)))
+        Ok(Some((n, me, root, r, Watch::take(e, comm, coll)?)))
     })
     .and_then(|x| x));
-    let s = region_or_decline!(comm);
+    let s = region_or_decline!(comm, w);
     Some((|| {
         let reg = s.region.as_ref().expect("checked");
-        let mut idle = idler()?;
+        let mut idle = idler(Some(w))?;
         let g0 = s.next();
         // The members of a scatter write no area, word or result (the root writes all of them),
         // so only its root waits until generation g0's ring position is free: the members
@@ -1490,7 +1691,7 @@ unsafe fn allgatherv(
     rcounts: &Counts,
     rdt: DtypeId,
 ) -> Option<Result<()>> {
-    let (me, recv, own) = prepared!(with(|e| -> Result<Option<_>> {
+    let (me, recv, own, w) = prepared!(with(|e| -> Result<Option<_>> {
         let Some((n, me)) = eligible(e, comm) else {
             return Ok(None);
         };
@@ -1515,13 +1716,18 @@ unsafe fn allgatherv(
         if most == 0 || !e.coll_choose_shm(Coll::Allgather, n, avg_bytes(&recv)) {
             return Ok(None);
         }
-        Ok(Some((me, recv, own)))
+        Ok(Some((
+            me,
+            recv,
+            own,
+            Watch::take(e, comm, Coll::Allgather)?,
+        )))
     })
     .and_then(|x| x));
-    let s = region_or_decline!(comm);
+    let s = region_or_decline!(comm, w);
     Some((|| {
         let r = s.region.as_ref().expect("checked");
-        let mut idle = idler()?;
+        let mut idle = idler(Some(w))?;
         let n = recv.len();
         let most = recv.iter().map(Blk::bytes).max().unwrap_or(0);
         let src = own.as_ref().unwrap_or(&recv[me]);
@@ -1549,6 +1755,22 @@ unsafe fn allgatherv(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signature_holds_the_generation_the_collective_and_the_bytes() {
+        let s = Sig::new(0x1_2345, Coll::Alltoall, 1_600_000);
+        assert_eq!(
+            (s.g, s.gen(), s.coll(), s.bytes()),
+            (0x1_2345, 0x2345, Coll::Alltoall, 1_600_000)
+        );
+        for c in Coll::ALL {
+            assert_eq!(Sig::new(9, c, 8).coll(), c);
+        }
+        assert_ne!(Sig::new(7, Coll::Bcast, 8), Sig::new(7, Coll::Allreduce, 8));
+        assert_ne!(Sig::new(7, Coll::Bcast, 8), Sig::new(7, Coll::Bcast, 16));
+        assert_eq!(Sig::new(7, Coll::Bcast, usize::MAX).bytes(), SIG_BYTES);
+        assert_eq!(mpi_name(Coll::ReduceScatter), "MPI_Reduce_scatter");
+    }
 
     #[test]
     fn direct_parts_cover_the_elements_once_and_give_the_root_twice_as_many() {

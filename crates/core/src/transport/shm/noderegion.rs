@@ -10,10 +10,13 @@
 //! # Layout (`n` members, `slot` bytes per area, `depth` areas per member)
 //!
 //! ```text
-//! [0 .. n*128)                     one 128-byte control block per member (two cache lines,
-//!                                  so a neighbour's prefetch does not share it): its three
-//!                                  flags, one word per ring position (`NodeRegion::word`),
-//!                                  its process id and the address of its mapping
+//! [0 .. n*256)                     one 256-byte control block per member (four cache lines,
+//!                                  so a neighbour's prefetch does not share them): its three
+//!                                  flags, one signature per ring position
+//!                                  (`NodeRegion::sig`; at a depth up to 5 all of them in
+//!                                  the flags' cache line), one word per ring position
+//!                                  (`NodeRegion::word`), its process id and the address of
+//!                                  its mapping
 //! then depth*n areas of `slot`     member r's published data, a ring of `depth` areas used by
 //!                                  generation: area(r, g) is r's (g mod depth)-th
 //! then depth areas of `slot`       a result area every member may write parts of, per ring
@@ -64,7 +67,7 @@ use crate::transport::{Gpid, HostMem, Region};
 pub const SERIAL_BIT: u32 = 1 << 31;
 
 /// Bytes of a member's control block.
-pub const CTL_BYTES: usize = 128;
+pub const CTL_BYTES: usize = 256;
 
 /// A member's flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +93,11 @@ fn check_depth(depth: usize) -> io::Result<usize> {
 
 /// The control-block words after the flags and the ring's words: a member's process id and
 /// the address at which it mapped the region (see [`NodeRegion::enroll`]).
-const PID_WORD: usize = 3 + MAX_DEPTH;
+/// The first signature, one per ring position (see [`NodeRegion::sig`]), after the flags.
+const SIG_WORD: usize = 3;
+/// The first word of the ring (see [`NodeRegion::word`]).
+const RING_WORD: usize = SIG_WORD + MAX_DEPTH;
+const PID_WORD: usize = RING_WORD + MAX_DEPTH;
 const BASE_WORD: usize = PID_WORD + 1;
 const _: () = assert!((BASE_WORD + 1) * 8 <= CTL_BYTES);
 
@@ -241,8 +248,8 @@ impl NodeRegion {
     #[inline]
     fn word_at(&self, r: usize, g: u64) -> &AtomicU64 {
         assert!(r < self.n, "member {r} of a region of {}", self.n);
-        let i = 3 + (g % self.depth as u64) as usize;
-        // SAFETY: r < n and 8 * (3 + MAX_DEPTH) <= CTL_BYTES, so the word lies in r's control
+        let i = RING_WORD + (g % self.depth as u64) as usize;
+        // SAFETY: r < n and 8 * (RING_WORD + MAX_DEPTH) <= CTL_BYTES, so the word lies in r's control
         // block.
         unsafe { &*(self.base.add(r * CTL_BYTES + 8 * i) as *const AtomicU64) }
     }
@@ -257,6 +264,29 @@ impl NodeRegion {
     #[inline]
     pub fn word(&self, r: usize, g: u64) -> u64 {
         self.word_at(r, g).load(Ordering::Relaxed)
+    }
+
+    /// Set member `me`'s signature of generation `g`: what its call that begins at `g` is,
+    /// in the caller's terms (`mpi::coll::shm` puts there that generation, the collective
+    /// and its bytes, so that members whose arguments disagree find out instead of waiting
+    /// for each other or reading past each other's buffers). The rules of
+    /// [`NodeRegion::word`]: set once the ring position of `g` is free and before the
+    /// member's flag of `g`, read after that flag is seen, reused at `g + depth`. A ring of
+    /// its own (algorithms keep the words for their lengths), next to the flags: up to a
+    /// depth of 5 a reader that polls a member's flags has its signatures in the same cache
+    /// line.
+    #[inline]
+    pub fn set_sig(&self, me: usize, g: u64, v: u64) {
+        self.ctl(me, SIG_WORD + (g % self.depth as u64) as usize)
+            .store(v, Ordering::Relaxed);
+    }
+
+    /// Member `r`'s signature of generation `g` (see [`NodeRegion::set_sig`]): whatever an
+    /// earlier generation left there where `r` set none at `g`.
+    #[inline]
+    pub fn sig(&self, r: usize, g: u64) -> u64 {
+        self.ctl(r, SIG_WORD + (g % self.depth as u64) as usize)
+            .load(Ordering::Relaxed)
     }
 
     /// Has member `r` reached point `f` of generation `g` (Acquire)?
@@ -503,8 +533,8 @@ mod tests {
         }
     }
 
-    /// Gathers and scatters, alternately, with a rotating root: members publish a word with
-    /// their area (a gather's lengths), and a scatter's root writes every member's area. Every
+    /// Gathers and scatters, alternately, with a rotating root: members publish a word and a
+    /// signature with their area (a gather's lengths), and a scatter's root writes every member's area. Every
     /// reader sees the word and the data of its own generation.
     #[test]
     fn words_and_areas_written_for_others_are_seen_in_their_generation() {
@@ -526,6 +556,7 @@ mod tests {
                             // gather: everyone but the root publishes its word and area
                             if me != root {
                                 r.set_word(me, g, tag(me));
+                                r.set_sig(me, g, !tag(me));
                                 let a = r.area(me, g) as *mut u64;
                                 unsafe { a.write_volatile(tag(me)) };
                                 r.set(me, Flag::Published, g);
@@ -534,6 +565,7 @@ mod tests {
                                     r.wait(|s| s.reached(j, Flag::Published, g), &mut idle)
                                         .unwrap();
                                     assert_eq!(r.word(j, g), tag(j), "gen {g} word of {j}");
+                                    assert_eq!(r.sig(j, g), !tag(j), "gen {g} signature of {j}");
                                     let v = unsafe { (r.area(j, g) as *const u64).read_volatile() };
                                     assert_eq!(v, tag(j), "gen {g} area of {j}");
                                 }
@@ -612,7 +644,7 @@ mod tests {
         let r0 = {
             let job = format!("nr{}", std::process::id());
             let mut a = NodeRegion::create(&job, Gpid::new(1), 5, 2, 100, 2).unwrap();
-            assert_eq!(a.slot_bytes(), 128, "rounded to a control block");
+            assert_eq!(a.slot_bytes(), CTL_BYTES, "rounded to a control block");
             let b = NodeRegion::open(&job, &a.desc().unwrap(), 2, 100, 2).unwrap();
             a.set(0, Flag::Reduced, 9);
             assert!(b.reached(0, Flag::Reduced, 9) && !b.reached(0, Flag::Reduced, 10));

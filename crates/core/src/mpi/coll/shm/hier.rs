@@ -141,7 +141,7 @@ struct Place {
 impl Place {
     /// The region (after the agreed decision to use one) and the call's tag.
     fn new(comm: CommId, views: Arc<Views>) -> Option<Result<Place>> {
-        let shm = match region(comm) {
+        let shm = match region(comm, None) {
             Ok(Some(s)) => s,
             Ok(None) => return None,
             Err(e) => return Some(Err(e)),
@@ -210,7 +210,7 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
             });
         };
         let r = s.region.as_ref().expect("checked");
-        let mut idle = idler()?;
+        let mut idle = idler(None)?;
         let lead = p.lead(None);
         let g = s.next();
         r.set(p.me, Flag::Published, g);
@@ -265,7 +265,7 @@ unsafe fn bcast(
         }
         match &p.shm {
             Some(s) => {
-                let mut idle = idler()?;
+                let mut idle = idler(None)?;
                 first(res, bcast_chunks(s, p.me, lead, buf, count, &d, &mut idle))
             }
             None => res,
@@ -323,7 +323,7 @@ unsafe fn reduce(
         } else {
             std::ptr::null_mut()
         };
-        let mut idle = idler()?;
+        let mut idle = idler(None)?;
         match &p.shm {
             Some(s) => {
                 let job = LocalReduce {
@@ -407,7 +407,7 @@ unsafe fn local_gather(
         return Ok(());
     };
     let r = s.region.as_ref().expect("checked");
-    let mut idle = idler()?;
+    let mut idle = idler(None)?;
     let mut off = 0;
     let mut failure = None;
     // One generation at least, so that every member counts alike.
@@ -477,7 +477,7 @@ unsafe fn local_scatter(
         return Ok(());
     };
     let r = s.region.as_ref().expect("checked");
-    let mut idle = idler()?;
+    let mut idle = idler(None)?;
     let mut off = 0;
     loop {
         let len = part_len(blk, off);
@@ -575,7 +575,7 @@ unsafe fn allgather(
             );
         }
         if let Some(s) = &p.shm {
-            let mut idle = idler()?;
+            let mut idle = idler(None)?;
             res = first(
                 res,
                 bcast_chunks(s, p.me, lead, full, total, &byte_type(), &mut idle),
