@@ -1693,29 +1693,35 @@ impl Engine {
 /// management context: `data[j]` goes to rank j; returns what every rank sent to this one
 /// (messages of any size; MPI_Dist_graph_create uses it to route edges to their ends).
 pub fn exchange_all(comm: CommId, data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
-    exchange_all_watching(comm, data, |_| Ok(()))
+    exchange_all_watching(comm, None, data, |_| Ok(()))
 }
 
-/// [`exchange_all`], giving up with the error `watch` returns, which it is asked at every
-/// pass of the wait (with the engine; the shared-memory collectives watch for a member that
-/// took another path at the call that maps their region).
+/// [`exchange_all`], in the context and with the tag of `at` where the caller reserved them
+/// (else the management context and its next sequence number), giving up with the error
+/// `watch` returns, which it is asked at every pass of the wait (with the engine). The
+/// shared-memory collectives map their region this way, tagged with the call's collective
+/// tag so that a member that took another path for the call recognises it, and watching for
+/// such a member's messages.
 pub fn exchange_all_watching(
     comm: CommId,
+    at: Option<(ContextId, i32)>,
     mut data: Vec<Vec<u8>>,
     mut watch: impl FnMut(&mut Engine) -> Result<()>,
 ) -> Result<Vec<Vec<u8>>> {
     let (me, members, ctx, tag) = with(|e| -> Result<_> {
-        let seq = e.next_seq(comm)?;
         let c = e.live_comm(comm)?;
         if c.is_inter() {
             return err!(Comm, "an intracommunicator is needed");
         }
-        Ok((
-            c.rank as usize,
-            c.group.clone(),
-            c.mgmt_ctx(),
-            (seq as i32) & TAG_MASK,
-        ))
+        let (rank, group) = (c.rank as usize, c.group.clone());
+        let (ctx, tag) = match at {
+            Some(x) => x,
+            None => {
+                let seq = e.next_seq(comm)?;
+                (e.live_comm(comm)?.mgmt_ctx(), (seq as i32) & TAG_MASK)
+            }
+        };
+        Ok((rank, group, ctx, tag))
     })??;
     let n = members.len();
     if data.len() != n {

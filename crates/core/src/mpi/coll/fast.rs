@@ -101,10 +101,18 @@ impl Call {
         })?;
         match recv {
             Recv::Direct => {
+                let mut pass = 0u32;
                 let got = loop {
+                    pass = pass.wrapping_add(1);
                     let t = with(|e| {
                         if !e.pml.direct_ready() {
                             e.progress();
+                        }
+                        if pass.is_multiple_of(16) && !e.pml.direct_ready() {
+                            let src = r.from.unwrap_or(-1);
+                            if let Some(err) = super::passed_over(e, self.ctx, src, self.tag) {
+                                e.pml.fail_direct(err);
+                            }
                         }
                         if e.pml.direct_ready() {
                             e.pml.take_direct()

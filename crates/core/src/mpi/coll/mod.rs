@@ -70,6 +70,77 @@ const NB_BIT: i32 = 1 << 23;
 /// Tag bit of messages inside the local group of an intercommunicator.
 pub const LOCAL_BIT: i32 = 1 << 30;
 
+/// A blocking collective waits for a message from rank `src` with its tag `tag` on `ctx`:
+/// the error to end that receive with when `src` has sent a message of a later blocking
+/// collective there instead (same kind of traffic, a tag up to 2^22 calls ahead). Messages
+/// between two processes arrive in the order they were sent, so a later call's message
+/// overtakes ours only where `src` never sent ours: it served this call another way (from
+/// shared memory, or another algorithm), because the ranks' arguments differ or their
+/// collectives come in different orders. Without the check the receive would wait forever.
+/// Asked where blocking collectives wait (`sched::run`, `fast.rs`), every few passes.
+pub(crate) fn passed_over(
+    e: &Engine,
+    ctx: crate::ids::ContextId,
+    src: i32,
+    tag: i32,
+) -> Option<crate::error::MpiError> {
+    if src < 0 || tag & NB_BIT != 0 {
+        return None;
+    }
+    let env = e.pml.find_unexpected(|env| {
+        env.ctx == ctx && env.src == src && passes_over(tag, env.tag).is_some()
+    })?;
+    if passes_over(tag, env.tag) == Some(Over::Mapping) {
+        return Some(crate::mpi_error!(
+            Other,
+            "rank {src} of the communicator serves this call from shared memory and this rank \
+             with point-to-point messages: the ranks' arguments differ (counts or type \
+             signatures?) or they call the communicator's collectives in different orders"
+        ));
+    }
+    Some(crate::mpi_error!(
+        Other,
+        "rank {src} of the communicator has gone on to a later collective without sending \
+         this one's message: the ranks' arguments differ (counts or type signatures?) or they \
+         call the communicator's collectives in different orders"
+    ))
+}
+
+/// What a message with tag `t` from the sender that a blocking collective with tag `tag`
+/// waits for says of it ([`passed_over`]): None, nothing (a message of an earlier call, or
+/// of this one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Over {
+    /// It maps the shared-memory region for this call.
+    Mapping,
+    /// It has gone on to a later call.
+    Later,
+}
+
+fn passes_over(tag: i32, t: i32) -> Option<Over> {
+    let ahead = t.wrapping_sub(tag) & SEQ_MASK;
+    if t & !SEQ_MASK == tag & !SEQ_MASK && ahead != 0 && ahead < 1 << 22 {
+        Some(Over::Later)
+    } else if is_setup(t) && ahead == 0 && tag & LOCAL_BIT == 0 {
+        Some(Over::Mapping)
+    } else {
+        None
+    }
+}
+
+/// The tag of round `round` (0 or 1) of the exchanges that map a communicator's shared-memory
+/// region at a call with tag `tag` ([`shm`]): the local-group bit of intercommunicators with
+/// sub-tag 62 or 63, a pair no other traffic has (sub-tags are the neighbourhood
+/// collectives', on intracommunicators, and regions are only made on intracommunicators).
+fn setup_tag(tag: i32, round: i32) -> i32 {
+    subtag(tag | LOCAL_BIT, 62 + round)
+}
+
+/// Is `t` a tag of [`setup_tag`]?
+fn is_setup(t: i32) -> bool {
+    t & LOCAL_BIT != 0 && (t >> 24) & 63 >= 62
+}
+
 /// A tag with sub-tag `off` (0..63).
 #[inline]
 pub fn subtag(base: i32, off: i32) -> i32 {
@@ -1353,4 +1424,52 @@ pub fn shape(comm: CommId) -> Result<Shape> {
             remote: c.remote.as_ref().map(|r| r.len()),
         })
     })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_later_call_or_the_region_mapping_passes_a_waiting_receive_over() {
+        let t = 41;
+        assert_eq!(passes_over(t, 42), Some(Over::Later));
+        assert_eq!(passes_over(t, 41 + 1000), Some(Over::Later));
+        assert_eq!(
+            passes_over(SEQ_MASK, 0),
+            Some(Over::Later),
+            "the sequence wraps"
+        );
+        assert_eq!(passes_over(t, 41), None, "this call's own messages");
+        assert_eq!(passes_over(t, 40), None, "an earlier call's");
+        assert_eq!(
+            passes_over(t, 42 | NB_BIT),
+            None,
+            "nonblocking calls count apart"
+        );
+        assert_eq!(
+            passes_over(t | LOCAL_BIT, 42),
+            None,
+            "the other group's traffic"
+        );
+        assert_eq!(
+            passes_over(subtag(t, 3), subtag(42, 5)),
+            None,
+            "other sub-tags"
+        );
+        assert_eq!(passes_over(t, setup_tag(41, 0)), Some(Over::Mapping));
+        assert_eq!(passes_over(t, setup_tag(41, 1)), Some(Over::Mapping));
+        assert_eq!(
+            passes_over(t, setup_tag(40, 0)),
+            None,
+            "an earlier call's mapping"
+        );
+        assert_eq!(
+            passes_over(t | LOCAL_BIT, setup_tag(41, 0)),
+            None,
+            "intercommunicators"
+        );
+        assert!(is_setup(setup_tag(7, 1)));
+        assert!(!is_setup(subtag(41, 62)) && !is_setup(41 | LOCAL_BIT));
+    }
 }

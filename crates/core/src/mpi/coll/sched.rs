@@ -389,6 +389,23 @@ impl Sched {
     }
 
     /// Run as far as possible without waiting.
+    /// End with an error each receive of the running round whose sender has gone on to a
+    /// later blocking collective without sending it ([`super::passed_over`]).
+    fn fail_passed_over(&self, e: &mut Engine) {
+        for &slot in &self.waiting {
+            let Some(r) = e.pml.reqs.get(slot) else {
+                continue;
+            };
+            if r.kind != Kind::Recv || r.complete {
+                continue;
+            }
+            let env = r.env;
+            if let Some(err) = super::passed_over(e, env.ctx, env.src, env.tag) {
+                e.pml.fail_posted(slot, err);
+            }
+        }
+    }
+
     pub fn advance(&mut self, e: &mut Engine) -> Adv {
         loop {
             if self.round >= self.rounds.len() {
@@ -695,6 +712,9 @@ pub fn run(s: &mut Sched) -> Result<()> {
                 super::run_deferred();
                 global::idle_pass(pass);
                 pass = pass.saturating_add(1);
+                if pass.is_multiple_of(16) {
+                    with(|e| s.fail_passed_over(e))?;
+                }
             }
         }
     }

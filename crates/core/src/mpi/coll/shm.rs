@@ -306,8 +306,11 @@ fn region(comm: CommId, watch: Option<Watch>) -> Result<Option<Arc<ShmComm>>> {
             region = Some(r);
         }
     }
+    // At a call of its own (not within hier.rs's), the exchanges carry the call's tag: a
+    // member that waits point to point for this call recognises them (`super::passed_over`).
+    let at = |round| watch.map(|w| (w.ctx, super::setup_tag(w.tag, round)));
     let check = |e: &mut crate::mpi::engine::Engine| watch.as_ref().map_or(Ok(()), |w| w.check(e));
-    let got = crate::mpi::cm::exchange_all_watching(comm, msgs, check)?;
+    let got = crate::mpi::cm::exchange_all_watching(comm, at(0), msgs, check)?;
     if me != lead {
         if let Some((&depth, d)) = got[lead].split_last() {
             if let Ok(d) = <[u8; REGION_LEN]>::try_from(d) {
@@ -327,7 +330,7 @@ fn region(comm: CommId, watch: Option<Watch>) -> Result<Option<Arc<ShmComm>>> {
     // Everyone says whether it mapped its region and could read directly; this is also the
     // point after which the name may go.
     let ok = vec![vec![region.is_some() as u8, direct as u8]; n];
-    let said = crate::mpi::cm::exchange_all_watching(comm, ok, check)?;
+    let said = crate::mpi::cm::exchange_all_watching(comm, at(1), ok, check)?;
     let all = said.iter().all(|v| v.first() == Some(&1));
     let direct = all && said.iter().all(|v| v.get(1) == Some(&1));
     if let Some(r) = region.as_mut() {

@@ -233,6 +233,38 @@ impl Pml {
             .is_none_or(|d| d.state != DirectState::Waiting)
     }
 
+    /// End the blocking receive without a request with error `e` while no message has matched
+    /// it (it leaves the posted queue; [`Pml::take_direct`] then gives the error): true if
+    /// it did.
+    pub fn fail_direct(&mut self, e: MpiError) -> bool {
+        let waiting = self
+            .direct
+            .as_ref()
+            .is_some_and(|d| d.state == DirectState::Waiting);
+        if !waiting || !self.posted.iter().any(|p| p.slot == DIRECT) {
+            return false;
+        }
+        self.posted.retain(|p| p.slot != DIRECT);
+        let mut st = Status::EMPTY;
+        st.error = Some(Box::new(e));
+        self.direct.as_mut().expect("checked").state = DirectState::Done(st);
+        true
+    }
+
+    /// End the receive in `slot` with error `e` while it is posted and no message has
+    /// matched it (it leaves the posted queue and completes): true if it did.
+    pub fn fail_posted(&mut self, slot: ReqId, e: MpiError) -> bool {
+        let posted = self.reqs.get(slot).is_some_and(|r| {
+            r.kind == Kind::Recv && !r.complete && r.recv.state() == RecvState::Posted
+        });
+        if !posted || !self.posted.iter().any(|p| p.slot == slot) {
+            return false;
+        }
+        self.posted.retain(|p| p.slot != slot);
+        self.fail(slot, e);
+        true
+    }
+
     /// Take the finished blocking receive: its status, or the request slot it became.
     pub fn take_direct(&mut self) -> Option<Result<Status, ReqId>> {
         match self.direct.take()?.state {
@@ -531,6 +563,11 @@ impl Pml {
 
     // ----------------------------------------------------------------------------------------
     // Probe, matched probe, cancel
+
+    /// The envelope of the first unexpected message that `f` accepts.
+    pub fn find_unexpected(&self, f: impl Fn(&Envelope) -> bool) -> Option<Envelope> {
+        self.unexpected.iter().map(|u| u.env).find(|env| f(env))
+    }
 
     /// First unexpected message matching `spec`: (source, tag, bytes).
     pub fn probe(&self, spec: &Envelope) -> Option<Status> {

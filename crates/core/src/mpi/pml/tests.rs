@@ -787,6 +787,61 @@ fn blocking_receive_without_a_request() {
     ));
 }
 
+/// A waiting receive can be ended with an error only while nothing has matched it (what a
+/// collective does when its sender went another way, `coll::passed_over`): it leaves the posted
+/// queue, and the message it would have taken goes unexpected.
+#[test]
+fn receives_still_unmatched_can_be_failed() {
+    let mut t = Pair::new(Protocol::Static, false);
+    let gone = || MpiError::new(ErrorClass::Other, "went another way");
+    let mut buf = [0u8; 8];
+    let (r, _) = recv(&mut t.b, &mut buf, 0, 1);
+    assert!(t.b.fail_posted(r, gone()));
+    assert!(done(&t.b, r));
+    assert_eq!(
+        t.b.reqs.get(r).unwrap().status.error_class(),
+        Some(ErrorClass::Other)
+    );
+    assert!(!t.b.fail_posted(r, gone()), "once");
+    send(&mut t.a, &mut t.ab, b"late", 1, Mode::Standard);
+    t.run();
+    assert_eq!(&buf[..4], &[0; 4], "the failed receive took nothing");
+    assert_eq!(
+        t.b.find_unexpected(|e| e.tag == 1).map(|e| (e.src, e.tag)),
+        Some((0, 1))
+    );
+    assert!(t.b.find_unexpected(|e| e.tag == 2).is_none());
+    // A receive that matched is not failed.
+    let (r2, _) = recv(&mut t.b, &mut buf, 0, 1);
+    assert!(done(&t.b, r2) && !t.b.fail_posted(r2, gone()));
+    assert_eq!(&buf[..4], b"late");
+    // The blocking receive without a request: failed while waiting, then it reports the error;
+    // once a message completed it, it is not.
+    assert!(matches!(
+        t.b.post_direct(env(3), Gpid::new(0), buf.as_mut_ptr(), 8),
+        DirectPost::Posted
+    ));
+    assert!(t.b.fail_direct(gone()));
+    assert!(t.b.direct_ready());
+    let st = t.b.take_direct().unwrap().unwrap();
+    assert_eq!(st.error_class(), Some(ErrorClass::Other));
+    send(&mut t.a, &mut t.ab, b"x", 3, Mode::Standard);
+    t.run();
+    assert!(
+        t.b.find_unexpected(|e| e.tag == 3).is_some(),
+        "went unexpected"
+    );
+    assert!(matches!(
+        t.b.post_direct(env(4), Gpid::new(0), buf.as_mut_ptr(), 8),
+        DirectPost::Posted
+    ));
+    send(&mut t.a, &mut t.ab, b"y", 4, Mode::Standard);
+    t.run();
+    assert!(!t.b.fail_direct(gone()));
+    let st = t.b.take_direct().unwrap().unwrap();
+    assert_eq!((st.tag, st.error_class()), (4, None));
+}
+
 #[test]
 fn eager_payload_placed_straight_into_a_posted_receive() {
     let mut t = Pair::new(Protocol::Eager, false);
