@@ -388,7 +388,6 @@ impl Sched {
         self.rounds.get(r + 1).copied().unwrap_or(self.steps.len())
     }
 
-    /// Run as far as possible without waiting.
     /// End with an error each receive of the running round whose sender has gone on to a
     /// later blocking collective without sending it ([`super::passed_over`]).
     fn fail_passed_over(&self, e: &mut Engine) {
@@ -406,6 +405,7 @@ impl Sched {
         }
     }
 
+    /// Run as far as possible without waiting.
     pub fn advance(&mut self, e: &mut Engine) -> Adv {
         loop {
             if self.round >= self.rounds.len() {
