@@ -58,6 +58,19 @@ enum Recv {
 }
 
 impl Call {
+    /// Has `src`, whose message the direct receive waits for, gone another way
+    /// ([`super::passed_over`])? Then end the receive with the error. Out of line: asked
+    /// every 16th waiting pass, kept off the round's code.
+    #[cold]
+    #[inline(never)]
+    fn passed_over(&self, src: i32) -> Result<()> {
+        with(|e| {
+            if let Some(err) = super::passed_over(e, self.ctx, src, self.tag) {
+                e.pml.fail_direct(err);
+            }
+        })
+    }
+
     unsafe fn round(&self, r: Round) -> Result<()> {
         let byte = byte_type();
         let (sreq, recv) = with(|e| {
@@ -103,16 +116,9 @@ impl Call {
             Recv::Direct => {
                 let mut pass = 0u32;
                 let got = loop {
-                    pass = pass.wrapping_add(1);
                     let t = with(|e| {
                         if !e.pml.direct_ready() {
                             e.progress();
-                        }
-                        if pass.is_multiple_of(16) && !e.pml.direct_ready() {
-                            let src = r.from.unwrap_or(-1);
-                            if let Some(err) = super::passed_over(e, self.ctx, src, self.tag) {
-                                e.pml.fail_direct(err);
-                            }
                         }
                         if e.pml.direct_ready() {
                             e.pml.take_direct()
@@ -125,6 +131,10 @@ impl Call {
                         None => {
                             super::run_deferred();
                             global::idle();
+                            pass = pass.wrapping_add(1);
+                            if pass.is_multiple_of(16) {
+                                self.passed_over(r.from.unwrap_or(-1))?;
+                            }
                         }
                     }
                 };
