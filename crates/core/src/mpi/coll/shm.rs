@@ -116,7 +116,10 @@ impl ShmComm {
 
     /// Begin a call of `coll` over `bytes` at generation `g`, its first: say so in our
     /// signature of `g`, once its ring position is free (after `wait_free`, or after a
-    /// flag of `g` set by a member that waited for it) and before we publish in `g`.
+    /// flag of `g` set by a member that waited for it) and before we publish in `g`. The
+    /// barrier, which writes no area, does not wait for that: a member still reading our
+    /// signature of `g - depth` then finds another generation there and skips the check, so
+    /// an early write can only miss a disagreement, never report one.
     fn announce(&self, g: u64, coll: Coll, bytes: usize) -> Sig {
         let sig = Sig::new(g, coll, bytes);
         self.region
