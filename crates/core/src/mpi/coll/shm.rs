@@ -219,17 +219,15 @@ fn mpi_name(c: Coll) -> String {
 pub(super) struct Watch {
     ctx: crate::ids::ContextId,
     tag: i32,
-    coll: Coll,
 }
 
 impl Watch {
-    /// Take the next collective tag of `comm` for a call of `coll` served here.
-    fn take(e: &mut crate::mpi::engine::Engine, comm: CommId, coll: Coll) -> Result<Watch> {
+    /// Take the next collective tag of `comm` for a call served here.
+    fn take(e: &mut crate::mpi::engine::Engine, comm: CommId) -> Result<Watch> {
         let ctx = e.comm(comm)?.coll_ctx();
         Ok(Watch {
             ctx,
             tag: e.coll_tag(comm),
-            coll,
         })
     }
 
@@ -483,7 +481,7 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
         if !e.coll_choose_shm(Coll::Barrier, n, 0) {
             return Ok(None);
         }
-        Ok(Some((me, Watch::take(e, comm, Coll::Barrier)?)))
+        Ok(Some((me, Watch::take(e, comm)?)))
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm, w);
@@ -519,13 +517,7 @@ unsafe fn bcast(
         if bytes == 0 || !e.coll_choose_shm(Coll::Bcast, n, bytes) {
             return Ok(None);
         }
-        Ok(Some((
-            me,
-            root,
-            count,
-            d,
-            Watch::take(e, comm, Coll::Bcast)?,
-        )))
+        Ok(Some((me, root, count, d, Watch::take(e, comm)?)))
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm, w);
@@ -662,11 +654,7 @@ unsafe fn reduce(
     op: u32,
     root: Option<i32>,
 ) -> Option<Result<()>> {
-    let coll = if root.is_some() {
-        Coll::Reduce
-    } else {
-        Coll::Allreduce
-    };
+    let coll = reduction(root);
     let (n, me, root, count, red, input, direct_from, w) =
         prepared!(with(|e| -> Result<Option<_>> {
             let Some((n, me)) = eligible(e, comm) else {
@@ -677,7 +665,7 @@ unsafe fn reduce(
                 return Ok(None);
             }
             let direct_from = e.cfg.coll_shm_reduce_direct as usize;
-            let w = Watch::take(e, comm, coll)?;
+            let w = Watch::take(e, comm)?;
             Ok(Some((n, me, root, count, red, input, direct_from, w)))
         })
         .and_then(|x| x));
@@ -957,7 +945,7 @@ unsafe fn reduce_direct(
 }
 
 /// The collective of a reduction to `root` (Some) or to every member (None).
-fn reduction(root: Option<usize>) -> Coll {
+fn reduction<T>(root: Option<T>) -> Coll {
     if root.is_some() {
         Coll::Reduce
     } else {
@@ -1080,7 +1068,7 @@ unsafe fn exchange(
             } else {
                 0
             };
-            let w = Watch::take(e, comm, coll)?;
+            let w = Watch::take(e, comm)?;
             Ok(Some((n, me, blk, send, rcount, rd, direct_from, w)))
         })
         .and_then(|x| x));
@@ -1224,7 +1212,12 @@ unsafe fn exchange_direct(
     };
     let g = s.next();
     r.wait_free(g, &mut idle)?;
-    let sig = s.announce(g, w.coll, blk);
+    let coll = if x.alltoall {
+        Coll::Alltoall
+    } else {
+        Coll::Allgather
+    };
+    let sig = s.announce(g, coll, blk);
     let words = r.area(me, g) as *mut u64;
     words.write(addr);
     words.add(1).write(step as u64);
@@ -1421,7 +1414,7 @@ unsafe fn rooted(
         {
             return Ok(None);
         }
-        Ok(Some((n, me, root, r, Watch::take(e, comm, coll)?)))
+        Ok(Some((n, me, root, r, Watch::take(e, comm)?)))
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm, w);
@@ -1722,12 +1715,7 @@ unsafe fn allgatherv(
         if most == 0 || !e.coll_choose_shm(Coll::Allgather, n, avg_bytes(&recv)) {
             return Ok(None);
         }
-        Ok(Some((
-            me,
-            recv,
-            own,
-            Watch::take(e, comm, Coll::Allgather)?,
-        )))
+        Ok(Some((me, recv, own, Watch::take(e, comm)?)))
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm, w);
