@@ -21,7 +21,7 @@ use crate::mpi::datatype::Datatype;
 use crate::mpi::engine::Engine;
 use crate::mpi::global::{self, with};
 use crate::mpi::pml::DirectPost;
-use crate::mpi::request::{Status, UNKNOWN_PEER};
+use crate::mpi::request::{Kind, Status, UNKNOWN_PEER};
 use crate::proto::frame::Envelope;
 use crate::transport::Gpid;
 
@@ -39,12 +39,18 @@ struct Round {
     rcap: usize,
 }
 
-/// A small collective in progress: communicator, context, our rank, the tag.
+/// A small collective in progress: communicator, context, our rank, the tag, and the first
+/// error a receive of the call met.
 struct Call {
     comm: CommId,
     ctx: ContextId,
     src: i32,
     tag: i32,
+    /// A receive failed (a message longer or shorter than the arguments make, or a sender
+    /// that went another way): the call runs on, sending empty messages where it would send
+    /// data, so that the processes downstream fail as well rather than wait for a message
+    /// that would never come; [`Call::finish`] reports the error.
+    failed: Option<crate::error::MpiError>,
 }
 
 /// Where a round's receive is.
@@ -71,8 +77,11 @@ impl Call {
         })
     }
 
-    unsafe fn round(&self, r: Round) -> Result<()> {
+    /// Run one round. A receive that fails is recorded in `failed` (Ok here); the errors
+    /// returned end the call at once (the engine is gone, say).
+    unsafe fn round(&mut self, r: Round) -> Result<()> {
         let byte = byte_type();
+        let slen = if self.failed.is_some() { 0 } else { r.slen };
         let (sreq, recv) = with(|e| {
             let recv = match r.from {
                 Some(src) => {
@@ -103,7 +112,7 @@ impl Call {
                         src: self.src,
                         tag: self.tag,
                     };
-                    post_send(e, self.comm, peer, env, r.sdata, r.slen, &byte)
+                    post_send(e, self.comm, peer, env, r.sdata, slen, &byte)
                 }
                 None => None,
             };
@@ -138,23 +147,51 @@ impl Call {
                         }
                     }
                 };
-                match got {
-                    Ok(st) => status_ok(st)?,
-                    Err(slot) => status_ok(crate::mpi::p2p::wait(slot)?)?,
-                }
+                let st = match got {
+                    Ok(st) => st,
+                    Err(slot) => crate::mpi::p2p::wait(slot)?,
+                };
+                self.received(st, r.rcap);
             }
-            Recv::Done(st) => status_ok(st)?,
-            Recv::Req(slot) => status_ok(crate::mpi::p2p::wait(slot)?)?,
+            Recv::Done(st) => self.received(st, r.rcap),
+            Recv::Req(slot) => {
+                let st = crate::mpi::p2p::wait(slot)?;
+                self.received(st, r.rcap);
+            }
             Recv::Nothing => {}
         }
-        if let Some(slot) = sreq {
-            status_ok(crate::mpi::p2p::wait(slot)?)?;
+        match sreq {
+            Some(slot) if self.failed.is_some() => {
+                // The call failed: the peer may have gone another way and never take this
+                // message (a rendezvous would wait for it forever). The send completes on
+                // its own or goes with the engine.
+                with(|e| match e.pml.reqs.get_mut(slot) {
+                    Some(q) if !q.complete => q.user_freed = true,
+                    Some(_) => drop(e.pml.release(slot)),
+                    None => {}
+                })?;
+            }
+            Some(slot) => status_ok(crate::mpi::p2p::wait(slot)?)?,
+            None => {}
         }
         Ok(())
     }
 }
 
 impl Call {
+    /// Record a receive's error, or that of a message shorter than the `expected` bytes
+    /// ([`super::short_message`]), unless one is recorded already.
+    fn received(&mut self, st: Status, expected: usize) {
+        if self.failed.is_none() {
+            self.failed = super::short_message(&st, expected).or(st.error.map(|b| *b));
+        }
+    }
+
+    /// The call's result: `res`, else the first error a receive met.
+    fn finish(&mut self, res: Result<()>) -> Result<()> {
+        res.and_then(|()| self.failed.take().map_or(Ok(()), Err))
+    }
+
     /// Every process sends its contribution to every other and reduces all of them in rank
     /// order: one round, which matters when processes share cores.
     #[allow(clippy::too_many_arguments)]
@@ -219,8 +256,11 @@ impl Call {
         with(|e| {
             for &s in reqs {
                 if let Some(r) = e.pml.release(s) {
-                    if let Some(x) = r.status.error {
-                        err.get_or_insert(*x);
+                    let short = (r.kind == Kind::Recv)
+                        .then(|| super::short_message(&r.status, r.len))
+                        .flatten();
+                    if let Some(x) = r.status.error.map(|b| *b).or(short) {
+                        err.get_or_insert(x);
                     }
                 }
             }
@@ -268,6 +308,7 @@ fn begin(e: &mut Engine, comm: CommId) -> Option<(Call, usize, usize, Arc<super:
             ctx,
             src,
             tag: 0,
+            failed: None,
         },
         views.local.size(),
         views.local.me,
@@ -367,7 +408,7 @@ unsafe fn pair_exchange(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    Some((|| {
+    let res = (|| {
         call.tag = with(|e| e.coll_tag(comm))?;
         let block = |i: usize| if alltoall { i * bytes } else { 0 };
         if bytes > 0 {
@@ -381,7 +422,8 @@ unsafe fn pair_exchange(
             rbuf: rbuf.add((1 - me) * bytes),
             rcap: bytes,
         })
-    })())
+    })();
+    Some(call.finish(res))
 }
 
 /// Gather (`gather`) or scatter, not the v forms, of small contiguous blocks, linear as the
@@ -444,7 +486,7 @@ unsafe fn rooted(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    Some((|| -> Result<()> {
+    let res = (|| -> Result<()> {
         call.tag = with(|e| e.coll_tag(comm))?;
         let m = &views.local.members;
         let (obuf, mbuf) = (obuf as *mut u8, mbuf as *mut u8);
@@ -506,7 +548,8 @@ unsafe fn rooted(
             }
         }
         first
-    })())
+    })();
+    Some(call.finish(res))
 }
 
 fn contiguous_small(d: &Datatype, count: usize) -> Option<usize> {
@@ -528,7 +571,7 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    Some((|| {
+    let res = (|| {
         let members = with(|e| {
             call.tag = e.coll_tag(comm);
             e.coll_views(comm).map(|v| v.local.members.clone())
@@ -548,7 +591,8 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
             k *= 2;
         }
         Ok(())
-    })())
+    })();
+    Some(call.finish(res))
 }
 
 unsafe fn bcast(
@@ -578,7 +622,7 @@ unsafe fn bcast(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    Some((|| {
+    let res = (|| {
         call.tag = with(|e| e.coll_tag(comm))?;
         if n == 1 || bytes == 0 {
             return Ok(());
@@ -616,7 +660,8 @@ unsafe fn bcast(
             mask >>= 1;
         }
         Ok(())
-    })())
+    })();
+    Some(call.finish(res))
 }
 
 unsafe fn allreduce(
@@ -657,7 +702,7 @@ unsafe fn allreduce(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    Some((|| -> Result<()> {
+    let res = (|| -> Result<()> {
         call.tag = with(|e| e.coll_tag(comm))?;
         let sbuf = if in_place(sbuf) {
             rbuf as *const u8
@@ -747,7 +792,8 @@ unsafe fn allreduce(
             }
         }
         Ok(())
-    })())
+    })();
+    Some(call.finish(res))
 }
 
 /// Binomial reduce to `root` for predefined operations (all commutative, so the tree may be
@@ -796,7 +842,7 @@ unsafe fn reduce(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    Some((|| -> Result<()> {
+    let res = (|| -> Result<()> {
         call.tag = with(|e| e.coll_tag(comm))?;
         if bytes == 0 {
             return Ok(());
@@ -848,5 +894,6 @@ unsafe fn reduce(
             crate::mem::copy(acc, rbuf, bytes);
         }
         Ok(())
-    })())
+    })();
+    Some(call.finish(res))
 }

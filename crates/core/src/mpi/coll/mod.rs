@@ -70,6 +70,27 @@ const NB_BIT: i32 = 1 << 23;
 /// Tag bit of messages inside the local group of an intercommunicator.
 pub const LOCAL_BIT: i32 = 1 << 30;
 
+/// A collective's receive of `expected` bytes completed with `st`: the error where the
+/// message was shorter. Every receive of a collective algorithm expects exactly what the
+/// sender's arguments make (MPI asks the type signatures of the two sides to agree), so a
+/// shorter message means the ranks' counts disagree (an erroneous program), at the sender or
+/// upstream of it (a process whose part of a call failed sends the rest of its messages
+/// empty: `sched.rs`, `fast.rs`); a longer one is the point-to-point layer's truncation
+/// error already.
+pub(crate) fn short_message(st: &Status, expected: usize) -> Option<crate::error::MpiError> {
+    if st.error.is_some() || st.cancelled || st.bytes >= expected as u64 {
+        return None;
+    }
+    Some(crate::mpi_error!(
+        Truncate,
+        "rank {} of the communicator sends {} bytes where this rank expects {}: the counts \
+         (and type signatures) must agree",
+        st.source,
+        st.bytes,
+        expected
+    ))
+}
+
 /// A blocking collective waits for a message from rank `src` with its tag `tag` on `ctx`:
 /// the error to end that receive with when `src` has sent a message of a later blocking
 /// collective there instead (same kind of traffic, a tag up to 2^22 calls ahead). Messages
@@ -1429,6 +1450,34 @@ pub fn shape(comm: CommId) -> Result<Shape> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_shorter_than_the_arguments_make_is_an_error() {
+        let st = |bytes| Status {
+            source: 2,
+            tag: 0,
+            error: None,
+            bytes,
+            cancelled: false,
+        };
+        assert!(short_message(&st(40), 40).is_none());
+        assert!(short_message(&st(0), 0).is_none());
+        let e = short_message(&st(4), 40).expect("short");
+        assert_eq!(e.class, crate::error::ErrorClass::Truncate);
+        assert!(
+            e.msg
+                .contains("rank 2 of the communicator sends 4 bytes where this rank expects 40"),
+            "{}",
+            e.msg
+        );
+        // A receive that failed already keeps its own error; a cancelled one is no message.
+        let mut failed = st(0);
+        failed.error = Some(Box::new(crate::mpi_error!(Other, "lost")));
+        assert!(short_message(&failed, 40).is_none());
+        let mut cancelled = st(0);
+        cancelled.cancelled = true;
+        assert!(short_message(&cancelled, 40).is_none());
+    }
 
     #[test]
     fn a_later_call_or_the_region_mapping_passes_a_waiting_receive_over() {

@@ -257,7 +257,7 @@ impl Sched {
         });
     }
 
-    /// Typed copy (the type signatures must agree; a longer source is a truncation error).
+    /// Typed copy (the type signatures must agree: a longer or a shorter source is an error).
     pub fn copy(
         &mut self,
         src: *const u8,
@@ -444,7 +444,8 @@ impl Sched {
                         continue;
                     }
                     // SAFETY: as above, for message buffers.
-                    match unsafe { post(e, self.comm, &self.steps[self.pc]) } {
+                    let empty = self.err.is_some();
+                    match unsafe { post(e, self.comm, &self.steps[self.pc], empty) } {
                         Ok(Some(slot)) => self.waiting.push(slot),
                         Ok(None) => {}
                         Err(err) => {
@@ -466,8 +467,11 @@ impl Sched {
             }
             for s in self.waiting.drain(..) {
                 if let Some(r) = e.pml.release(s) {
-                    if let Some(err) = r.status.error {
-                        self.err.get_or_insert(*err);
+                    let short = (r.kind == Kind::Recv)
+                        .then(|| super::short_message(&r.status, r.len))
+                        .flatten();
+                    if let Some(err) = r.status.error.map(|b| *b).or(short) {
+                        self.err.get_or_insert(err);
                     }
                 }
             }
@@ -564,6 +568,15 @@ pub unsafe fn copy_between(
             "{sbytes} bytes sent to a buffer of {rbytes} bytes"
         );
     }
+    if sbytes < rbytes {
+        // Every copy of a collective algorithm moves what both sides' arguments make alike
+        // (as its receives: `super::short_message`).
+        return crate::err!(
+            Truncate,
+            "{sbytes} bytes sent where the receiving side expects {rbytes}: the counts (and \
+             type signatures) must agree"
+        );
+    }
     if sbytes == 0 {
         return Ok(());
     }
@@ -590,8 +603,11 @@ pub unsafe fn copy_between(
     Ok(())
 }
 
-/// Post a send or receive step; Some(request slot) when it is in flight.
-unsafe fn post(e: &mut Engine, comm: CommId, step: &Step) -> Result<Option<ReqId>> {
+/// Post a send or receive step; Some(request slot) when it is in flight. `empty`: the
+/// schedule has failed (a receive met a message of another length, say), and its sends go
+/// out empty, so that the processes downstream fail as well rather than wait for a message
+/// that would never come ([`super::short_message`]).
+unsafe fn post(e: &mut Engine, comm: CommId, step: &Step, empty: bool) -> Result<Option<ReqId>> {
     match step {
         Step::Send {
             peer,
@@ -599,7 +615,10 @@ unsafe fn post(e: &mut Engine, comm: CommId, step: &Step) -> Result<Option<ReqId
             buf,
             count,
             dt,
-        } => Ok(post_send(e, comm, *peer, *env, *buf, *count, dt)),
+        } => {
+            let count = if empty { 0 } else { *count };
+            Ok(post_send(e, comm, *peer, *env, *buf, count, dt))
+        }
         Step::Recv {
             spec,
             buf,
@@ -749,6 +768,25 @@ impl Sched {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A collective's copy moves what both sides' arguments make: a longer or a shorter
+    /// source is an error, and nothing is written then.
+    #[test]
+    fn copies_between_types_need_the_same_bytes() {
+        let byte = crate::mpi::coll::byte_type();
+        let (a, mut b) = ([7u8; 8], [0u8; 8]);
+        // SAFETY: both buffers hold 8 bytes.
+        unsafe {
+            copy_between(a.as_ptr(), 8, &byte, b.as_mut_ptr(), 8, &byte).unwrap();
+            assert_eq!(b, [7; 8]);
+            b = [0; 8];
+            for (sc, rc) in [(8, 4), (4, 8)] {
+                let e = copy_between(a.as_ptr(), sc, &byte, b.as_mut_ptr(), rc, &byte).unwrap_err();
+                assert_eq!(e.class, crate::error::ErrorClass::Truncate, "{sc} {rc}");
+                assert_eq!(b, [0; 8]);
+            }
+        }
+    }
 
     /// A copy beside a round's messages stays in their round (and runs after they are posted,
     /// `advance`); a plain copy after messages waits for them in a round of its own.
