@@ -57,7 +57,7 @@ use std::sync::Arc;
 
 use super::decide::Coll;
 use super::gather::Blk;
-use super::op::Reducer;
+use super::op::{Builtin, Op, Reducer};
 use super::{
     avg_bytes, blocks, check_buf, check_root, count_of, in_place, no_alias, no_alias_own, own_blk,
     Args, Counts, Rooted, Types,
@@ -114,18 +114,17 @@ impl ShmComm {
         self.gen.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// Begin a call of `coll` over `bytes` at generation `g`, its first: say so in our
-    /// signature of `g`, once its ring position is free (after `wait_free`, or after a
+    /// Begin a call at generation `sig.g`, its first: say what it is ([`Sig`]) in our
+    /// signature of that generation, once its ring position is free (after `wait_free`, or after a
     /// flag of `g` set by a member that waited for it) and before we publish in `g`. The
     /// barrier, which writes no area, does not wait for that: a member still reading our
     /// signature of `g - depth` then finds another generation there and skips the check, so
     /// an early write can only miss a disagreement, never report one.
-    fn announce(&self, g: u64, coll: Coll, bytes: usize) -> Sig {
-        let sig = Sig::new(g, coll, bytes);
+    fn announce(&self, sig: Sig) -> Sig {
         self.region
             .as_ref()
             .expect("checked")
-            .set_sig(self.me, g, sig.word);
+            .set_sig(self.me, sig.g, sig.word);
         sig
     }
 
@@ -142,12 +141,28 @@ impl ShmComm {
             return Ok(());
         }
         let rank = self.ranks.get(j).copied().unwrap_or(j);
+        if theirs == Sig::gave_up(mine.g) {
+            return err!(
+                Other,
+                "rank {rank} of the communicator gave this call up with an error (its own \
+                 message says why): the call cannot complete"
+            );
+        }
         if theirs.coll() != mine.coll() {
             return err!(
                 Other,
                 "rank {rank} of the communicator calls {} at the same point: every rank must \
                  call the communicator's collectives in the same order",
                 mpi_name(theirs.coll())
+            );
+        }
+        if theirs.op_name() != mine.op_name() {
+            return err!(
+                Op,
+                "rank {rank} of the communicator reduces with {} and this rank with {}: every \
+                 rank must pass the same operation",
+                theirs.op_name(),
+                mine.op_name()
             );
         }
         err!(
@@ -164,11 +179,64 @@ impl ShmComm {
         let n = self.ranks.len();
         (1..n).try_for_each(|t| self.agree((self.me + t) % n, mine))
     }
+
+    /// Check that member `j`, whose flag of generation `g` (its call's first) we have seen,
+    /// did not give the call up ([`ShmComm::serve`]): for the calls that announce no
+    /// signature (gathers, scatters, v forms), whose members read each other's areas without
+    /// comparing signatures.
+    fn intact(&self, j: usize, g: u64) -> Result<()> {
+        let theirs = Sig {
+            g,
+            word: self.region.as_ref().expect("checked").sig(j, g),
+        };
+        if theirs == Sig::gave_up(g) {
+            return self.agree(j, Sig::new(g, Coll::Barrier, 0));
+        }
+        Ok(())
+    }
+
+    /// Serve one call with `f`, which takes the call's generations. Where it fails before
+    /// its part is done (the arguments disagree, or a member took another path), the call
+    /// leaves the region as a finished call would: its flags of every generation it took are set, so no member waits
+    /// for this one in a later call, and the members that still wait in this one see our
+    /// flag and, with it, a signature saying the call was given up where we had announced
+    /// none (then they fail too: [`ShmComm::agree`], [`ShmComm::intact`]). Where the members
+    /// took the same number of generations, which is the case whenever the first generation
+    /// showed the disagreement, the region stays usable for the calls that follow.
+    fn serve(&self, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        let before = self.gen.load(Ordering::Relaxed);
+        let res = f();
+        if res.is_err() {
+            self.abandon(before + 1, self.gen.load(Ordering::Relaxed));
+        }
+        res
+    }
+
+    /// Leave generations `first..=last`, which a failed call took ([`ShmComm::serve`]).
+    fn abandon(&self, first: u64, last: u64) {
+        let Some(r) = self.region.as_ref() else {
+            return;
+        };
+        // Nothing to leave where the call took no generation, or finished its part of every
+        // one before it reported its error (a block longer than its buffer, say).
+        if last < first || r.reached(self.me, Flag::Done, last) {
+            return;
+        }
+        // The signature's ring position may still be read for `first - depth`: such a reader
+        // finds another generation and skips the check (see `announce`).
+        if r.sig(self.me, first) >> 48 != first & 0xffff {
+            r.set_sig(self.me, first, Sig::gave_up(first).word);
+        }
+        for f in [Flag::Published, Flag::Reduced, Flag::Done] {
+            r.set(self.me, f, last);
+        }
+    }
 }
 
 /// What a call is, in the region (`NodeRegion::set_sig`): the low 16 bits of its first
-/// generation, the collective (4 bits) and the bytes every member passes alike (44 bits; the
-/// v forms and rooted calls, whose counts differ by rank, announce nothing).
+/// generation, the collective (4 bits), a reduction's operation (5 bits) and the bytes every
+/// member passes alike (39 bits; the v forms and rooted calls, whose counts differ by rank,
+/// announce nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Sig {
     /// The generation (whole).
@@ -177,12 +245,50 @@ struct Sig {
     word: u64,
 }
 
-const SIG_BYTES: u64 = (1 << 44) - 1;
+const SIG_BYTES: u64 = (1 << 39) - 1;
+const SIG_OP: u32 = 39;
+/// The operation's code for a user-defined one: its handle is local to each process, so
+/// user operations all compare equal.
+const USER_OP: u64 = 0x1f;
+// Code 0xf of the collective's 4 bits is `Sig::gave_up`'s; the operations' codes are their
+// index plus one (0: none).
+const _: () = assert!(Coll::ALL.len() < 0xf && Builtin::ALL.len() < USER_OP as usize);
 
 impl Sig {
     fn new(g: u64, coll: Coll, bytes: usize) -> Sig {
         let word = (g & 0xffff) << 48 | (coll as u64 & 0xf) << 44 | (bytes as u64).min(SIG_BYTES);
         Sig { g, word }
+    }
+
+    /// A reduction's signature: [`Sig::new`] and the operation.
+    fn reduction(g: u64, coll: Coll, bytes: usize, op: &Op) -> Sig {
+        let code = match op {
+            Op::Builtin(b) => *b as u64 + 1,
+            Op::User { .. } => USER_OP,
+        };
+        let s = Sig::new(g, coll, bytes);
+        Sig {
+            g,
+            word: s.word | code << SIG_OP,
+        }
+    }
+
+    /// The operation's name (for a reduction's signature).
+    fn op_name(self) -> &'static str {
+        match self.word >> SIG_OP & 0x1f {
+            0 => "no operation",
+            USER_OP => "a user-defined operation",
+            c => Builtin::ALL.get(c as usize - 1).map_or("?", |b| b.name()),
+        }
+    }
+
+    /// The signature of a member that gave up the call beginning at generation `g`
+    /// ([`ShmComm::serve`]): a collective code no call has.
+    fn gave_up(g: u64) -> Sig {
+        Sig {
+            g,
+            word: (g & 0xffff) << 48 | 0xf << 44,
+        }
     }
 
     /// The generation's low 16 bits, as the word holds them.
@@ -371,6 +477,23 @@ fn idler(watch: Option<Watch>) -> Result<impl FnMut() -> Result<()>> {
     })
 }
 
+/// The error of a gather's or scatter's block of `sent` bytes from rank `from` where the
+/// receiver's arguments make `expected`: a truncation where it is longer, the arguments'
+/// disagreement where it is shorter (as `super::short_message` for the other paths).
+fn block_mismatch(from: usize, sent: usize, expected: usize) -> crate::error::MpiError {
+    if sent > expected {
+        return crate::mpi_error!(
+            Truncate,
+            "rank {from} of the communicator sent {sent} bytes to a block of {expected} bytes"
+        );
+    }
+    crate::mpi_error!(
+        Truncate,
+        "rank {from} of the communicator sends {sent} bytes where this rank expects \
+         {expected}: the counts (and type signatures) must agree"
+    )
+}
+
 /// The communicator's size, our rank, and whether a shared-memory algorithm may serve a call
 /// on it: an intracommunicator of more than one member, all on this host.
 fn eligible(e: &mut crate::mpi::engine::Engine, comm: CommId) -> Option<(usize, usize)> {
@@ -485,17 +608,17 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm, w);
-    Some((|| {
+    Some(s.serve(|| {
         let r = s.region.as_ref().expect("checked");
         let mut idle = idler(Some(w))?;
         let g = s.next();
-        let sig = s.announce(g, Coll::Barrier, 0);
+        let sig = s.announce(Sig::new(g, Coll::Barrier, 0));
         r.set(me, Flag::Published, g);
         r.wait_all(Flag::Published, g, &mut idle)?;
         s.agree_all(sig)?;
         r.set(me, Flag::Done, g);
         Ok(())
-    })())
+    }))
 }
 
 unsafe fn bcast(
@@ -521,10 +644,10 @@ unsafe fn bcast(
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm, w);
-    Some((|| {
+    Some(s.serve(|| {
         let mut idle = idler(Some(w))?;
         bcast_chunks(&s, me, root, buf, count, &d, &mut idle)
-    })())
+    }))
 }
 
 /// Broadcast `count` elements of `d` at `buf` from region member `root` to the region's
@@ -551,7 +674,7 @@ unsafe fn bcast_chunks(
         if me == root {
             r.wait_free(g, idle)?;
             if off == 0 {
-                s.announce(g, Coll::Bcast, total);
+                s.announce(Sig::new(g, Coll::Bcast, total));
             }
             pack_part(d, buf, count, off, area, len);
             r.set(me, Flag::Published, g);
@@ -559,7 +682,7 @@ unsafe fn bcast_chunks(
             r.wait(|r| r.reached(root, Flag::Published, g), idle)?;
             if off == 0 {
                 // After the root's flag: it waited until the ring position was free.
-                s.agree(root, s.announce(g, Coll::Bcast, total))?;
+                s.agree(root, s.announce(Sig::new(g, Coll::Bcast, total)))?;
             }
             unpack_part(d, buf, count, off, area, len);
         }
@@ -670,7 +793,7 @@ unsafe fn reduce(
         })
         .and_then(|x| x));
     let s = region_or_decline!(comm, w);
-    Some((|| {
+    Some(s.serve(|| {
         let mut idle = idler(Some(w))?;
         let job = LocalReduce {
             n,
@@ -681,7 +804,7 @@ unsafe fn reduce(
             count,
         };
         reduce_local(&s, job, &red, &mut idle, direct_from)
-    })())
+    }))
 }
 
 /// One member's part in a reduction over a region's `n` members: `count` elements at `input`,
@@ -748,7 +871,7 @@ unsafe fn reduce_chunks(
         let g = s.next();
         let out = rbuf.wrapping_add(e0 * ext);
         r.wait_free(g, idle)?;
-        let sig = (e0 == 0).then(|| s.announce(g, coll, count * ext));
+        let sig = (e0 == 0).then(|| s.announce(Sig::reduction(g, coll, count * ext, &red.op)));
         crate::mem::copy(input.add(e0 * ext), r.area(me, g), bytes);
         r.set(me, Flag::Published, g);
         if bytes >= PARTS_FROM && c >= n {
@@ -842,7 +965,7 @@ unsafe fn reduce_direct(
     let receives = |k: usize| root.is_none_or(|x| x == k);
     let g = s.next();
     r.wait_free(g, idle)?;
-    let sig = s.announce(g, reduction(root), count * ext);
+    let sig = s.announce(Sig::reduction(g, reduction(root), count * ext, &red.op));
     let words = r.area(me, g) as *mut u64;
     words.write(input as u64);
     words
@@ -1019,7 +1142,7 @@ unsafe fn exchange(
     } else {
         Coll::Allgather
     };
-    let (n, me, blk, send, rcount, rd, direct_from, w) =
+    let (n, me, blk, send, rcount, rd, direct_from, w, bad) =
         prepared!(with(|e| -> Result<Option<_>> {
             let Some((n, me)) = eligible(e, comm) else {
                 return Ok(None);
@@ -1031,6 +1154,7 @@ unsafe fn exchange(
             // The whole receive buffer: n blocks.
             check_buf(rbuf, rcount * n, &rd, "receive buffer")?;
             // Where the data we send is: (buffer, count, datatype, distance between blocks).
+            let mut bad = None;
             let send = if in_place(sbuf) {
                 (
                     rbuf as *const u8,
@@ -1048,18 +1172,22 @@ unsafe fn exchange(
                     no_alias_own(sbuf, own, scount * sd.size)?;
                 }
                 if scount * sd.size != blk {
-                    return err!(
-                    Truncate,
-                    "{} sends {} bytes per block and receives {blk}: the type signatures differ",
-                    coll.name(),
-                    scount * sd.size
-                );
+                    // The receive side decides the path, alike at every member: this one
+                    // takes it too and gives the call up there (below), so that the others
+                    // fail with it rather than wait, and all count the same generations.
+                    bad = Some(crate::mpi_error!(
+                        Truncate,
+                        "{} sends {} bytes per block and receives {blk}: the type signatures \
+                         differ",
+                        coll.name(),
+                        scount * sd.size
+                    ));
                 }
                 let step = scount as isize * sd.extent();
                 (sbuf, scount, sd, step)
             };
             if blk == 0 || (alltoall && n > AREA) || !e.coll_choose_shm(coll, n, blk) {
-                return Ok(None);
+                return bad.map_or(Ok(None), Err);
             }
             let direct_from = if alltoall {
                 e.cfg.coll_shm_alltoall_direct as usize
@@ -1069,10 +1197,20 @@ unsafe fn exchange(
                 0
             };
             let w = Watch::take(e, comm)?;
-            Ok(Some((n, me, blk, send, rcount, rd, direct_from, w)))
+            Ok(Some((n, me, blk, send, rcount, rd, direct_from, w, bad)))
         })
         .and_then(|x| x));
-    let s = region_or_decline!(comm, w);
+    let s = match region(comm, Some(w)) {
+        Ok(Some(s)) => s,
+        Ok(None) => return bad.map(Err),
+        Err(e) => return Some(Err(e)),
+    };
+    if let Some(err) = bad {
+        return Some(s.serve(|| {
+            s.next();
+            Err(err)
+        }));
+    }
     if s.direct && direct_from > 0 && blk >= direct_from {
         let args = Exchange {
             send,
@@ -1082,9 +1220,9 @@ unsafe fn exchange(
             in_place: in_place(sbuf),
             alltoall,
         };
-        return Some(exchange_direct(&s, n, me, blk, &args, w));
+        return Some(s.serve(|| exchange_direct(&s, n, me, blk, &args, w)));
     }
-    Some((|| {
+    Some(s.serve(|| {
         let r = s.region.as_ref().expect("checked");
         let mut idle = idler(Some(w))?;
         let (sp, sc, sd, sstep) = send;
@@ -1097,7 +1235,7 @@ unsafe fn exchange(
             let len = per.min(blk - off);
             let g = s.next();
             r.wait_free(g, &mut idle)?;
-            let sig = (off == 0).then(|| s.announce(g, coll, blk));
+            let sig = (off == 0).then(|| s.announce(Sig::new(g, coll, blk)));
             let mine = r.area(me, g);
             if alltoall {
                 for k in 0..n {
@@ -1136,7 +1274,7 @@ unsafe fn exchange(
             off += len;
         }
         Ok(())
-    })())
+    }))
 }
 
 /// The arguments of an alltoall ([`exchange`]): the send side as (buffer, count, datatype,
@@ -1217,7 +1355,7 @@ unsafe fn exchange_direct(
     } else {
         Coll::Allgather
     };
-    let sig = s.announce(g, coll, blk);
+    let sig = s.announce(Sig::new(g, coll, blk));
     let words = r.area(me, g) as *mut u64;
     words.write(addr);
     words.add(1).write(step as u64);
@@ -1418,7 +1556,7 @@ unsafe fn rooted(
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm, w);
-    Some((|| {
+    Some(s.serve(|| {
         let reg = s.region.as_ref().expect("checked");
         let mut idle = idler(Some(w))?;
         let g0 = s.next();
@@ -1453,6 +1591,7 @@ unsafe fn rooted(
                 for t in 1..n {
                     let j = (root + t) % n;
                     reg.wait(|x| x.reached(j, Flag::Published, g0), &mut idle)?;
+                    s.intact(j, g0)?;
                     sent[j] = reg.word(j, g0) as usize;
                     let b = &r.many[j];
                     unpack_blk(b, 0, reg.area(j, g0), part_len(sent[j].min(b.bytes()), 0));
@@ -1560,14 +1699,9 @@ unsafe fn rooted(
             if gather && failure.is_none() {
                 let short = gens * AREA;
                 if let Some((j, b)) = r.many.iter().enumerate().find(|(j, b)| {
-                    *j != root && (sent[*j] > b.bytes() || sent[*j].min(b.bytes()) > short)
+                    *j != root && (sent[*j] != b.bytes() || sent[*j].min(b.bytes()) > short)
                 }) {
-                    failure = Some(crate::mpi_error!(
-                        Truncate,
-                        "process {j} sent {} bytes to a block of {} bytes",
-                        sent[j],
-                        b.bytes()
-                    ));
+                    failure = Some(block_mismatch(s.ranks[j], sent[j], b.bytes()));
                 }
             }
         } else {
@@ -1585,14 +1719,12 @@ unsafe fn rooted(
                 1
             } else {
                 reg.wait(|x| x.reached(root, Flag::Published, g0), &mut idle)?;
+                s.intact(root, g0)?;
                 let w = reg.word(root, g0);
                 if !gather && w & UNIFORM != 0 {
                     let theirs = (w & !UNIFORM) as usize;
-                    if theirs > mine {
-                        failure = Some(crate::mpi_error!(
-                            Truncate,
-                            "the root sent {theirs} bytes to a block of {mine} bytes"
-                        ));
+                    if theirs != mine {
+                        failure = Some(block_mismatch(s.ranks[root], theirs, mine));
                     }
                     let at = reg.area(root, g0).add(me * theirs);
                     unpack_blk(o, 0, at, theirs.min(mine));
@@ -1608,11 +1740,8 @@ unsafe fn rooted(
             } else {
                 head.add(1 + me).read() as usize
             };
-            if !gather && theirs > mine {
-                failure = Some(crate::mpi_error!(
-                    Truncate,
-                    "the root sent {theirs} bytes to a block of {mine} bytes"
-                ));
+            if !gather && theirs != mine {
+                failure = Some(block_mismatch(s.ranks[root], theirs, mine));
             }
             let len = theirs.min(mine);
             if first == DIRECT || first == PACKED {
@@ -1652,7 +1781,7 @@ unsafe fn rooted(
             Some(e) => Err(e),
             None => Ok(()),
         }
-    })())
+    }))
 }
 
 /// The bytes of a block of a gather or scatter (not the v forms) as this process sees them
@@ -1719,7 +1848,7 @@ unsafe fn allgatherv(
     })
     .and_then(|x| x));
     let s = region_or_decline!(comm, w);
-    Some((|| {
+    Some(s.serve(|| {
         let r = s.region.as_ref().expect("checked");
         let mut idle = idler(Some(w))?;
         let n = recv.len();
@@ -1737,13 +1866,16 @@ unsafe fn allgatherv(
                     continue;
                 }
                 r.wait(|x| x.reached(j, Flag::Published, g), &mut idle)?;
+                if k == 0 {
+                    s.intact(j, g)?;
+                }
                 let b = &recv[j];
                 unpack_blk(b, off, r.area(j, g), part_len(b.bytes(), off));
             }
             r.set(me, Flag::Done, g);
         }
         Ok(())
-    })())
+    }))
 }
 
 #[cfg(test)]
@@ -1764,6 +1896,126 @@ mod tests {
         assert_ne!(Sig::new(7, Coll::Bcast, 8), Sig::new(7, Coll::Bcast, 16));
         assert_eq!(Sig::new(7, Coll::Bcast, usize::MAX).bytes(), SIG_BYTES);
         assert_eq!(mpi_name(Coll::ReduceScatter), "MPI_Reduce_scatter");
+    }
+
+    /// Two members of one region, as two processes would see it.
+    fn pair(tag: &str) -> (ShmComm, ShmComm) {
+        let job = format!("shmtest{}{tag}", std::process::id());
+        let mut a = NodeRegion::create(&job, Gpid::new(1), 1, 2, 64, 2).unwrap();
+        let b = NodeRegion::open(&job, &a.desc().unwrap(), 2, 64, 2).unwrap();
+        a.unlink();
+        let member = |r, me| ShmComm {
+            region: Some(r),
+            gen: AtomicU64::new(0),
+            me,
+            ranks: vec![0, 1],
+            direct: false,
+        };
+        (member(a, 0), member(b, 1))
+    }
+
+    /// A member whose call fails before its part is done leaves every generation the call
+    /// took as a finished call would, with a signature saying so where it announced none;
+    /// the other, waiting in the same call, then fails too, and the next call meets.
+    #[test]
+    fn a_call_given_up_leaves_its_generations_and_says_so() {
+        let (a, b) = pair("gaveup");
+        let ra = a.region.as_ref().unwrap();
+        let rb = b.region.as_ref().unwrap();
+        // `a` fails before announcing (a member took another path, say).
+        let e = a.serve(|| {
+            let g = a.next();
+            assert_eq!(g, 1);
+            err!(Other, "seen a message of this call")
+        });
+        assert!(e.is_err());
+        for f in [Flag::Published, Flag::Reduced, Flag::Done] {
+            assert!(rb.reached(0, f, 1), "{f:?}");
+        }
+        // `b`, in the same call (a bcast whose root `a` is), sees the flag and the signature.
+        let e = b
+            .serve(|| {
+                let g = b.next();
+                assert!(rb.reached(0, Flag::Published, g));
+                b.agree(0, b.announce(Sig::new(g, Coll::Bcast, 8)))
+            })
+            .unwrap_err();
+        assert!(
+            e.msg
+                .contains("rank 0 of the communicator gave this call up"),
+            "{}",
+            e.msg
+        );
+        assert!(ra.reached(1, Flag::Done, 1), "b left generation 1 too");
+        // A gather's member checks the root the same way.
+        assert!(b.intact(0, 1).is_err());
+        // The next call meets at generation 2 and agrees.
+        let (ga, gb) = (a.next(), b.next());
+        assert_eq!((ga, gb), (2, 2));
+        let (sa, sb) = (
+            a.announce(Sig::new(ga, Coll::Barrier, 0)),
+            b.announce(Sig::new(gb, Coll::Barrier, 0)),
+        );
+        assert!(a.agree(1, sa).is_ok() && b.agree(0, sb).is_ok() && b.intact(0, 2).is_ok());
+        // A call that finished its part before reporting its error (a block longer than its
+        // buffer) leaves its signature alone.
+        let e = a.serve(|| {
+            let g = a.next();
+            a.announce(Sig::new(g, Coll::Scatter, 4));
+            ra.set(0, Flag::Published, g);
+            ra.set(0, Flag::Done, g);
+            err!(Truncate, "a block longer than the buffer")
+        });
+        assert!(e.is_err());
+        assert_eq!(rb.sig(0, 3), Sig::new(3, Coll::Scatter, 4).word);
+        assert!(!rb.reached(0, Flag::Reduced, 3), "flags not touched");
+    }
+
+    #[test]
+    fn a_reduction_signature_holds_the_operation_and_a_given_up_call_its_own_code() {
+        let sum = Op::Builtin(Builtin::Sum);
+        let user = |func| Op::User {
+            func,
+            big: false,
+            commute: true,
+        };
+        let s = Sig::reduction(0x1_2345, Coll::Allreduce, 1_600_000, &sum);
+        assert_eq!(
+            (s.gen(), s.coll(), s.bytes(), s.op_name()),
+            (0x2345, Coll::Allreduce, 1_600_000, "MPI_SUM")
+        );
+        for b in Builtin::ALL {
+            let r = Sig::reduction(3, Coll::Reduce, 8, &Op::Builtin(b));
+            assert_eq!(
+                (r.op_name(), r.bytes(), r.coll()),
+                (b.name(), 8, Coll::Reduce)
+            );
+        }
+        assert_ne!(
+            s,
+            Sig::reduction(
+                0x1_2345,
+                Coll::Allreduce,
+                1_600_000,
+                &Op::Builtin(Builtin::Prod)
+            )
+        );
+        // User operations' handles are local to each process: any two agree.
+        assert_eq!(
+            Sig::reduction(5, Coll::Allreduce, 8, &user(1)),
+            Sig::reduction(5, Coll::Allreduce, 8, &user(2))
+        );
+        assert_eq!(Sig::new(5, Coll::Bcast, 8).op_name(), "no operation");
+        // Bytes up to 2^39 - 1 keep clear of the operation's bits.
+        assert_eq!(
+            Sig::reduction(5, Coll::Reduce, usize::MAX, &sum).op_name(),
+            "MPI_SUM"
+        );
+        let gone = Sig::gave_up(0x1_0007);
+        assert_eq!(gone.gen(), 7);
+        for c in Coll::ALL {
+            assert_ne!(gone, Sig::new(0x1_0007, c, 0));
+        }
     }
 
     #[test]
