@@ -10,6 +10,7 @@
 //! the thread level below MPI_THREAD_MULTIPLE (the direct receive is one per process).
 
 use crate::ids::{CommId, ContextId, DtypeId, ReqId};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::decide::{AllreduceAlg, BarrierAlg, BcastAlg, GatherAlg, ReduceAlg, ScatterAlg};
@@ -39,19 +40,22 @@ struct Round {
     rcap: usize,
 }
 
-/// A small collective in progress: communicator, context, our rank, the tag, and the first
-/// error a receive of the call met.
+/// A small collective in progress: communicator, context, our rank, the tag.
 struct Call {
     comm: CommId,
     ctx: ContextId,
     src: i32,
     tag: i32,
-    /// A receive failed (a message longer or shorter than the arguments make, or a sender
-    /// that went another way): the call runs on, sending empty messages where it would send
-    /// data, so that the processes downstream fail as well rather than wait for a message
-    /// that would never come; [`Call::finish`] reports the error.
-    failed: Option<crate::error::MpiError>,
 }
+
+/// A receive of the call under way failed (a message longer or shorter than the arguments
+/// make, or a sender that went another way): the call runs on, sending empty messages where
+/// it would send data, so that the processes downstream fail as well rather than wait for a
+/// message that would never come; [`Call::finish`] reports the error, which waits in the
+/// engine meanwhile (`coll::State::fast_failed`). A flag of the process, not of the call:
+/// the direct paths run one call at a time (never under MPI_THREAD_MULTIPLE), and the call
+/// stays a plain value whose rounds look at one word.
+static FAILED: AtomicBool = AtomicBool::new(false);
 
 /// Where a round's receive is.
 enum Recv {
@@ -79,9 +83,13 @@ impl Call {
 
     /// Run one round. A receive that fails is recorded in `failed` (Ok here); the errors
     /// returned end the call at once (the engine is gone, say).
-    unsafe fn round(&mut self, r: Round) -> Result<()> {
+    unsafe fn round(&self, r: Round) -> Result<()> {
         let byte = byte_type();
-        let slen = if self.failed.is_some() { 0 } else { r.slen };
+        let slen = if FAILED.load(Ordering::Relaxed) {
+            0
+        } else {
+            r.slen
+        };
         let (sreq, recv) = with(|e| {
             let recv = match r.from {
                 Some(src) => {
@@ -160,19 +168,12 @@ impl Call {
             }
             Recv::Nothing => {}
         }
-        match sreq {
-            Some(slot) if self.failed.is_some() => {
-                // The call failed: the peer may have gone another way and never take this
-                // message (a rendezvous would wait for it forever). The send completes on
-                // its own or goes with the engine.
-                with(|e| match e.pml.reqs.get_mut(slot) {
-                    Some(q) if !q.complete => q.user_freed = true,
-                    Some(_) => drop(e.pml.release(slot)),
-                    None => {}
-                })?;
+        if let Some(slot) = sreq {
+            if FAILED.load(Ordering::Relaxed) {
+                leave_send(slot)?;
+            } else {
+                status_ok(crate::mpi::p2p::wait(slot)?)?;
             }
-            Some(slot) => status_ok(crate::mpi::p2p::wait(slot)?)?,
-            None => {}
         }
         Ok(())
     }
@@ -181,15 +182,40 @@ impl Call {
 impl Call {
     /// Record a receive's error, or that of a message shorter than the `expected` bytes
     /// ([`super::short_message`]), unless one is recorded already.
-    fn received(&mut self, st: Status, expected: usize) {
-        if self.failed.is_none() {
-            self.failed = super::short_message(&st, expected).or(st.error.map(|b| *b));
+    fn received(&self, st: Status, expected: usize) {
+        if !FAILED.load(Ordering::Relaxed) && (st.error.is_some() || st.bytes < expected as u64) {
+            self.fail(st, expected);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fail(&self, st: Status, expected: usize) {
+        if let Some(err) = super::short_message(&st, expected).or(st.error.map(|b| *b)) {
+            FAILED.store(true, Ordering::Relaxed);
+            // Without the engine (finalized meanwhile) the call's own error follows anyway.
+            let _ = with(|e| e.coll.fast_failed = Some(err));
         }
     }
 
     /// The call's result: `res`, else the first error a receive met.
-    fn finish(&mut self, res: Result<()>) -> Result<()> {
-        res.and_then(|()| self.failed.take().map_or(Ok(()), Err))
+    #[inline]
+    fn finish(&self, res: Result<()>) -> Result<()> {
+        if FAILED.load(Ordering::Relaxed) {
+            self.failure(res)
+        } else {
+            res
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn failure(&self, res: Result<()>) -> Result<()> {
+        FAILED.store(false, Ordering::Relaxed);
+        match with(|e| e.coll.fast_failed.take()).ok().flatten() {
+            Some(err) => res.and(Err(err)),
+            None => res,
+        }
     }
 
     /// Every process sends its contribution to every other and reduces all of them in rank
@@ -256,10 +282,12 @@ impl Call {
         with(|e| {
             for &s in reqs {
                 if let Some(r) = e.pml.release(s) {
-                    let short = (r.kind == Kind::Recv)
-                        .then(|| super::short_message(&r.status, r.len))
-                        .flatten();
-                    if let Some(x) = r.status.error.map(|b| *b).or(short) {
+                    let x = match r.status.error {
+                        Some(x) => Some(*x),
+                        None if r.kind == Kind::Recv => super::short_message(&r.status, r.len),
+                        None => None,
+                    };
+                    if let Some(x) = x {
                         err.get_or_insert(x);
                     }
                 }
@@ -291,6 +319,19 @@ fn status_ok(st: Status) -> Result<()> {
     }
 }
 
+/// A send of a call that failed: the peer may have gone another way and never take this
+/// message (a rendezvous would wait for it forever), so it completes on its own or goes with
+/// the engine.
+#[cold]
+#[inline(never)]
+fn leave_send(slot: ReqId) -> Result<()> {
+    with(|e| match e.pml.reqs.get_mut(slot) {
+        Some(q) if !q.complete => q.user_freed = true,
+        Some(_) => drop(e.pml.release(slot)),
+        None => {}
+    })
+}
+
 /// Start a small collective: the checks the schedule builder would make, then the tag.
 fn begin(e: &mut Engine, comm: CommId) -> Option<(Call, usize, usize, Arc<super::Views>)> {
     if global::is_multithreaded() {
@@ -308,7 +349,6 @@ fn begin(e: &mut Engine, comm: CommId) -> Option<(Call, usize, usize, Arc<super:
             ctx,
             src,
             tag: 0,
-            failed: None,
         },
         views.local.size(),
         views.local.me,

@@ -467,10 +467,12 @@ impl Sched {
             }
             for s in self.waiting.drain(..) {
                 if let Some(r) = e.pml.release(s) {
-                    let short = (r.kind == Kind::Recv)
-                        .then(|| super::short_message(&r.status, r.len))
-                        .flatten();
-                    if let Some(err) = r.status.error.map(|b| *b).or(short) {
+                    let err = match r.status.error {
+                        Some(x) => Some(*x),
+                        None if r.kind == Kind::Recv => super::short_message(&r.status, r.len),
+                        None => None,
+                    };
+                    if let Some(err) = err {
                         self.err.get_or_insert(err);
                     }
                 }
