@@ -81,7 +81,7 @@ impl Call {
         })
     }
 
-    /// Run one round. A receive that fails is recorded in `failed` (Ok here); the errors
+    /// Run one round. A receive that fails is recorded ([`FAILED`]; Ok here); the errors
     /// returned end the call at once (the engine is gone, say).
     unsafe fn round(&self, r: Round) -> Result<()> {
         let byte = byte_type();
