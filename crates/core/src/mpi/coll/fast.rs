@@ -10,7 +10,6 @@
 //! the thread level below MPI_THREAD_MULTIPLE (the direct receive is one per process).
 
 use crate::ids::{CommId, ContextId, DtypeId, ReqId};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::decide::{AllreduceAlg, BarrierAlg, BcastAlg, GatherAlg, ReduceAlg, ScatterAlg};
@@ -48,15 +47,6 @@ struct Call {
     tag: i32,
 }
 
-/// A receive of the call under way failed (a message longer or shorter than the arguments
-/// make, or a sender that went another way): the call runs on, sending empty messages where
-/// it would send data, so that the processes downstream fail as well rather than wait for a
-/// message that would never come; [`Call::finish`] reports the error, which waits in the
-/// engine meanwhile (`coll::State::fast_failed`). A flag of the process, not of the call:
-/// the direct paths run one call at a time (never under MPI_THREAD_MULTIPLE), and the call
-/// stays a plain value whose rounds look at one word.
-static FAILED: AtomicBool = AtomicBool::new(false);
-
 /// Where a round's receive is.
 enum Recv {
     Nothing,
@@ -81,15 +71,8 @@ impl Call {
         })
     }
 
-    /// Run one round. A receive that fails is recorded ([`FAILED`]; Ok here); the errors
-    /// returned end the call at once (the engine is gone, say).
     unsafe fn round(&self, r: Round) -> Result<()> {
         let byte = byte_type();
-        let slen = if FAILED.load(Ordering::Relaxed) {
-            0
-        } else {
-            r.slen
-        };
         let (sreq, recv) = with(|e| {
             let recv = match r.from {
                 Some(src) => {
@@ -120,7 +103,7 @@ impl Call {
                         src: self.src,
                         tag: self.tag,
                     };
-                    post_send(e, self.comm, peer, env, r.sdata, slen, &byte)
+                    post_send(e, self.comm, peer, env, r.sdata, r.slen, &byte)
                 }
                 None => None,
             };
@@ -155,67 +138,77 @@ impl Call {
                         }
                     }
                 };
-                let st = match got {
-                    Ok(st) => st,
-                    Err(slot) => crate::mpi::p2p::wait(slot)?,
-                };
-                self.received(st, r.rcap);
+                match got {
+                    Ok(st) => self.received(st, r.rcap)?,
+                    Err(slot) => self.received(crate::mpi::p2p::wait(slot)?, r.rcap)?,
+                }
             }
-            Recv::Done(st) => self.received(st, r.rcap),
-            Recv::Req(slot) => {
-                let st = crate::mpi::p2p::wait(slot)?;
-                self.received(st, r.rcap);
-            }
+            Recv::Done(st) => self.received(st, r.rcap)?,
+            Recv::Req(slot) => self.received(crate::mpi::p2p::wait(slot)?, r.rcap)?,
             Recv::Nothing => {}
         }
         if let Some(slot) = sreq {
-            if FAILED.load(Ordering::Relaxed) {
-                leave_send(slot)?;
-            } else {
-                status_ok(crate::mpi::p2p::wait(slot)?)?;
-            }
+            status_ok(crate::mpi::p2p::wait(slot)?)?;
         }
         Ok(())
     }
 }
 
 impl Call {
-    /// Record a receive's error, or that of a message shorter than the `expected` bytes
-    /// ([`super::short_message`]), unless one is recorded already.
-    fn received(&self, st: Status, expected: usize) {
-        if !FAILED.load(Ordering::Relaxed) && (st.error.is_some() || st.bytes < expected as u64) {
-            self.fail(st, expected);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn fail(&self, st: Status, expected: usize) {
-        if let Some(err) = super::short_message(&st, expected).or(st.error.map(|b| *b)) {
-            FAILED.store(true, Ordering::Relaxed);
-            // Without the engine (finalized meanwhile) the call's own error follows anyway.
-            let _ = with(|e| e.coll.fast_failed = Some(err));
-        }
-    }
-
-    /// The call's result: `res`, else the first error a receive met.
+    /// A receive of `expected` bytes completed with `st`: its error, or that of a shorter
+    /// message ([`super::short_message`]).
     #[inline]
-    fn finish(&self, res: Result<()>) -> Result<()> {
-        if FAILED.load(Ordering::Relaxed) {
-            self.failure(res)
-        } else {
-            res
+    fn received(&self, st: Status, expected: usize) -> Result<()> {
+        if st.error.is_none() && st.bytes >= expected as u64 {
+            return Ok(());
         }
+        self.fail(st, expected)
     }
 
+    /// The call fails at this receive. The processes that would still wait for a message of
+    /// this call from us (our children in a tree, our partners of later rounds) must fail
+    /// too rather than wait forever: every other member gets an empty message with the
+    /// call's tag, which such a receive takes as a short message (and passes on the same
+    /// way); at the others it stays unexpected, under a tag no later call uses. Our own sends
+    /// of the call are not waited for (a rendezvous to a process that went another way would
+    /// never complete). Out of line, so the rounds keep their code.
     #[cold]
     #[inline(never)]
-    fn failure(&self, res: Result<()>) -> Result<()> {
-        FAILED.store(false, Ordering::Relaxed);
-        match with(|e| e.coll.fast_failed.take()).ok().flatten() {
-            Some(err) => res.and(Err(err)),
-            None => res,
-        }
+    fn fail(&self, st: Status, expected: usize) -> Result<()> {
+        let Some(err) = super::short_message(&st, expected).or(st.error.map(|b| *b)) else {
+            return Ok(());
+        };
+        let byte = byte_type();
+        with(|e| {
+            let peers = match e.comm(self.comm) {
+                Ok(c) => c.peers().to_vec(),
+                Err(_) => return,
+            };
+            let env = Envelope {
+                ctx: self.ctx,
+                src: self.src,
+                tag: self.tag,
+            };
+            for (r, &peer) in peers.iter().enumerate() {
+                if r as i32 == self.src {
+                    continue;
+                }
+                // SAFETY: an empty message reads no buffer.
+                if let Some(slot) =
+                    unsafe { post_send(e, self.comm, peer, env, std::ptr::null(), 0, &byte) }
+                {
+                    match e.pml.reqs.get_mut(slot) {
+                        Some(q) if !q.complete => q.user_freed = true,
+                        Some(_) => drop(e.pml.release(slot)),
+                        None => {}
+                    }
+                }
+            }
+            if e.pml.busy() {
+                e.pml.flush(&mut e.net);
+            }
+        })?;
+        Err(err)
     }
 
     /// Every process sends its contribution to every other and reduces all of them in rank
@@ -317,19 +310,6 @@ fn status_ok(st: Status) -> Result<()> {
         Some(e) => Err(*e),
         None => Ok(()),
     }
-}
-
-/// A send of a call that failed: the peer may have gone another way and never take this
-/// message (a rendezvous would wait for it forever), so it completes on its own or goes with
-/// the engine.
-#[cold]
-#[inline(never)]
-fn leave_send(slot: ReqId) -> Result<()> {
-    with(|e| match e.pml.reqs.get_mut(slot) {
-        Some(q) if !q.complete => q.user_freed = true,
-        Some(_) => drop(e.pml.release(slot)),
-        None => {}
-    })
 }
 
 /// Start a small collective: the checks the schedule builder would make, then the tag.
@@ -448,7 +428,7 @@ unsafe fn pair_exchange(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    let res = (|| {
+    Some((|| {
         call.tag = with(|e| e.coll_tag(comm))?;
         let block = |i: usize| if alltoall { i * bytes } else { 0 };
         if bytes > 0 {
@@ -462,8 +442,7 @@ unsafe fn pair_exchange(
             rbuf: rbuf.add((1 - me) * bytes),
             rcap: bytes,
         })
-    })();
-    Some(call.finish(res))
+    })())
 }
 
 /// Gather (`gather`) or scatter, not the v forms, of small contiguous blocks, linear as the
@@ -526,7 +505,7 @@ unsafe fn rooted(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    let res = (|| -> Result<()> {
+    Some((|| -> Result<()> {
         call.tag = with(|e| e.coll_tag(comm))?;
         let m = &views.local.members;
         let (obuf, mbuf) = (obuf as *mut u8, mbuf as *mut u8);
@@ -588,8 +567,7 @@ unsafe fn rooted(
             }
         }
         first
-    })();
-    Some(call.finish(res))
+    })())
 }
 
 fn contiguous_small(d: &Datatype, count: usize) -> Option<usize> {
@@ -611,7 +589,7 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    let res = (|| {
+    Some((|| {
         let members = with(|e| {
             call.tag = e.coll_tag(comm);
             e.coll_views(comm).map(|v| v.local.members.clone())
@@ -631,8 +609,7 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
             k *= 2;
         }
         Ok(())
-    })();
-    Some(call.finish(res))
+    })())
 }
 
 unsafe fn bcast(
@@ -662,7 +639,7 @@ unsafe fn bcast(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    let res = (|| {
+    Some((|| {
         call.tag = with(|e| e.coll_tag(comm))?;
         if n == 1 || bytes == 0 {
             return Ok(());
@@ -700,8 +677,7 @@ unsafe fn bcast(
             mask >>= 1;
         }
         Ok(())
-    })();
-    Some(call.finish(res))
+    })())
 }
 
 unsafe fn allreduce(
@@ -742,7 +718,7 @@ unsafe fn allreduce(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    let res = (|| -> Result<()> {
+    Some((|| -> Result<()> {
         call.tag = with(|e| e.coll_tag(comm))?;
         let sbuf = if in_place(sbuf) {
             rbuf as *const u8
@@ -832,8 +808,7 @@ unsafe fn allreduce(
             }
         }
         Ok(())
-    })();
-    Some(call.finish(res))
+    })())
 }
 
 /// Binomial reduce to `root` for predefined operations (all commutative, so the tree may be
@@ -882,7 +857,7 @@ unsafe fn reduce(
         Ok(None) => return None,
         Err(e) => return Some(Err(e)),
     };
-    let res = (|| -> Result<()> {
+    Some((|| -> Result<()> {
         call.tag = with(|e| e.coll_tag(comm))?;
         if bytes == 0 {
             return Ok(());
@@ -934,6 +909,5 @@ unsafe fn reduce(
             crate::mem::copy(acc, rbuf, bytes);
         }
         Ok(())
-    })();
-    Some(call.finish(res))
+    })())
 }

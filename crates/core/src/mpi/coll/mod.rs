@@ -334,8 +334,6 @@ pub struct State {
     nonblocking: bool,
     /// Serial of the last shared-memory collective region this process made.
     shm_serial: u32,
-    /// The first failed receive of the direct-path call under way (`fast.rs`).
-    fast_failed: Option<crate::error::MpiError>,
 }
 
 /// Deferred user reductions exist (checked by waiting loops without taking the engine).
@@ -363,7 +361,6 @@ impl State {
             builtin: decide::builtin(),
             nonblocking: false,
             shm_serial: 0,
-            fast_failed: None,
         })
     }
 
