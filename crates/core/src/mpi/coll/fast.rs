@@ -21,7 +21,7 @@ use crate::mpi::datatype::Datatype;
 use crate::mpi::engine::Engine;
 use crate::mpi::global::{self, with};
 use crate::mpi::pml::DirectPost;
-use crate::mpi::request::{Kind, Status, UNKNOWN_PEER};
+use crate::mpi::request::{Status, UNKNOWN_PEER};
 use crate::proto::frame::Envelope;
 use crate::transport::Gpid;
 
@@ -175,7 +175,7 @@ impl Call {
     #[cold]
     #[inline(never)]
     fn fail(&self, st: Status, expected: usize) -> Result<()> {
-        let Some(err) = super::short_message(&st, expected).or(st.error.map(|b| *b)) else {
+        let Some(err) = super::status_error(st, expected) else {
             return Ok(());
         };
         let byte = byte_type();
@@ -197,11 +197,7 @@ impl Call {
                 if let Some(slot) =
                     unsafe { post_send(e, self.comm, peer, env, std::ptr::null(), 0, &byte) }
                 {
-                    match e.pml.reqs.get_mut(slot) {
-                        Some(q) if !q.complete => q.user_freed = true,
-                        Some(_) => drop(e.pml.release(slot)),
-                        None => {}
-                    }
+                    e.pml.detach(slot);
                 }
             }
             if e.pml.busy() {
@@ -274,15 +270,8 @@ impl Call {
         let mut err = None;
         with(|e| {
             for &s in reqs {
-                if let Some(r) = e.pml.release(s) {
-                    let x = match r.status.error {
-                        Some(x) => Some(*x),
-                        None if r.kind == Kind::Recv => super::short_message(&r.status, r.len),
-                        None => None,
-                    };
-                    if let Some(x) = x {
-                        err.get_or_insert(x);
-                    }
+                if let Some(x) = e.pml.release(s).and_then(super::message_error) {
+                    err.get_or_insert(x);
                 }
             }
         })?;

@@ -74,21 +74,45 @@ pub const LOCAL_BIT: i32 = 1 << 30;
 /// message was shorter. Every receive of a collective algorithm expects exactly what the
 /// sender's arguments make (MPI asks the type signatures of the two sides to agree), so a
 /// shorter message means the ranks' counts disagree (an erroneous program), at the sender or
-/// upstream of it (a process whose part of a call failed sends the rest of its messages
-/// empty: `sched.rs`, `fast.rs`); a longer one is the point-to-point layer's truncation
-/// error already.
+/// upstream of it (a process whose part of a call failed sends empty messages on: a
+/// schedule for its remaining rounds, a direct path one to every member); a longer one is
+/// the point-to-point layer's truncation error already.
 pub(crate) fn short_message(st: &Status, expected: usize) -> Option<crate::error::MpiError> {
     if st.error.is_some() || st.cancelled || st.bytes >= expected as u64 {
         return None;
     }
-    Some(crate::mpi_error!(
+    Some(short_error(st.source, st.bytes, expected))
+}
+
+/// The error of a block or message of `sent` bytes from rank `from` where this rank's
+/// arguments make `expected` (more).
+pub(crate) fn short_error(
+    from: impl std::fmt::Display,
+    sent: impl std::fmt::Display,
+    expected: usize,
+) -> crate::error::MpiError {
+    crate::mpi_error!(
         Truncate,
-        "rank {} of the communicator sends {} bytes where this rank expects {}: the counts \
-         (and type signatures) must agree",
-        st.source,
-        st.bytes,
-        expected
-    ))
+        "rank {from} of the communicator sends {sent} bytes where this rank expects \
+         {expected}: the counts (and type signatures) must agree"
+    )
+}
+
+/// The error a collective's message completed with `st`: its own, else (a receive of
+/// `expected` bytes) that of a shorter message.
+#[inline]
+pub(crate) fn status_error(st: Status, expected: usize) -> Option<crate::error::MpiError> {
+    match st.error {
+        Some(e) => Some(*e),
+        None => short_message(&st, expected),
+    }
+}
+
+/// [`status_error`] of a released request of a collective (a send expects nothing).
+#[inline]
+pub(crate) fn message_error(r: Request) -> Option<crate::error::MpiError> {
+    let expected = if r.kind == Kind::Recv { r.len } else { 0 };
+    status_error(r.status, expected)
 }
 
 /// A blocking collective waits for a message from rank `src` with its tag `tag` on `ctx`:

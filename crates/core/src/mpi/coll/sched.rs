@@ -466,15 +466,8 @@ impl Sched {
                 return Adv::Pending;
             }
             for s in self.waiting.drain(..) {
-                if let Some(r) = e.pml.release(s) {
-                    let err = match r.status.error {
-                        Some(x) => Some(*x),
-                        None if r.kind == Kind::Recv => super::short_message(&r.status, r.len),
-                        None => None,
-                    };
-                    if let Some(err) = err {
-                        self.err.get_or_insert(err);
-                    }
+                if let Some(err) = e.pml.release(s).and_then(super::message_error) {
+                    self.err.get_or_insert(err);
                 }
             }
             self.round += 1;
@@ -509,13 +502,7 @@ impl Sched {
     /// Give back the requests of a round in flight (the schedule is abandoned).
     pub fn abandon(&mut self, e: &mut Engine) {
         for s in self.waiting.drain(..) {
-            if let Some(r) = e.pml.reqs.get_mut(s) {
-                if r.complete {
-                    e.pml.release(s);
-                } else {
-                    r.user_freed = true;
-                }
-            }
+            e.pml.detach(s);
         }
     }
 }

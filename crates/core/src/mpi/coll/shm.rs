@@ -133,21 +133,12 @@ impl ShmComm {
     /// generation is one `j` left earlier (a call that announces nothing, such as a gather):
     /// no check.
     fn agree(&self, j: usize, mine: Sig) -> Result<()> {
-        let theirs = Sig {
-            g: mine.g,
-            word: self.region.as_ref().expect("checked").sig(j, mine.g),
-        };
-        if theirs == mine || theirs.gen() != mine.gen() {
+        let theirs = self.sig_of(j, mine.g);
+        if theirs == mine || !theirs.current() {
             return Ok(());
         }
-        let rank = self.ranks.get(j).copied().unwrap_or(j);
-        if theirs == Sig::gave_up(mine.g) {
-            return err!(
-                Other,
-                "rank {rank} of the communicator gave this call up with an error (its own \
-                 message says why): the call cannot complete"
-            );
-        }
+        self.intact(j, mine.g)?;
+        let rank = self.rank_of(j);
         if theirs.coll() != mine.coll() {
             return err!(
                 Other,
@@ -185,14 +176,29 @@ impl ShmComm {
     /// signature (gathers, scatters, v forms), whose members read each other's areas without
     /// comparing signatures.
     fn intact(&self, j: usize, g: u64) -> Result<()> {
-        let theirs = Sig {
-            g,
-            word: self.region.as_ref().expect("checked").sig(j, g),
-        };
-        if theirs == Sig::gave_up(g) {
-            return self.agree(j, Sig::new(g, Coll::Barrier, 0));
+        if self.sig_of(j, g) == Sig::gave_up(g) {
+            return err!(
+                Other,
+                "rank {} of the communicator gave this call up with an error (its own \
+                 message says why): the call cannot complete",
+                self.rank_of(j)
+            );
         }
         Ok(())
+    }
+
+    /// Member `j`'s signature of generation `g` (whatever an earlier generation left there
+    /// where `j` announced none at `g`).
+    fn sig_of(&self, j: usize, g: u64) -> Sig {
+        Sig {
+            g,
+            word: self.region.as_ref().expect("checked").sig(j, g),
+        }
+    }
+
+    /// Member `j`'s rank in the communicator.
+    fn rank_of(&self, j: usize) -> usize {
+        self.ranks.get(j).copied().unwrap_or(j)
     }
 
     /// Serve one call with `f`, which takes the call's generations. Where it fails before
@@ -224,7 +230,7 @@ impl ShmComm {
         }
         // The signature's ring position may still be read for `first - depth`: such a reader
         // finds another generation and skips the check (see `announce`).
-        if r.sig(self.me, first) >> 48 != first & 0xffff {
+        if !self.sig_of(self.me, first).current() {
             r.set_sig(self.me, first, Sig::gave_up(first).word);
         }
         for f in [Flag::Published, Flag::Reduced, Flag::Done] {
@@ -294,6 +300,11 @@ impl Sig {
     /// The generation's low 16 bits, as the word holds them.
     fn gen(self) -> u64 {
         self.word >> 48
+    }
+
+    /// The word is one of generation `g` (not one an earlier generation left there).
+    fn current(self) -> bool {
+        self.gen() == self.g & 0xffff
     }
 
     fn coll(self) -> Coll {
@@ -487,11 +498,7 @@ fn block_mismatch(from: usize, sent: usize, expected: usize) -> crate::error::Mp
             "rank {from} of the communicator sent {sent} bytes to a block of {expected} bytes"
         );
     }
-    crate::mpi_error!(
-        Truncate,
-        "rank {from} of the communicator sends {sent} bytes where this rank expects \
-         {expected}: the counts (and type signatures) must agree"
-    )
+    super::short_error(from, sent, expected)
 }
 
 /// The communicator's size, our rank, and whether a shared-memory algorithm may serve a call
@@ -1076,6 +1083,15 @@ fn reduction<T>(root: Option<T>) -> Coll {
     }
 }
 
+/// The collective of an exchange ([`exchange`]): alltoall or allgather.
+fn exchanged(alltoall: bool) -> Coll {
+    if alltoall {
+        Coll::Alltoall
+    } else {
+        Coll::Allgather
+    }
+}
+
 /// `count` elements of `d` are `count * size` bytes from the buffer's address itself.
 fn contiguous_from_zero(d: &Datatype, count: usize) -> bool {
     d.contig && d.contiguous_span(count) == Some(0)
@@ -1137,11 +1153,7 @@ unsafe fn exchange(
     (rcount, rdt): (i64, DtypeId),
     alltoall: bool,
 ) -> Option<Result<()>> {
-    let coll = if alltoall {
-        Coll::Alltoall
-    } else {
-        Coll::Allgather
-    };
+    let coll = exchanged(alltoall);
     let (n, me, blk, send, rcount, rd, direct_from, w, bad) =
         prepared!(with(|e| -> Result<Option<_>> {
             let Some((n, me)) = eligible(e, comm) else {
@@ -1350,12 +1362,7 @@ unsafe fn exchange_direct(
     };
     let g = s.next();
     r.wait_free(g, &mut idle)?;
-    let coll = if x.alltoall {
-        Coll::Alltoall
-    } else {
-        Coll::Allgather
-    };
-    let sig = s.announce(Sig::new(g, coll, blk));
+    let sig = s.announce(Sig::new(g, exchanged(x.alltoall), blk));
     let words = r.area(me, g) as *mut u64;
     words.write(addr);
     words.add(1).write(step as u64);

@@ -575,6 +575,16 @@ impl Pml {
         self.reqs.remove(slot)
     }
 
+    /// Let go of a request nobody will wait for: released now if it is complete, else when it
+    /// completes (a collective's send abandoned with its call).
+    pub fn detach(&mut self, slot: ReqId) {
+        match self.reqs.get_mut(slot) {
+            Some(r) if !r.complete => r.user_freed = true,
+            Some(_) => drop(self.release(slot)),
+            None => {}
+        }
+    }
+
     /// [`Pml::release`] for a caller that has taken what it needs from the request: it is
     /// dropped in place. Moving a request out of the slab to drop it cost a Waitall of small
     /// messages a tenth of its time.
