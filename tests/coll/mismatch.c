@@ -12,6 +12,7 @@
  *                   receives b per block
  *   alltoall a b    MPI_Alltoall of a (b) ints per block
  *   order           rank 0 calls MPI_Bcast of 1000 ints, the others MPI_Allreduce of 1000
+ *   order-barrier   rank 0 calls MPI_Barrier, the others MPI_Bcast of 1000 ints from rank 1
  * Whether the ranks take the same algorithm (then the shared-memory region's signatures
  * disagree) or different ones (then the one served from shared memory sees the other's
  * point-to-point messages of the call) depends on the sizes and the manifest's settings.
@@ -67,9 +68,14 @@ int main(int argc, char **argv)
             MPI_Bcast(s, 1000, MPI_INT, 0, MPI_COMM_WORLD);
         else
             MPI_Allreduce(s, r, 1000, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    } else if (!strcmp(what, "order-barrier")) {
+        if (tu_rank == 0)
+            MPI_Barrier(MPI_COMM_WORLD);
+        else
+            MPI_Bcast(s, 1000, MPI_INT, 1, MPI_COMM_WORLD);
     } else
         TU_FAIL("usage: mismatch allreduce|allreduce-op|bcast|ibcast|scatter|allgather|alltoall"
-                " a b [return|return-others [then]], or mismatch order");
+                " a b [return|return-others [then]], or mismatch order|order-barrier");
     if (ret) {
         char msg[MPI_MAX_ERROR_STRING];
         int len = 0;

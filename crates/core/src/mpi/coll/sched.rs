@@ -494,6 +494,14 @@ impl Sched {
         self.pc += 1;
     }
 
+    /// Run as a schedule that has failed with `err` (before it starts: the process's part of
+    /// the call failed elsewhere): its receives are posted as usual, its sends go out empty,
+    /// so that the processes it feeds fail too rather than take its data for good
+    /// ([`super::short_message`]), and [`run`] returns `err`.
+    pub fn fail(&mut self, err: MpiError) {
+        self.err.get_or_insert(err);
+    }
+
     /// The first error any step met.
     pub fn take_error(&mut self) -> Option<MpiError> {
         self.err.take()

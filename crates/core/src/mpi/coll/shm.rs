@@ -658,7 +658,10 @@ unsafe fn bcast(
 }
 
 /// Broadcast `count` elements of `d` at `buf` from region member `root` to the region's
-/// other members, an area per generation (packed for a non-contiguous type).
+/// other members, an area per generation (packed for a non-contiguous type). A member whose
+/// length differs from the root's (its signature says) takes the root's generations without
+/// reading them and reports the difference after, so that a failed broadcast leaves the
+/// region in step.
 ///
 /// # Safety
 /// `buf` holds `count` elements of `d` at every member.
@@ -672,8 +675,9 @@ unsafe fn bcast_chunks(
     idle: &mut impl FnMut() -> Result<()>,
 ) -> Result<()> {
     let r = s.region.as_ref().expect("checked");
-    let total = count * d.size;
+    let mut total = count * d.size;
     let mut off = 0;
+    let mut failure = None;
     while off < total {
         let len = AREA.min(total - off);
         let g = s.next();
@@ -689,14 +693,26 @@ unsafe fn bcast_chunks(
             r.wait(|r| r.reached(root, Flag::Published, g), idle)?;
             if off == 0 {
                 // After the root's flag: it waited until the ring position was free.
-                s.agree(root, s.announce(Sig::new(g, Coll::Bcast, total)))?;
+                let mine = s.announce(Sig::new(g, Coll::Bcast, total));
+                if let Err(e) = s.agree(root, mine) {
+                    // A broadcast of another length: follow the root's generations without
+                    // reading them (so that the region stays in step) and fail after.
+                    let theirs = s.sig_of(root, g);
+                    if theirs == Sig::gave_up(g) || theirs.coll() != Coll::Bcast {
+                        return Err(e);
+                    }
+                    total = theirs.bytes() as usize;
+                    failure = Some(e);
+                }
             }
-            unpack_part(d, buf, count, off, area, len);
+            if failure.is_none() {
+                unpack_part(d, buf, count, off, area, len);
+            }
         }
         r.set(me, Flag::Done, g);
-        off += len;
+        off += AREA.min(total - off);
     }
-    Ok(())
+    failure.map_or(Ok(()), Err)
 }
 
 /// `dst = a[0] op a[1] op ... op a[n-1]` over `count` elements, in rank order.
@@ -1908,8 +1924,8 @@ mod tests {
     /// Two members of one region, as two processes would see it.
     fn pair(tag: &str) -> (ShmComm, ShmComm) {
         let job = format!("shmtest{}{tag}", std::process::id());
-        let mut a = NodeRegion::create(&job, Gpid::new(1), 1, 2, 64, 2).unwrap();
-        let b = NodeRegion::open(&job, &a.desc().unwrap(), 2, 64, 2).unwrap();
+        let mut a = NodeRegion::create(&job, Gpid::new(1), 1, 2, AREA, 2).unwrap();
+        let b = NodeRegion::open(&job, &a.desc().unwrap(), 2, AREA, 2).unwrap();
         a.unlink();
         let member = |r, me| ShmComm {
             region: Some(r),
@@ -1976,6 +1992,59 @@ mod tests {
         assert!(e.is_err());
         assert_eq!(rb.sig(0, 3), Sig::new(3, Coll::Scatter, 4).word);
         assert!(!rb.reached(0, Flag::Reduced, 3), "flags not touched");
+    }
+
+    /// A member of a broadcast whose length differs from the root's (over several areas)
+    /// takes the root's generations without reading them and fails after; the next call
+    /// meets, and a member expecting more than the root sends does the same.
+    #[test]
+    fn a_broadcast_of_another_length_keeps_the_region_in_step() {
+        let (a, b) = pair("follow");
+        let d = super::super::byte_type();
+        let yield_now = || -> Result<()> {
+            std::thread::yield_now();
+            Ok(())
+        };
+        for (root_len, member_len) in [(3 * AREA + 5, AREA + 1), (AREA / 2, 2 * AREA)] {
+            let mut src: Vec<u8> = (0..root_len).map(|i| i as u8).collect();
+            let mut dst = vec![0u8; member_len];
+            let (ra, rb) = std::thread::scope(|t| {
+                let root = t.spawn(|| {
+                    let mut idle = yield_now;
+                    // SAFETY: the buffer holds root_len bytes.
+                    a.serve(|| unsafe {
+                        bcast_chunks(&a, 0, 0, src.as_mut_ptr(), root_len, &d, &mut idle)
+                    })
+                });
+                let mut idle = yield_now;
+                // SAFETY: the buffer holds member_len bytes.
+                let rb = b.serve(|| unsafe {
+                    bcast_chunks(&b, 1, 0, dst.as_mut_ptr(), member_len, &d, &mut idle)
+                });
+                (root.join().unwrap(), rb)
+            });
+            assert!(ra.is_ok());
+            let e = rb.unwrap_err();
+            let want = format!("passes {root_len} bytes and this rank {member_len}");
+            assert!(e.msg.contains(&want), "{}", e.msg);
+            assert!(dst.iter().all(|&x| x == 0), "nothing read");
+            let gens = root_len.div_ceil(AREA) as u64;
+            assert_eq!(a.gen.load(Ordering::Relaxed), b.gen.load(Ordering::Relaxed));
+            // The next call meets.
+            let (ga, gb) = (a.next(), b.next());
+            assert_eq!(ga, gb);
+            assert!(ga > gens);
+            let (sa, sb) = (
+                a.announce(Sig::new(ga, Coll::Barrier, 0)),
+                b.announce(Sig::new(gb, Coll::Barrier, 0)),
+            );
+            assert!(a.agree(1, sa).is_ok() && b.agree(0, sb).is_ok());
+            for (s, me) in [(&a, 0), (&b, 1)] {
+                let r = s.region.as_ref().unwrap();
+                r.set(me, Flag::Published, ga);
+                r.set(me, Flag::Done, ga);
+            }
+        }
     }
 
     #[test]

@@ -10,9 +10,9 @@
 //! call's collective tag (every member takes one, so the tag sequence stays in step), run
 //! while the other members wait on the region.
 //!
-//! - barrier: every member publishes (generation g); the leader waits for all of them, runs a
-//!   dissemination barrier among the leaders, and releases its host by setting its `Reduced`
-//!   flag of g;
+//! - barrier: every member signs and publishes (generation g); the leader waits for all of
+//!   them, runs a dissemination barrier among the leaders, and releases its host by setting
+//!   its flags of g;
 //! - bcast: a binomial tree among the leaders (rooted at the root), then within each host the
 //!   leader's shared-memory broadcast (`bcast_chunks`; any datatype, packed);
 //! - reduce: a shared-memory reduction to each host's leader (`reduce_local`, in rank order;
@@ -38,6 +38,18 @@
 //! (and run `two_level` for commutative operations). Only blocking calls come here, as for
 //! `shm.rs`; a nonblocking or persistent call that names `two_level_shm` runs `two_level`.
 //! A host with one member of the communicator skips the region.
+//!
+//! A call that fails at one process (arguments that disagree, say) fails at the others too,
+//! and leaves the tags and the region as a finished call does: every process goes through
+//! every phase of the call whatever happened before, so all count the same tags and
+//! generations. A process that feeds a phase after its part of the call failed gives the
+//! phase up: a leader's schedule sends its messages empty (`Sched::fail`; the leaders it
+//! feeds see a short message), a leader gives up its host's broadcast or scatter at its first
+//! generation (`Place::local`; the members check its signature there). A process that only
+//! receives, or sends to its leader, runs the phase as usual and keeps its first error. Each
+//! shared-memory phase runs under `ShmComm::serve`. Blocks that disagree are found where they
+//! meet: the leader of a gather compares each member's length with its own, a member of a
+//! scatter the leader's with its own, and the leaders' messages carry the hosts' parts.
 
 use std::sync::Arc;
 
@@ -49,8 +61,8 @@ use super::super::{
     byte_type, check_buf, check_root, count_of, in_place, no_alias, Args, Counts, Rooted, Views,
 };
 use super::{
-    bcast_chunks, idler, pack_blk, part_len, reduce_args, reduce_local, reducible, region,
-    unpack_blk, unpack_part, LocalReduce, ShmComm,
+    bcast_chunks, block_mismatch, idler, pack_blk, part_len, reduce_args, reduce_local, reducible,
+    region, unpack_blk, unpack_part, LocalReduce, ShmComm, Sig,
 };
 use crate::err;
 use crate::error::Result;
@@ -167,17 +179,20 @@ impl Place {
     }
 
     /// Run the leaders' phase: a schedule over the leaders' team, built by `build`, with the
-    /// call's tag (and reducer).
+    /// call's tag (and reducer). `res` is the call's result so far at this process: after a
+    /// failure the schedule runs failed (its sends go out empty, see the module doc), and the
+    /// first error is the phase's.
     fn leaders(
         &self,
         comm: CommId,
         root: Option<usize>,
         red: Option<&Reducer>,
+        res: Result<()>,
         build: impl FnOnce(&mut Sched, &sched::Team),
     ) -> Result<()> {
         let team = self.views.nodes.leaders_team(&self.views.local, root);
         if team.size() < 2 {
-            return Ok(());
+            return res;
         }
         let (ctx, rank) = with(|e| -> Result<_> {
             let c = e.comm(comm)?;
@@ -186,7 +201,34 @@ impl Place {
         let mut s = Sched::new(comm, ctx, rank, self.tag);
         s.red = red.cloned();
         build(&mut s, &team);
+        if let Err(e) = res {
+            s.fail(e);
+        }
         sched::run(&mut s)
+    }
+
+    /// Run a shared-memory phase of the call on this host's region with `f` (nothing for a
+    /// host with one member), after `res`, the call's result so far here. `feeds`: this
+    /// process is the phase's source (the leader of a broadcast or scatter within the host);
+    /// where the call has failed here, it gives the phase up at its first generation instead
+    /// ([`ShmComm::serve`]), and the members fail with it. Otherwise the phase runs, and the
+    /// first error is the call's.
+    fn local(
+        &self,
+        res: Result<()>,
+        feeds: bool,
+        f: impl FnOnce(&ShmComm) -> Result<()>,
+    ) -> Result<()> {
+        let Some(s) = &self.shm else {
+            return res;
+        };
+        match res {
+            Err(e) if feeds => s.serve(|| {
+                s.next();
+                Err(e)
+            }),
+            res => first(res, s.serve(|| f(s))),
+        }
     }
 }
 
@@ -205,7 +247,7 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
     let p = prepared!(Place::new(comm, views).transpose());
     Some((|| {
         let Some(s) = &p.shm else {
-            return p.leaders(comm, None, None, |s, t| {
+            return p.leaders(comm, None, None, Ok(()), |s, t| {
                 p2p_bcast::barrier_dissemination(s, t)
             });
         };
@@ -213,16 +255,21 @@ unsafe fn barrier(comm: CommId) -> Option<Result<()>> {
         let mut idle = idler(None)?;
         let lead = p.lead(None);
         let g = s.next();
+        // Signed as the shared-memory barrier (early, see `ShmComm::announce`), so that a host's
+        // members that call other collectives at this point find out.
+        let sig = s.announce(Sig::new(g, Coll::Barrier, 0));
         r.set(p.me, Flag::Published, g);
-        let mut res = Ok(());
+        let res;
         if p.me == lead {
             r.wait_all(Flag::Published, g, &mut idle)?;
-            res = p.leaders(comm, None, None, |s, t| {
+            res = p.leaders(comm, None, None, s.agree_all(sig), |s, t| {
                 p2p_bcast::barrier_dissemination(s, t)
             });
             r.set(p.me, Flag::Reduced, g);
         } else {
-            r.wait(|r| r.reached(lead, Flag::Reduced, g), &mut idle)?;
+            // Done rather than Reduced: a leader in another call at g sets it too.
+            r.wait(|r| r.reached(lead, Flag::Done, g), &mut idle)?;
+            res = s.agree(lead, sig);
         }
         r.set(p.me, Flag::Done, g);
         res
@@ -253,24 +300,21 @@ unsafe fn bcast(
     })
     .and_then(|x| x));
     let p = prepared!(Place::new(comm, views).transpose());
-    Some((|| {
+    Some({
         let nodes = &p.views.nodes;
         let root_node = nodes.node_of[root];
         let lead = p.lead(Some(root));
         let mut res = Ok(());
         if p.me == lead {
-            res = p.leaders(comm, Some(root), None, |s, t| {
+            res = p.leaders(comm, Some(root), None, Ok(()), |s, t| {
                 p2p_bcast::bcast_binomial(s, t, buf, count, &d, root_node)
             });
         }
-        match &p.shm {
-            Some(s) => {
-                let mut idle = idler(None)?;
-                first(res, bcast_chunks(s, p.me, lead, buf, count, &d, &mut idle))
-            }
-            None => res,
-        }
-    })())
+        p.local(res, p.me == lead, |s| {
+            let mut idle = idler(None)?;
+            bcast_chunks(s, p.me, lead, buf, count, &d, &mut idle)
+        })
+    })
 }
 
 /// MPI_Reduce (`root` Some) and MPI_Allreduce (None).
@@ -306,7 +350,7 @@ unsafe fn reduce(
     })
     .and_then(|x| x));
     let p = prepared!(Place::new(comm, views).transpose());
-    Some((|| {
+    Some({
         let me = p.views.local.me;
         let nodes = &p.views.nodes;
         let lead = p.lead(root);
@@ -323,29 +367,26 @@ unsafe fn reduce(
         } else {
             std::ptr::null_mut()
         };
-        let mut idle = idler(None)?;
-        match &p.shm {
-            Some(s) => {
-                let job = LocalReduce {
-                    n: p.local,
-                    me: p.me,
-                    root: Some(lead),
-                    input,
-                    rbuf: part,
-                    count,
-                };
-                reduce_local(s, job, &red, &mut idle, direct_from)?
-            }
-            None if !std::ptr::eq(input, part) => crate::mem::copy(input, part, bytes),
-            None => {}
+        if p.shm.is_none() && !std::ptr::eq(input, part) {
+            crate::mem::copy(input, part, bytes);
         }
-        let mut res = Ok(());
+        let mut res = p.local(Ok(()), false, |s| {
+            let job = LocalReduce {
+                n: p.local,
+                me: p.me,
+                root: Some(lead),
+                input,
+                rbuf: part,
+                count,
+            };
+            reduce_local(s, job, &red, &mut idler(None)?, direct_from)
+        });
         if leader {
             res = match root {
-                Some(r) => p.leaders(comm, Some(r), Some(&red), |s, t| {
+                Some(r) => p.leaders(comm, Some(r), Some(&red), res, |s, t| {
                     p2p_reduce::reduce_binomial(s, t, part, rbuf, count, nodes.node_of[r])
                 }),
-                None => p.leaders(comm, None, Some(&red), |s, t| {
+                None => p.leaders(comm, None, Some(&red), res, |s, t| {
                     if bytes > LARGE && red.commutative() {
                         p2p_reduce::allreduce_rabenseifner(s, t, part, part, count)
                     } else {
@@ -355,15 +396,12 @@ unsafe fn reduce(
             };
         }
         if root.is_none() {
-            if let Some(s) = &p.shm {
-                res = first(
-                    res,
-                    bcast_chunks(s, p.me, lead, rbuf, count, &red.dt, &mut idle),
-                );
-            }
+            res = p.local(res, leader, |s| {
+                bcast_chunks(s, p.me, lead, rbuf, count, &red.dt, &mut idler(None)?)
+            });
         }
         res
-    })())
+    })
 }
 
 /// Where every rank's block lies in the packed form of the whole call: the hosts one after the
@@ -389,7 +427,9 @@ fn layout(views: &Views, blk: usize) -> (Vec<usize>, Vec<usize>) {
 /// (member i's at `dst + i * blk`): each member packs its block (`own`; None at a leader
 /// whose own block is already in place) into its area, an area per generation, and the
 /// leader copies them out. Without a region (a host with one member) the block is packed
-/// straight to `dst`.
+/// straight to `dst`. Each member says how many bytes its block has; the leader reports a
+/// length other than its own `blk` after the phase (the member fails in a later phase, or,
+/// sending only, returns).
 ///
 /// # Safety
 /// `dst` (at the leader) has room for the host's members' blocks; `own` is valid.
@@ -406,58 +446,60 @@ unsafe fn local_gather(
         }
         return Ok(());
     };
-    let r = s.region.as_ref().expect("checked");
-    let mut idle = idler(None)?;
-    let mut off = 0;
-    let mut failure = None;
-    // One generation at least, so that every member counts alike.
-    loop {
-        let len = part_len(blk, off);
-        let g = s.next();
-        if p.me == lead {
-            if let Some(o) = own {
-                pack_blk(
-                    o,
-                    off,
-                    dst.add(p.me * blk + off),
-                    len.min(part_len(o.bytes(), off)),
-                );
-            }
-            for t in 1..p.local {
-                let j = (lead + t) % p.local;
-                r.wait(|x| x.reached(j, Flag::Published, g), &mut idle)?;
-                // Each member says how many bytes it sends: a block longer than the leader's
-                // (type signatures that differ) is reported, not copied past its place.
-                let sent = r.word(j, g) as usize;
-                if sent > blk && failure.is_none() {
-                    failure = Some(crate::mpi_error!(
-                        Truncate,
-                        "a process on this host sent {sent} bytes to a block of {blk} bytes"
-                    ));
+    s.serve(|| {
+        let r = s.region.as_ref().expect("checked");
+        let mut idle = idler(None)?;
+        let mut off = 0;
+        let mut failure = None;
+        // One generation at least, so that every member counts alike.
+        loop {
+            let len = part_len(blk, off);
+            let g = s.next();
+            if p.me == lead {
+                if let Some(o) = own {
+                    pack_blk(
+                        o,
+                        off,
+                        dst.add(p.me * blk + off),
+                        len.min(part_len(o.bytes(), off)),
+                    );
                 }
-                crate::mem::copy(r.area(j, g), dst.add(j * blk + off), len);
+                for t in 1..p.local {
+                    let j = (lead + t) % p.local;
+                    r.wait(|x| x.reached(j, Flag::Published, g), &mut idle)?;
+                    // Each member says how many bytes it sends: a block of another length (type
+                    // signatures that differ) is reported, and never copied past its place.
+                    let sent = r.word(j, g) as usize;
+                    if sent != blk && failure.is_none() {
+                        failure = Some(block_mismatch(s.rank_of(j), sent, blk));
+                    }
+                    crate::mem::copy(r.area(j, g), dst.add(j * blk + off), len);
+                }
+                r.set(p.me, Flag::Published, g);
+            } else {
+                r.wait_free(g, &mut idle)?;
+                r.set_word(p.me, g, own.map_or(0, Blk::bytes) as u64);
+                if let Some(o) = own {
+                    pack_blk(o, off, r.area(p.me, g), len.min(part_len(o.bytes(), off)));
+                }
+                r.set(p.me, Flag::Published, g);
             }
-            r.set(p.me, Flag::Published, g);
-        } else {
-            r.wait_free(g, &mut idle)?;
-            r.set_word(p.me, g, own.map_or(0, Blk::bytes) as u64);
-            if let Some(o) = own {
-                pack_blk(o, off, r.area(p.me, g), len.min(part_len(o.bytes(), off)));
+            r.set(p.me, Flag::Done, g);
+            off += len;
+            if off >= blk {
+                return failure.map_or(Ok(()), Err);
             }
-            r.set(p.me, Flag::Published, g);
         }
-        r.set(p.me, Flag::Done, g);
-        off += len;
-        if off >= blk {
-            return failure.map_or(Ok(()), Err);
-        }
-    }
+    })
 }
 
 /// The mirror image of [`local_gather`]: the leader `lead` holds the host's members' packed
 /// blocks at `src` (member i's at `src + i * blk`) and writes each member's into that
 /// member's area; each member unpacks its own into `own` (None: nothing to unpack, the root's
-/// MPI_IN_PLACE).
+/// MPI_IN_PLACE). `res` is the call's result so far ([`Place::local`]: a leader whose call
+/// failed gives the phase up). The leader says its block's length at the first generation;
+/// a member whose own differs runs the leader's generations without unpacking and reports
+/// it.
 ///
 /// # Safety
 /// As for [`local_gather`].
@@ -467,41 +509,51 @@ unsafe fn local_scatter(
     src: *const u8,
     own: Option<&Blk>,
     blk: usize,
+    res: Result<()>,
 ) -> Result<()> {
     if p.me == lead {
         if let Some(o) = own {
             unpack_blk(o, 0, src.add(p.me * blk), blk.min(o.bytes()));
         }
     }
-    let Some(s) = &p.shm else {
-        return Ok(());
-    };
-    let r = s.region.as_ref().expect("checked");
-    let mut idle = idler(None)?;
-    let mut off = 0;
-    loop {
-        let len = part_len(blk, off);
-        let g = s.next();
-        if p.me == lead {
-            r.wait_free(g, &mut idle)?;
-            for t in 1..p.local {
-                let j = (lead + t) % p.local;
-                crate::mem::copy(src.add(j * blk + off), r.area(j, g), len);
+    p.local(res, p.me == lead, |s| {
+        let r = s.region.as_ref().expect("checked");
+        let mut idle = idler(None)?;
+        let (mut off, mut blk, mut own) = (0, blk, own);
+        let mut failure = None;
+        loop {
+            let len = part_len(blk, off);
+            let g = s.next();
+            if p.me == lead {
+                r.wait_free(g, &mut idle)?;
+                for t in 1..p.local {
+                    let j = (lead + t) % p.local;
+                    crate::mem::copy(src.add(j * blk + off), r.area(j, g), len);
+                }
+                r.set_word(p.me, g, blk as u64);
+                r.set(p.me, Flag::Published, g);
+            } else {
+                r.wait(|x| x.reached(lead, Flag::Published, g), &mut idle)?;
+                if off == 0 {
+                    s.intact(lead, g)?;
+                    let sent = r.word(lead, g) as usize;
+                    if sent != blk {
+                        failure = Some(block_mismatch(s.rank_of(lead), sent, blk));
+                        (blk, own) = (sent, None);
+                    }
+                }
+                if let Some(o) = own {
+                    let l = len.min(part_len(o.bytes(), off));
+                    unpack_blk(o, off, r.area(p.me, g), l);
+                }
             }
-            r.set(p.me, Flag::Published, g);
-        } else {
-            r.wait(|x| x.reached(lead, Flag::Published, g), &mut idle)?;
-            if let Some(o) = own {
-                let l = len.min(part_len(o.bytes(), off));
-                unpack_blk(o, off, r.area(p.me, g), l);
+            r.set(p.me, Flag::Done, g);
+            off += part_len(blk, off);
+            if off >= blk {
+                return failure.map_or(Ok(()), Err);
             }
         }
-        r.set(p.me, Flag::Done, g);
-        off += len;
-        if off >= blk {
-            return Ok(());
-        }
-    }
+    })
 }
 
 /// MPI_Allgather with one count and datatype per side: the shm gather of each host's packed
@@ -515,7 +567,7 @@ unsafe fn allgather(
     rbuf: *mut u8,
     (rcount, rdt): (i64, DtypeId),
 ) -> Option<Result<()>> {
-    let (views, own, rcount, rd, blk) = prepared!(with(|e| -> Result<Option<_>> {
+    let (views, own, rcount, rd, blk, bad) = prepared!(with(|e| -> Result<Option<_>> {
         let Some(v) = spanning(e, comm) else {
             return Ok(None);
         };
@@ -524,6 +576,7 @@ unsafe fn allgather(
         let rd = e.coll_dtype(rdt)?;
         let blk = rcount * rd.size;
         check_buf(rbuf, rcount * n, &rd, "receive buffer")?;
+        let mut bad = None;
         let own = if in_place(sbuf) {
             Blk::new(
                 rbuf.wrapping_offset(me as isize * rcount as isize * rd.extent()),
@@ -536,18 +589,21 @@ unsafe fn allgather(
             check_buf(sbuf, scount, &sd, "send buffer")?;
             no_alias(sbuf, rbuf, scount * sd.size)?;
             if scount * sd.size != blk {
-                return err!(
+                // The receive side decides the path, alike everywhere: this process takes it
+                // too and fails there (the module doc), so that the others fail with it.
+                bad = Some(crate::mpi_error!(
                     Truncate,
-                    "MPI_Allgather sends {} bytes per block and receives {blk}: the type signatures differ",
+                    "MPI_Allgather sends {} bytes per block and receives {blk}: the type \
+                     signatures differ",
                     scount * sd.size
-                );
+                ));
             }
             Blk::new(sbuf, scount, &sd)
         };
         if blk == 0 || !e.coll_choose_hier(Coll::Allgather, n, blk) {
-            return Ok(None);
+            return bad.map_or(Ok(None), Err);
         }
-        Ok(Some((v, own, rcount, rd, blk)))
+        Ok(Some((v, own, rcount, rd, blk, bad)))
     })
     .and_then(|x| x));
     let p = prepared!(Place::new(comm, views).transpose());
@@ -559,29 +615,23 @@ unsafe fn allgather(
         let full = all.as_mut_ptr() as *mut u8;
         let lead = p.lead(None);
         let k = nodes.my_node;
-        // A failure of the host's phase is the call's, after the leaders' phase has run (so
-        // that no other host waits for this one).
-        let mut res = local_gather(&p, lead, Some(&own), full.add(host[k]), blk);
+        // Every phase runs whatever failed before it (the module doc).
+        let mut res = first(
+            bad.map_or(Ok(()), Err),
+            local_gather(&p, lead, Some(&own), full.add(host[k]), blk),
+        );
         if p.me == lead {
             let bt = byte_type();
             let parts: Vec<Blk> = (0..nodes.count())
                 .map(|h| Blk::new(full.add(host[h]), host[h + 1] - host[h], &bt))
                 .collect();
-            res = first(
-                res,
-                p.leaders(comm, None, None, |s, t| {
-                    p2p_gather::allgather_ring(s, t, None, &parts)
-                }),
-            );
+            res = p.leaders(comm, None, None, res, |s, t| {
+                p2p_gather::allgather_ring(s, t, None, &parts)
+            });
         }
-        if let Some(s) = &p.shm {
-            let mut idle = idler(None)?;
-            res = first(
-                res,
-                bcast_chunks(s, p.me, lead, full, total, &byte_type(), &mut idle),
-            );
-        }
-        res?;
+        p.local(res, p.me == lead, |s| {
+            bcast_chunks(s, p.me, lead, full, total, &byte_type(), &mut idler(None)?)
+        })?;
         let rstep = rcount as isize * rd.extent();
         for (j, &o) in at.iter().enumerate() {
             unpack_part(
@@ -657,21 +707,34 @@ unsafe fn rooted(
                 .map(|h| Blk::new(b.add(host[h]), host[h + 1] - host[h], &bt))
                 .collect()
         };
-        let mut res = Ok(());
+        // The root's own block must have its blocks' length (every phase runs whatever
+        // failed before it: the module doc).
+        let mut res = match &r.own {
+            Some(o) if me == root && o.bytes() != blk => {
+                let (sent, expected) = if gather {
+                    (o.bytes(), blk)
+                } else {
+                    (blk, o.bytes())
+                };
+                err!(
+                    Truncate,
+                    "the root's own block: {sent} bytes sent where the receiving side expects \
+                     {expected}: the counts (and type signatures) must agree"
+                )
+            }
+            _ => Ok(()),
+        };
         if gather {
-            res = local_gather(&p, lead, r.own.as_ref(), mine, blk);
+            res = first(res, local_gather(&p, lead, r.own.as_ref(), mine, blk));
             if leader {
                 let (own, all) = if me == root {
                     (None, parts(base))
                 } else {
                     (Some(Blk::new(mine, host[k + 1] - host[k], &bt)), Vec::new())
                 };
-                res = first(
-                    res,
-                    p.leaders(comm, Some(root), None, |s, t| {
-                        p2p_gather::gather_linear(s, t, own.as_ref(), &all, root_node)
-                    }),
-                );
+                res = p.leaders(comm, Some(root), None, res, |s, t| {
+                    p2p_gather::gather_linear(s, t, own.as_ref(), &all, root_node)
+                });
             }
             if me == root && res.is_ok() {
                 for (j, b) in r.many.iter().enumerate() {
@@ -695,11 +758,11 @@ unsafe fn rooted(
                 } else {
                     (Some(Blk::new(mine, host[k + 1] - host[k], &bt)), Vec::new())
                 };
-                res = p.leaders(comm, Some(root), None, |s, t| {
+                res = p.leaders(comm, Some(root), None, res, |s, t| {
                     p2p_gather::scatter_linear(s, t, &all, own.as_ref(), root_node)
                 });
             }
-            first(res, local_scatter(&p, lead, mine, r.own.as_ref(), blk))
+            local_scatter(&p, lead, mine, r.own.as_ref(), blk, res)
         }
     })
 }
