@@ -139,12 +139,12 @@ impl Call {
                     }
                 };
                 match got {
-                    Ok(st) => self.received(st, r.rcap)?,
-                    Err(slot) => self.received(crate::mpi::p2p::wait(slot)?, r.rcap)?,
+                    Ok(st) => self.received(st, r.rcap, sreq)?,
+                    Err(slot) => self.received(crate::mpi::p2p::wait(slot)?, r.rcap, sreq)?,
                 }
             }
-            Recv::Done(st) => self.received(st, r.rcap)?,
-            Recv::Req(slot) => self.received(crate::mpi::p2p::wait(slot)?, r.rcap)?,
+            Recv::Done(st) => self.received(st, r.rcap, sreq)?,
+            Recv::Req(slot) => self.received(crate::mpi::p2p::wait(slot)?, r.rcap, sreq)?,
             Recv::Nothing => {}
         }
         if let Some(slot) = sreq {
@@ -156,13 +156,13 @@ impl Call {
 
 impl Call {
     /// A receive of `expected` bytes completed with `st`: its error, or that of a shorter
-    /// message ([`super::short_message`]).
+    /// message ([`super::short_message`]). `sreq`: the round's send, if in flight.
     #[inline]
-    fn received(&self, st: Status, expected: usize) -> Result<()> {
+    fn received(&self, st: Status, expected: usize, sreq: Option<ReqId>) -> Result<()> {
         if st.error.is_none() && st.bytes >= expected as u64 {
             return Ok(());
         }
-        self.fail(st, expected)
+        self.fail(st, expected, sreq)
     }
 
     /// The call fails at this receive. The processes that would still wait for a message of
@@ -171,15 +171,19 @@ impl Call {
     /// call's tag, which such a receive takes as a short message (and passes on the same
     /// way); at the others it stays unexpected, under a tag no later call uses. Our own sends
     /// of the call are not waited for (a rendezvous to a process that went another way would
-    /// never complete). Out of line, so the rounds keep their code.
+    /// never complete): the round's send in flight (`sreq`) is detached, freed when it
+    /// completes. Out of line, so the rounds keep their code.
     #[cold]
     #[inline(never)]
-    fn fail(&self, st: Status, expected: usize) -> Result<()> {
+    fn fail(&self, st: Status, expected: usize, sreq: Option<ReqId>) -> Result<()> {
         let Some(err) = super::status_error(st, expected) else {
             return Ok(());
         };
         let byte = byte_type();
         with(|e| {
+            if let Some(slot) = sreq {
+                e.pml.detach(slot);
+            }
             let peers = match e.comm(self.comm) {
                 Ok(c) => c.peers().to_vec(),
                 Err(_) => return,
