@@ -1693,20 +1693,21 @@ impl Engine {
 /// management context: `data[j]` goes to rank j; returns what every rank sent to this one
 /// (messages of any size; MPI_Dist_graph_create uses it to route edges to their ends).
 pub fn exchange_all(comm: CommId, data: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
-    exchange_all_watching(comm, None, data, |_| Ok(()))
+    exchange_all_watching(comm, None, data, |_, _| Ok(()))
 }
 
 /// [`exchange_all`], in the context and with the tag of `at` where the caller reserved them
 /// (else the management context and its next sequence number), giving up with the error
-/// `watch` returns, which it is asked at every pass of the wait (with the engine). The
-/// shared-memory collectives map their region this way, tagged with the call's collective
-/// tag so that a member that took another path for the call recognises it, and watching for
-/// such a member's messages.
+/// `watch` returns, which it is asked at every pass of the wait (with the engine and what has
+/// come so far: None for the ranks still awaited). The shared-memory collectives map their
+/// region this way, tagged with the call's collective tag so that a member that took another
+/// path for the call recognises it, and watching for such a member's messages and for
+/// awaited members that went on to a later call.
 pub fn exchange_all_watching(
     comm: CommId,
     at: Option<(ContextId, i32)>,
     mut data: Vec<Vec<u8>>,
-    mut watch: impl FnMut(&mut Engine) -> Result<()>,
+    mut watch: impl FnMut(&mut Engine, &[Option<Vec<u8>>]) -> Result<()>,
 ) -> Result<Vec<Vec<u8>>> {
     let (me, members, ctx, tag) = with(|e| -> Result<_> {
         let c = e.live_comm(comm)?;
@@ -1762,7 +1763,7 @@ pub fn exchange_all_watching(
             e.reap_sends(&mut sends);
             let done = sends.is_empty() && got.iter().all(|g| g.is_some());
             if !done {
-                watch(e)?;
+                watch(e, &got)?;
             }
             Ok(done)
         })??;

@@ -164,13 +164,31 @@ enum Over {
 
 fn passes_over(tag: i32, t: i32) -> Option<Over> {
     let ahead = t.wrapping_sub(tag) & SEQ_MASK;
-    if t & !SEQ_MASK == tag & !SEQ_MASK && ahead != 0 && ahead < 1 << 22 {
+    // A region's mapping on an intracommunicator (whose collectives' tags have no local-group
+    // bit): of this call, or of a later one.
+    let mapping = is_setup(t) && tag & LOCAL_BIT == 0;
+    if (t & !SEQ_MASK == tag & !SEQ_MASK || mapping) && ahead != 0 && ahead < 1 << 22 {
         Some(Over::Later)
-    } else if is_setup(t) && ahead == 0 && tag & LOCAL_BIT == 0 {
+    } else if mapping && ahead == 0 {
         Some(Over::Mapping)
     } else {
         None
     }
+}
+
+/// A process mapping a shared-memory region at the blocking collective with tag `tag` on
+/// `ctx` waits for rank `src`'s part of the exchange: has `src` gone on to a later call
+/// instead (a message of it there, its own mapping at a later call included)? Then it left
+/// this call (its arguments chose another path, which failed), and the exchange would wait
+/// forever ([`passed_over`]'s reasoning).
+pub(crate) fn gone_on(e: &Engine, ctx: crate::ids::ContextId, src: i32, tag: i32) -> bool {
+    src >= 0
+        && tag & NB_BIT == 0
+        && e.pml
+            .find_unexpected(|env| {
+                env.ctx == ctx && env.src == src && passes_over(tag, env.tag) == Some(Over::Later)
+            })
+            .is_some()
 }
 
 /// The tag of round `round` (0 or 1) of the exchanges that map a communicator's shared-memory
@@ -1536,6 +1554,15 @@ mod tests {
             passes_over(t, setup_tag(40, 0)),
             None,
             "an earlier call's mapping"
+        );
+        assert_eq!(
+            passes_over(t, setup_tag(42, 0)),
+            Some(Over::Later),
+            "a later call's mapping"
+        );
+        assert_eq!(
+            passes_over(subtag(t, 3), setup_tag(43, 1)),
+            Some(Over::Later)
         );
         assert_eq!(
             passes_over(t | LOCAL_BIT, setup_tag(41, 0)),

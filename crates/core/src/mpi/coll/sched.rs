@@ -389,18 +389,49 @@ impl Sched {
     }
 
     /// End with an error each receive of the running round whose sender has gone on to a
-    /// later blocking collective without sending it ([`super::passed_over`]).
-    fn fail_passed_over(&self, e: &mut Engine) {
+    /// later blocking collective without sending it ([`super::passed_over`]), and cancel
+    /// each send whose receiver has (it will never match it: a rendezvous would wait
+    /// forever, and the call must not return while the send may still read its buffer); the
+    /// cancelled send fails the schedule.
+    fn fail_passed_over(&mut self, e: &mut Engine) {
         for &slot in &self.waiting {
             let Some(r) = e.pml.reqs.get(slot) else {
                 continue;
             };
-            if r.kind != Kind::Recv || r.complete {
+            if r.complete {
                 continue;
             }
-            let env = r.env;
-            if let Some(err) = super::passed_over(e, env.ctx, env.src, env.tag) {
-                e.pml.fail_posted(slot, err);
+            let (env, peer) = (r.env, r.peer);
+            match r.kind {
+                Kind::Recv => {
+                    if let Some(err) = super::passed_over(e, env.ctx, env.src, env.tag) {
+                        e.pml.fail_posted(slot, err);
+                    }
+                }
+                Kind::Send => {
+                    let to = e
+                        .comm(self.comm)
+                        .ok()
+                        .and_then(|c| c.peers().iter().position(|&p| p == peer));
+                    let Some(to) = to else {
+                        continue;
+                    };
+                    let Some(mut err) = super::passed_over(e, env.ctx, to as i32, env.tag) else {
+                        continue;
+                    };
+                    if super::gone_on(e, env.ctx, to as i32, env.tag) {
+                        err = crate::mpi_error!(
+                            Other,
+                            "rank {to} of the communicator has gone on to a later collective \
+                             without receiving this one's message: the ranks' arguments differ \
+                             (counts or type signatures?) or they call the communicator's \
+                             collectives in different orders"
+                        );
+                    }
+                    e.pml.cancel(slot);
+                    self.err.get_or_insert(err);
+                }
+                _ => {}
             }
         }
     }

@@ -348,6 +348,25 @@ impl Watch {
         })
     }
 
+    /// While the region is mapped at this call, `got` what the exchange has received (None:
+    /// awaited): [`Watch::check`], and has an awaited member gone on to a later call (it left
+    /// this one on another path, which failed)?
+    fn check_mapping(&self, e: &crate::mpi::engine::Engine, got: &[Option<Vec<u8>>]) -> Result<()> {
+        self.check(e)?;
+        for (j, _) in got.iter().enumerate().filter(|(_, g)| g.is_none()) {
+            if super::gone_on(e, self.ctx, j as i32, self.tag) {
+                return err!(
+                    Other,
+                    "rank {j} of the communicator has gone on to a later collective without \
+                     taking part in this one's shared-memory call: the ranks' arguments differ \
+                     (counts or type signatures?) or they call the communicator's collectives \
+                     in different orders"
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Has a member sent this call point-to-point messages?
     fn check(&self, e: &crate::mpi::engine::Engine) -> Result<()> {
         let spec = crate::proto::frame::Envelope {
@@ -427,7 +446,9 @@ fn region(comm: CommId, watch: Option<Watch>) -> Result<Option<Arc<ShmComm>>> {
     // At a call of its own (not within hier.rs's), the exchanges carry the call's tag: a
     // member that waits point to point for this call recognises them (`super::passed_over`).
     let at = |round| watch.map(|w| (w.ctx, super::setup_tag(w.tag, round)));
-    let check = |e: &mut crate::mpi::engine::Engine| watch.as_ref().map_or(Ok(()), |w| w.check(e));
+    let check = |e: &mut crate::mpi::engine::Engine, got: &[Option<Vec<u8>>]| {
+        watch.as_ref().map_or(Ok(()), |w| w.check_mapping(e, got))
+    };
     let got = crate::mpi::cm::exchange_all_watching(comm, at(0), msgs, check)?;
     if me != lead {
         if let Some((&depth, d)) = got[lead].split_last() {
