@@ -155,7 +155,7 @@ pub(crate) fn passed_over(
 /// waits for says of it ([`passed_over`]): None, nothing (a message of an earlier call, or
 /// of this one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Over {
+pub(crate) enum Over {
     /// It maps the shared-memory region for this call.
     Mapping,
     /// It has gone on to a later call.
@@ -182,13 +182,27 @@ fn passes_over(tag: i32, t: i32) -> Option<Over> {
 /// this call (its arguments chose another path, which failed), and the exchange would wait
 /// forever ([`passed_over`]'s reasoning).
 pub(crate) fn gone_on(e: &Engine, ctx: crate::ids::ContextId, src: i32, tag: i32) -> bool {
-    src >= 0
-        && tag & NB_BIT == 0
-        && e.pml
-            .find_unexpected(|env| {
-                env.ctx == ctx && env.src == src && passes_over(tag, env.tag) == Some(Over::Later)
-            })
-            .is_some()
+    over(e, ctx, src, tag, true).is_some()
+}
+
+/// What the first message waiting unexpected from rank `src` on `ctx` says of the blocking
+/// collective with tag `tag` ([`passes_over`]; `later`: only a later call's), if any.
+pub(crate) fn over(
+    e: &Engine,
+    ctx: crate::ids::ContextId,
+    src: i32,
+    tag: i32,
+    later: bool,
+) -> Option<Over> {
+    if src < 0 || tag & NB_BIT != 0 {
+        return None;
+    }
+    let env = e.pml.find_unexpected(|env| {
+        env.ctx == ctx
+            && env.src == src
+            && passes_over(tag, env.tag).is_some_and(|o| !later || o == Over::Later)
+    })?;
+    passes_over(tag, env.tag)
 }
 
 /// The tag of round `round` (0 or 1) of the exchanges that map a communicator's shared-memory

@@ -390,49 +390,55 @@ impl Sched {
 
     /// End with an error each receive of the running round whose sender has gone on to a
     /// later blocking collective without sending it ([`super::passed_over`]), and cancel
-    /// each send whose receiver has (it will never match it: a rendezvous would wait
-    /// forever, and the call must not return while the send may still read its buffer); the
-    /// cancelled send fails the schedule.
-    fn fail_passed_over(&mut self, e: &mut Engine) {
+    /// each send whose receiver will never match it (a rendezvous would wait forever, and
+    /// the call must not return while the send may still read its buffer).
+    fn fail_passed_over(&self, e: &mut Engine) {
         for &slot in &self.waiting {
             let Some(r) = e.pml.reqs.get(slot) else {
                 continue;
             };
-            if r.complete {
+            if r.kind != Kind::Recv || r.complete {
+                continue;
+            }
+            let env = r.env;
+            if let Some(err) = super::passed_over(e, env.ctx, env.src, env.tag) {
+                e.pml.fail_posted(slot, err);
+            }
+        }
+        // A send whose receiver maps a shared-memory region for this very call will never
+        // be matched. One whose receiver went on to a later call is cancelled only once the
+        // schedule has failed (in an earlier round, or a receive of this one failed or came
+        // short): in a call that worked, the receiver took our message, whatever the order
+        // its acknowledgement and its next message are seen in here.
+        let failed = self.err.is_some()
+            || self.waiting.iter().any(|&s| {
+                e.pml.reqs.get(s).is_some_and(|r| {
+                    r.complete
+                        && (r.status.error.is_some()
+                            || r.kind == Kind::Recv && r.status.bytes < r.len as u64)
+                })
+            });
+        for &slot in &self.waiting {
+            let Some(r) = e.pml.reqs.get(slot) else {
+                continue;
+            };
+            if r.kind != Kind::Send || r.complete {
                 continue;
             }
             let (env, peer) = (r.env, r.peer);
-            match r.kind {
-                Kind::Recv => {
-                    if let Some(err) = super::passed_over(e, env.ctx, env.src, env.tag) {
-                        e.pml.fail_posted(slot, err);
-                    }
-                }
-                Kind::Send => {
-                    let to = e
-                        .comm(self.comm)
-                        .ok()
-                        .and_then(|c| c.peers().iter().position(|&p| p == peer));
-                    let Some(to) = to else {
-                        continue;
-                    };
-                    let Some(mut err) = super::passed_over(e, env.ctx, to as i32, env.tag) else {
-                        continue;
-                    };
-                    if super::gone_on(e, env.ctx, to as i32, env.tag) {
-                        err = crate::mpi_error!(
-                            Other,
-                            "rank {to} of the communicator has gone on to a later collective \
-                             without receiving this one's message: the ranks' arguments differ \
-                             (counts or type signatures?) or they call the communicator's \
-                             collectives in different orders"
-                        );
-                    }
-                    e.pml.cancel(slot);
-                    self.err.get_or_insert(err);
-                }
-                _ => {}
+            let Some(to) = e
+                .comm(self.comm)
+                .ok()
+                .and_then(|c| c.peers().iter().position(|&p| p == peer))
+            else {
+                continue;
+            };
+            match super::over(e, env.ctx, to as i32, env.tag, false) {
+                Some(super::Over::Mapping) => {}
+                Some(super::Over::Later) if failed => {}
+                _ => continue,
             }
+            e.pml.cancel(slot);
         }
     }
 
