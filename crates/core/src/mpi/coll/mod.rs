@@ -129,26 +129,20 @@ pub(crate) fn passed_over(
     src: i32,
     tag: i32,
 ) -> Option<crate::error::MpiError> {
-    if src < 0 || tag & NB_BIT != 0 {
-        return None;
-    }
-    let env = e.pml.find_unexpected(|env| {
-        env.ctx == ctx && env.src == src && passes_over(tag, env.tag).is_some()
-    })?;
-    if passes_over(tag, env.tag) == Some(Over::Mapping) {
-        return Some(crate::mpi_error!(
+    Some(match over(e, ctx, src, tag, false)? {
+        Over::Mapping => crate::mpi_error!(
             Other,
             "rank {src} of the communicator serves this call from shared memory and this rank \
              with point-to-point messages: the ranks' arguments differ (counts or type \
              signatures?) or they call the communicator's collectives in different orders"
-        ));
-    }
-    Some(crate::mpi_error!(
-        Other,
-        "rank {src} of the communicator has gone on to a later collective without sending \
-         this one's message: the ranks' arguments differ (counts or type signatures?) or they \
-         call the communicator's collectives in different orders"
-    ))
+        ),
+        Over::Later => crate::mpi_error!(
+            Other,
+            "rank {src} of the communicator has gone on to a later collective without sending \
+             this one's message: the ranks' arguments differ (counts or type signatures?) or \
+             they call the communicator's collectives in different orders"
+        ),
+    })
 }
 
 /// What a message with tag `t` from the sender that a blocking collective with tag `tag`

@@ -415,7 +415,8 @@ impl Sched {
                 e.pml.reqs.get(s).is_some_and(|r| {
                     r.complete
                         && (r.status.error.is_some()
-                            || r.kind == Kind::Recv && r.status.bytes < r.len as u64)
+                            || r.kind == Kind::Recv
+                                && super::short_message(&r.status, r.len).is_some())
                 })
             });
         for &slot in &self.waiting {
@@ -429,7 +430,7 @@ impl Sched {
             let Some(to) = e
                 .comm(self.comm)
                 .ok()
-                .and_then(|c| c.peers().iter().position(|&p| p == peer))
+                .and_then(|c| crate::mpi::group::rank_of(c.peers(), peer))
             else {
                 continue;
             };
